@@ -1,0 +1,44 @@
+# Each target creates .venv if missing and installs what it needs; `make test` is what CI runs.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test test-fast lab lint format browser-deps clean
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	# torch is pinned in pyproject.toml (the CPU wheel); constraints.txt pins the rest for reproducibility.
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[notebooks,dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/rbplab demo
+
+test: $(STAMP) browser-deps
+	$(BIN)/ruff check rbplab tests benchmarks scripts
+	$(BIN)/pytest -q
+
+test-fast: $(STAMP)
+	$(BIN)/pytest -q -m "not slow"
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab notebooks
+
+lint: $(STAMP)
+	$(BIN)/ruff check rbplab tests benchmarks scripts
+	$(BIN)/ruff format --check rbplab tests benchmarks scripts
+
+format: $(STAMP)
+	$(BIN)/ruff format rbplab tests benchmarks scripts
+
+# The browser test drives Debian's chromium; install it when missing and we are allowed to.
+browser-deps:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "chromium not found: the browser test will be skipped (apt-get install chromium)"; fi; }
+
+clean:
+	rm -rf $(VENV) reports .pytest_cache .ruff_cache
