@@ -81,11 +81,18 @@ class TokenStats:
 
     @classmethod
     def from_frame(cls, frame: pd.DataFrame, vocab_size: int, doc_column: str = "doc") -> TokenStats:
-        """Build from a frame with columns doc (any hashable ids), position, n_greater, n_equal, nll."""
-        # Documents are numbered in sorted id order: pass an integer column (the cache's
-        # doc_index) to keep corpus order.
+        """Build from a frame with columns doc, position, n_greater, n_equal, nll.
+
+        Integer doc values are kept as they are: the cache's doc_index is the corpus's dense
+        document index, and every model of a corpus must share it, or a document bootstrap
+        would pair different documents across models. Other ids are numbered in sorted order.
+        """
         frame = frame.sort_values([doc_column, "position"], kind="stable")
-        _, dense = np.unique(frame[doc_column].to_numpy(), return_inverse=True)
+        doc = frame[doc_column].to_numpy()
+        if np.issubdtype(doc.dtype, np.integer):
+            dense = doc
+        else:
+            _, dense = np.unique(doc, return_inverse=True)
         return cls(
             doc=np.asarray(dense, dtype=np.int64),
             position=frame["position"].to_numpy(np.int64),
