@@ -1,0 +1,328 @@
+"""Content-addressed cache: keys, atomic shards, checksums, resume, corruption, locks, locations."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rbplab import cache
+from rbplab.cache import (
+    CacheCorruptedError,
+    CacheEntry,
+    CacheError,
+    CacheLocationError,
+    cache_key,
+    cache_root,
+    list_entries,
+    remove_entries,
+)
+
+SPEC = {"model": {"name": "tiny/model", "revision": None}, "corpus": {"name": "toy", "hash": "ab"}, "ctx": 16}
+
+
+def shard_frame(doc: int, n: int, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame(
+        {
+            "doc_index": np.full(n, doc),
+            "doc_id": [f"d{doc}"] * n,
+            "position": np.arange(1, n + 1),
+            "target_id": rng.integers(0, 50, n),
+            "n_greater": rng.integers(0, 40, n),
+            "n_equal": rng.integers(1, 3, n),
+            "nll": rng.random(n) * 5,
+        }
+    )
+
+
+def complete_entry(root, spec=SPEC, shards=2) -> CacheEntry:
+    entry = CacheEntry(root, spec)
+    with entry.lock():
+        for i in range(shards):
+            entry.write_shard(i, shard_frame(i, 10, seed=i))
+        entry.finalize({"vocab_size": 50, "model": {"name": "tiny/model"}})
+    return entry
+
+
+def test_key_is_canonical_and_versioned(monkeypatch):
+    reordered = {
+        "ctx": 16,
+        "corpus": {"hash": "ab", "name": "toy"},
+        "model": {"revision": None, "name": "tiny/model"},
+    }
+    assert cache_key(SPEC) == cache_key(reordered)
+    assert len(cache_key(SPEC)) == 64
+    assert cache_key(SPEC) != cache_key({**SPEC, "ctx": 32})
+    before = cache_key(SPEC)
+    monkeypatch.setattr(cache, "RANK_FORMAT_VERSION", cache.RANK_FORMAT_VERSION + 1)
+    assert cache_key(SPEC) != before
+    with pytest.raises(TypeError, match="JSON-serialisable"):
+        cache_key({"x": object()})
+    assert cache_key({"p": Path("/a")}) == cache_key({"p": "/a"})
+
+
+def test_cache_root_precedence(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("RBPLAB_CACHE", raising=False)
+    assert cache_root() == tmp_path / "home" / ".cache" / "rbplab"
+    monkeypatch.setenv("RBPLAB_CACHE", str(tmp_path / "env"))
+    assert cache_root() == tmp_path / "env"
+    assert cache_root(tmp_path / "arg") == tmp_path / "arg"
+
+
+def test_round_trip(tmp_path):
+    entry = CacheEntry(tmp_path, SPEC)
+    assert not entry.is_complete()
+    with entry.lock():
+        entry.write_shard(0, shard_frame(0, 10))
+        entry.write_shard(1, shard_frame(1, 5, seed=1))
+        assert not entry.is_complete()  # shards alone never make an entry complete
+        assert entry.completed_shards() == {0, 1}
+        manifest = entry.finalize(
+            {"vocab_size": 50, "model": {"name": "tiny/model"}, "settings": {"bos": "auto"}}
+        )
+    assert entry.is_complete()
+    assert manifest["n_tokens"] == 15 and manifest["key"] == entry.key and manifest["spec"] == SPEC
+    assert [s["rows"] for s in manifest["shards"]] == [10, 5]
+    assert manifest["provenance"]["pyarrow"] and manifest["created"]
+    assert entry.manifest() == manifest
+    frame = entry.read_frame()
+    expected = pd.concat([shard_frame(0, 10), shard_frame(1, 5, seed=1)], ignore_index=True)
+    assert [str(t) for t in frame.dtypes[["doc_index", "position", "target_id", "n_greater", "n_equal"]]] == [
+        "int32"
+    ] * 5
+    assert frame["nll"].dtype == np.float32
+    assert frame["doc_id"].tolist() == expected["doc_id"].tolist()
+    np.testing.assert_array_equal(frame["n_greater"], expected["n_greater"])
+    np.testing.assert_allclose(frame["nll"], expected["nll"].astype(np.float32))
+    stats = entry.read_stats()
+    assert stats.vocab_size == 50 and len(stats) == 15 and stats.n_docs == 2
+    np.testing.assert_array_equal(stats.rank(), expected["n_greater"] + expected["n_equal"])
+    # an entry can be reopened from a key prefix alone
+    assert CacheEntry.open(entry.key[:10], tmp_path).read_frame().equals(frame)
+
+
+def test_shard_schema_is_enforced(tmp_path):
+    entry = CacheEntry(tmp_path, SPEC)
+    with entry.lock(), pytest.raises(ValueError, match="lacks columns"):
+        entry.write_shard(0, shard_frame(0, 3).drop(columns=["nll"]))
+
+
+def test_finalize_needs_contiguous_shards(tmp_path):
+    entry = CacheEntry(tmp_path, SPEC)
+    with entry.lock():
+        with pytest.raises(CacheError, match="no shards"):
+            entry.finalize({"vocab_size": 50})
+        entry.write_shard(0, shard_frame(0, 3))
+        entry.write_shard(2, shard_frame(2, 3))
+        with pytest.raises(CacheError, match=r"shards \[1\] are missing"):
+            entry.finalize({"vocab_size": 50})
+    assert not entry.is_complete()
+    with pytest.raises(CacheError, match="not complete"):
+        entry.read_frame()
+
+
+def test_interrupted_write_is_not_a_shard(tmp_path):
+    """What a kill -9 can leave: a temporary file, or a shard renamed in place without its checksum."""
+    entry = CacheEntry(tmp_path, SPEC)
+    with entry.lock():
+        entry.write_shard(0, shard_frame(0, 4))
+    (entry.path / ".shard-00001.parquet.tmp-999-dead").write_bytes(b"partial")
+    entry.shard_path(0).rename(entry.shard_path(1))  # a real shard ...
+    (entry.path / "shard-00001.parquet.sha256").unlink(missing_ok=True)  # ... whose checksum never landed
+    assert entry.completed_shards() == set()  # readers never trust it
+    assert entry.shard_path(1).exists()  # but only the lock holder cleans up
+    with entry.lock():
+        assert entry.completed_shards() == set()
+        assert sorted(p.name for p in entry.path.iterdir()) == ["spec.json"]
+
+
+def test_corrupted_shard_is_detected_and_removed(tmp_path):
+    entry = CacheEntry(tmp_path, SPEC)
+    with entry.lock():
+        entry.write_shard(0, shard_frame(0, 4))
+        entry.write_shard(1, shard_frame(1, 4))
+    data = bytearray(entry.shard_path(1).read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    entry.shard_path(1).write_bytes(bytes(data))
+    with pytest.warns(UserWarning, match="shard 1 failed its checksum"):
+        assert entry.completed_shards() == {0}
+    assert not entry.shard_path(1).exists()
+
+
+def test_corrupted_complete_entry_raises_and_can_be_repaired(tmp_path):
+    entry = complete_entry(tmp_path)
+    data = bytearray(entry.shard_path(0).read_bytes())
+    data[-20] ^= 0x01
+    entry.shard_path(0).write_bytes(bytes(data))
+    with pytest.warns(UserWarning, match="corrupted"), pytest.raises(CacheCorruptedError, match="re-run"):
+        entry.read_stats()
+    assert not entry.is_complete()  # marked incomplete: the extractor will recompute
+    with entry.lock():
+        assert entry.completed_shards() == {1}
+        entry.write_shard(0, shard_frame(0, 10, seed=0))
+        entry.finalize({"vocab_size": 50})
+    assert len(entry.read_stats()) == 20
+
+
+def test_missing_shard_or_broken_manifest_of_complete_entry(tmp_path):
+    entry = complete_entry(tmp_path)
+    entry.shard_path(1).unlink()
+    with pytest.raises(CacheCorruptedError, match="shard 1 is missing"):
+        entry.read_frame()
+    assert not entry.is_complete()
+    other = complete_entry(tmp_path, {**SPEC, "ctx": 99})
+    other.manifest_path.write_text("{truncated")
+    with pytest.raises(CacheCorruptedError, match="manifest is unreadable"):
+        other.manifest()
+    assert not other.is_complete()
+
+
+def test_second_writer_is_locked_out(tmp_path):
+    first, second = CacheEntry(tmp_path, SPEC), CacheEntry(tmp_path, SPEC)
+    with first.lock():
+        with pytest.raises(CacheError, match="locked by another process"):
+            with second.lock(timeout=0.05):
+                pass
+        with first.lock():  # re-entrant for the holder
+            assert first.locked
+    with second.lock(timeout=0.05):
+        assert second.locked
+
+
+def test_lock_is_shared_between_processes(tmp_path):
+    script = textwrap.dedent(f"""
+        import sys, time
+        from rbplab.cache import CacheEntry
+        entry = CacheEntry({str(tmp_path)!r}, {SPEC!r})
+        with entry.lock():
+            print("locked", flush=True)
+            sys.stdin.readline()
+    """)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout.readline().strip() == "locked"
+        entry = CacheEntry(tmp_path, SPEC)
+        with pytest.raises(CacheError, match="locked"):
+            with entry.lock(timeout=0.1):
+                pass
+        with pytest.raises(CacheError, match="being written"):
+            remove_entries(entry.key[:8], root=tmp_path)
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        assert proc.wait(timeout=30) == 0
+        with entry.lock(timeout=10):
+            entry.write_shard(0, shard_frame(0, 2))
+    finally:
+        proc.kill()
+
+
+def test_unwritable_location_is_a_clear_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    entry = CacheEntry(blocker / "cache", SPEC)
+    with pytest.raises(CacheLocationError, match=r"--cache-dir|RBPLAB_CACHE") as err:
+        with entry.lock():
+            pass
+    assert str(blocker) in str(err.value)
+
+
+def test_permission_denied(tmp_path, monkeypatch):
+    real_mkdir = Path.mkdir
+
+    def deny(self, *args, **kwargs):
+        if str(self).startswith(str(tmp_path / "ro")):
+            raise PermissionError(errno.EACCES, "Permission denied", str(self))
+        return real_mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", deny)
+    with pytest.raises(CacheLocationError, match="permission denied") as err:
+        with CacheEntry(tmp_path / "ro", SPEC).lock():
+            pass
+    assert str(tmp_path / "ro") in str(err.value) and "RBPLAB_CACHE" in str(err.value)
+
+
+def test_low_free_space_is_refused_up_front(tmp_path, monkeypatch):
+    monkeypatch.setattr(cache.shutil, "disk_usage", lambda _: shutil._ntuple_diskusage(1024, 1000, 24))
+    with pytest.raises(CacheLocationError, match="free") as err:
+        with CacheEntry(tmp_path, SPEC).lock():
+            pass
+    assert err.value.errno == errno.ENOSPC and str(tmp_path) in str(err.value)
+
+
+def test_disk_full_mid_write_cleans_up(tmp_path, monkeypatch):
+    entry = CacheEntry(tmp_path, SPEC)
+    with entry.lock():
+        entry.write_shard(0, shard_frame(0, 4))
+        real_fsync = os.fsync
+
+        def full(fd):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(cache.os, "fsync", full)
+        with pytest.raises(CacheLocationError, match="no space left") as err:
+            entry.write_shard(1, shard_frame(1, 4))
+        monkeypatch.setattr(cache.os, "fsync", real_fsync)
+        assert str(entry.shard_path(1)) in str(err.value)
+        assert not list(entry.path.glob(".*tmp*"))  # temporary removed
+        assert entry.completed_shards() == {0}
+    assert not entry.is_complete()
+
+
+def test_list_and_remove(tmp_path):
+    assert list(list_entries(tmp_path).columns) == cache.ENTRY_COLUMNS and list_entries(tmp_path).empty
+    done = complete_entry(tmp_path)
+    partial = CacheEntry(tmp_path, {**SPEC, "corpus": {"name": "other"}})
+    with partial.lock():
+        partial.write_shard(0, shard_frame(0, 7))
+    table = list_entries(tmp_path).set_index("key")
+    assert table.loc[done.key, "complete"] and not table.loc[partial.key, "complete"]
+    assert (
+        table.loc[done.key, "n_tokens"] == 20 and table.loc[partial.key, "n_tokens"] == 7
+    )  # progress so far
+    assert table.loc[done.key, "model"] == "tiny/model" and table.loc[partial.key, "corpus"] == "other"
+    assert table.loc[done.key, "size_bytes"] > 0 and Path(table.loc[done.key, "path"]) == done.path
+    with pytest.raises(CacheError, match="no cache entry matches"):
+        remove_entries("zzzz", root=tmp_path)
+    assert remove_entries([], root=tmp_path, incomplete=True) == [partial.key]
+    assert list_entries(tmp_path)["key"].tolist() == [done.key]
+    assert remove_entries(done.key[:6], root=tmp_path) == [done.key]
+    assert list_entries(tmp_path).empty and not done.path.exists()
+
+
+def test_open_unknown_or_ambiguous_key(tmp_path):
+    with pytest.raises(CacheError, match="no cache entry"):
+        CacheEntry.open("abc", tmp_path)
+    complete_entry(tmp_path)
+    complete_entry(tmp_path, {**SPEC, "ctx": 1})
+    with pytest.raises(CacheError, match="matches 2"):
+        CacheEntry.open("", tmp_path)
+
+
+def test_vocab_size_falls_back_to_model_info(tmp_path):
+    entry = CacheEntry(tmp_path, SPEC)
+    with entry.lock():
+        entry.write_shard(0, shard_frame(0, 3))
+        entry.finalize({"model": {"vocab_size": 50, "head_rows": 64}})
+    assert entry.read_stats().vocab_size == 50
+    assert (
+        cache.ranked_vocab_size(
+            {"model": {"vocab_size": 50, "head_rows": 64}, "settings": {"include_padded_vocab": True}}
+        )
+        == 64
+    )
+    with pytest.raises(CacheError, match="vocab_size"):
+        cache.ranked_vocab_size({})
+    assert json.loads((entry.path / "spec.json").read_text()) == SPEC
