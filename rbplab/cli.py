@@ -373,6 +373,82 @@ register("size", "non-embedding parameter count S of a model", _configure_size, 
 
 
 # ---------------------------------------------------------------------------------------------
+# analysis, report, demo: imported lazily so `rbplab cache ls` does not pay for the notebook stack
+
+
+def _configure_study(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--family", "-f", nargs="+", default=["micro"], help="registry families (default: micro)")
+    p.add_argument("--corpus", "-c", nargs="+", default=None, help="corpora (default: every bundled corpus)")
+    p.add_argument("--max-tokens", type=_positive, default=None, help="tokens scored per model and corpus")
+    p.add_argument(
+        "--cache-dir", default=None, help="cache location (default $RBPLAB_CACHE or ~/.cache/rbplab)"
+    )
+
+
+def _configure_fit(p: argparse.ArgumentParser) -> None:
+    _configure_study(p)
+    p.add_argument(
+        "--k", nargs="+", type=_positive, default=[1, 10, 100], help="thresholds k (default 1 10 100)"
+    )
+    _configure_format(p)
+
+
+def _run_fit(args: argparse.Namespace) -> int:
+    from rbplab.study import load_study
+
+    study = load_study(args.family, args.corpus, max_tokens=args.max_tokens, cache_dir=args.cache_dir)
+    _print_table(study.fit_table(args.k), args.format)
+    return 0
+
+
+def _configure_report(p: argparse.ArgumentParser) -> None:
+    _configure_study(p)
+    p.add_argument("--output-dir", "-o", default="reports", help="where executed notebooks and HTML go")
+    p.add_argument("--notebook", nargs="+", default=None, help="notebook stems to run (default: all)")
+
+
+def _run_report(args: argparse.Namespace) -> int:
+    from rbplab.report import run_report
+
+    results = run_report(
+        args.family,
+        args.corpus,
+        output_dir=args.output_dir,
+        notebooks=args.notebook,
+        max_tokens=args.max_tokens,
+        cache_dir=args.cache_dir,
+    )
+    return 0 if results["ok"].all() else 1
+
+
+def _configure_demo(p: argparse.ArgumentParser) -> None:
+    _configure_study(p)
+    p.add_argument("--output-dir", "-o", default="reports", help="where the report goes (default: reports/)")
+    p.add_argument("--no-notebooks", action="store_true", help="print the tables only")
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    from rbplab.demo import run_demo
+
+    run_demo(
+        args.family[0],
+        args.corpus,
+        output_dir=args.output_dir,
+        cache_dir=args.cache_dir,
+        max_tokens=args.max_tokens,
+        notebooks=not args.no_notebooks,
+    )
+    return 0
+
+
+register("fit", "scaling fits of -log RBP_k versus S from cached statistics", _configure_fit, _run_fit)
+register("report", "run every notebook headless into an HTML report", _configure_report, _run_report)
+register(
+    "demo", "the whole pipeline on the bundled micro-suite and corpora (offline)", _configure_demo, _run_demo
+)
+
+
+# ---------------------------------------------------------------------------------------------
 
 
 EXAMPLES = {
