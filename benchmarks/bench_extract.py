@@ -1,0 +1,254 @@
+"""Rank extraction speed and memory, each next to the obvious alternative.
+
+    .venv/bin/python benchmarks/bench_extract.py                      # random-init GPT-2 small
+    .venv/bin/python benchmarks/bench_extract.py --model data/models/micro-1
+
+Prints, for one model on the same batches of one corpus:
+- extraction (base forward + chunked float32 head + exact counts, as `extract` runs it)
+  vs a bare forward pass `model(input_ids).logits`: the overhead ratio (target <= 1.10x
+  on a ~100M-parameter model);
+- the naive dense ranks `(z > z_t).sum(-1)`, `(z == z_t).sum(-1)`, `logsumexp` on full logits;
+- a per-token Python loop in the style of the paper's code (softmax, top-k over 10,000,
+  `.cpu()` per value), timed on a subset of tokens;
+and peak memory for |V| = 151,936 (Qwen2.5) at sequence length 2048: rank extraction vs
+materialising the full logits, each measured in a fresh process as the RSS high-water mark
+(reset after the head and hidden states exist) above the RSS at that point. The hidden size
+is small (64) because memory does not depend on it and the product would only add time.
+
+Approaches are interleaved over --repeats rounds (the machine may be shared) and both the
+best and the median round are printed. --clock cpu measures this process's CPU time instead
+of wall-clock time: with --threads 1 that is the work done, unaffected by other processes
+taking turns on the cores (use it on a busy machine; wall-clock on a quiet one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from rbplab.extract import Scorer, batch_arrays, batches
+from rbplab.windows import BosDecision, WindowPolicy, make_windows, tokenize_documents
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def random_gpt2(seed: int = 0):
+    """GPT-2 small (124M, S = 85,056,000) with random weights: timing needs no trained model."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(seed)
+    return GPT2LMHeadModel(GPT2Config()).eval()
+
+
+def load(model_arg: str):
+    """(model, tokenizer or None, vocab_size, softcap, label)."""
+    if model_arg == "gpt2-random":
+        from transformers import AutoTokenizer
+
+        model = random_gpt2()
+        tokenizer_dir = REPO / "data" / "tokenizer"  # any tokenizer: ids are all < 50,257
+        tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir) if tokenizer_dir.is_dir() else None
+        return model, tokenizer, model.config.vocab_size, None, "GPT-2 small config, random init"
+    from rbplab.models import load_model
+
+    model, tokenizer, info = load_model(model_arg)
+    return model, tokenizer, info.vocab_size, info.softcap, f"{info.name} (S = {info.n_nonembedding:,})"
+
+
+def corpus_tokens(tokenizer, corpus: str, vocab_size: int, n_tokens: int) -> tuple[list[np.ndarray], str]:
+    """Token arrays of the first documents of a bundled/local corpus, or synthetic ids if none."""
+    if tokenizer is not None:
+        from rbplab.corpora import CorpusError, load_corpus
+
+        try:
+            docs = load_corpus(corpus).documents
+        except (CorpusError, OSError):
+            docs = ()
+        if docs:
+            out, total = [], 0
+            for ids in tokenize_documents(tokenizer, [d.text for d in docs]):
+                out.append(ids % vocab_size)
+                total += len(ids)
+                if total >= 2 * n_tokens:
+                    break
+            return out, corpus
+    rng = np.random.default_rng(0)
+    return [rng.integers(0, vocab_size, 1500) for _ in range(1 + 2 * n_tokens // 1500)], "synthetic ids"
+
+
+def paper_style(model, ids: torch.Tensor, rows: np.ndarray, targets: np.ndarray, limit: int) -> int:
+    """The per-token loop of the paper's code: softmax, top-10,000, one Python step and .cpu() per value."""
+    logits = model(ids).logits
+    probs = torch.softmax(logits.float(), dim=-1).reshape(-1, logits.shape[-1])
+    top = torch.topk(probs[rows[:limit]], k=min(10_000, probs.shape[-1]), dim=-1).indices
+    ranks, ps = [], []
+    for i, (row, target) in enumerate(zip(rows[:limit], targets[:limit], strict=True)):
+        hit = (top[i] == int(target)).nonzero()
+        ranks.append(int(hit[0].cpu().item()) + 1 if len(hit) else 10_001)
+        ps.append(float(probs[row, int(target)].cpu().item()))
+    return len(ranks)
+
+
+def naive_dense(model, ids: torch.Tensor, rows: np.ndarray, targets: np.ndarray) -> None:
+    logits = model(ids).logits
+    z = logits.reshape(-1, logits.shape[-1])[torch.from_numpy(rows)].float()
+    z_t = z.gather(1, torch.from_numpy(targets)[:, None])
+    (z > z_t).sum(-1), (z == z_t).sum(-1), torch.logsumexp(z, -1) - z_t[:, 0]
+
+
+def time_speed(args) -> None:
+    model, tokenizer, vocab, softcap, label = load(args.model)
+    limit = getattr(model.config, "n_positions", None) or getattr(
+        model.config, "max_position_embeddings", 2048
+    )
+    context = min(args.context_length, limit)
+    docs, source = corpus_tokens(tokenizer, args.corpus, vocab, args.max_tokens)
+    bos = BosDecision(True, 0, "benchmark")
+    windows = make_windows(docs, WindowPolicy(context), bos, max_tokens=args.max_tokens)
+    groups = list(batches(windows, args.batch_size, context))
+    arrays = [(length, group, batch_arrays(group, length, 0)) for length, group in groups]
+    n_tokens = sum(len(a[2][2]) for a in arrays)
+    scorer = Scorer(model, vocab, 0, softcap)
+    print(f"model: {label}; |V| = {vocab:,}; torch threads: {torch.get_num_threads()}; clock: {args.clock}")
+    print(
+        f"corpus: {source}; {n_tokens:,} scored tokens in {len(arrays)} batches "
+        f"of <= {args.batch_size} x {context}"
+    )
+
+    def ours():
+        for length, group, _ in arrays:
+            scorer.score(length, group)
+
+    def bare():
+        for _, _, (ids, _, _) in arrays:
+            _ = model(torch.from_numpy(ids)).logits
+
+    def naive():
+        for _, _, (ids, rows, targets) in arrays:
+            naive_dense(model, torch.from_numpy(ids), rows, targets)
+
+    clock = time.process_time if args.clock == "cpu" else time.perf_counter
+    runs = {"bare forward (model(ids).logits)": bare, "rbplab extraction": ours, "naive dense ranks": naive}
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    with torch.inference_mode():
+        ours()  # warm-up: first calls pay for allocations and lazy initialisation
+        for _ in range(args.repeats):
+            for name, fn in runs.items():
+                start = clock()
+                fn()
+                times[name].append(clock() - start)
+        # Paper-style loop on a subset of the largest batch: its Python cost per token is what matters.
+        _, _, (ids, rows, targets) = max(arrays, key=lambda a: len(a[2][1]))
+        limit_tokens = min(args.loop_tokens, len(rows))
+        start = clock()
+        paper_style(model, torch.from_numpy(ids), rows, targets, limit_tokens)
+        loop_seconds = clock() - start
+    base_best, base_median = min(times[next(iter(runs))]), statistics.median(times[next(iter(runs))])
+    print(f"\n{'approach':<36}{'tokens/s (best)':>16}{'ratio':>8}{'tokens/s (median)':>19}{'ratio':>8}")
+    for name, ts in times.items():
+        best, median = min(ts), statistics.median(ts)
+        print(
+            f"{name:<36}{n_tokens / best:>16,.0f}{best / base_best:>7.3f}x"
+            f"{n_tokens / median:>19,.0f}{median / base_median:>7.3f}x"
+        )
+    per_token_bare = base_best / n_tokens
+    print(
+        f"{'paper-style loop (topk 10k, .cpu())':<36}{limit_tokens / loop_seconds:>16,.0f}"
+        f"{loop_seconds / (per_token_bare * limit_tokens):>7.2f}x   (one pass over {limit_tokens} tokens)"
+    )
+
+
+def _status_bytes(field: str) -> int:
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+def _reset_peak() -> bool:
+    """Reset the kernel's RSS high-water mark (Linux >= 4.0), so setup costs do not count."""
+    try:
+        with open("/proc/self/clear_refs", "w") as handle:
+            handle.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _peak_child(mode: str, vocab: int, length: int, d: int, threads: int | None, queue) -> None:
+    from torch import nn
+
+    from rbplab.ranks import rank_stats
+
+    if threads:
+        torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    head = nn.Linear(d, vocab, bias=False)
+    hidden = torch.randn(length, d)
+    targets = torch.randint(0, vocab, (length,))
+    with torch.inference_mode():
+        rank_stats(hidden[:16], head, targets[:16], vocab_size=vocab)  # load kernels before the baseline
+        base = _status_bytes("VmRSS")
+        if not _reset_peak():
+            queue.put((float("nan"), float("nan")))
+            return
+        start = time.perf_counter()
+        if mode == "ranks":
+            rank_stats(hidden, head, targets, vocab_size=vocab)
+        elif mode == "full logits":
+            head(hidden)
+        else:  # full logits, then the naive dense ranks
+            z = head(hidden)
+            z_t = z.gather(1, targets[:, None])
+            (z > z_t).sum(-1), (z == z_t).sum(-1), torch.logsumexp(z, -1)
+        seconds = time.perf_counter() - start
+    queue.put((_status_bytes("VmHWM") - base, seconds))
+
+
+def measure_memory(vocab: int = 151_936, length: int = 2048, d: int = 64, threads: int | None = None) -> None:
+    print(f"\npeak memory above baseline, |V| = {vocab:,}, sequence length {length}, hidden size {d}:")
+    full_bytes = vocab * length * 4
+    print(f"  (one float32 [{length}, {vocab}] logits tensor is {full_bytes / 2**20:,.0f} MiB)")
+    ctx = mp.get_context("spawn")
+    for mode in ("ranks", "full logits", "full logits + naive ranks"):
+        queue = ctx.Queue()
+        proc = ctx.Process(target=_peak_child, args=(mode, vocab, length, d, threads, queue))
+        proc.start()
+        extra, seconds = queue.get()
+        proc.join()
+        print(f"  {mode:<28}{extra / 2**20:>9,.0f} MiB   ({seconds:.2f} s)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--model", default="gpt2-random", help="'gpt2-random' or a model path/name")
+    parser.add_argument("--corpus", default="wikipedia", help="bundled corpus name or local path")
+    parser.add_argument("--context-length", type=int, default=512)
+    parser.add_argument("--batch-size", type=int, default=4)
+    parser.add_argument("--max-tokens", type=int, default=4096, help="scored tokens per timed round")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--loop-tokens", type=int, default=256, help="tokens for the paper-style loop")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    parser.add_argument(
+        "--clock", choices=["wall", "cpu"], default="wall", help="wall-clock or process CPU time"
+    )
+    parser.add_argument("--no-memory", action="store_true", help="skip the |V| = 151,936 memory test")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    time_speed(args)
+    if not args.no_memory:
+        measure_memory(threads=args.threads)
+
+
+if __name__ == "__main__":
+    main()
