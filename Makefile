@@ -23,8 +23,9 @@ test: $(STAMP) browser-deps
 test-fast: $(STAMP)
 	$(BIN)/pytest -q -m "not slow"
 
+# JupyterLab refuses to run as root without --allow-root (containers, CI machines).
 lab: $(STAMP)
-	$(BIN)/jupyter lab notebooks
+	$(BIN)/jupyter lab --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 lint: $(STAMP)
 	$(BIN)/ruff check rbplab tests benchmarks scripts

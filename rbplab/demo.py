@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import transformers
 
 from rbplab.cache import cache_root
 from rbplab.report import run_report
@@ -30,6 +31,8 @@ def run_demo(
     """Extract `family` on `corpora` (default: every bundled corpus), print RBP_k, alpha and R²
     per corpus, run the notebooks into `output_dir`, and return the fit table."""
     started = time.perf_counter()
+    # The demo's models are local: transformers' per-load weight bar would only bury our own lines.
+    transformers.utils.logging.disable_progress_bar()
     root = cache_root(cache_dir)
     print(f"rbplab demo: family {family!r}, cache {root}")
     study = load_study(family, corpora, cache_dir=root, max_tokens=max_tokens, progress=_say)

@@ -1,0 +1,83 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     notebook_metadata_filter: kernelspec,jupytext
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 3 · Emergence from a smooth token-level law (paper Figure 7)
+#
+# A task of N consecutive tokens succeeds when every token ranks within the top k. If tokens were
+# independent, $p_{N,k} = \mathrm{RBP}_k^N \approx \exp(-C N S^{-\alpha})$: a sigmoid in log S that
+# sharpens with N. Here the independence prediction meets the empirical fraction of N-token runs
+# that are all in the top k; their ratio measures how wrong independence is.
+
+# %%
+from rbplab import plots, report
+from rbplab.study import load_study
+from rbplab.widgets import EmergenceView, show
+
+# %% tags=["parameters"]
+families = ["micro"]  # model families of data/families.csv
+models = None  # a subset of the model names of the families; None: all members
+corpora = None  # bundled names, "hub:<name>" or paths; None: every bundled corpus
+ks = [1, 10, 100]  # top-k thresholds
+ns = [1, 2, 4, 8, 16, 32]  # sequence lengths N
+n_max = 300  # range of the N slider
+max_tokens = None  # tokens scored per model and corpus; None: the whole corpus
+cache_dir = None  # None: $RBPLAB_CACHE or ~/.cache/rbplab
+output_dir = None  # folder for the tables as CSV (the report sets it); None: do not write
+ties = "pessimistic"  # rank convention: pessimistic (paper), optimistic (paper code) or expected
+
+# %%
+study = load_study(families, corpora, models=models, max_tokens=max_tokens, cache_dir=cache_dir, ties=ties)
+
+# %% [markdown]
+# ## p_{N,k} against S: the sigmoid view
+# Markers: empirical p_{N,k}; solid lines: RBP_k^N; dashed: exp(-C N S^-α) from the RBP_k power law.
+
+# %%
+em = report.save_table(study.emergence(ks, ns), "emergence", output_dir)
+show(plots.emergence(em, title="Figure 7: p_{N,k} vs S"))
+
+# %% [markdown]
+# ## The linearised law: -log p_{N,k} against N·S^-α
+
+# %%
+show(plots.emergence_linearised(em))
+
+# %% [markdown]
+# ## Fits of -log p_{N,k}
+# Per N: α and C of -log p_{N,k} = C N S^-α; under independence α matches the token-level
+# exponent `alpha_token` and C stays flat in N. `alpha_joint` fits one law over every N.
+
+# %%
+em_fits = report.save_table(study.emergence_fits(ks, ns), "emergence_fits", output_dir)
+em_fits
+
+# %%
+ratio = em.groupby(["family", "corpus", "k", "N"], as_index=False)["ratio"].median()
+report.save_table(ratio, "independence_ratio", output_dir)
+
+# %% [markdown]
+# ## Explore
+# N from 1 to a few hundred and k on a log scale.
+
+# %%
+EmergenceView(study, k=1, n=10, n_max=n_max)
+
+# %%
+headline = em_fits[em_fits["k"] == min(ks)].drop_duplicates(["family", "corpus"])
+report.save_table(
+    headline[["family", "corpus", "alpha_token", "alpha_joint", "r2_joint"]], "headline", output_dir
+)

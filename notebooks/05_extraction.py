@@ -1,0 +1,67 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     notebook_metadata_filter: kernelspec,jupytext
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 5 · Extraction: fill or refresh the rank cache
+#
+# Every other notebook reads per-token rank statistics from the cache. This one runs
+# `rbplab extract` (the same function as the command line) for a set of models and corpora: entries
+# already in the cache are reused without running a model, interrupted ones resume from their
+# finished shards, so running it again after an interruption or after adding models or corpora
+# refreshes the cache with only the missing work. `rbplab cache rm KEY` drops an entry to recompute it.
+
+# %%
+from rbplab import cli, report
+from rbplab.cache import list_entries
+from rbplab.study import default_corpora
+
+# %% tags=["parameters"]
+families = ["micro"]  # model families of data/families.csv
+models = None  # model names, hub ids or paths instead of whole families; None: use families
+corpora = None  # bundled names, "hub:<name>" or paths; None: every bundled corpus
+max_tokens = None  # tokens scored per model and corpus; None: the whole corpus
+cache_dir = None  # None: $RBPLAB_CACHE or ~/.cache/rbplab
+output_dir = None  # folder for the tables as CSV (the report sets it); None: do not write
+progress = True  # progress bars with tokens/s
+
+# %%
+corpus_specs = corpora or default_corpora()
+args = ["extract", "--corpus", *corpus_specs]
+args += ["--model", *models] if models else ["--family", *families]
+args += ["--max-tokens", str(max_tokens)] if max_tokens else []
+args += ["--cache-dir", cache_dir] if cache_dir else []
+args += [] if progress else ["--no-progress"]
+before = list_entries(cache_dir)
+
+# %%
+status = cli.main(args)
+if status != 0:
+    raise RuntimeError(f"`rbplab {' '.join(args)}` failed with status {status}; see the message above")
+
+# %% [markdown]
+# ## The cache after the run
+
+# %%
+entries = list_entries(cache_dir)
+entries["new"] = ~entries["key"].isin(before["key"])
+report.save_table(entries.drop(columns=["path"]), "cache", output_dir)
+
+# %%
+complete = entries[entries["complete"]]
+headline = complete.groupby("model", as_index=False).agg(
+    corpora=("corpus", "nunique"), tokens=("n_tokens", "sum")
+)
+report.save_table(headline, "headline", output_dir)

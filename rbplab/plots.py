@@ -1,0 +1,520 @@
+"""Plotly figure builders for the paper's figures.
+
+Every builder is a pure function of tidy DataFrames (the ones `rbplab.study` produces):
+it only reshapes and draws, never computes statistics, so the same builder serves the
+static report and the interactive widgets (which copy a freshly built figure's traces
+into a live FigureWidget).
+
+Column conventions (extra columns are ignored):
+  points : family, corpus, model, S, k, rbp, neg_log_rbp [, neg_log_rbp_lo, neg_log_rbp_hi]
+  fits   : family, corpus, k, alpha, r2
+  bands  : family, corpus, k, S, fit, lo, hi            (on the -log RBP_k scale)
+  ksweep : family, corpus, k, alpha, r2 [, alpha_ci_low, alpha_ci_high]
+  emergence : family, corpus, model, S, k, N, p_pred, p_emp [, p_fit]
+  lognormal pmf : model, S, rank, empirical, fitted
+  lognormal params : family, corpus, model, S, mu, sigma, mu_over_sigma
+  ce : family, corpus, model, S, quantity, value, source   (source: empirical | lognormal)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import plotly.io as pio
+from plotly.colors import qualitative
+from plotly.subplots import make_subplots
+
+PALETTE = qualitative.Plotly + qualitative.D3
+TEMPLATE = pio.templates["plotly_white"]  # looked up once: by name it is rebuilt per figure
+REGIME_COLOURS = {"k = 1": "rgba(99,110,250,0.08)", "1 < k <= 100": "rgba(0,204,150,0.08)"}
+
+
+def _require(frame: pd.DataFrame, columns: Sequence[str], what: str) -> None:
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{what} frame lacks columns {missing}; it has {list(frame.columns)}")
+
+
+def _colour(i: int) -> str:
+    return PALETTE[i % len(PALETTE)]
+
+
+def _fmt_k(k: float) -> str:
+    return f"{int(k):,}" if float(k).is_integer() else f"{k:g}"
+
+
+def _line_label(fit_row: pd.Series | None, prefix: str) -> str:
+    if fit_row is None:
+        return prefix
+    return f"{prefix} α={fit_row['alpha']:.3f} R²={fit_row['r2']:.3f}"
+
+
+def _log_axes(fig: go.Figure, rows: int, cols: int, *, x_log: bool = True, y_log: bool = True) -> None:
+    # One call per axis kind: per-subplot updates cost a validation pass each.
+    if x_log:
+        fig.update_xaxes(type="log")
+    if y_log:
+        fig.update_yaxes(type="log")
+
+
+def _error_bars(frame: pd.DataFrame, value: str, low: str, high: str) -> dict | None:
+    """Asymmetric error bars from interval columns, or None when the frame has none."""
+    if not {low, high} <= set(frame.columns):
+        return None
+    return {
+        "type": "data",
+        "symmetric": False,
+        "array": (frame[high] - frame[value]).to_numpy(),
+        "arrayminus": (frame[value] - frame[low]).to_numpy(),
+    }
+
+
+def _flush(fig: go.Figure, pending: list) -> None:
+    """Add collected (trace, row, col) in one call (adding them one by one re-validates the figure each
+    time, which made widget callbacks sluggish)."""
+    if pending:
+        traces, rows, cols = zip(*pending, strict=True)
+        fig.add_traces(list(traces), rows=list(rows), cols=list(cols))
+
+
+def rbp_vs_size(
+    points: pd.DataFrame,
+    fits: pd.DataFrame | None = None,
+    bands: pd.DataFrame | None = None,
+    *,
+    title: str | None = None,
+) -> go.Figure:
+    """-log RBP_k against non-embedding size S on log-log axes (paper Figures 3-5).
+
+    One subplot per (k, corpus), one colour per family: markers for models (with error
+    bars when the points carry bootstrap intervals), the fitted power law as a line
+    labelled with α and R², and its confidence band as a shaded area."""
+    _require(points, ["family", "corpus", "model", "S", "k", "neg_log_rbp"], "points")
+    ks = sorted(points["k"].unique())
+    corpora = list(dict.fromkeys(points["corpus"]))
+    families = list(dict.fromkeys(points["family"]))
+    titles = [f"{c} · k={_fmt_k(k)}" for k in ks for c in corpora]
+    fig = make_subplots(
+        rows=len(ks), cols=len(corpora), subplot_titles=titles, shared_xaxes=True, vertical_spacing=0.08
+    )
+    pending: list = []
+    for r, k in enumerate(ks, start=1):
+        for c, corpus in enumerate(corpora, start=1):
+            for f, family in enumerate(families):
+                colour = _colour(f)
+                sel = points[(points["k"] == k) & (points["corpus"] == corpus) & (points["family"] == family)]
+                sel = sel.sort_values("S")
+                fit_row = None
+                if fits is not None and len(fits):
+                    fr = fits[(fits["k"] == k) & (fits["corpus"] == corpus) & (fits["family"] == family)]
+                    fit_row = fr.iloc[0] if len(fr) else None
+                group = f"{family}|{corpus}|{k}"
+                if bands is not None and len(bands):
+                    b = bands[(bands["k"] == k) & (bands["corpus"] == corpus) & (bands["family"] == family)]
+                    b = b.sort_values("S")
+                    if len(b):
+                        pending.append(
+                            (
+                                go.Scatter(
+                                    x=np.r_[b["S"], b["S"][::-1]],
+                                    y=np.r_[b["hi"], b["lo"][::-1]],
+                                    fill="toself",
+                                    fillcolor=colour,
+                                    opacity=0.15,
+                                    line={"width": 0},
+                                    hoverinfo="skip",
+                                    showlegend=False,
+                                    legendgroup=group,
+                                    name=f"{family} band",
+                                ),
+                                r,
+                                c,
+                            )
+                        )
+                        pending.append(
+                            (
+                                go.Scatter(
+                                    x=b["S"],
+                                    y=b["fit"],
+                                    mode="lines",
+                                    line={"color": colour, "dash": "dash"},
+                                    name=_line_label(fit_row, f"{family} fit"),
+                                    legendgroup=group,
+                                ),
+                                r,
+                                c,
+                            )
+                        )
+                error_y = _error_bars(sel, "neg_log_rbp", "neg_log_rbp_lo", "neg_log_rbp_hi")
+                pending.append(
+                    (
+                        go.Scatter(
+                            x=sel["S"],
+                            y=sel["neg_log_rbp"],
+                            mode="markers",
+                            marker={"color": colour, "size": 9},
+                            error_y=error_y,
+                            text=sel["model"],
+                            hovertemplate="%{text}<br>S=%{x:.3s}<br>-log RBP=%{y:.4f}<extra></extra>",
+                            name=f"{family} ({corpus}, k={_fmt_k(k)})",
+                            legendgroup=group,
+                            showlegend=bands is None or not len(bands),
+                        ),
+                        r,
+                        c,
+                    )
+                )
+    _flush(fig, pending)
+    _log_axes(fig, len(ks), len(corpora))
+    fig.update_xaxes(title_text="non-embedding parameters S", row=len(ks))
+    fig.update_yaxes(title_text="-log RBP_k", col=1)
+    fig.update_layout(
+        title=title or "Relative-based scaling: -log RBP_k vs model size",
+        height=320 * len(ks) + 120,
+        template=TEMPLATE,
+    )
+    return fig
+
+
+def rbp_curves(curves: pd.DataFrame, *, title: str | None = None, marker_k: float | None = None) -> go.Figure:
+    """RBP_k as a function of k (log axis) for each model: the CDF of the rank.
+    `curves` has columns model, S, corpus, k, rbp."""
+    _require(curves, ["model", "S", "corpus", "k", "rbp"], "curves")
+    corpora = list(dict.fromkeys(curves["corpus"]))
+    fig = make_subplots(rows=1, cols=len(corpora), subplot_titles=corpora, shared_yaxes=True)
+    pending: list = []
+    models = curves.drop_duplicates("model").sort_values("S")["model"].tolist()
+    for c, corpus in enumerate(corpora, start=1):
+        for i, model in enumerate(models):
+            sel = curves[(curves["corpus"] == corpus) & (curves["model"] == model)].sort_values("k")
+            pending.append(
+                (
+                    go.Scatter(
+                        x=sel["k"],
+                        y=sel["rbp"],
+                        mode="lines",
+                        line={"color": _colour(i)},
+                        name=model,
+                        legendgroup=model,
+                        showlegend=c == 1,
+                    ),
+                    1,
+                    c,
+                )
+            )
+    _flush(fig, pending)
+    if marker_k is not None:
+        fig.add_vline(x=marker_k, line_dash="dot", line_color="grey")
+    _log_axes(fig, 1, len(corpora), y_log=False)
+    fig.update_xaxes(title_text="k")
+    fig.update_yaxes(title_text="RBP_k = Pr(R ≤ k)", col=1)
+    fig.update_layout(title=title or "RBP_k against k", template=TEMPLATE, height=420)
+    return fig
+
+
+def ksweep(sweep: pd.DataFrame, *, vocab_size: int | None = None, title: str | None = None) -> go.Figure:
+    """R²(k) and α(k) over log-spaced k (paper Figure 6), one line per (family, corpus),
+    with the three regimes shaded: k = 1, 1 < k <= 100, and k near |V|."""
+    _require(sweep, ["family", "corpus", "k", "alpha", "r2"], "ksweep")
+    fig = make_subplots(rows=1, cols=2, subplot_titles=["fit quality R²(k)", "exponent α(k)"])
+    pending: list = []
+    groups = list(dict.fromkeys(zip(sweep["family"], sweep["corpus"], strict=True)))
+    for i, (family, corpus) in enumerate(groups):
+        sel = sweep[(sweep["family"] == family) & (sweep["corpus"] == corpus)].sort_values("k")
+        name = f"{family} · {corpus}"
+        pending.append(
+            (
+                go.Scatter(
+                    x=sel["k"],
+                    y=sel["r2"],
+                    mode="lines+markers",
+                    line={"color": _colour(i)},
+                    name=name,
+                    legendgroup=name,
+                ),
+                1,
+                1,
+            )
+        )
+        error_y = _error_bars(sel, "alpha", "alpha_ci_low", "alpha_ci_high")
+        pending.append(
+            (
+                go.Scatter(
+                    x=sel["k"],
+                    y=sel["alpha"],
+                    mode="lines+markers",
+                    line={"color": _colour(i)},
+                    name=name,
+                    legendgroup=name,
+                    showlegend=False,
+                    error_y=error_y,
+                ),
+                1,
+                2,
+            )
+        )
+    kmax = vocab_size or float(sweep["k"].max())
+    _flush(fig, pending)
+    for col in (1, 2):
+        fig.add_vrect(x0=0.8, x1=1.25, fillcolor=REGIME_COLOURS["k = 1"], line_width=0, row=1, col=col)
+        fig.add_vrect(x0=1.25, x1=100, fillcolor=REGIME_COLOURS["1 < k <= 100"], line_width=0, row=1, col=col)
+        if vocab_size:
+            fig.add_vline(x=vocab_size, line_dash="dot", line_color="grey", row=1, col=col)
+    fig.update_xaxes(type="log", title_text="k", range=[np.log10(0.8), np.log10(kmax * 1.2)])
+    fig.update_yaxes(title_text="R²", row=1, col=1)
+    fig.update_yaxes(title_text="α", row=1, col=2)
+    fig.update_layout(
+        title=title or "Scaling fits as a function of k (shaded: k = 1 and 1 < k ≤ 100; dotted: |V|)",
+        template=TEMPLATE,
+        height=430,
+    )
+    return fig
+
+
+def _corpus_k_grid(frame: pd.DataFrame) -> tuple[list, list, list[str]]:
+    corpora = list(dict.fromkeys(frame["corpus"])) if "corpus" in frame.columns else [None]
+    ks = sorted(frame["k"].unique())
+    titles = [f"{c} · k={_fmt_k(k)}" if c is not None else f"k={_fmt_k(k)}" for c in corpora for k in ks]
+    return corpora, ks, titles
+
+
+def _cell(frame: pd.DataFrame, corpus: object, k: float) -> pd.DataFrame:
+    sel = frame[frame["k"] == k]
+    return sel if corpus is None else sel[sel["corpus"] == corpus]
+
+
+def emergence(em: pd.DataFrame, *, title: str | None = None) -> go.Figure:
+    """Sequence success p_{N,k} against S (the sigmoid view of paper Figure 7): one subplot per
+    (corpus, k), one colour per N; markers are the empirical fraction of N-token runs all within
+    the top k, solid lines the independence prediction RBP_k^N, dashed lines the fitted
+    exp(-C N S^-α)."""
+    _require(em, ["model", "S", "k", "N", "p_pred", "p_emp"], "emergence")
+    corpora, ks, titles = _corpus_k_grid(em)
+    ns = sorted(em["N"].unique())
+    fig = make_subplots(rows=len(corpora), cols=len(ks), subplot_titles=titles, shared_yaxes=True)
+    pending: list = []
+    for r, corpus in enumerate(corpora, start=1):
+        for c, k in enumerate(ks, start=1):
+            cell = _cell(em, corpus, k)
+            first = r == 1 and c == 1
+            for i, n in enumerate(ns):
+                sel = cell[cell["N"] == n].sort_values("S")
+                colour = _colour(i)
+                pending.append(
+                    (
+                        go.Scatter(
+                            x=sel["S"],
+                            y=sel["p_emp"],
+                            mode="markers",
+                            marker={"color": colour, "size": 8},
+                            name=f"N={n} empirical",
+                            legendgroup=f"N{n}",
+                            showlegend=first,
+                            text=sel["model"],
+                            hovertemplate="%{text}<br>S=%{x:.3s}<br>p=%{y:.3g}<extra>empirical</extra>",
+                        ),
+                        r,
+                        c,
+                    )
+                )
+                pending.append(
+                    (
+                        go.Scatter(
+                            x=sel["S"],
+                            y=sel["p_pred"],
+                            mode="lines",
+                            line={"color": colour},
+                            name=f"N={n} RBP_k^N",
+                            legendgroup=f"N{n}",
+                            showlegend=first,
+                        ),
+                        r,
+                        c,
+                    )
+                )
+                if "p_fit" in sel.columns and sel["p_fit"].notna().any():
+                    pending.append(
+                        (
+                            go.Scatter(
+                                x=sel["S"],
+                                y=sel["p_fit"],
+                                mode="lines",
+                                line={"color": colour, "dash": "dash"},
+                                name=f"N={n} exp(-C N S^-α)",
+                                legendgroup=f"N{n}",
+                                showlegend=first,
+                            ),
+                            r,
+                            c,
+                        )
+                    )
+    _flush(fig, pending)
+    _log_axes(fig, len(corpora), len(ks), y_log=False)
+    fig.update_xaxes(title_text="non-embedding parameters S", row=len(corpora))
+    fig.update_yaxes(title_text="p_{N,k}", col=1)
+    fig.update_yaxes(range=[0, 1.02])
+    fig.update_layout(
+        title=title or "Emergence: sequence success p_{N,k} vs size (markers empirical, lines predicted)",
+        template=TEMPLATE,
+        height=330 * len(corpora) + 120,
+    )
+    return fig
+
+
+def emergence_linearised(em: pd.DataFrame, *, title: str | None = None) -> go.Figure:
+    """The linearised view of Figure 7: -log p_{N,k} against N·S^-α (column `x`), where the
+    law predicts one straight line per (corpus, k). Needs columns k, N, x, neg_log_p_emp,
+    neg_log_p_pred (and corpus for one row of subplots per corpus)."""
+    _require(em, ["k", "N", "x", "neg_log_p_emp", "neg_log_p_pred"], "emergence (linearised)")
+    corpora, ks, titles = _corpus_k_grid(em)
+    fig = make_subplots(rows=len(corpora), cols=len(ks), subplot_titles=titles)
+    pending: list = []
+    for r, corpus in enumerate(corpora, start=1):
+        for c, k in enumerate(ks, start=1):
+            sel = _cell(em, corpus, k).sort_values("x")
+            first = r == 1 and c == 1
+            for i, n in enumerate(sorted(sel["N"].unique())):
+                s = sel[(sel["N"] == n) & np.isfinite(sel["neg_log_p_emp"])]
+                pending.append(
+                    (
+                        go.Scatter(
+                            x=s["x"],
+                            y=s["neg_log_p_emp"],
+                            mode="markers",
+                            marker={"color": _colour(i)},
+                            name=f"N={n}",
+                            legendgroup=f"N{n}",
+                            showlegend=first,
+                        ),
+                        r,
+                        c,
+                    )
+                )
+            pending.append(
+                (
+                    go.Scatter(
+                        x=sel["x"],
+                        y=sel["neg_log_p_pred"],
+                        mode="lines",
+                        line={"color": "black", "dash": "dot"},
+                        name="independence: N·(-log RBP_k)",
+                        showlegend=first,
+                    ),
+                    r,
+                    c,
+                )
+            )
+    _flush(fig, pending)
+    _log_axes(fig, len(corpora), len(ks))
+    fig.update_xaxes(title_text="N · S^-α", row=len(corpora))
+    fig.update_yaxes(title_text="-log p_{N,k}", col=1)
+    fig.update_layout(
+        title=title or "Emergence, linearised: -log p_{N,k} vs N·S^-α",
+        template=TEMPLATE,
+        height=330 * len(corpora) + 120,
+    )
+    return fig
+
+
+def rank_distribution(pmf: pd.DataFrame, *, title: str | None = None) -> go.Figure:
+    """Empirical rank frequencies and the fitted discretised lognormal, log-log (paper Figure 8c)."""
+    _require(pmf, ["model", "S", "rank", "empirical", "fitted"], "rank pmf")
+    fig = go.Figure()
+    models = pmf.drop_duplicates("model").sort_values("S")["model"].tolist()
+    for i, model in enumerate(models):
+        sel = pmf[pmf["model"] == model].sort_values("rank")
+        emp = sel[sel["empirical"] > 0]
+        fig.add_trace(
+            go.Scatter(
+                x=emp["rank"],
+                y=emp["empirical"],
+                mode="markers",
+                marker={"color": _colour(i), "size": 4},
+                name=f"{model} empirical",
+                legendgroup=model,
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=sel["rank"],
+                y=sel["fitted"],
+                mode="lines",
+                line={"color": _colour(i)},
+                name=f"{model} lognormal",
+                legendgroup=model,
+            )
+        )
+    fig.update_xaxes(type="log", title_text="rank R of the ground-truth token")
+    fig.update_yaxes(type="log", title_text="frequency")
+    fig.update_layout(title=title or "Rank distribution and lognormal fit", template=TEMPLATE, height=450)
+    return fig
+
+
+def lognormal_params(params: pd.DataFrame, *, title: str | None = None) -> go.Figure:
+    """μ, σ and μ/σ of the fitted lognormal against S (paper Figure 8d), one line per corpus."""
+    _require(params, ["corpus", "S", "mu", "sigma", "mu_over_sigma"], "lognormal params")
+    fig = make_subplots(rows=1, cols=3, subplot_titles=["μ", "σ", "μ/σ"])
+    pending: list = []
+    for i, corpus in enumerate(dict.fromkeys(params["corpus"])):
+        sel = params[params["corpus"] == corpus].sort_values("S")
+        for col, name in enumerate(["mu", "sigma", "mu_over_sigma"], start=1):
+            pending.append(
+                (
+                    go.Scatter(
+                        x=sel["S"],
+                        y=sel[name],
+                        mode="lines+markers",
+                        line={"color": _colour(i)},
+                        name=str(corpus),
+                        legendgroup=str(corpus),
+                        showlegend=col == 1,
+                        text=sel.get("model"),
+                    ),
+                    1,
+                    col,
+                )
+            )
+    _flush(fig, pending)
+    fig.update_xaxes(type="log", title_text="S")
+    fig.update_layout(title=title or "Lognormal parameters vs model size", template=TEMPLATE, height=400)
+    return fig
+
+
+def ce_vs_rbp(ce: pd.DataFrame, *, title: str | None = None) -> go.Figure:
+    """Cross-entropy and -log RBP_1 against S on log-log axes, empirical (markers, left: Figure 8a)
+    next to the lognormal theory's predictions from the fitted (μ, σ) (lines, right: Figure 8b)."""
+    _require(ce, ["corpus", "S", "quantity", "value", "source"], "ce")
+    fig = make_subplots(rows=1, cols=2, subplot_titles=["empirical", "lognormal theory (appendix B)"])
+    pending: list = []
+    keys = list(dict.fromkeys(zip(ce["corpus"], ce["quantity"], strict=True)))
+    for i, (corpus, quantity) in enumerate(keys):
+        for col, source in enumerate(["empirical", "lognormal"], start=1):
+            sel = ce[(ce["corpus"] == corpus) & (ce["quantity"] == quantity) & (ce["source"] == source)]
+            sel = sel.sort_values("S")
+            if not len(sel):
+                continue
+            name = f"{quantity} · {corpus}"
+            pending.append(
+                (
+                    go.Scatter(
+                        x=sel["S"],
+                        y=sel["value"],
+                        mode="markers+lines" if col == 1 else "lines",
+                        line={"color": _colour(i), "dash": "solid" if col == 1 else "dash"},
+                        name=name,
+                        legendgroup=name,
+                        showlegend=col == 1,
+                    ),
+                    1,
+                    col,
+                )
+            )
+    _flush(fig, pending)
+    _log_axes(fig, 1, 2)
+    fig.update_xaxes(title_text="S")
+    fig.update_yaxes(title_text="loss (nats)", col=1)
+    fig.update_layout(title=title or "Cross-entropy vs -log RBP_1", template=TEMPLATE, height=420)
+    return fig
