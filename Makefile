@@ -17,7 +17,7 @@ demo: $(STAMP)
 	$(BIN)/rbplab demo
 
 test: $(STAMP) browser-deps
-	$(BIN)/ruff check rbplab tests benchmarks scripts
+	$(BIN)/ruff check rbplab tests benchmarks scripts notebooks
 	$(BIN)/pytest -q
 
 test-fast: $(STAMP)
@@ -28,11 +28,11 @@ lab: $(STAMP)
 	$(BIN)/jupyter lab --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 lint: $(STAMP)
-	$(BIN)/ruff check rbplab tests benchmarks scripts
-	$(BIN)/ruff format --check rbplab tests benchmarks scripts
+	$(BIN)/ruff check rbplab tests benchmarks scripts notebooks
+	$(BIN)/ruff format --check rbplab tests benchmarks scripts notebooks
 
 format: $(STAMP)
-	$(BIN)/ruff format rbplab tests benchmarks scripts
+	$(BIN)/ruff format rbplab tests benchmarks scripts notebooks
 
 # The browser test drives Debian's chromium; install it when missing and we are allowed to.
 browser-deps:
