@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from rbplab import emergence, fit, lognormal, metrics
+from rbplab import emergence, fit_bootstrap, lognormal, metrics
 from rbplab.stats import TokenStats
 
 
@@ -93,7 +93,7 @@ def main() -> None:
         )
         for i in range(n_models)
     ]
-    t = best_of(lambda: fit.bootstrap_fits(runs, ks=ks40, n_boot=args.boot), repeat=1)
+    t = best_of(lambda: fit_bootstrap.bootstrap_fits(runs, ks=ks40, n_boot=args.boot), repeat=1)
     shape = f"{n_models} models x {per_model:,} tokens, {len(ks40)} k, {args.boot} reps"
     print(f"  bootstrap_fits ({shape}): {t:.2f} s")
 

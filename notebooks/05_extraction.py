@@ -25,7 +25,7 @@
 
 # %%
 from rbplab import cli, report
-from rbplab.cache import list_entries
+from rbplab.cache_admin import list_entries
 from rbplab.study import default_corpora
 
 # %% tags=["parameters"]

@@ -240,7 +240,8 @@ def _configure_cache(p: argparse.ArgumentParser) -> None:
 
 
 def _run_cache(args: argparse.Namespace) -> int:
-    from rbplab.cache import CacheCorruptedError, CacheEntry, cache_root, list_entries, remove_entries
+    from rbplab.cache import CacheCorruptedError, CacheEntry, cache_root
+    from rbplab.cache_admin import list_entries, remove_entries
 
     root = cache_root(args.cache_dir)
     if args.cache_command == "path":

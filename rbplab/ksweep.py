@@ -15,7 +15,8 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from rbplab.fit import bootstrap_fits, scaling_fits
+from rbplab.fit import scaling_fits
+from rbplab.fit_bootstrap import bootstrap_fits
 from rbplab.metrics import RunsLike, as_runs, metrics_table
 
 REGIMES = ("k=1", "moderate", "intermediate", "large")
@@ -56,8 +57,8 @@ def k_sweep(
     `data` is either a `metrics_table` (rows with metric == "rbp" are used; ks, ties and
     n_boot are then ignored) or runs (see `rbplab.metrics.as_runs`), from which the table is
     built at `ks` (default `standard_ks`). With runs and n_boot > 0 the document-bootstrap
-    columns of `rbplab.fit.bootstrap_fits` are added. Thresholds above the smallest vocabulary
-    of a group are dropped so every fit uses every model.
+    columns of `rbplab.fit_bootstrap.bootstrap_fits` are added. Thresholds above the smallest
+    vocabulary of a group are dropped so every fit uses every model.
 
     Columns: family, corpus, ties, k, regime, vocab_size, alpha, r2, alpha_se, alpha_ci_low,
     alpha_ci_high, n_models, note [, alpha_boot_*, r2_boot_*]."""

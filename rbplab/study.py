@@ -17,7 +17,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from rbplab import emergence as _emergence
-from rbplab import fit, ksweep, lognormal, metrics
+from rbplab import fit, fit_bootstrap, ksweep, lognormal, metrics
 from rbplab.corpora import Corpus
 from rbplab.metrics import RBPCurve, Run
 from rbplab.stats import TIES, TokenStats
@@ -248,8 +248,8 @@ class Study:
         return ksweep.k_sweep(self.runs, ks=ks, ties=self.ties, level=self.level, n_boot=n_boot, seed=seed)
 
     def bootstrap(self, ks: Iterable[int] = (1, 10, 100), n_boot: int = 200, seed: int = 0) -> pd.DataFrame:
-        """Document-bootstrap uncertainty of alpha and R² (`rbplab.fit.bootstrap_fits`)."""
-        return fit.bootstrap_fits(
+        """Document-bootstrap uncertainty of alpha and R² (`rbplab.fit_bootstrap.bootstrap_fits`)."""
+        return fit_bootstrap.bootstrap_fits(
             self.runs, ks=ks, ties=self.ties, n_boot=n_boot, seed=seed, level=self.level
         )
 

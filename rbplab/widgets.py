@@ -23,7 +23,7 @@ import numpy as np
 import plotly.graph_objects as go
 from IPython.display import display
 
-from rbplab import plots
+from rbplab import plots, plots_theory
 from rbplab.study import Study
 
 STATIC_ENV = "RBPLAB_STATIC_FIGURES"  # "1": always add static figures, "0": never, unset: detect
@@ -326,6 +326,6 @@ class RankDistributionView(_CorpusMixin, _View):
 
     def build(self) -> go.Figure:
         corpus = self.corpus_dropdown.value
-        return plots.rank_distribution(
+        return plots_theory.rank_distribution(
             self.study.rank_pmf(corpus), title=f"{self.study.family} · {corpus}: rank distribution"
         )

@@ -23,9 +23,8 @@ from rbplab.cache import (
     CacheLocationError,
     cache_key,
     cache_root,
-    list_entries,
-    remove_entries,
 )
+from rbplab.cache_admin import remove_entries
 
 SPEC = {"model": {"name": "tiny/model", "revision": None}, "corpus": {"name": "toy", "hash": "ab"}, "ctx": 16}
 
@@ -279,27 +278,6 @@ def test_disk_full_mid_write_cleans_up(tmp_path, monkeypatch):
         assert not list(entry.path.glob(".*tmp*"))  # temporary removed
         assert entry.completed_shards() == {0}
     assert not entry.is_complete()
-
-
-def test_list_and_remove(tmp_path):
-    assert list(list_entries(tmp_path).columns) == cache.ENTRY_COLUMNS and list_entries(tmp_path).empty
-    done = complete_entry(tmp_path)
-    partial = CacheEntry(tmp_path, {**SPEC, "corpus": {"name": "other"}})
-    with partial.lock():
-        partial.write_shard(0, shard_frame(0, 7))
-    table = list_entries(tmp_path).set_index("key")
-    assert table.loc[done.key, "complete"] and not table.loc[partial.key, "complete"]
-    assert (
-        table.loc[done.key, "n_tokens"] == 20 and table.loc[partial.key, "n_tokens"] == 7
-    )  # progress so far
-    assert table.loc[done.key, "model"] == "tiny/model" and table.loc[partial.key, "corpus"] == "other"
-    assert table.loc[done.key, "size_bytes"] > 0 and Path(table.loc[done.key, "path"]) == done.path
-    with pytest.raises(CacheError, match="no cache entry matches"):
-        remove_entries("zzzz", root=tmp_path)
-    assert remove_entries([], root=tmp_path, incomplete=True) == [partial.key]
-    assert list_entries(tmp_path)["key"].tolist() == [done.key]
-    assert remove_entries(done.key[:6], root=tmp_path) == [done.key]
-    assert list_entries(tmp_path).empty and not done.path.exists()
 
 
 def test_open_unknown_or_ambiguous_key(tmp_path):

@@ -14,7 +14,8 @@ import pandas as pd
 import pytest
 
 from rbplab import cache, cli
-from rbplab.cache import CacheEntry, list_entries
+from rbplab.cache import CacheEntry
+from rbplab.cache_admin import list_entries
 
 SPEC = {"model": {"name": "tiny/model"}, "corpus": {"name": "toy"}}
 

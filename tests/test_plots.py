@@ -74,28 +74,6 @@ def test_emergence_grid(study: Study) -> None:
     assert all(np.all(np.isfinite(t.y)) for t in lin.data if t.mode == "markers")
 
 
-def test_rank_distribution_drops_empty_bins(study: Study) -> None:
-    pmf = study.rank_pmf("a")
-    pmf.loc[pmf.index[2], "empirical"] = 0.0  # rank 3 of synthetic-0
-    fig = plots.rank_distribution(pmf)
-    n_models = pmf["model"].nunique()
-    assert len(fig.data) == 2 * n_models
-    first = pmf[pmf["model"] == "synthetic-0"]
-    assert 3 not in fig.data[0].x and 4 in fig.data[0].x  # the emptied bin (rank 4) is gone
-    assert len(fig.data[0].x) == (first["empirical"] > 0).sum()
-    assert len(fig.data[1].x) == len(first)  # the fitted curve keeps every bin
-
-
-def test_lognormal_and_ce_figures(study: Study) -> None:
-    ln = study.lognormal()
-    fig = plots.lognormal_params(ln)
-    assert len(fig.data) == 3 * 2
-    ce = plots.ce_vs_rbp(study.ce_comparison(n_grid=6))
-    assert {t.xaxis for t in ce.data} == {"x", "x2"}
-    right = [t for t in ce.data if t.xaxis == "x2"]
-    assert all(len(t.x) == 6 for t in right)
-
-
 def test_rbp_curves_is_a_cdf(study: Study) -> None:
     fig = plots.rbp_curves(study.curve_frame(corpora=["a"]), marker_k=10)
     for trace in fig.data:

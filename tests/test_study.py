@@ -182,7 +182,7 @@ def test_load_study_reads_through_the_extraction_cache(
     monkeypatch: pytest.MonkeyPatch, gpt2_dir, neox_dir, tiny_corpus, cache_dir
 ) -> None:
     """The real path: registry family -> extract (first call) -> cache -> TokenStats (later calls)."""
-    from rbplab import cache, extract, registry
+    from rbplab import cache_admin, extract, registry
 
     members = pd.DataFrame(
         {
@@ -199,7 +199,7 @@ def test_load_study_reads_through_the_extraction_cache(
     assert study.corpora == ["tiny"] and list(study.models["S"]) == [1000, 4000]
     direct = extract.load_stats(str(gpt2_dir), tiny_corpus, cache_dir=cache_dir, progress=False)
     assert np.array_equal(study.stats("tiny-gpt2", "tiny").rank(), direct.rank())
-    assert len(cache.list_entries(cache_dir)) == 2
+    assert len(cache_admin.list_entries(cache_dir)) == 2
 
     def no_forward(*args, **kwargs):
         raise AssertionError("a cached study must not load model weights")
