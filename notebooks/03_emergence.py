@@ -23,7 +23,7 @@
 # that are all in the top k; their ratio measures how wrong independence is.
 
 # %%
-from rbplab import plots, report
+from rbplab import plots_emergence, report
 from rbplab.study import load_study
 from rbplab.widgets import EmergenceView, show
 
@@ -48,13 +48,13 @@ study = load_study(families, corpora, models=models, max_tokens=max_tokens, cach
 
 # %%
 em = report.save_table(study.emergence(ks, ns), "emergence", output_dir)
-show(plots.emergence(em, title="Figure 7: p_{N,k} vs S"))
+show(plots_emergence.emergence(em, title="Figure 7: p_{N,k} vs S"))
 
 # %% [markdown]
 # ## The linearised law: -log p_{N,k} against N·S^-α
 
 # %%
-show(plots.emergence_linearised(em))
+show(plots_emergence.emergence_linearised(em))
 
 # %% [markdown]
 # ## Fits of -log p_{N,k}

@@ -9,11 +9,11 @@ dict the extractor builds, plus RANK_FORMAT_VERSION) and lives in
     shard-00000.parquet.sha256 {"sha256", "rows", "bytes"} of that shard, written after it
     manifest.json              written last: its presence means the entry is complete
 
-Every file is written to a temporary name, fsynced and atomically renamed, so a
-killed run leaves either whole files or stray temporaries (removed by the next
-writer), never a partial shard that looks finished. A shard counts as done only if
-its checksum file exists and matches; a mismatch is reported with a warning and the
-shard deleted so the extractor recomputes it.
+Every file is written to a temporary name, fsynced and atomically renamed
+(`rbplab.cache_location`), so a killed run leaves either whole files or stray
+temporaries (removed by the next writer), never a partial shard that looks finished.
+A shard counts as done only if its checksum file exists and matches; a mismatch is
+reported with a warning and the shard deleted so the extractor recomputes it.
 
 Reading a complete entry re-verifies every shard. A corrupted shard is then removed
 together with the manifest (the entry becomes incomplete) and CacheCorruptedError is
@@ -27,14 +27,10 @@ extracting the same (model, corpus, settings) never interleave their shards.
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import json
-import os
 import re
-import shutil
 import sys
-import uuid
 import warnings
 from collections.abc import Iterator
 from datetime import datetime, timezone
@@ -47,6 +43,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from filelock import FileLock, Timeout
 
+from rbplab.cache_location import (
+    _atomic_write,
+    _location_error,
+    _matching_dirs,
+    _read_spec,
+    cache_root,
+    check_writable,
+)
 from rbplab.stats import TokenStats
 
 RANK_FORMAT_VERSION = 1
@@ -63,10 +67,7 @@ SHARD_SCHEMA = pa.schema(
     ]
 )
 
-MIN_FREE_BYTES = 64 * 2**20  # refuse to start writing with less free space than this
 _SHARD_RE = re.compile(r"^shard-(\d{5,})\.parquet$")
-_KEY_RE = re.compile(r"^[0-9a-f]{64}$")
-_HOW_TO_MOVE = "choose another location with --cache-dir or the RBPLAB_CACHE environment variable"
 
 
 class CacheError(RuntimeError):
@@ -77,21 +78,8 @@ class CacheCorruptedError(CacheError):
     """A complete entry failed its checksums; it has been marked incomplete."""
 
 
-class CacheLocationError(OSError):
-    """The cache directory cannot be written: no permission, read-only, or no space left."""
-
-    def __str__(self) -> str:  # the message already names the problem; drop the "[Errno n]" prefix
-        return self.strerror or super().__str__()
-
-
 # ---------------------------------------------------------------------------------------------
-# Location and keys
-
-
-def cache_root(path: str | Path | None = None) -> Path:
-    """The cache directory: `path` argument > $RBPLAB_CACHE > ~/.cache/rbplab."""
-    chosen = path if path is not None else os.environ.get("RBPLAB_CACHE") or Path.home() / ".cache" / "rbplab"
-    return Path(chosen).expanduser().absolute()
+# Keys
 
 
 def _json_default(value: Any) -> Any:
@@ -115,66 +103,6 @@ def cache_key(spec: dict) -> str:
     if not isinstance(spec, dict):
         raise TypeError(f"cache spec must be a dict, got {type(spec).__name__}")
     return hashlib.sha256(canonical_json(spec).encode()).hexdigest()
-
-
-def check_writable(root: str | Path | None = None) -> Path:
-    """Create the cache directory if needed and prove it is writable with enough free space."""
-    root = cache_root(root)
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        probe = root / f".probe-{os.getpid()}-{uuid.uuid4().hex}"
-        with open(probe, "wb") as handle:
-            handle.write(b"ok")
-            handle.flush()
-            os.fsync(handle.fileno())
-        probe.unlink()
-    except OSError as err:
-        raise _location_error(err, root) from err
-    free = shutil.disk_usage(root).free
-    if free < MIN_FREE_BYTES:
-        raise CacheLocationError(
-            errno.ENOSPC,
-            f"only {free / 2**20:.1f} MiB free at cache location {root} (need at least "
-            f"{MIN_FREE_BYTES // 2**20} MiB); free some space or {_HOW_TO_MOVE}",
-        )
-    return root
-
-
-def _location_error(err: OSError, path: Path) -> OSError:
-    if err.errno in (errno.ENOSPC, errno.EDQUOT):
-        return CacheLocationError(
-            err.errno, f"no space left on device writing {path}; free space or {_HOW_TO_MOVE}"
-        )
-    if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS) or isinstance(err, PermissionError):
-        return CacheLocationError(
-            err.errno or errno.EACCES,
-            f"cannot write to cache location {path} (permission denied); {_HOW_TO_MOVE}",
-        )
-    if isinstance(err, (FileExistsError, NotADirectoryError)):
-        return CacheLocationError(err.errno, f"cache location {path} is not a directory; {_HOW_TO_MOVE}")
-    return err
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    """Write to a temporary sibling, fsync, rename over `path`; never leaves a partial `path`."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-    try:
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except OSError as err:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise _location_error(err, path) from err
-    # Make the rename itself durable before anything that depends on it is written.
-    with contextlib.suppress(OSError):
-        fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 def _sha256(data: bytes) -> str:
@@ -470,26 +398,3 @@ def ranked_vocab_size(manifest: dict) -> int:
 
 def _dump(obj: dict) -> bytes:
     return (json.dumps(obj, indent=1, sort_keys=True, default=_json_default) + "\n").encode()
-
-
-# ---------------------------------------------------------------------------------------------
-# Locating entry directories
-
-
-def _entry_dirs(root: Path) -> list[Path]:
-    if not root.is_dir():
-        return []
-    return sorted(p for p in root.glob("??/*") if p.is_dir() and _KEY_RE.match(p.name))
-
-
-def _matching_dirs(root: Path, prefix: str) -> list[Path]:
-    prefix = prefix.lower()
-    return [p for p in _entry_dirs(root) if p.name.startswith(prefix)]
-
-
-def _read_spec(path: Path) -> dict | None:
-    for name in ("manifest.json", "spec.json"):
-        with contextlib.suppress(OSError, ValueError):
-            data = json.loads((path / name).read_text())
-            return data["spec"] if name == "manifest.json" else data
-    return None

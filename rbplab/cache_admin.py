@@ -17,14 +17,8 @@ from typing import Any
 import pandas as pd
 from filelock import FileLock, Timeout
 
-from rbplab.cache import (
-    CacheError,
-    _entry_dirs,
-    _location_error,
-    _matching_dirs,
-    _read_spec,
-    cache_root,
-)
+from rbplab.cache import CacheError
+from rbplab.cache_location import _entry_dirs, _location_error, _matching_dirs, _read_spec, cache_root
 
 ENTRY_COLUMNS = ["key", "model", "corpus", "n_tokens", "complete", "size_bytes", "created", "path"]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import transformers
 
-from rbplab.cache import cache_root
+from rbplab.cache_location import cache_root
 from rbplab.report import run_report
 from rbplab.study import load_study
 

@@ -17,7 +17,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from rbplab import emergence as _emergence
-from rbplab import fit, fit_bootstrap, ksweep, lognormal, metrics
+from rbplab import fit, fit_bootstrap, ksweep, metrics, study_theory
 from rbplab.corpora import Corpus
 from rbplab.metrics import RBPCurve, Run
 from rbplab.stats import TIES, TokenStats
@@ -292,101 +292,21 @@ class Study:
         )
         return _emergence.sequence_fits(table, level=self.level)
 
-    # ---- lognormal theory (paper section 5.2, appendix B) ----------------------------------
+    # ---- lognormal theory (paper section 5.2, appendix B): `rbplab.study_theory` ---------------
     def lognormal(self) -> pd.DataFrame:
-        """Per run: fitted mu, sigma, mu/sigma, likelihood ratios against the power law and
-        log-logistic, measured CE and -log RBP_1, appendix-B predictions
-        (`rbplab.lognormal.lognormal_table`). Computed once, then cached."""
-        if "lognormal" not in self._cache:
-            self._cache["lognormal"] = lognormal.lognormal_table(self.runs, ties=self.ties)
-        return self._cache["lognormal"]
+        return study_theory.lognormal_table(self)
 
     def lognormal_scaling(self) -> pd.DataFrame:
-        """How mu, sigma and mu/sigma scale with S (`rbplab.lognormal.parameter_scaling`)."""
-        return lognormal.parameter_scaling(self.lognormal())
+        return study_theory.lognormal_scaling(self)
 
     def rank_pmf(self, corpus: str, n_bins: int = 70) -> pd.DataFrame:
-        """Empirical rank frequencies and the fitted lognormal's, per model of `corpus`, in
-        log-spaced rank bins (exact for small ranks) divided by the bin width, so the curve is
-        a per-rank frequency that a log-log plot of |V| ranks can draw cheaply."""
-        # Reuse the full table when it exists; otherwise fit only this corpus (a dropdown change).
-        table = self._cache.get("lognormal")
-        if table is None:
-            table = self.subset(corpora=corpus).lognormal()
-        frames = []
-        for r in self.subset(corpora=corpus).runs:
-            row = table[
-                (table["family"] == r.family) & (table["model"] == r.model) & (table["corpus"] == corpus)
-            ]
-            curve = self.curves[(r.family, r.model, r.corpus)]
-            vocab = curve.vocab_size
-            edges = np.unique(np.round(np.geomspace(1, vocab + 1, n_bins)).astype(np.int64))
-            cum_emp = curve.cumulative / curve.n_tokens  # cum_emp[j] = Pr(R <= j)
-            pmf = lognormal.lognormal_pmf(float(row["mu"].iloc[0]), float(row["sigma"].iloc[0]), vocab)
-            cum_fit = np.r_[0.0, np.cumsum(pmf)]
-            width = np.diff(edges)
-            lo, hi = edges[:-1] - 1, edges[1:] - 1  # bin [edges_i, edges_i+1) in rank
-            frames.append(
-                pd.DataFrame(
-                    {
-                        "family": r.family,
-                        "corpus": corpus,
-                        "model": r.model,
-                        "S": r.S,
-                        "rank": edges[:-1],
-                        "empirical": (cum_emp[hi] - cum_emp[lo]) / width,
-                        "fitted": (cum_fit[hi] - cum_fit[lo]) / width,
-                    }
-                )
-            )
-        return pd.concat(frames, ignore_index=True)
+        return study_theory.rank_pmf(self, corpus, n_bins)
 
     def ce_comparison(self, n_grid: int = 30) -> pd.DataFrame:
-        """Cross-entropy and -log RBP_1 against S: measured per model (source "empirical")
-        and as the lognormal theory predicts them from the fitted (mu, sigma) trends
-        (`rbplab.lognormal.simulate_scaling`, source "lognormal"). Columns family, corpus,
-        S, quantity, value, source."""
-        table = self.lognormal()
-        frames = [
-            table.melt(
-                id_vars=["family", "corpus", "model", "S"],
-                value_vars=["ce", "neg_log_rbp1"],
-                var_name="quantity",
-                value_name="value",
-            ).assign(source="empirical")
-        ]
-        for (family, corpus), part in table.groupby(["family", "corpus"], sort=False):
-            if part["S"].nunique() < 2:
-                continue
-            vocab = int(part["vocab_size"].min())
-            try:
-                sim = lognormal.simulate_scaling(part, n_grid=n_grid, vocab_size=vocab)
-            except ValueError:
-                # sigma's linear trend turns negative within the S range (a noisy family):
-                # hypothesis 2 only needs mu/sigma to scale, so hold sigma at its mean.
-                sim = lognormal.simulate_scaling(part, n_grid=n_grid, vocab_size=vocab, sigma_mode="constant")
-            frames.append(
-                sim.rename(columns={"ce_discrete": "ce", "neg_log_p1_discrete": "neg_log_rbp1"})
-                .melt(
-                    id_vars=["S"], value_vars=["ce", "neg_log_rbp1"], var_name="quantity", value_name="value"
-                )
-                .assign(family=family, corpus=corpus, model=None, source="lognormal")
-            )
-        out = pd.concat(frames, ignore_index=True)
-        out["quantity"] = out["quantity"].map({"ce": "CE", "neg_log_rbp1": "-log RBP_1"})
-        return out[["family", "corpus", "model", "S", "quantity", "value", "source"]]
+        return study_theory.ce_comparison(self, n_grid)
 
     def ce_exponents(self) -> pd.DataFrame:
-        """Power-law exponents of CE and -log RBP_1 against S, measured and lognormal-predicted,
-        per family and corpus: the paper's observation that the two are nearly equal (Fig. 8a/b)."""
-        # Without the model column: the theory's curve is a grid of S values, not models.
-        comp = self.ce_comparison().drop(columns="model")
-        fits = fit.scaling_fits(
-            comp, y="value", by=["family", "corpus", "source", "quantity"], level=self.level
-        )
-        return fits[
-            ["family", "corpus", "source", "quantity", "alpha", "alpha_ci_low", "alpha_ci_high", "r2"]
-        ]
+        return study_theory.ce_exponents(self)
 
 
 # ---- loading from the cache -------------------------------------------------------------------
@@ -429,8 +349,8 @@ def load_study(
     the first call may run models; later calls only read parquet. `progress` may be True
     (extraction progress bars) or a callable receiving one line per run.
 
-    The family name "synthetic" (`SYNTHETIC`) stands for `synthetic_study()`: made-up models on
-    made-up corpora, to try every notebook and widget without running a model.
+    The family name "synthetic" (`SYNTHETIC`) stands for `rbplab.synthetic.synthetic_study()`:
+    made-up models on made-up corpora, to try every notebook and widget without running a model.
     """
     if ties not in TIES:
         raise ValueError(f"ties must be one of {TIES}, got {ties!r}")
@@ -440,6 +360,8 @@ def load_study(
     if SYNTHETIC in fams:
         if fams != [SYNTHETIC]:
             raise ValueError(f"the {SYNTHETIC!r} family cannot be mixed with real families {fams}")
+        from rbplab.synthetic import synthetic_study
+
         kwargs = {"corpora": _as_list(corpora)} if corpora is not None else {}
         return synthetic_study(**kwargs, n_tokens=max_tokens or 20_000, ties=ties)
     from rbplab import registry
@@ -474,31 +396,3 @@ def load_study(
             )
             runs.append(Run(row.family, row.model, _corpus_label(spec), float(row.S), stats))
     return Study(runs, ties=ties, level=level)
-
-
-def synthetic_study(
-    sizes: Sequence[float] = (1e5, 3e5, 1e6, 3e6, 1e7, 3e7),
-    corpora: Sequence[str] = ("synthetic-a", "synthetic-b"),
-    *,
-    vocab_size: int = 4096,
-    n_tokens: int = 20_000,
-    n_docs: int = 40,
-    seed: int = 0,
-    family: str = SYNTHETIC,
-    ties: str = "pessimistic",
-) -> Study:
-    """A study of made-up models whose ranks are lognormal with a log-location falling in
-    log S, so every figure has something to show without running a model (tests, trying
-    the widgets). nll is a noisy increasing function of the rank."""
-    rng = np.random.default_rng(seed)
-    runs = []
-    for c, corpus in enumerate(corpora):
-        for i, S in enumerate(sorted(sizes)):
-            mu = 2.5 + 0.3 * c - 0.25 * np.log(S / sizes[0])
-            ranks = np.ceil(np.exp(rng.normal(mu, 2.0, n_tokens))).astype(np.int64)
-            ranks = np.clip(ranks, 1, vocab_size)
-            doc = np.sort(rng.integers(0, n_docs, n_tokens))
-            nll = 0.3 + 0.9 * np.log(ranks) + rng.exponential(0.3, n_tokens)
-            stats = TokenStats.from_ranks(ranks, vocab_size, doc=doc, nll=nll)
-            runs.append(Run(family, f"{family}-{i}", corpus, float(S), stats))
-    return Study(runs, ties=ties)

@@ -23,7 +23,7 @@ import numpy as np
 import plotly.graph_objects as go
 from IPython.display import display
 
-from rbplab import plots, plots_theory
+from rbplab import plots, plots_emergence, plots_theory
 from rbplab.study import Study
 
 STATIC_ENV = "RBPLAB_STATIC_FIGURES"  # "1": always add static figures, "0": never, unset: detect
@@ -306,7 +306,9 @@ class EmergenceView(_CorpusMixin, _KMixin, _View):
     def build(self) -> go.Figure:
         corpus = self.corpus_dropdown.value
         em = self.study.emergence([self.k], [self.n], corpora=[corpus])
-        return plots.emergence(em, title=f"{self.study.family} · {corpus}: p_(N={self.n}, k={self.k:,}) vs S")
+        return plots_emergence.emergence(
+            em, title=f"{self.study.family} · {corpus}: p_(N={self.n}, k={self.k:,}) vs S"
+        )
 
 
 class RankDistributionView(_CorpusMixin, _View):

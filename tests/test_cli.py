@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rbplab import cache, cli
+from rbplab import cache_location, cli
 from rbplab.cache import CacheEntry
 from rbplab.cache_admin import list_entries
 
@@ -293,7 +293,7 @@ def test_failed_run_leaves_no_complete_entry(capsys, repo, tmp_path, monkeypatch
             raise OSError(errno.ENOSPC, "No space left on device")
         return real_replace(src, dst)
 
-    monkeypatch.setattr(cache.os, "replace", disk_full_for_shards)
+    monkeypatch.setattr(cache_location.os, "replace", disk_full_for_shards)
     status, out, err = run(capsys, *extract_args(repo, tmp_path))
     assert status == 1 and out == ""
     last = err.strip().splitlines()[-1]
@@ -302,7 +302,7 @@ def test_failed_run_leaves_no_complete_entry(capsys, repo, tmp_path, monkeypatch
     entries = list_entries(tmp_path)
     assert len(entries) == 1 and not entries["complete"].any() and entries["n_tokens"].sum() == 0
     assert not list(Path(entries["path"].iloc[0]).glob(".*tmp*"))  # no half-written files left
-    monkeypatch.setattr(cache.os, "replace", real_replace)
+    monkeypatch.setattr(cache_location.os, "replace", real_replace)
     status, out, _ = run(capsys, *extract_args(repo, tmp_path))  # the same command then completes it
     assert status == 0 and list_entries(tmp_path)["complete"].all()
 

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from rbplab import plots
-from rbplab.study import Study, synthetic_study
+from rbplab.study import Study
+from rbplab.synthetic import synthetic_study
 
 
 @pytest.fixture(scope="module")
@@ -63,15 +64,6 @@ def test_ksweep_two_panels_and_regimes(study: Study) -> None:
     alpha = next(t for t in fig.data if t.xaxis == "x2" and t.name == "synthetic · a")
     assert np.allclose(alpha.error_y.array, part["alpha_ci_high"] - part["alpha"])  # OLS intervals drawn
     assert len(fig.layout.shapes) == 2 * 3  # two shaded regimes and |V| in each panel
-
-
-def test_emergence_grid(study: Study) -> None:
-    em = study.emergence([1, 10], [1, 4, 8])
-    fig = plots.emergence(em)
-    assert len(fig.layout.annotations) == 2 * 2  # corpora x ks
-    assert len(fig.data) == 2 * 2 * 3 * 3  # panels x N x (empirical, RBP^N, fitted)
-    lin = plots.emergence_linearised(em)
-    assert all(np.all(np.isfinite(t.y)) for t in lin.data if t.mode == "markers")
 
 
 def test_rbp_curves_is_a_cdf(study: Study) -> None:

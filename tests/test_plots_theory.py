@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from rbplab import plots_theory
-from rbplab.study import Study, synthetic_study
+from rbplab.study import Study
+from rbplab.synthetic import synthetic_study
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,8 @@ import pytest
 from rbplab import fit
 from rbplab.metrics import Run
 from rbplab.stats import TokenStats
-from rbplab.study import Study, load_study, synthetic_study
+from rbplab.study import Study, load_study
+from rbplab.synthetic import synthetic_study
 
 SIZES = (1e4, 1e5, 1e6, 1e7)
 ALPHA, A = 0.15, 3.0
@@ -127,23 +128,6 @@ def test_emergence_table(synth: Study) -> None:
     assert np.allclose(one["p_emp"], one["rbp"])  # a window of one token is one token
     assert np.allclose(em["x"], em["N"] * em["S"] ** -em["alpha"])
     assert em["p_fit"].between(0, 1).all()
-
-
-def test_lognormal_views(synth: Study) -> None:
-    table = synth.lognormal()
-    assert len(table) == len(synth.runs)
-    assert synth.lognormal() is table  # fitted once
-    pmf = synth.rank_pmf("a")
-    assert set(pmf["model"]) == {r.model for r in synth.runs if r.corpus == "a"}
-    widths = np.diff(np.r_[pmf[pmf["model"] == "synthetic-0"]["rank"], synth.vocab_size + 1])
-    emp = pmf[pmf["model"] == "synthetic-0"]["empirical"].to_numpy()
-    assert (emp * widths).sum() == pytest.approx(1.0)
-    comp = synth.ce_comparison(n_grid=5)
-    assert set(comp["source"]) == {"empirical", "lognormal"}
-    assert set(comp["quantity"]) == {"CE", "-log RBP_1"}
-    exps = synth.ce_exponents()
-    assert len(exps) == 2 * 2 * 2  # corpora x sources x quantities
-    assert exps["alpha"].notna().all()
 
 
 def test_summary_and_extrapolation(synth: Study) -> None:

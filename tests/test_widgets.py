@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from rbplab import widgets
-from rbplab.study import Study, synthetic_study
+from rbplab.study import Study
+from rbplab.synthetic import synthetic_study
 
 
 @pytest.fixture(scope="module")

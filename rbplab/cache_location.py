@@ -1,0 +1,120 @@
+"""Where the cache lives and how files get into it safely.
+
+The location is the `path` argument, else $RBPLAB_CACHE, else ~/.cache/rbplab. Before
+writing, `check_writable` proves the directory can be written and has room; any OSError
+while writing is turned into a one-line CacheLocationError that names the path and how to
+choose another location. `_atomic_write` writes a file to a temporary sibling, fsyncs and
+renames it, so a killed run never leaves a partial file under its final name. Entries sit
+in ``<root>/<key[:2]>/<key>/``; `_entry_dirs` and `_matching_dirs` find them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import re
+import shutil
+import uuid
+from pathlib import Path
+
+MIN_FREE_BYTES = 64 * 2**20  # refuse to start writing with less free space than this
+_KEY_RE = re.compile(r"^[0-9a-f]{64}$")
+_HOW_TO_MOVE = "choose another location with --cache-dir or the RBPLAB_CACHE environment variable"
+
+
+class CacheLocationError(OSError):
+    """The cache directory cannot be written: no permission, read-only, or no space left."""
+
+    def __str__(self) -> str:  # the message already names the problem; drop the "[Errno n]" prefix
+        return self.strerror or super().__str__()
+
+
+def cache_root(path: str | Path | None = None) -> Path:
+    """The cache directory: `path` argument > $RBPLAB_CACHE > ~/.cache/rbplab."""
+    chosen = path if path is not None else os.environ.get("RBPLAB_CACHE") or Path.home() / ".cache" / "rbplab"
+    return Path(chosen).expanduser().absolute()
+
+
+def check_writable(root: str | Path | None = None) -> Path:
+    """Create the cache directory if needed and prove it is writable with enough free space."""
+    root = cache_root(root)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        probe = root / f".probe-{os.getpid()}-{uuid.uuid4().hex}"
+        with open(probe, "wb") as handle:
+            handle.write(b"ok")
+            handle.flush()
+            os.fsync(handle.fileno())
+        probe.unlink()
+    except OSError as err:
+        raise _location_error(err, root) from err
+    free = shutil.disk_usage(root).free
+    if free < MIN_FREE_BYTES:
+        raise CacheLocationError(
+            errno.ENOSPC,
+            f"only {free / 2**20:.1f} MiB free at cache location {root} (need at least "
+            f"{MIN_FREE_BYTES // 2**20} MiB); free some space or {_HOW_TO_MOVE}",
+        )
+    return root
+
+
+def _location_error(err: OSError, path: Path) -> OSError:
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        return CacheLocationError(
+            err.errno, f"no space left on device writing {path}; free space or {_HOW_TO_MOVE}"
+        )
+    if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS) or isinstance(err, PermissionError):
+        return CacheLocationError(
+            err.errno or errno.EACCES,
+            f"cannot write to cache location {path} (permission denied); {_HOW_TO_MOVE}",
+        )
+    if isinstance(err, (FileExistsError, NotADirectoryError)):
+        return CacheLocationError(err.errno, f"cache location {path} is not a directory; {_HOW_TO_MOVE}")
+    return err
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    """Write to a temporary sibling, fsync, rename over `path`; never leaves a partial `path`."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except OSError as err:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise _location_error(err, path) from err
+    # Make the rename itself durable before anything that depends on it is written.
+    with contextlib.suppress(OSError):
+        fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+# ---------------------------------------------------------------------------------------------
+# Locating entry directories
+
+
+def _entry_dirs(root: Path) -> list[Path]:
+    if not root.is_dir():
+        return []
+    return sorted(p for p in root.glob("??/*") if p.is_dir() and _KEY_RE.match(p.name))
+
+
+def _matching_dirs(root: Path, prefix: str) -> list[Path]:
+    prefix = prefix.lower()
+    return [p for p in _entry_dirs(root) if p.name.startswith(prefix)]
+
+
+def _read_spec(path: Path) -> dict | None:
+    for name in ("manifest.json", "spec.json"):
+        with contextlib.suppress(OSError, ValueError):
+            data = json.loads((path / name).read_text())
+            return data["spec"] if name == "manifest.json" else data
+    return None
