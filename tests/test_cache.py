@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from factories import SPEC, complete_entry, shard_frame
 
 from rbplab import cache
 from rbplab.cache import (
@@ -20,32 +21,6 @@ from rbplab.cache import (
     cache_key,
 )
 from rbplab.cache_admin import remove_entries
-
-SPEC = {"model": {"name": "tiny/model", "revision": None}, "corpus": {"name": "toy", "hash": "ab"}, "ctx": 16}
-
-
-def shard_frame(doc: int, n: int, seed: int = 0) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    return pd.DataFrame(
-        {
-            "doc_index": np.full(n, doc),
-            "doc_id": [f"d{doc}"] * n,
-            "position": np.arange(1, n + 1),
-            "target_id": rng.integers(0, 50, n),
-            "n_greater": rng.integers(0, 40, n),
-            "n_equal": rng.integers(1, 3, n),
-            "nll": rng.random(n) * 5,
-        }
-    )
-
-
-def complete_entry(root, spec=SPEC, shards=2) -> CacheEntry:
-    entry = CacheEntry(root, spec)
-    with entry.lock():
-        for i in range(shards):
-            entry.write_shard(i, shard_frame(i, 10, seed=i))
-        entry.finalize({"vocab_size": 50, "model": {"name": "tiny/model"}})
-    return entry
 
 
 def test_key_is_canonical_and_versioned(monkeypatch):

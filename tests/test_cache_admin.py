@@ -4,39 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
 import pytest
+from factories import SPEC, complete_entry, shard_frame
 
 from rbplab import cache_admin
 from rbplab.cache import CacheEntry, CacheError
 from rbplab.cache_admin import list_entries, remove_entries
-
-SPEC = {"model": {"name": "tiny/model", "revision": None}, "corpus": {"name": "toy", "hash": "ab"}, "ctx": 16}
-
-
-def shard_frame(doc: int, n: int, seed: int = 0) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    return pd.DataFrame(
-        {
-            "doc_index": np.full(n, doc),
-            "doc_id": [f"d{doc}"] * n,
-            "position": np.arange(1, n + 1),
-            "target_id": rng.integers(0, 50, n),
-            "n_greater": rng.integers(0, 40, n),
-            "n_equal": rng.integers(1, 3, n),
-            "nll": rng.random(n) * 5,
-        }
-    )
-
-
-def complete_entry(root, spec=SPEC, shards=2) -> CacheEntry:
-    entry = CacheEntry(root, spec)
-    with entry.lock():
-        for i in range(shards):
-            entry.write_shard(i, shard_frame(i, 10, seed=i))
-        entry.finalize({"vocab_size": 50, "model": {"name": "tiny/model"}})
-    return entry
 
 
 def test_list_and_remove(tmp_path):

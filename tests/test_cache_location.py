@@ -7,30 +7,12 @@ import os
 import shutil
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
 import pytest
+from factories import SPEC, shard_frame
 
 from rbplab import cache_location
 from rbplab.cache import CacheEntry
 from rbplab.cache_location import CacheLocationError, cache_root
-
-SPEC = {"model": {"name": "tiny/model", "revision": None}, "corpus": {"name": "toy", "hash": "ab"}, "ctx": 16}
-
-
-def shard_frame(doc: int, n: int, seed: int = 0) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    return pd.DataFrame(
-        {
-            "doc_index": np.full(n, doc),
-            "doc_id": [f"d{doc}"] * n,
-            "position": np.arange(1, n + 1),
-            "target_id": rng.integers(0, 50, n),
-            "n_greater": rng.integers(0, 40, n),
-            "n_equal": rng.integers(1, 3, n),
-            "nll": rng.random(n) * 5,
-        }
-    )
 
 
 def test_cache_root_precedence(tmp_path, monkeypatch):

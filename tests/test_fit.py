@@ -3,24 +3,10 @@
 import numpy as np
 import pandas as pd
 import pytest
+from factories import SIZES, power_table
 from scipy import stats as sps
 
 from rbplab import fit
-
-SIZES = np.geomspace(1e7, 1e10, 6)
-
-
-def power_table(alpha=0.08, prefactor=3.0, noise=0.0, seed=0, families=("a",), sizes=SIZES):
-    rng = np.random.default_rng(seed)
-    rows = []
-    for f, fam in enumerate(families):
-        a = alpha[f] if np.ndim(alpha) else alpha
-        loss = prefactor * (1 + 0.2 * f) * sizes**-a * np.exp(rng.normal(0, noise, len(sizes)))
-        rows += [
-            {"family": fam, "model": f"{fam}{i}", "S": s, "loss": v}
-            for i, (s, v) in enumerate(zip(sizes, loss, strict=True))
-        ]
-    return pd.DataFrame(rows)
 
 
 def test_recovers_noiseless_power_law():

@@ -1,25 +1,10 @@
 """Alternative scaling-law forms: pooled F-test, offset form."""
 
 import numpy as np
-import pandas as pd
 import pytest
+from factories import power_table
 
 from rbplab.fit_alternatives import fit_offset_power_law, offset_fits, pooled_fits
-
-SIZES = np.geomspace(1e7, 1e10, 6)
-
-
-def power_table(alpha=0.08, prefactor=3.0, noise=0.0, seed=0, families=("a",), sizes=SIZES):
-    rng = np.random.default_rng(seed)
-    rows = []
-    for f, fam in enumerate(families):
-        a = alpha[f] if np.ndim(alpha) else alpha
-        loss = prefactor * (1 + 0.2 * f) * sizes**-a * np.exp(rng.normal(0, noise, len(sizes)))
-        rows += [
-            {"family": fam, "model": f"{fam}{i}", "S": s, "loss": v}
-            for i, (s, v) in enumerate(zip(sizes, loss, strict=True))
-        ]
-    return pd.DataFrame(rows)
 
 
 def test_pooled_fit_and_shared_slope_test():

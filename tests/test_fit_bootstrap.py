@@ -1,11 +1,10 @@
 """Document-bootstrap fits: agreement with point fits, paired documents, SE calibration."""
 
 import numpy as np
+from factories import SIZES
 
 from rbplab import fit, fit_bootstrap, metrics
 from rbplab.stats import TokenStats
-
-SIZES = np.geomspace(1e7, 1e10, 6)
 
 
 def synthetic_runs(rng, alpha=0.1, prefactor=8.0, doc_spread=1.0, n_docs=40, per_doc=60, sizes=SIZES[:5]):
