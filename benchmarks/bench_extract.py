@@ -32,8 +32,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from rbplab.extract import Scorer, batch_arrays, batches
-from rbplab.windows import BosDecision, WindowPolicy, make_windows, tokenize_documents
+from rbplab.extract import Scorer
+from rbplab.windows import BosDecision, WindowPolicy, batch_arrays, batches, make_windows, tokenize_documents
 
 REPO = Path(__file__).resolve().parent.parent
 

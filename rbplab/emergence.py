@@ -22,8 +22,9 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from rbplab.bootstrap import doc_stats, weight_chunks
 from rbplab.fit import fit_power_law
-from rbplab.metrics import RunsLike, as_ks, as_runs, check_ties, doc_stats, weight_chunks
+from rbplab.metrics import RunsLike, as_ks, as_runs, check_ties
 from rbplab.stats import TokenStats
 
 DEFAULT_NS = (1, 2, 4, 8, 16, 32)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -46,10 +45,19 @@ from rbplab.models import (
 )
 from rbplab.ranks import FloatHead, check_finite, rank_stats
 from rbplab.stats import TokenStats
-from rbplab.windows import BosDecision, Window, WindowPolicy, make_windows, resolve_bos, tokenize_documents
+from rbplab.windows import (
+    PAD_MULTIPLE,
+    BosDecision,
+    Window,
+    WindowPolicy,
+    batch_arrays,
+    batches,
+    make_windows,
+    resolve_bos,
+    tokenize_documents,
+)
 
 SHARD_TOKENS = 1 << 16  # scored targets per shard (whole windows): resume granularity
-PAD_MULTIPLE = 64
 DEFAULT_MAX_CONTEXT = 2048
 WINDOW_SCHEME = 1  # bump when window or shard construction changes (part of the cache key)
 
@@ -183,37 +191,6 @@ def shard_windows(windows: list[Window], shard_tokens: int | None = None) -> lis
         shards[-1].append(window)
         count += window.n_scored
     return shards
-
-
-def padded_length(length: int, context_length: int) -> int:
-    """Sequence length a window is run at: a function of the window alone (batch invariance)."""
-    return min(context_length, -(-length // PAD_MULTIPLE) * PAD_MULTIPLE)
-
-
-def batches(
-    windows: list[Window], batch_size: int, context_length: int
-) -> Iterator[tuple[int, list[Window]]]:
-    """(padded length, windows) groups: equal padded length, at most batch_size windows, stable order."""
-    by_length: dict[int, list[Window]] = {}
-    for window in windows:
-        by_length.setdefault(padded_length(len(window.input_ids), context_length), []).append(window)
-    for length in sorted(by_length):
-        group = by_length[length]
-        for start in range(0, len(group), batch_size):
-            yield length, group[start : start + batch_size]
-
-
-def batch_arrays(group: list[Window], length: int, pad_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Right-padded input ids [B, length], flat row index of each scored target's predicting
-    position in [B * length], and the target ids, in window order."""
-    ids = np.full((len(group), length), pad_id, dtype=np.int64)
-    rows, targets = [], []
-    for b, window in enumerate(group):
-        ids[b, : len(window.input_ids)] = window.input_ids
-        target_rows = window.target_rows()
-        rows.append(b * length + target_rows - 1)
-        targets.append(window.input_ids[target_rows])
-    return ids, np.concatenate(rows), np.concatenate(targets)
 
 
 class Scorer:

@@ -14,8 +14,9 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
+from rbplab.bootstrap import doc_stats, replicate_arrays
 from rbplab.fit import _ols, _r2
-from rbplab.metrics import RunsLike, as_ks, as_runs, doc_stats, replicate_arrays, standard_ks
+from rbplab.metrics import RunsLike, as_ks, as_runs, standard_ks
 
 
 def _fit_many(S: np.ndarray, loss: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

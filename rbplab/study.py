@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+from rbplab import bootstrap, fit, fit_bootstrap, ksweep, metrics, study_theory
 from rbplab import emergence as _emergence
-from rbplab import fit, fit_bootstrap, ksweep, metrics, study_theory
 from rbplab.corpora import Corpus
 from rbplab.metrics import RBPCurve, Run
 from rbplab.stats import TIES, TokenStats
@@ -136,7 +136,7 @@ class Study:
     ) -> pd.DataFrame:
         """RBP_k per run and k from the cached curves: family, corpus, model, S, k, rbp,
         neg_log_rbp, n_tokens; with n_boot > 0 also the document-bootstrap percentile interval
-        of -log RBP_k (neg_log_rbp_lo, neg_log_rbp_hi; `rbplab.metrics.bootstrap_ci`)."""
+        of -log RBP_k (neg_log_rbp_lo, neg_log_rbp_hi; `rbplab.bootstrap.bootstrap_ci`)."""
         ks = metrics.as_ks(ks, self.vocab_size)
         runs = self._runs(corpora)
         # One frame from stacked arrays: a slider callback calls this, so no per-run concat.
@@ -159,7 +159,7 @@ class Study:
         if n_boot > 0:
             lo, hi = [], []
             for r in runs:
-                ci = metrics.bootstrap_ci(r.stats, ks, self.ties, n_boot, self.level, seed)
+                ci = bootstrap.bootstrap_ci(r.stats, ks, self.ties, n_boot, self.level, seed)
                 ci = ci[ci["metric"] == "rbp"]
                 with np.errstate(divide="ignore"):  # -log is decreasing: the interval flips
                     lo.append(-np.log(ci["ci_high"].to_numpy()))

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from rbplab import fit, lognormal
+from rbplab import fit, lognormal, lognormal_theory
 
 if TYPE_CHECKING:
     from rbplab.study import Study
@@ -21,15 +21,15 @@ if TYPE_CHECKING:
 def lognormal_table(study: Study) -> pd.DataFrame:
     """Per run: fitted mu, sigma, mu/sigma, likelihood ratios against the power law and
     log-logistic, measured CE and -log RBP_1, appendix-B predictions
-    (`rbplab.lognormal.lognormal_table`). Computed once, then cached."""
+    (`rbplab.lognormal_theory.lognormal_table`). Computed once, then cached."""
     if "lognormal" not in study._cache:
-        study._cache["lognormal"] = lognormal.lognormal_table(study.runs, ties=study.ties)
+        study._cache["lognormal"] = lognormal_theory.lognormal_table(study.runs, ties=study.ties)
     return study._cache["lognormal"]
 
 
 def lognormal_scaling(study: Study) -> pd.DataFrame:
-    """How mu, sigma and mu/sigma scale with S (`rbplab.lognormal.parameter_scaling`)."""
-    return lognormal.parameter_scaling(study.lognormal())
+    """How mu, sigma and mu/sigma scale with S (`rbplab.lognormal_theory.parameter_scaling`)."""
+    return lognormal_theory.parameter_scaling(study.lognormal())
 
 
 def rank_pmf(study: Study, corpus: str, n_bins: int = 70) -> pd.DataFrame:
@@ -70,7 +70,7 @@ def rank_pmf(study: Study, corpus: str, n_bins: int = 70) -> pd.DataFrame:
 def ce_comparison(study: Study, n_grid: int = 30) -> pd.DataFrame:
     """Cross-entropy and -log RBP_1 against S: measured per model (source "empirical")
     and as the lognormal theory predicts them from the fitted (mu, sigma) trends
-    (`rbplab.lognormal.simulate_scaling`, source "lognormal"). Columns family, corpus,
+    (`rbplab.lognormal_theory.simulate_scaling`, source "lognormal"). Columns family, corpus,
     S, quantity, value, source."""
     table = study.lognormal()
     frames = [
@@ -86,11 +86,13 @@ def ce_comparison(study: Study, n_grid: int = 30) -> pd.DataFrame:
             continue
         vocab = int(part["vocab_size"].min())
         try:
-            sim = lognormal.simulate_scaling(part, n_grid=n_grid, vocab_size=vocab)
+            sim = lognormal_theory.simulate_scaling(part, n_grid=n_grid, vocab_size=vocab)
         except ValueError:
             # sigma's linear trend turns negative within the S range (a noisy family):
             # hypothesis 2 only needs mu/sigma to scale, so hold sigma at its mean.
-            sim = lognormal.simulate_scaling(part, n_grid=n_grid, vocab_size=vocab, sigma_mode="constant")
+            sim = lognormal_theory.simulate_scaling(
+                part, n_grid=n_grid, vocab_size=vocab, sigma_mode="constant"
+            )
         frames.append(
             sim.rename(columns={"ce_discrete": "ce", "neg_log_p1_discrete": "neg_log_rbp1"})
             .melt(id_vars=["S"], value_vars=["ce", "neg_log_rbp1"], var_name="quantity", value_name="value")

@@ -15,6 +15,9 @@ Windows cut long sequences to `context_length` inputs:
   after the first window sees at least context_length - s tokens of context.
 Special tokens in the text are tokenized as plain text (`split_special_tokens`),
 and any target that is still a special token id is not scored.
+
+Batches group windows of equal padded length; a window's padded length depends on the
+window alone (`padded_length`), which keeps results batch-invariant (see `rbplab.extract`).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import Any
 import numpy as np
 
 BOS_CHOICES = ("auto", "always", "never")
+PAD_MULTIPLE = 64
 
 
 @dataclass(frozen=True)
@@ -210,3 +214,34 @@ def make_windows(
                 out.append(window)
                 total += window.n_scored
     return out
+
+
+def padded_length(length: int, context_length: int) -> int:
+    """Sequence length a window is run at: a function of the window alone (batch invariance)."""
+    return min(context_length, -(-length // PAD_MULTIPLE) * PAD_MULTIPLE)
+
+
+def batches(
+    windows: list[Window], batch_size: int, context_length: int
+) -> Iterator[tuple[int, list[Window]]]:
+    """(padded length, windows) groups: equal padded length, at most batch_size windows, stable order."""
+    by_length: dict[int, list[Window]] = {}
+    for window in windows:
+        by_length.setdefault(padded_length(len(window.input_ids), context_length), []).append(window)
+    for length in sorted(by_length):
+        group = by_length[length]
+        for start in range(0, len(group), batch_size):
+            yield length, group[start : start + batch_size]
+
+
+def batch_arrays(group: list[Window], length: int, pad_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Right-padded input ids [B, length], flat row index of each scored target's predicting
+    position in [B * length], and the target ids, in window order."""
+    ids = np.full((len(group), length), pad_id, dtype=np.int64)
+    rows, targets = [], []
+    for b, window in enumerate(group):
+        ids[b, : len(window.input_ids)] = window.input_ids
+        target_rows = window.target_rows()
+        rows.append(b * length + target_rows - 1)
+        targets.append(window.input_ids[target_rows])
+    return ids, np.concatenate(rows), np.concatenate(targets)

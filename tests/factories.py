@@ -1,4 +1,4 @@
-"""Small synthetic inputs shared by several test files (cache entries, power-law tables)."""
+"""Small synthetic inputs shared by several test files (cache entries, power-law tables, token stats)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 
 from rbplab.cache import CacheEntry
+from rbplab.stats import TokenStats
 
 SPEC = {"model": {"name": "tiny/model", "revision": None}, "corpus": {"name": "toy", "hash": "ab"}, "ctx": 16}
 SIZES = np.geomspace(1e7, 1e10, 6)
@@ -47,3 +48,11 @@ def power_table(alpha=0.08, prefactor=3.0, noise=0.0, seed=0, families=("a",), s
             for i, (s, v) in enumerate(zip(sizes, loss, strict=True))
         ]
     return pd.DataFrame(rows)
+
+
+def random_stats(rng, n=3000, vocab=200, n_docs=30, tie_rate=0.3):
+    g = rng.integers(0, vocab - 10, n)
+    e = np.where(rng.random(n) < tie_rate, rng.integers(2, 10, n), 1)
+    doc = np.sort(rng.integers(0, n_docs, n))
+    pos = np.arange(n) - np.searchsorted(doc, doc)
+    return TokenStats(doc, pos, g, e, rng.exponential(2.0, n), vocab)

@@ -23,11 +23,11 @@ from rbplab.extract import (
     ContextLengthError,
     extract,
     load_stats,
-    padded_length,
     plan_extraction,
     plan_windows,
 )
 from rbplab.models import ModelLoadError, ModelSpec
+from rbplab.windows import padded_length
 
 CTX = 16
 
