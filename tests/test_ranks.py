@@ -82,17 +82,21 @@ def test_softcap_matches_reference():
     assert torch.allclose(nll.double(), rnll, atol=1e-5, rtol=0)
 
 
-def test_rows_do_not_depend_on_call_or_chunking():
-    """Batch invariance at this level: a row's result is the same in any call and chunk layout."""
-    V, d = 500, 32
-    head = make_head(V, d, bias=True)
-    hidden = torch.randn(300, d)
-    targets = torch.randint(0, V, (300,))
+def assert_slices_match_whole(V: int, d: int, n: int, bias: bool, slices: list[tuple[int, int]]) -> None:
+    """rank_stats on a slice of the rows gives bit-identical results to those rows of one whole call."""
+    head = make_head(V, d, bias=bias)
+    hidden = torch.randn(n, d)
+    targets = torch.randint(0, V, (n,))
     whole = rank_stats(hidden, head, targets, vocab_size=V)
-    for lo, hi in [(0, 1), (5, 12), (100, 300), (299, 300)]:
+    for lo, hi in slices:
         part = rank_stats(hidden[lo:hi], head, targets[lo:hi], vocab_size=V)
         for a, b in zip(part, whole, strict=True):
             assert torch.equal(a, b[lo:hi])
+
+
+def test_rows_do_not_depend_on_call_or_chunking():
+    """Batch invariance at this level: a row's result is the same in any call and chunk layout."""
+    assert_slices_match_whole(V=500, d=32, n=300, bias=True, slices=[(0, 1), (5, 12), (100, 300), (299, 300)])
 
 
 def test_half_precision_hidden_states_are_ranked_in_float32():
@@ -158,13 +162,7 @@ def test_float_head_keeps_float32_views():
 def test_rows_do_not_depend_on_product_row_count():
     # Large vocabulary: blocks of 16 rows, so calls of different sizes run products with
     # different row counts (16, 32, 48, ..., chunk); each row must come out bit-identical.
-    V, d = 40_000, 16
-    assert block_rows(V, "cpu") == 16
-    head = make_head(V, d, bias=False)
-    hidden = torch.randn(600, d)
-    targets = torch.randint(0, V, (600,))
-    whole = rank_stats(hidden, head, targets, vocab_size=V)
-    for lo, hi in [(0, 1), (3, 20), (100, 140), (50, 600)]:
-        part = rank_stats(hidden[lo:hi], head, targets[lo:hi], vocab_size=V)
-        for a, b in zip(part, whole, strict=True):
-            assert torch.equal(a, b[lo:hi])
+    assert block_rows(40_000, "cpu") == 16
+    assert_slices_match_whole(
+        V=40_000, d=16, n=600, bias=False, slices=[(0, 1), (3, 20), (100, 140), (50, 600)]
+    )
