@@ -32,8 +32,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from rbplab.extract import Scorer
-from rbplab.windows import BosDecision, WindowPolicy, batch_arrays, batches, make_windows, tokenize_documents
+from rbplab.extraction.pipeline import Scorer
+from rbplab.extraction.windows import (
+    BosDecision,
+    WindowPolicy,
+    batch_arrays,
+    batches,
+    make_windows,
+    tokenize_documents,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -55,7 +62,7 @@ def load(model_arg: str):
         tokenizer_dir = REPO / "data" / "tokenizer"  # any tokenizer: ids are all < 50,257
         tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir) if tokenizer_dir.is_dir() else None
         return model, tokenizer, model.config.vocab_size, None, "GPT-2 small config, random init"
-    from rbplab.models import load_model
+    from rbplab.extraction.models import load_model
 
     model, tokenizer, info = load_model(model_arg)
     return model, tokenizer, info.vocab_size, info.softcap, f"{info.name} (S = {info.n_nonembedding:,})"
@@ -64,7 +71,7 @@ def load(model_arg: str):
 def corpus_tokens(tokenizer, corpus: str, vocab_size: int, n_tokens: int) -> tuple[list[np.ndarray], str]:
     """Token arrays of the first documents of a bundled/local corpus, or synthetic ids if none."""
     if tokenizer is not None:
-        from rbplab.corpora import CorpusError, load_corpus
+        from rbplab.store.corpora import CorpusError, load_corpus
 
         try:
             docs = load_corpus(corpus).documents
@@ -185,7 +192,7 @@ def _reset_peak() -> bool:
 def _peak_child(mode: str, vocab: int, length: int, d: int, threads: int | None, queue) -> None:
     from torch import nn
 
-    from rbplab.ranks import rank_stats
+    from rbplab.extraction.ranks import rank_stats
 
     if threads:
         torch.set_num_threads(threads)

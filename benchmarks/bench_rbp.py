@@ -16,8 +16,8 @@ import time
 
 import numpy as np
 
-from rbplab import bootstrap, emergence, fit_bootstrap, lognormal, lognormal_theory, metrics
-from rbplab.stats import TokenStats
+from rbplab.analysis import bootstrap, emergence, fit_bootstrap, lognormal, lognormal_theory, metrics
+from rbplab.core.stats import TokenStats
 
 
 def best_of(fn, repeat: int = 3) -> float:

@@ -25,9 +25,9 @@
 # the law extrapolates to the largest model.
 
 # %%
-from rbplab import plots, report
-from rbplab.study import load_study
-from rbplab.widgets import ScalingView, show
+from rbplab.study.study import load_study
+from rbplab.viz import plots, report
+from rbplab.viz.widgets import ScalingView, show
 
 # %% tags=["parameters"]
 families = ["micro"]  # model families of data/families.csv (`rbplab families`)

@@ -22,9 +22,10 @@
 # k approaches the vocabulary size.
 
 # %%
-from rbplab import ksweep, plots, report
-from rbplab.study import load_study
-from rbplab.widgets import ScalingView, show
+from rbplab.analysis import ksweep
+from rbplab.study.study import load_study
+from rbplab.viz import plots, report
+from rbplab.viz.widgets import ScalingView, show
 
 # %% tags=["parameters"]
 families = ["micro"]  # model families of data/families.csv

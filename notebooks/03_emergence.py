@@ -23,9 +23,9 @@
 # that are all in the top k; their ratio measures how wrong independence is.
 
 # %%
-from rbplab import plots_emergence, report
-from rbplab.study import load_study
-from rbplab.widgets import EmergenceView, show
+from rbplab.study.study import load_study
+from rbplab.viz import plots_emergence, report
+from rbplab.viz.widgets import EmergenceView, show
 
 # %% tags=["parameters"]
 families = ["micro"]  # model families of data/families.csv

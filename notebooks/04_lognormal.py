@@ -24,9 +24,9 @@
 # μ/σ against S, and compares the measured scaling with the theory's.
 
 # %%
-from rbplab import plots_theory, report
-from rbplab.study import load_study
-from rbplab.widgets import RankDistributionView, show
+from rbplab.study.study import load_study
+from rbplab.viz import plots_theory, report
+from rbplab.viz.widgets import RankDistributionView, show
 
 # %% tags=["parameters"]
 families = ["micro"]  # model families of data/families.csv

@@ -8,19 +8,19 @@ analysis modules (`metrics`, `fit`, `ksweep`, `emergence`, `lognormal`).
 from importlib import import_module
 from typing import Any
 
-from rbplab.stats import TokenStats
+from rbplab.core.stats import TokenStats
 
 # Imported on first use: torch and transformers take seconds to import, which
 # `rbplab cache ls` and the analysis-only modules should not pay.
 _LAZY = {
-    "Corpus": "rbplab.corpora",
-    "Document": "rbplab.corpora",
-    "load_corpus": "rbplab.corpora",
-    "extract": "rbplab.extract",
-    "load_stats": "rbplab.extract",
-    "ModelSpec": "rbplab.models",
-    "Study": "rbplab.study",
-    "load_study": "rbplab.study",
+    "Corpus": "rbplab.store.corpora",
+    "Document": "rbplab.store.corpora",
+    "load_corpus": "rbplab.store.corpora",
+    "extract": "rbplab.extraction.pipeline",
+    "load_stats": "rbplab.extraction.pipeline",
+    "ModelSpec": "rbplab.extraction.models",
+    "Study": "rbplab.study.study",
+    "load_study": "rbplab.study.study",
 }
 
 __all__ = ["TokenStats", *_LAZY]

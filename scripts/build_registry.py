@@ -2,7 +2,7 @@
 
 The hub is not needed: each model's published config.json hyperparameters are
 written out below, and S, n_params, head_rows and tying are computed by
-rbplab.sizes from those configs on the meta device (no weights). Models trained in
+rbplab.store.sizes from those configs on the meta device (no weights). Models trained in
 this repository (data/models/micro-*/) are added from their own config.json.
 
     .venv/bin/python scripts/build_registry.py            # writes data/families.csv
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from rbplab.registry import COLUMNS, data_dir, registry_path
-from rbplab.sizes import parameter_counts
+from rbplab.store.registry import COLUMNS, data_dir, registry_path
+from rbplab.store.sizes import parameter_counts
 
 # Tokenizer vocabulary sizes |V| (len(tokenizer)): what ranks are taken over. The output
 # layer of most of these models is padded beyond it (head_rows, computed from the config).

@@ -1,0 +1,116 @@
+"""R^2(k) and alpha(k) of the relative-based scaling law over k = 1..|V| (paper Figure 6).
+
+Regimes follow the paper's sections 4.1-4.3, with "near |V|" made explicit:
+  "k=1"           k = 1 (greedy decoding);
+  "moderate"      1 < k <= 100 (top-k sampling);
+  "large"         k >= large_fraction * |V| (default |V|/5: the paper's 20,000-30,000 of ~50,000);
+  "intermediate"  everything in between.
+"large" is tested before "moderate", which only matters for vocabularies under 500 tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import pandas as pd
+
+from rbplab.analysis.fit import scaling_fits
+from rbplab.analysis.fit_bootstrap import bootstrap_fits
+from rbplab.analysis.metrics import RunsLike, as_runs, metrics_table
+
+REGIMES = ("k=1", "moderate", "intermediate", "large")
+MODERATE_K_MAX = 100
+LARGE_FRACTION = 0.2
+
+
+def regime(
+    k: int | Iterable[int], vocab_size: int | Iterable[int], large_fraction: float = LARGE_FRACTION
+) -> str | np.ndarray:
+    """Regime label(s) of threshold(s) k for vocabulary size(s) |V| (see module docstring)."""
+    if not 0 < large_fraction <= 1:
+        raise ValueError(f"large_fraction must lie in (0, 1], got {large_fraction}")
+    k_arr, v_arr = np.broadcast_arrays(
+        np.asarray(k, dtype=np.float64), np.asarray(vocab_size, dtype=np.float64)
+    )
+    if np.any(k_arr < 1) or np.any(k_arr > v_arr):
+        raise ValueError("k must lie in [1, vocab_size]")
+    labels = np.select(
+        [k_arr == 1, k_arr >= large_fraction * v_arr, k_arr <= MODERATE_K_MAX],
+        ["k=1", "large", "moderate"],
+        default="intermediate",
+    )
+    return str(labels) if labels.ndim == 0 else labels.astype(object)
+
+
+def k_sweep(
+    data: pd.DataFrame | RunsLike,
+    ks: Iterable[int] | None = None,
+    ties: str = "pessimistic",
+    level: float = 0.95,
+    n_boot: int = 0,
+    seed: int = 0,
+    large_fraction: float = LARGE_FRACTION,
+) -> pd.DataFrame:
+    """alpha(k), R^2(k) with OLS CIs for each (family, corpus[, ties]) and k, regimes labelled.
+
+    `data` is either a `metrics_table` (rows with metric == "rbp" are used; ks, ties and
+    n_boot are then ignored) or runs (see `rbplab.analysis.metrics.as_runs`), from which the table is
+    built at `ks` (default `standard_ks`). With runs and n_boot > 0 the document-bootstrap
+    columns of `rbplab.analysis.fit_bootstrap.bootstrap_fits` are added. Thresholds above the smallest
+    vocabulary of a group are dropped so every fit uses every model.
+
+    Columns: family, corpus, ties, k, regime, vocab_size, alpha, r2, alpha_se, alpha_ci_low,
+    alpha_ci_high, n_models, note [, alpha_boot_*, r2_boot_*]."""
+    runs = None
+    if isinstance(data, pd.DataFrame) and "stats" not in data.columns:
+        table = data
+    else:
+        runs = as_runs(data)
+        if ks is None:
+            table = metrics_table(runs, None, ties)
+        else:  # each run gets the thresholds its vocabulary allows
+            ks = np.unique(np.asarray(list(ks), dtype=np.int64))
+            table = pd.concat([metrics_table([r], ks[ks <= r.stats.vocab_size], ties) for r in runs])
+    for col in ("metric", "k", "vocab_size"):
+        if col not in table.columns:
+            raise ValueError(f"k_sweep needs a metrics_table with column {col!r}")
+    table = table[table["metric"] == "rbp"]
+    by = [c for c in ("family", "corpus", "ties") if c in table.columns]
+    v_min = table.groupby(by, dropna=False)["vocab_size"].transform("min")
+    table = table[table["k"].to_numpy(dtype=np.float64) <= v_min.to_numpy()]
+    fits = scaling_fits(table, by=by + ["k"], level=level)
+    vocab = table.groupby(by, dropna=False)["vocab_size"].min().rename("vocab_size").reset_index()
+    fits = fits.merge(vocab, on=by)
+    fits["regime"] = regime(fits["k"].to_numpy(dtype=np.int64), fits["vocab_size"].to_numpy(), large_fraction)
+    cols = by + ["k", "regime", "vocab_size", "alpha", "r2", "alpha_se", "alpha_ci_low", "alpha_ci_high"]
+    fits = fits[cols + ["n_models", "note"]]
+    if runs is not None and n_boot > 0:
+        boot = bootstrap_fits(
+            runs, ks=sorted(set(fits["k"].astype(int))), ties=ties, n_boot=n_boot, seed=seed
+        )
+        boot = boot[boot["metric"] == "rbp"].drop(columns=["metric", "n_models", "alpha", "r2"])
+        fits = fits.merge(boot, on=by + ["k"], how="left")
+    return fits.sort_values(by + ["k"], ignore_index=True)
+
+
+def sweep_summary(sweep: pd.DataFrame, r2_threshold: float = 0.9) -> pd.DataFrame:
+    """Per (family, corpus[, ties]): k_max_r2 = the largest k up to which R^2 stays >= the
+    threshold for every smaller k (the law's range of validity), alpha at k = 1, 10 and 100
+    when present, and the mean alpha and R^2 per regime."""
+    by = [c for c in ("family", "corpus", "ties") if c in sweep.columns]
+    rows = []
+    for key, frame in sweep.sort_values("k").groupby(by, dropna=False):
+        key = key if isinstance(key, tuple) else (key,)
+        ok = (frame["r2"] >= r2_threshold).to_numpy()
+        first_bad = int(np.argmin(ok)) if not ok.all() else len(ok)
+        row = dict(zip(by, key, strict=True))
+        row["k_max_r2"] = frame["k"].iloc[first_bad - 1] if first_bad > 0 else pd.NA
+        for k in (1, 10, 100):
+            hit = frame.loc[frame["k"] == k, "alpha"]
+            row[f"alpha_k{k}"] = float(hit.iloc[0]) if len(hit) else np.nan
+        for name, part in frame.groupby("regime"):
+            row[f"alpha_mean_{name}"] = part["alpha"].mean()
+            row[f"r2_mean_{name}"] = part["r2"].mean()
+        rows.append(row)
+    return pd.DataFrame(rows)

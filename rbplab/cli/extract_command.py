@@ -1,0 +1,164 @@
+"""The `rbplab extract` subcommand: per-token rank statistics (model x corpus) into the cache.
+
+`rbplab.cli.main` registers `configure_extract`/`run_extract` as the `extract` subcommand. Everything
+that can be checked without torch is checked before any model is touched.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def configure_extract(p: argparse.ArgumentParser) -> None:
+    which = p.add_argument_group("what to extract")
+    which.add_argument(
+        "--model",
+        "-m",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="MODEL",
+        help="registry short name (`rbplab families`), hub id, local HF directory or .gguf file",
+    )
+    which.add_argument(
+        "--family",
+        "-f",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="FAMILY",
+        help="every member of a registry family",
+    )
+    which.add_argument(
+        "--corpus",
+        "-c",
+        nargs="+",
+        action="extend",
+        default=[],
+        required=True,
+        metavar="CORPUS",
+        help="bundled name (`rbplab corpora`), hub:<name>, or a .txt/.jsonl[.gz] file or directory",
+    )
+    which.add_argument(
+        "--max-documents", type=positive_int, help="use only the first N documents of each corpus"
+    )
+    model = p.add_argument_group("model loading")
+    model.add_argument("--revision", help="hub revision (branch, tag, commit) for every --model/--family")
+    model.add_argument("--gguf-file", help="GGUF file name inside a model directory")
+    model.add_argument("--tokenizer", help="tokenizer source (required for a GGUF file without one)")
+    model.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
+    model.add_argument(
+        "--device", default="auto", help="auto (cuda > mps > cpu), cpu, cuda, cuda:1, mps, ..."
+    )
+    model.add_argument("--device-map", help="e.g. auto, to spread a large model over several devices")
+    scoring = p.add_argument_group("scoring")
+    scoring.add_argument(
+        "--context-length",
+        type=positive_int,
+        help="window length in tokens (default: the model's maximum, at most 2048)",
+    )
+    scoring.add_argument(
+        "--stride",
+        type=positive_int,
+        help="window step; < context length overlaps windows and scores only new tokens",
+    )
+    scoring.add_argument(
+        "--bos", default="auto", choices=["auto", "always", "never"], help="BOS token policy"
+    )
+    scoring.add_argument("--batch-size", type=positive_int, default=8)
+    scoring.add_argument(
+        "--max-tokens", type=positive_int, help="stop after scoring this many tokens per corpus"
+    )
+    scoring.add_argument(
+        "--include-padded-vocab",
+        action="store_true",
+        help="rank over the padded output rows too (default: the tokenizer's vocabulary)",
+    )
+    p.add_argument("--cache-dir", help="cache location (default $RBPLAB_CACHE or ~/.cache/rbplab)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _models_to_run(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """(label, loadable source) for every requested model, registry lookups applied."""
+    from rbplab.store import registry
+
+    if not args.model and not args.family:
+        raise ValueError("give at least one --model or --family (see `rbplab families`)")
+    chosen: list[tuple[str, str]] = []
+    for family in args.family:
+        for row in registry.family_models(family).itertuples():
+            chosen.append((row.model, registry.resolve_source(row.source)))
+    for name in args.model:
+        chosen.append((name, registry.resolve_model(name)))
+    return list(dict.fromkeys(chosen))  # drop repeats, keep order
+
+
+def _check_context(label: str, source: str, context_length: int | None) -> None:
+    """Refuse a context longer than a registered model supports, before any weights are loaded."""
+    import pandas as pd
+
+    from rbplab.store import registry
+
+    if context_length is None:
+        return
+    row = registry.lookup_model(source)
+    if row is None or pd.isna(row["max_context"]):
+        return
+    limit = int(row["max_context"])
+    if context_length > limit:
+        raise ValueError(
+            f"--context-length {context_length} is longer than {label} supports ({limit} tokens)"
+        )
+
+
+def run_extract(args: argparse.Namespace) -> int:
+    from rbplab.store.corpora import load_corpus
+    from rbplab.store.files import cache_root, check_writable
+
+    # Everything that can be checked without torch is checked before any model is touched.
+    models = _models_to_run(args)
+    corpora = [load_corpus(spec, max_documents=args.max_documents) for spec in args.corpus]
+    for label, source in models:
+        _check_context(label, source, args.context_length)
+    root = check_writable(cache_root(args.cache_dir))
+
+    from rbplab.extraction import pipeline as extraction
+    from rbplab.extraction.models import ModelSpec
+
+    for label, source in models:
+        spec = ModelSpec(
+            name_or_path=source,
+            revision=args.revision,
+            gguf_file=args.gguf_file,
+            tokenizer=args.tokenizer,
+            dtype=args.dtype,
+            device=args.device,
+            device_map=args.device_map,
+        )
+        for corpus in corpora:
+            result = extraction.extract(
+                spec,
+                corpus,
+                context_length=args.context_length,
+                stride=args.stride,
+                bos=args.bos,
+                batch_size=args.batch_size,
+                max_tokens=args.max_tokens,
+                include_padded_vocab=args.include_padded_vocab,
+                cache_dir=root,
+                dtype=args.dtype,
+                device=args.device,
+                progress=not args.no_progress,
+            )
+            state = "cached" if result.from_cache else "extracted"
+            print(
+                f"{label}\t{corpus.name}\t{result.n_tokens} tokens\t{state}\t{result.key[:12]}\t{result.path}"
+            )
+    return 0

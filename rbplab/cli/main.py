@@ -1,0 +1,364 @@
+"""The `rbplab` command line.
+
+Subcommands live in COMMANDS (name -> Command); `register()` adds one, so later
+modules (analysis, report, demo) plug in without touching the parser code. A user
+error (unknown model, empty corpus, unwritable cache, ...) prints one line and exits
+with status 1; `--traceback` (or RBPLAB_DEBUG=1) shows the full trace instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from rbplab.cli.extract_command import configure_extract, positive_int, run_extract
+
+# Errors a user can cause and fix; anything else is a bug and keeps its traceback.
+USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, LookupError, OSError, ImportError, RuntimeError)
+
+
+@dataclass(frozen=True)
+class Command:
+    help: str
+    configure: Callable[[argparse.ArgumentParser], None]  # adds the subcommand's arguments
+    run: Callable[[argparse.Namespace], int | None]  # returns the exit status (None = 0)
+
+
+COMMANDS: dict[str, Command] = {}
+
+
+def register(
+    name: str,
+    help: str,
+    configure: Callable[[argparse.ArgumentParser], None],
+    run: Callable[[argparse.Namespace], int | None],
+) -> None:
+    """Add (or replace) a subcommand."""
+    COMMANDS[name] = Command(help, configure, run)
+
+
+def _print_table(frame, fmt: str = "table") -> None:
+    if fmt == "csv":
+        print(frame.to_csv(index=False), end="")
+    elif fmt == "json":
+        print(frame.to_json(orient="records", date_format="iso", indent=1))
+    elif frame.empty:
+        print("(none)")
+    else:
+        print(frame.to_string(index=False))
+
+
+def _human_bytes(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+# ---------------------------------------------------------------------------------------------
+# extract (rbplab.cli.extract_command), registered first so `rbplab --help` lists it first
+
+register(
+    "extract",
+    "compute per-token rank statistics (model x corpus) into the cache",
+    configure_extract,
+    run_extract,
+)
+
+# ---------------------------------------------------------------------------------------------
+# cache
+
+
+def _configure_cache(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cache-dir", help="cache location (default $RBPLAB_CACHE or ~/.cache/rbplab)")
+    sub = p.add_subparsers(dest="cache_command", metavar="{ls,rm,verify,path}")
+    sub.required = True
+    ls = sub.add_parser("ls", help="list cache entries")
+    ls.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    rm = sub.add_parser("rm", help="remove entries by key prefix")
+    rm.add_argument(
+        "keys", nargs="*", metavar="KEY_PREFIX", help="key prefixes, as shown by `rbplab cache ls`"
+    )
+    rm.add_argument("--incomplete", action="store_true", help="remove every incomplete entry")
+    rm.add_argument("--all", action="store_true", help="remove every entry")
+    verify = sub.add_parser("verify", help="check the checksums of complete entries")
+    verify.add_argument("keys", nargs="*", metavar="KEY_PREFIX", help="entries to check (default: all)")
+    sub.add_parser("path", help="print the cache location")
+    for child in (ls, rm, verify):
+        child.add_argument("--cache-dir", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+
+
+def _run_cache(args: argparse.Namespace) -> int:
+    from rbplab.store.cache import CacheCorruptedError, CacheEntry
+    from rbplab.store.cache_admin import list_entries, remove_entries
+    from rbplab.store.files import cache_root
+
+    root = cache_root(args.cache_dir)
+    if args.cache_command == "path":
+        print(root)
+        return 0
+    if args.cache_command == "ls":
+        table = list_entries(root)
+        if args.format == "table":
+            table = table.assign(
+                key=table["key"].str[:12],
+                size=table["size_bytes"].map(_human_bytes),
+                created=table["created"].dt.strftime("%Y-%m-%d %H:%M"),
+            )[["key", "model", "corpus", "n_tokens", "complete", "size", "created"]]
+            print(f"cache: {root}")
+        _print_table(table, args.format)
+        return 0
+    if args.cache_command == "rm":
+        if not (args.keys or args.incomplete or args.all):
+            raise ValueError("say what to remove: KEY_PREFIX..., --incomplete or --all")
+        removed = remove_entries([""] if args.all else args.keys, root=root, incomplete=args.incomplete)
+        if args.all and not removed:
+            print("cache is empty")
+        for key in removed:
+            print(f"removed {key}")
+        return 0
+    # verify
+    keys = args.keys or list(list_entries(root).query("complete")["key"])
+    bad = 0
+    for prefix in keys:
+        entry = CacheEntry.open(prefix, root)
+        try:
+            entry.verify()
+            print(f"ok       {entry.key[:12]}")
+        except CacheCorruptedError as err:
+            bad += 1
+            print(f"CORRUPT  {entry.key[:12]}  {err}")
+    return 1 if bad else 0
+
+
+# ---------------------------------------------------------------------------------------------
+# families, corpora, size
+
+
+def _configure_families(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name", nargs="?", help="a family: list its members (default: summary of all families)")
+    p.add_argument("--all", action="store_true", help="every model of every family")
+    p.add_argument("--format", choices=["table", "csv", "json"], default="table")
+
+
+def _run_families(args: argparse.Namespace) -> int:
+    from rbplab.store import registry
+
+    if args.name:
+        table = registry.family_models(args.name)
+    else:
+        table = registry.families()
+    if not args.name and not args.all:
+        table = (
+            table.groupby("family", sort=True)
+            .agg(
+                models=("model", "size"),
+                smallest=("model", "first"),
+                largest=("model", "last"),
+                S_min=("S", "min"),
+                S_max=("S", "max"),
+            )
+            .reset_index()
+        )
+    elif args.format == "table":
+        table = table[["family", "model", "source", "S", "n_params", "vocab_size", "max_context", "tied"]]
+    _print_table(table, args.format)
+    return 0
+
+
+def _run_corpora(args: argparse.Namespace) -> int:
+    from rbplab.store.corpora import list_corpora
+
+    table = list_corpora()
+    if args.format == "table":
+        table = table.assign(
+            licence=table["licence"].fillna("").str.slice(0, 30),
+            description=table["description"].fillna("").str.slice(0, 60),
+        )
+    _print_table(table, args.format)
+    return 0
+
+
+def _configure_size(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="registry short name, or a local model directory / config.json")
+
+
+def _run_size(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rbplab.store import registry
+    from rbplab.store.sizes import parameter_counts
+
+    row = registry.lookup_model(args.model)
+    if row is None and not Path(args.model).exists():
+        registry.resolve_model(args.model)  # raises the unknown-model error listing known models
+        raise ValueError(
+            f"{args.model!r} is not registered and its config is not available offline; "
+            "download its config.json and pass the file or directory"
+        )
+    if row is not None:
+        print(f"{row['model']}: S = {row['S']:,} non-embedding parameters ({row['n_params']:,} in all)")
+        return 0
+    counts = parameter_counts(args.model)
+    print(
+        f"{args.model}: S = {counts.n_nonembedding:,} non-embedding parameters ({counts.n_params:,} in all; "
+        f"embedding: {', '.join(counts.embedding_modules)}; tied head: {counts.tied})"
+    )
+    return 0
+
+
+def _configure_format(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--format", choices=["table", "csv", "json"], default="table")
+
+
+register("cache", "list, remove or verify cache entries", _configure_cache, _run_cache)
+register("families", "model families of the registry and their sizes S", _configure_families, _run_families)
+register("corpora", "bundled and hub corpora", _configure_format, _run_corpora)
+register("size", "non-embedding parameter count S of a model", _configure_size, _run_size)
+
+
+# ---------------------------------------------------------------------------------------------
+# analysis, report, demo: imported lazily so `rbplab cache ls` does not pay for the notebook stack
+
+
+def _configure_study(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--family", "-f", nargs="+", default=["micro"], help="registry families (default: micro)")
+    p.add_argument("--corpus", "-c", nargs="+", default=None, help="corpora (default: every bundled corpus)")
+    p.add_argument("--max-tokens", type=positive_int, default=None, help="tokens scored per model and corpus")
+    p.add_argument(
+        "--cache-dir", default=None, help="cache location (default $RBPLAB_CACHE or ~/.cache/rbplab)"
+    )
+
+
+def _configure_fit(p: argparse.ArgumentParser) -> None:
+    _configure_study(p)
+    p.add_argument(
+        "--k", nargs="+", type=positive_int, default=[1, 10, 100], help="thresholds k (default 1 10 100)"
+    )
+    _configure_format(p)
+
+
+def _run_fit(args: argparse.Namespace) -> int:
+    from rbplab.study.study import load_study
+
+    study = load_study(args.family, args.corpus, max_tokens=args.max_tokens, cache_dir=args.cache_dir)
+    _print_table(study.fit_table(args.k), args.format)
+    return 0
+
+
+def _configure_report(p: argparse.ArgumentParser) -> None:
+    _configure_study(p)
+    p.add_argument("--output-dir", "-o", default="reports", help="where executed notebooks and HTML go")
+    p.add_argument("--notebook", nargs="+", default=None, help="notebook stems to run (default: all)")
+
+
+def _run_report(args: argparse.Namespace) -> int:
+    from rbplab.viz.report import run_report
+
+    results = run_report(
+        args.family,
+        args.corpus,
+        output_dir=args.output_dir,
+        notebooks=args.notebook,
+        max_tokens=args.max_tokens,
+        cache_dir=args.cache_dir,
+    )
+    return 0 if results["ok"].all() else 1
+
+
+def _configure_demo(p: argparse.ArgumentParser) -> None:
+    _configure_study(p)
+    p.add_argument("--output-dir", "-o", default="reports", help="where the report goes (default: reports/)")
+    p.add_argument("--no-notebooks", action="store_true", help="print the tables only")
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    from rbplab.cli.demo import run_demo
+
+    run_demo(
+        args.family[0],
+        args.corpus,
+        output_dir=args.output_dir,
+        cache_dir=args.cache_dir,
+        max_tokens=args.max_tokens,
+        notebooks=not args.no_notebooks,
+    )
+    return 0
+
+
+register("fit", "scaling fits of -log RBP_k versus S from cached statistics", _configure_fit, _run_fit)
+register("report", "run every notebook headless into an HTML report", _configure_report, _run_report)
+register(
+    "demo", "the whole pipeline on the bundled micro-suite and corpora (offline)", _configure_demo, _run_demo
+)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+EXAMPLES = {
+    "extract": """examples:
+  rbplab extract --family pythia --corpus wikipedia humaneval --max-tokens 500000
+  rbplab extract -m EleutherAI/pythia-160m --revision step143000 -c hub:hotpotqa --context-length 2048
+  rbplab extract -m ./SmolLM2-135M.Q4_1.gguf --tokenizer HuggingFaceTB/SmolLM2-135M -c my_texts/""",
+    "cache": """examples:
+  rbplab cache ls
+  rbplab cache rm 3fa2c1 --incomplete
+  RBPLAB_CACHE=/data/rbplab rbplab cache verify""",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rbplab", description="Measure and explore the Relative-Based Scaling Law of language models."
+    )
+    parser.add_argument("--traceback", action="store_true", help="show full tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, command in COMMANDS.items():
+        child = sub.add_parser(
+            name,
+            help=command.help,
+            description=command.help,
+            epilog=EXAMPLES.get(name),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        command.configure(child)
+        child.set_defaults(_run=command.run)
+    return parser
+
+
+def _one_line(err: BaseException) -> str:
+    text = " ".join(str(err).split()) or type(err).__name__
+    if isinstance(err, KeyError):  # KeyError's str() is the repr of the key
+        text = f"not found: {text}"
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help(sys.stderr)
+        return 2
+    debug = args.traceback or os.environ.get("RBPLAB_DEBUG") not in (None, "", "0")
+    try:
+        return int(args._run(args) or 0)
+    except KeyboardInterrupt:
+        print(
+            "rbplab: interrupted; finished shards are kept and the next run resumes from them",
+            file=sys.stderr,
+        )
+        return 130
+    except USER_ERRORS as err:
+        if debug:
+            raise
+        print(f"rbplab: error: {_one_line(err)}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,354 @@
+"""Loading causal language models: hub ids, local directories and GGUF files.
+
+Two steps, so that a cache lookup never touches weights:
+- `describe_model` reads only the config and the tokenizer and returns a `ModelInfo`
+  (size S from the config on the meta device, real vocabulary, fingerprints);
+- `load_model` additionally loads the weights and checks that the output head the
+  rank extractor uses reproduces the model's own logits.
+
+The real vocabulary is `len(tokenizer)`: many checkpoints pad the output layer
+(Pythia 50,304 rows for 50,277 tokens; Qwen2.5 151,936 for 151,665), and those rows
+are never a token of the text, so ranks are taken over the tokenizer's vocabulary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rbplab.extraction.fingerprints import tokenizer_fingerprint, weights_fingerprint
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+class ModelLoadError(ValueError):
+    """A model that cannot be loaded as asked; the message says what to pass instead."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name_or_path: str  # hub id, registered short name, local HF dir, or a .gguf file path
+    revision: str | None = None  # hub revision (e.g. "step143000")
+    gguf_file: str | None = None  # GGUF file name inside name_or_path dir (or name_or_path is the file)
+    tokenizer: str | None = None  # tokenizer source override (required for GGUF without tokenizer)
+    dtype: str = "auto"  # "auto" | "float32" | "bfloat16" | "float16"
+    device: str = "auto"  # "auto" (cuda > mps > cpu) | explicit
+    device_map: str | None = None  # e.g. "auto" for models larger than one GPU
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """Model metadata recorded in every cache manifest."""
+
+    name: str  # as the user named it
+    revision: str | None
+    fingerprint: str  # "hub:<commit>" or "sha256:<digest of weight files and config>"
+    architecture: str
+    n_params: int
+    n_nonembedding: int  # S
+    vocab_size: int  # real tokenizer vocabulary |V|
+    head_rows: int  # rows of the output layer (>= vocab_size when padded)
+    max_context: int | None
+    dtype: str
+    device: str
+    bos_token_id: int | None
+    source: str = ""  # what was loaded: hub id or absolute path
+    gguf_file: str | None = None
+    tokenizer: str = ""  # tokenizer source
+    tokenizer_fingerprint: str = ""
+    softcap: float | None = None  # final_logit_softcapping, applied before ranking
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def as_spec(model: ModelSpec | str | Path, **overrides: Any) -> ModelSpec:
+    """A ModelSpec from a spec or a name/path; `overrides` (non-None values) replace fields."""
+    spec = model if isinstance(model, ModelSpec) else ModelSpec(str(model))
+    changes = {k: v for k, v in overrides.items() if v is not None}
+    return replace(spec, **changes) if changes else spec
+
+
+def select_device(device: str = "auto") -> torch.device:
+    """cuda > mps > cpu for "auto"; anything else is passed to torch.device."""
+    if device != "auto":
+        try:
+            chosen = torch.device(device)
+        except RuntimeError as err:
+            raise ModelLoadError(
+                f"unknown device {device!r}; use 'auto', 'cpu', 'cuda', 'cuda:1', 'mps'"
+            ) from err
+        if chosen.type == "cuda" and not torch.cuda.is_available():
+            raise ModelLoadError(f"device {device!r} requested but CUDA is not available; use device='auto'")
+        return chosen
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def resolve_dtype(dtype: str, device: torch.device, config: Any = None) -> str:
+    """The dtype to run the model body in. "auto": float32 on CPU (exact and, without bf16
+    matrix units, not slower); on accelerators the checkpoint's own half type if it has one."""
+    if dtype != "auto":
+        if dtype not in DTYPES:
+            raise ModelLoadError(f"unknown dtype {dtype!r}; use 'auto' or one of {sorted(DTYPES)}")
+        return dtype
+    if device.type == "cpu" or config is None:
+        return "float32"
+    stored = getattr(config, "dtype", None) or getattr(config, "torch_dtype", None)
+    stored = str(stored).replace("torch.", "") if stored is not None else None
+    return stored if stored in ("bfloat16", "float16") else "float32"
+
+
+# ---------------------------------------------------------------------------------------------
+# Where a model comes from
+
+
+@dataclass(frozen=True)
+class Source:
+    location: str  # hub id or absolute directory path
+    gguf_file: str | None  # file name inside location
+    local: bool
+
+
+def resolve_source(spec: ModelSpec) -> Source:
+    """Map a user-given model name to a loadable location (registry names, paths, GGUF files, hub ids)."""
+    name = spec.name_or_path
+    path = Path(name).expanduser()
+    if not path.exists():
+        name = _registry_resolve(name)
+        path = Path(name).expanduser()
+    if path.is_file():
+        if path.suffix != ".gguf":
+            raise ModelLoadError(
+                f"{path} is a file but not a .gguf file; pass a GGUF file, a model directory or a hub id"
+            )
+        if spec.gguf_file and spec.gguf_file != path.name:
+            raise ModelLoadError(f"gguf_file={spec.gguf_file!r} contradicts the GGUF path {path}")
+        return Source(str(path.resolve().parent), path.name, True)
+    if path.is_dir():
+        directory = path.resolve()
+        if spec.gguf_file:
+            if not (directory / spec.gguf_file).is_file():
+                raise ModelLoadError(f"GGUF file {spec.gguf_file!r} not found in {directory}")
+            return Source(str(directory), spec.gguf_file, True)
+        if (directory / "config.json").is_file():
+            return Source(str(directory), None, True)
+        ggufs = sorted(p.name for p in directory.glob("*.gguf"))
+        if len(ggufs) == 1:
+            return Source(str(directory), ggufs[0], True)
+        if ggufs:
+            raise ModelLoadError(
+                f"{directory} holds several GGUF files {ggufs}; choose one with gguf_file=..."
+            )
+        raise ModelLoadError(
+            f"{directory} is not a model directory: it has no config.json and no .gguf file "
+            "(expected a Hugging Face model directory saved with save_pretrained, or a GGUF file)"
+        )
+    return Source(name, spec.gguf_file, False)
+
+
+def _registry_resolve(name: str) -> str:
+    from rbplab.store import registry
+
+    try:
+        return registry.resolve_model(name)
+    except registry.UnknownModelError as err:
+        try:
+            families = ", ".join(registry.family_names())
+        except (OSError, ValueError):
+            families = "(registry unavailable)"
+        raise registry.UnknownModelError(
+            f"{err}. Known families: {families} (rbplab families lists their members). "
+            "A model is a registered name, a local model directory, a .gguf file or an 'org/name' hub id."
+        ) from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Config, tokenizer, metadata
+
+
+def load_config(source: Source, revision: str | None = None) -> Any:
+    from transformers import AutoConfig
+
+    kwargs = {"revision": revision} if revision else {}
+    if source.gguf_file:
+        kwargs["gguf_file"] = source.gguf_file
+    try:
+        return AutoConfig.from_pretrained(source.location, **kwargs)
+    except (OSError, ValueError, KeyError) as err:
+        where = "the Hugging Face hub" if not source.local else source.location
+        raise ModelLoadError(
+            f"could not read the model config of {source.location!r} from {where}: {err}"
+        ) from err
+
+
+def _gguf_has_tokenizer(path: Path) -> bool:
+    from gguf import GGUFReader
+
+    return "tokenizer.ggml.model" in GGUFReader(str(path)).fields
+
+
+def load_tokenizer(spec: ModelSpec, source: Source) -> Any:
+    from transformers import AutoTokenizer
+
+    if spec.tokenizer:
+        location, kwargs = spec.tokenizer, {}
+    else:
+        location, kwargs = source.location, ({"revision": spec.revision} if spec.revision else {})
+        if source.gguf_file:
+            if source.local and not _gguf_has_tokenizer(Path(source.location) / source.gguf_file):
+                raise ModelLoadError(
+                    f"GGUF file {source.gguf_file} has no embedded tokenizer; pass the tokenizer of the "
+                    "original model with tokenizer=<hub id or local tokenizer directory> "
+                    "(CLI: --tokenizer)"
+                )
+            kwargs["gguf_file"] = source.gguf_file
+    try:
+        return AutoTokenizer.from_pretrained(location, **kwargs)
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        hint = " (pass tokenizer=... to load it from elsewhere)" if not spec.tokenizer else ""
+        raise ModelLoadError(f"could not load a tokenizer from {location!r}{hint}: {err}") from err
+
+
+def max_context(config: Any) -> int | None:
+    """Longest input the architecture accepts, from the usual config fields."""
+    config = config.get_text_config() if hasattr(config, "get_text_config") else config
+    for field in ("max_position_embeddings", "n_positions", "n_ctx", "seq_length", "max_sequence_length"):
+        value = getattr(config, field, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def logit_softcap(config: Any) -> float | None:
+    config = config.get_text_config() if hasattr(config, "get_text_config") else config
+    cap = getattr(config, "final_logit_softcapping", None)
+    return float(cap) if cap else None
+
+
+@dataclass(frozen=True)
+class Described:
+    """What is known about a model without loading its weights."""
+
+    spec: ModelSpec
+    source: Source
+    config: Any
+    tokenizer: Any
+    info: ModelInfo
+
+
+def describe_model(model: ModelSpec | str) -> Described:
+    """Config, tokenizer and ModelInfo of a model, without loading weights (for cache keys)."""
+    from rbplab.store.sizes import parameter_counts
+
+    spec = as_spec(model)
+    source = resolve_source(spec)
+    config = load_config(source, spec.revision)
+    tokenizer = load_tokenizer(spec, source)
+    counts = parameter_counts(config)
+    device = select_device(spec.device)
+    vocab = len(tokenizer)
+    head_rows = int(counts.head_rows or vocab)
+    if vocab > head_rows:
+        raise ModelLoadError(
+            f"tokenizer has {vocab} tokens but the model's output layer has only {head_rows} rows; "
+            "the tokenizer does not belong to this model (check tokenizer=...)"
+        )
+    info = ModelInfo(
+        name=spec.name_or_path,
+        revision=spec.revision,
+        fingerprint=weights_fingerprint(source, spec.revision),
+        architecture=counts.architecture,
+        n_params=counts.n_params,
+        n_nonembedding=counts.n_nonembedding,
+        vocab_size=vocab,
+        head_rows=head_rows,
+        max_context=max_context(config),
+        dtype=resolve_dtype(spec.dtype, device, config),
+        device=f"device_map:{spec.device_map}" if spec.device_map else str(device),
+        bos_token_id=tokenizer.bos_token_id,
+        source=source.location if not source.gguf_file else f"{source.location}/{source.gguf_file}",
+        gguf_file=source.gguf_file,
+        tokenizer=spec.tokenizer or source.location,
+        tokenizer_fingerprint=tokenizer_fingerprint(tokenizer),
+        softcap=logit_softcap(config),
+    )
+    return Described(spec, source, config, tokenizer, info)
+
+
+# ---------------------------------------------------------------------------------------------
+# Weights
+
+
+def load_weights(described: Described) -> torch.nn.Module:
+    """Instantiate the model with weights, on the chosen device and dtype, in eval mode."""
+    from transformers import AutoModelForCausalLM
+
+    spec, source, info = described.spec, described.source, described.info
+    kwargs: dict[str, Any] = {"dtype": DTYPES[info.dtype]}
+    if spec.revision:
+        kwargs["revision"] = spec.revision
+    if source.gguf_file:
+        kwargs["gguf_file"] = source.gguf_file
+    if spec.device_map:
+        kwargs["device_map"] = spec.device_map
+    try:
+        model = AutoModelForCausalLM.from_pretrained(source.location, **kwargs)
+    except (OSError, ValueError, KeyError, RuntimeError) as err:
+        raise ModelLoadError(f"could not load the weights of {spec.name_or_path!r}: {err}") from err
+    if not spec.device_map:
+        model = model.to(select_device(spec.device))
+    model.eval()
+    head = model.get_output_embeddings()
+    rows = getattr(getattr(head, "weight", None), "shape", (info.head_rows,))[0]
+    if rows != info.head_rows:
+        raise ModelLoadError(f"output layer has {rows} rows, config says {info.head_rows}")
+    return model
+
+
+def input_device(model: torch.nn.Module) -> torch.device:
+    """Device of the token embeddings (the first device under a device map)."""
+    return model.get_input_embeddings().weight.device
+
+
+def check_head(model: torch.nn.Module, info: ModelInfo, length: int = 16) -> float:
+    """Verify that base-model hidden states through the output head (float32, softcap) reproduce
+    model(input_ids).logits; architectures that transform logits otherwise are refused.
+    Returns the largest absolute difference seen."""
+    from rbplab.extraction.ranks import FloatHead
+
+    length = min(length, info.max_context or length)
+    ids = (torch.arange(length) * 7919 % info.vocab_size).unsqueeze(0).to(input_device(model))
+    with torch.inference_mode():
+        reference = model(ids).logits[0].float()
+        hidden = model.base_model(ids).last_hidden_state[0]
+        head = model.get_output_embeddings()
+        ours = FloatHead.from_module(head, head.weight.shape[0])(hidden.to(head.weight.device))
+        if info.softcap:
+            ours = torch.tanh(ours / info.softcap) * info.softcap
+    reference = reference.to(ours.device)
+    diff = float((ours - reference).abs().max())
+    scale = float(reference.abs().max()) + 1.0
+    tolerance = 1e-4 if info.dtype == "float32" else 5e-2
+    if not diff <= tolerance * scale:
+        raise ModelLoadError(
+            f"{info.architecture}: the output head applied to the base model's hidden states does not "
+            f"reproduce the model's logits (max difference {diff:.3g}); this architecture transforms its "
+            "logits in a way rank extraction does not support"
+        )
+    return diff
+
+
+def load_model(model: ModelSpec | str) -> tuple[torch.nn.Module, Any, ModelInfo]:
+    """Load (model, tokenizer, ModelInfo); the model is in eval mode on its device and dtype."""
+    described = describe_model(model)
+    weights = load_weights(described)
+    check_head(weights, described.info)
+    return weights, described.tokenizer, described.info

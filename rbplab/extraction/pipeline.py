@@ -1,0 +1,379 @@
+"""Model x corpus -> cached per-token rank statistics.
+
+`extract` builds a cache key from metadata only (weights fingerprint, tokenizer,
+corpus content hash, window/BOS/vocabulary settings, dtype, budget), so a cache
+hit loads no weights and runs no forward pass. Otherwise the scored windows are
+split into deterministic shards (consecutive windows, ~SHARD_TOKENS targets each,
+independent of batch size) and each finished shard is written atomically; a run
+that is killed resumes from the shards already on disk.
+
+Batch invariance (ranks identical, nll equal for any batch_size). Two things change
+rounding on CPU: the sequence length a window is padded to, and tiny row counts in
+matrix products. So each window is padded to a length that depends on the window
+alone (its length rounded up to a multiple of PAD_MULTIPLE, capped at the context
+length), windows of equal padded length are batched together, padding goes on the
+right with no attention mask (causal attention never looks right, so padding
+cannot affect real positions and every batch takes the same code path), and the
+output head never runs on fewer than 16 rows (rbplab.extraction.ranks). Measured on CPU: hidden
+states of a window are then bit-identical at batch sizes 1, 4, 8 and 16, while padding
+to a batch-dependent length with an attention mask changes them by ~1e-6 (nll by ~6e-7).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from rbplab.core.stats import TokenStats
+from rbplab.extraction.models import (
+    Described,
+    ModelSpec,
+    as_spec,
+    check_head,
+    describe_model,
+    input_device,
+    load_weights,
+)
+from rbplab.extraction.ranks import FloatHead, check_finite, rank_stats
+from rbplab.extraction.windows import (
+    PAD_MULTIPLE,
+    BosDecision,
+    Window,
+    WindowPolicy,
+    batch_arrays,
+    batches,
+    make_windows,
+    resolve_bos,
+    tokenize_documents,
+)
+from rbplab.store.cache import CacheCorruptedError, CacheEntry
+from rbplab.store.corpora import Corpus, load_corpus
+
+SHARD_TOKENS = 1 << 16  # scored targets per shard (whole windows): resume granularity
+DEFAULT_MAX_CONTEXT = 2048
+WINDOW_SCHEME = 1  # bump when window or shard construction changes (part of the cache key)
+
+
+class ContextLengthError(ValueError):
+    """Requested context longer than the model's position limit."""
+
+
+@dataclass(frozen=True)
+class ExtractResult:
+    key: str
+    path: Path
+    n_tokens: int
+    from_cache: bool
+    manifest: dict
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything an extraction is determined by, resolved from metadata (no weights)."""
+
+    described: Described
+    corpus: Corpus
+    policy: WindowPolicy
+    bos: BosDecision
+    vocab_size: int
+    include_padded_vocab: bool
+    max_tokens: int | None
+    key_spec: dict
+
+
+def model_label(described: Described) -> str:
+    """A machine-independent model name: registry short name, hub id, or file/directory name."""
+    source = described.source
+    try:
+        from rbplab.store.registry import lookup_model
+
+        row = lookup_model(described.spec.name_or_path)
+        if row is not None:
+            return str(row["model"])
+    except (ImportError, OSError, ValueError):
+        pass
+    if not source.local:
+        return source.location + (f"/{source.gguf_file}" if source.gguf_file else "")
+    return source.gguf_file or Path(source.location).name
+
+
+def plan_extraction(
+    model: ModelSpec | str,
+    corpus: str | Path | Corpus,
+    *,
+    context_length: int | None = None,
+    stride: int | None = None,
+    bos: str = "auto",
+    max_tokens: int | None = None,
+    include_padded_vocab: bool = False,
+    dtype: str = "auto",
+    device: str = "auto",
+) -> Plan:
+    """Resolve every setting and the cache key from config, tokenizer and corpus only."""
+    spec = as_spec(
+        model, dtype=None if dtype == "auto" else dtype, device=None if device == "auto" else device
+    )
+    described = describe_model(spec)
+    info = described.info
+    corpus = corpus if isinstance(corpus, Corpus) else load_corpus(corpus)
+    if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+        raise ValueError(f"max_tokens must be a positive integer or None, got {max_tokens!r}")
+    limit = info.max_context
+    if context_length is None:
+        context_length = min(limit or DEFAULT_MAX_CONTEXT, DEFAULT_MAX_CONTEXT)
+    elif limit is not None and context_length > limit:
+        raise ContextLengthError(
+            f"context_length={context_length} is longer than {info.name} supports ({limit} positions); "
+            f"use a context length of at most {limit}"
+        )
+    policy = WindowPolicy(int(context_length), stride, bos)
+    decision = resolve_bos(described.tokenizer, bos)
+    vocab_size = info.head_rows if include_padded_vocab else info.vocab_size
+    key_spec = {
+        "model": {
+            "name": model_label(described),
+            "fingerprint": info.fingerprint,
+            "revision": info.revision,
+            "gguf_file": info.gguf_file,
+            "dtype": info.dtype,
+        },
+        "tokenizer": info.tokenizer_fingerprint,
+        "corpus": {"name": corpus.name, "content_hash": corpus.content_hash(), "n_documents": len(corpus)},
+        "windows": {
+            "context_length": policy.context_length,
+            "stride": policy.stride,
+            "bos": decision.to_dict(),
+            "scheme": WINDOW_SCHEME,
+            "shard_tokens": SHARD_TOKENS,
+        },
+        "vocab": {"size": vocab_size, "include_padded": include_padded_vocab, "head_rows": info.head_rows},
+        "softcap": info.softcap,
+        "max_tokens": max_tokens,
+    }
+    return Plan(described, corpus, policy, decision, vocab_size, include_padded_vocab, max_tokens, key_spec)
+
+
+def plan_windows(plan: Plan) -> list[Window]:
+    tokenizer = plan.described.tokenizer
+    texts = [doc.text for doc in plan.corpus.documents]
+    windows = make_windows(
+        tokenize_documents(tokenizer, texts),
+        plan.policy,
+        plan.bos,
+        special_ids=getattr(tokenizer, "all_special_ids", ()),
+        max_tokens=plan.max_tokens,
+    )
+    if not windows:
+        raise ValueError(
+            f"corpus {plan.corpus.name!r} yields no scorable tokens with {plan.policy} "
+            f"(BOS: {plan.bos.rule}); documents may be too short"
+        )
+    return windows
+
+
+def shard_windows(windows: list[Window], shard_tokens: int | None = None) -> list[list[Window]]:
+    """Consecutive windows in shards of at least `shard_tokens` targets (the last may be smaller)."""
+    shard_tokens = shard_tokens or SHARD_TOKENS
+    shards: list[list[Window]] = [[]]
+    count = 0
+    for window in windows:
+        if count >= shard_tokens:
+            shards.append([])
+            count = 0
+        shards[-1].append(window)
+        count += window.n_scored
+    return shards
+
+
+class Scorer:
+    """Runs windows through a loaded model: base model forward, then chunked exact ranks."""
+
+    def __init__(self, model: torch.nn.Module, vocab_size: int, pad_id: int, softcap: float | None = None):
+        self.model = model
+        self.vocab_size = vocab_size
+        self.pad_id = pad_id
+        self.softcap = softcap
+        self.device = input_device(model)
+        self.head = FloatHead.from_module(model.get_output_embeddings(), vocab_size)
+
+    def score(self, length: int, group: list[Window]) -> tuple[torch.Tensor, ...]:
+        """(n_greater, n_equal, nll) of every scored target of `group`, on the head's device."""
+        ids, rows, targets = batch_arrays(group, length, self.pad_id)
+        with torch.inference_mode():
+            inputs = torch.from_numpy(ids).to(self.device)
+            hidden = self.model.base_model(input_ids=inputs).last_hidden_state
+            row_index = torch.from_numpy(rows).to(hidden.device)
+            hidden = hidden.reshape(-1, hidden.shape[-1]).index_select(0, row_index)
+            hidden = hidden.to(self.head.weight.device)
+            return rank_stats(
+                hidden,
+                self.head,
+                torch.from_numpy(targets).to(hidden.device),
+                vocab_size=self.vocab_size,
+                softcap=self.softcap,
+            )
+
+
+def shard_frame(plan: Plan, scorer: Scorer, windows: list[Window], batch_size: int, bar: Any) -> pd.DataFrame:
+    """Per-token rows of one shard, sorted by (doc_index, position)."""
+    parts: list[tuple[list[Window], tuple[torch.Tensor, ...]]] = []
+    for length, group in batches(windows, batch_size, plan.policy.context_length):
+        parts.append((group, scorer.score(length, group)))
+        bar.update(sum(w.n_scored for w in group))
+    # One device-to-host transfer per shard, not per token.
+    greater = torch.cat([p[1][0] for p in parts]).cpu().numpy()
+    equal = torch.cat([p[1][1] for p in parts]).cpu()
+    check_finite(equal)
+    nll = torch.cat([p[1][2] for p in parts]).cpu().numpy()
+    groups = [w for group, _ in parts for w in group]
+    doc_index = np.concatenate([np.full(w.n_scored, w.doc_index, dtype=np.int32) for w in groups])
+    documents = plan.corpus.documents
+    frame = pd.DataFrame(
+        {
+            "doc_index": doc_index,
+            "doc_id": [documents[i].id for i in doc_index],
+            "position": np.concatenate([w.positions() for w in groups]).astype(np.int32),
+            "target_id": np.concatenate([w.input_ids[w.target_rows()] for w in groups]).astype(np.int32),
+            "n_greater": greater.astype(np.int32),
+            "n_equal": equal.numpy().astype(np.int32),
+            "nll": nll.astype(np.float32),
+        }
+    )
+    return frame.sort_values(["doc_index", "position"], kind="stable").reset_index(drop=True)
+
+
+def _progress(total: int, initial: int, label: str, enabled: bool) -> Any:
+    from tqdm.auto import tqdm
+
+    return tqdm(
+        total=total,
+        initial=initial,
+        unit="tok",
+        unit_scale=True,
+        desc=label,
+        disable=not enabled,
+        smoothing=0.1,
+    )
+
+
+def extract(
+    model: ModelSpec | str,
+    corpus: str | Corpus,
+    *,
+    context_length: int | None = None,
+    stride: int | None = None,
+    bos: str = "auto",
+    batch_size: int = 8,
+    max_tokens: int | None = None,
+    include_padded_vocab: bool = False,
+    cache_dir: str | Path | None = None,
+    dtype: str = "auto",
+    device: str = "auto",
+    progress: bool = True,
+) -> ExtractResult:
+    """Rank statistics of every scored token of `corpus` under `model`, cached.
+
+    model: a ModelSpec, registered name, hub id, local directory or .gguf file.
+    corpus: a Corpus or anything rbplab.store.corpora.load_corpus accepts.
+    context_length: window length in tokens including a BOS (default: the model's limit, at most 2048).
+    stride: None for non-overlapping windows, else the advance of strided windows (only new tokens scored).
+    bos: "auto" (per tokenizer/family, recorded), "always" or "never".
+    max_tokens: score at most this many tokens (corpus order); None scores everything.
+    include_padded_vocab: rank over every output row instead of the tokenizer's vocabulary.
+    """
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    plan = plan_extraction(
+        model,
+        corpus,
+        context_length=context_length,
+        stride=stride,
+        bos=bos,
+        max_tokens=max_tokens,
+        include_padded_vocab=include_padded_vocab,
+        dtype=dtype,
+        device=device,
+    )
+    entry = CacheEntry(cache_dir, plan.key_spec)
+    if entry.is_complete():
+        manifest = entry.manifest()
+        return ExtractResult(entry.key, entry.path, int(manifest["n_tokens"]), True, manifest)
+    with entry.lock():
+        if entry.is_complete():  # another process finished it while we waited for the lock
+            manifest = entry.manifest()
+            return ExtractResult(entry.key, entry.path, int(manifest["n_tokens"]), True, manifest)
+        shards = shard_windows(plan_windows(plan), plan.key_spec["windows"]["shard_tokens"])
+        done = entry.completed_shards() & set(range(len(shards)))
+        todo = [i for i in range(len(shards)) if i not in done]
+        info = plan.described.info
+        started = time.perf_counter()
+        if todo:
+            weights = load_weights(plan.described)
+            check_head(weights, info)
+            tokenizer = plan.described.tokenizer
+            pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else plan.bos.token_id or 0
+            scorer = Scorer(weights, plan.vocab_size, int(pad_id), info.softcap)
+            total = sum(w.n_scored for shard in shards for w in shard)
+            initial = sum(w.n_scored for i in done for w in shards[i])
+            label = f"{plan.key_spec['model']['name']} x {plan.corpus.name}"
+            with _progress(total, initial, label, progress) as bar:
+                for index in todo:
+                    entry.write_shard(index, shard_frame(plan, scorer, shards[index], batch_size, bar))
+        elapsed = time.perf_counter() - started
+        computed = sum(w.n_scored for i in todo for w in shards[i])
+        manifest = entry.finalize(
+            {
+                "model": info.to_dict(),
+                "corpus": {
+                    "name": plan.corpus.name,
+                    "content_hash": plan.corpus.content_hash(),
+                    "n_documents": len(plan.corpus),
+                    "n_documents_scored": len({w.doc_index for shard in shards for w in shard}),
+                    "source": plan.corpus.source,
+                },
+                "settings": {
+                    "context_length": plan.policy.context_length,
+                    "stride": plan.policy.stride,
+                    "bos": plan.policy.bos,
+                    "bos_decision": plan.bos.to_dict(),
+                    "include_padded_vocab": plan.include_padded_vocab,
+                    "max_tokens": plan.max_tokens,
+                    "dtype": info.dtype,
+                    "batch_size": batch_size,
+                    "pad_multiple": PAD_MULTIPLE,
+                },
+                "vocab_size": plan.vocab_size,
+                "provenance": {
+                    "device": info.device,
+                    "torch_threads": torch.get_num_threads(),
+                    "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                    "seconds": round(elapsed, 3),
+                    "tokens_computed": computed,
+                    "tokens_per_second": round(computed / elapsed, 1) if computed and elapsed > 0 else None,
+                    "resumed_shards": len(done),
+                },
+            }
+        )
+    return ExtractResult(entry.key, entry.path, int(manifest["n_tokens"]), False, manifest)
+
+
+def load_stats(model: ModelSpec | str, corpus: str | Corpus, **settings: Any) -> TokenStats:
+    """TokenStats of (model, corpus): extract (a cache hit runs no forward pass), then read the cache.
+
+    A shard that fails its checksum on reading is reported, recomputed, and the entry read again.
+    """
+    result = extract(model, corpus, **settings)
+    try:
+        return CacheEntry(settings.get("cache_dir"), result.manifest["spec"]).read_stats()
+    except CacheCorruptedError as err:
+        warnings.warn(f"{err}; recomputing the damaged shards now", stacklevel=2)
+    result = extract(model, corpus, **settings)
+    return CacheEntry(settings.get("cache_dir"), result.manifest["spec"]).read_stats()

@@ -1,0 +1,247 @@
+"""Turning documents into model inputs: tokenization, BOS policy and context windows.
+
+Documents are tokenized separately (never concatenated), so no token is predicted
+from another document's text. A document's sequence is its tokens, optionally
+preceded by one BOS token; token i of the document has `position` i whatever the
+BOS choice. Each target is predicted from the tokens before it in its sequence, so
+with a BOS the first token is scorable and without one it is not.
+
+Windows cut long sequences to `context_length` inputs:
+- non-overlapping (stride None): each window starts at the last token of the
+  previous one, so its inputs overlap by exactly that one context token and every
+  target is scored exactly once;
+- strided (stride s < context_length): windows advance by s tokens and only the
+  targets not scored by the previous window are scored, so every scored token
+  after the first window sees at least context_length - s tokens of context.
+Special tokens in the text are tokenized as plain text (`split_special_tokens`),
+and any target that is still a special token id is not scored.
+
+Batches group windows of equal padded length; a window's padded length depends on the
+window alone (`padded_length`), which keeps results batch-invariant (see `rbplab.extraction.pipeline`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+BOS_CHOICES = ("auto", "always", "never")
+PAD_MULTIPLE = 64
+
+
+@dataclass(frozen=True)
+class WindowPolicy:
+    context_length: int
+    stride: int | None = None  # None: non-overlapping; else advance per window, 1 <= stride < context_length
+    bos: str = "auto"  # "auto" | "always" | "never"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.context_length, int) or self.context_length < 2:
+            raise ValueError(f"context_length must be an integer >= 2, got {self.context_length!r}")
+        if self.stride is not None and not (
+            isinstance(self.stride, int) and 1 <= self.stride < self.context_length
+        ):
+            raise ValueError(
+                f"stride must be an integer in [1, context_length={self.context_length}), "
+                f"got {self.stride!r}; use stride=None for non-overlapping windows"
+            )
+        if self.bos not in BOS_CHOICES:
+            raise ValueError(f"bos must be one of {BOS_CHOICES}, got {self.bos!r}")
+
+    @property
+    def step(self) -> int:
+        """How far consecutive windows of a document advance."""
+        return self.stride if self.stride is not None else self.context_length - 1
+
+
+@dataclass(frozen=True)
+class BosDecision:
+    """Whether documents start with a BOS token, which one, and why (recorded in the manifest)."""
+
+    use: bool
+    token_id: int | None
+    rule: str
+
+    def to_dict(self) -> dict:
+        return {"use": self.use, "token_id": self.token_id, "rule": self.rule}
+
+
+def _added_prefix(tokenizer: Any) -> int | None:
+    """The token the tokenizer itself prepends when asked for special tokens (Llama, OPT, Gemma), if any."""
+    plain = tokenizer("a", add_special_tokens=False)["input_ids"]
+    full = tokenizer("a", add_special_tokens=True)["input_ids"]
+    if len(full) > len(plain) and full[len(full) - len(plain) :] == plain:
+        return int(full[0])
+    return None
+
+
+def resolve_bos(tokenizer: Any, bos: str = "auto") -> BosDecision:
+    """Decide the BOS policy for a tokenizer.
+
+    "auto" follows what each family was trained with, in the order lm-evaluation-harness uses:
+    1. the tokenizer adds a BOS itself (OPT's </s>, Llama/Gemma <s>/<bos>) -> that token;
+    2. it declares a bos_token (GPT-2 and Pythia: <|endoftext|>, their document separator) -> it;
+    3. it declares only an eos_token (Qwen2.5 base: <|endoftext|> separates pretraining
+       documents) -> the eos token as the document-start context;
+    4. otherwise no BOS, and the first token of each document is not scored.
+    "always" applies the same order but fails if no token exists; "never" uses none.
+    """
+    if bos not in BOS_CHOICES:
+        raise ValueError(f"bos must be one of {BOS_CHOICES}, got {bos!r}")
+    if bos == "never":
+        return BosDecision(False, None, "never: requested")
+    prefix = _added_prefix(tokenizer)
+    if prefix is not None:
+        decision = BosDecision(True, prefix, "tokenizer prepends this token to every input")
+    elif tokenizer.bos_token_id is not None:
+        decision = BosDecision(True, int(tokenizer.bos_token_id), "tokenizer's bos_token")
+    elif tokenizer.eos_token_id is not None:
+        decision = BosDecision(
+            True, int(tokenizer.eos_token_id), "no bos_token: eos_token marks document start"
+        )
+    elif bos == "always":
+        raise ValueError("bos='always' but the tokenizer has no BOS or EOS token; use bos='never'")
+    else:
+        return BosDecision(False, None, "auto: tokenizer has no BOS or EOS token")
+    return BosDecision(decision.use, decision.token_id, f"{bos}: {decision.rule}")
+
+
+def tokenize_documents(tokenizer: Any, texts: Sequence[str], batch: int = 64) -> Iterator[np.ndarray]:
+    """Token ids of each document on its own, special-token strings in the text treated as text.
+    Lazy, in batches, so a token budget does not tokenize a whole large corpus."""
+    for start in range(0, len(texts), batch):
+        encoded = tokenizer(
+            list(texts[start : start + batch]),
+            add_special_tokens=False,
+            split_special_tokens=True,
+            return_attention_mask=False,
+            verbose=False,
+        )["input_ids"]
+        yield from (np.asarray(ids, dtype=np.int64) for ids in encoded)
+
+
+@dataclass(frozen=True)
+class Window:
+    """One model input and the targets scored from it.
+
+    `input_ids[j]` for j >= first is a target predicted from the hidden state at j - 1;
+    its document position is offset + j (offset is -1 when the sequence starts with BOS).
+    `scored` marks which of those targets count (False for special-token targets).
+    """
+
+    doc_index: int
+    input_ids: np.ndarray
+    first: int
+    offset: int
+    scored: np.ndarray  # bool, length len(input_ids) - first
+
+    @property
+    def n_scored(self) -> int:
+        return int(self.scored.sum())
+
+    def positions(self) -> np.ndarray:
+        """Document positions of the scored targets."""
+        return (np.arange(self.first, len(self.input_ids)) + self.offset)[self.scored]
+
+    def target_rows(self) -> np.ndarray:
+        """Input indices j whose hidden state at j - 1 predicts a scored target."""
+        return np.arange(self.first, len(self.input_ids))[self.scored]
+
+    def truncated(self, n_scored: int) -> Window:
+        """This window keeping only its first `n_scored` scored targets (inputs cut after the last)."""
+        if n_scored >= self.n_scored:
+            return self
+        last = int(self.target_rows()[n_scored - 1]) if n_scored > 0 else self.first - 1
+        stop = last + 1
+        return Window(
+            self.doc_index, self.input_ids[:stop], self.first, self.offset, self.scored[: stop - self.first]
+        )
+
+
+def document_windows(
+    doc_index: int,
+    tokens: np.ndarray,
+    policy: WindowPolicy,
+    bos: BosDecision,
+    special_ids: Iterable[int] = (),
+) -> list[Window]:
+    """Windows of one document under `policy`; targets covered exactly once, in order."""
+    if bos.use:
+        seq = np.concatenate([np.asarray([bos.token_id], dtype=np.int64), tokens])
+        offset = -1
+    else:
+        seq, offset = tokens, 0
+    special = np.asarray(sorted(set(special_ids)), dtype=np.int64)
+    windows: list[Window] = []
+    n = len(seq)
+    start, scored_until = 0, 1  # targets seq[j] for j < scored_until are done (seq[0] has no context)
+    while scored_until < n:
+        stop = min(start + policy.context_length, n)
+        first = scored_until - start
+        ids = seq[start:stop]
+        scored = ~np.isin(ids[first:], special) if len(special) else np.ones(stop - start - first, dtype=bool)
+        windows.append(Window(doc_index, ids, first, offset + start, scored))
+        scored_until = stop
+        start += policy.step
+    return windows
+
+
+def make_windows(
+    documents: Iterable[np.ndarray],
+    policy: WindowPolicy,
+    bos: BosDecision,
+    *,
+    special_ids: Iterable[int] = (),
+    max_tokens: int | None = None,
+) -> list[Window]:
+    """Windows of every document in corpus order, cut so at most `max_tokens` targets are scored."""
+    if max_tokens is not None and max_tokens < 1:
+        raise ValueError(f"max_tokens must be a positive integer or None, got {max_tokens!r}")
+    special = tuple(special_ids)
+    out: list[Window] = []
+    total = 0
+    for doc_index, tokens in enumerate(documents):
+        for window in document_windows(doc_index, tokens, policy, bos, special):
+            if max_tokens is not None and total + window.n_scored >= max_tokens:
+                window = window.truncated(max_tokens - total)
+                if window.n_scored:
+                    out.append(window)
+                return out
+            if window.n_scored:
+                out.append(window)
+                total += window.n_scored
+    return out
+
+
+def padded_length(length: int, context_length: int) -> int:
+    """Sequence length a window is run at: a function of the window alone (batch invariance)."""
+    return min(context_length, -(-length // PAD_MULTIPLE) * PAD_MULTIPLE)
+
+
+def batches(
+    windows: list[Window], batch_size: int, context_length: int
+) -> Iterator[tuple[int, list[Window]]]:
+    """(padded length, windows) groups: equal padded length, at most batch_size windows, stable order."""
+    by_length: dict[int, list[Window]] = {}
+    for window in windows:
+        by_length.setdefault(padded_length(len(window.input_ids), context_length), []).append(window)
+    for length in sorted(by_length):
+        group = by_length[length]
+        for start in range(0, len(group), batch_size):
+            yield length, group[start : start + batch_size]
+
+
+def batch_arrays(group: list[Window], length: int, pad_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Right-padded input ids [B, length], flat row index of each scored target's predicting
+    position in [B * length], and the target ids, in window order."""
+    ids = np.full((len(group), length), pad_id, dtype=np.int64)
+    rows, targets = [], []
+    for b, window in enumerate(group):
+        ids[b, : len(window.input_ids)] = window.input_ids
+        target_rows = window.target_rows()
+        rows.append(b * length + target_rows - 1)
+        targets.append(window.input_ids[target_rows])
+    return ids, np.concatenate(rows), np.concatenate(targets)

@@ -1,0 +1,399 @@
+"""A study: families x corpora of cached rank statistics, ready for analysis and widgets.
+
+`load_study` pulls one `TokenStats` per (model, corpus) through the extraction cache
+(a cache hit runs no model) and `Study` precomputes each run's RBP curve, so RBP_k at
+any k is an O(1) lookup and a slider callback only refits a handful of points. All
+tables come out tidy, in the column conventions of `rbplab.viz.plots`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+from rbplab.analysis import bootstrap, fit, fit_bootstrap, ksweep, metrics
+from rbplab.analysis import emergence as _emergence
+from rbplab.analysis.metrics import RBPCurve, Run
+from rbplab.core.stats import TIES, TokenStats
+from rbplab.store.corpora import Corpus
+from rbplab.study import theory as study_theory
+
+BAND_POINTS = 40
+SYNTHETIC = "synthetic"  # family name of `synthetic_study` in `load_study`
+
+
+def _as_list(value: object) -> list | None:
+    if value is None:
+        return None
+    # A single name, path or Corpus object is one item, not an iterable of items.
+    return [value] if isinstance(value, (str, Path)) or hasattr(value, "documents") else list(value)
+
+
+@dataclass(eq=False)
+class Study:
+    """Runs (model x corpus, one or more families) with their RBP curves precomputed."""
+
+    runs: list[Run]
+    ties: str = "pessimistic"
+    level: float = 0.95
+    curves: dict[tuple[str, str, str], RBPCurve] = field(default_factory=dict, repr=False)
+    _subsets: dict = field(default_factory=dict, repr=False)
+    _cache: dict = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self.runs = metrics.as_runs(self.runs)
+        if not self.runs:
+            raise ValueError("a Study needs at least one run (model x corpus)")
+        metrics.check_ties(self.ties)
+        for run in self.runs:
+            key = (run.family, run.model, run.corpus)
+            if key not in self.curves:
+                self.curves[key] = metrics.rbp_curve(run.stats, self.ties)
+
+    @classmethod
+    def from_stats(
+        cls,
+        stats: dict[tuple[str, str], TokenStats],
+        sizes: dict[str, float],
+        family: str = "custom",
+        ties: str = "pessimistic",
+    ) -> Study:
+        """From {(model, corpus): TokenStats} and {model: S} (synthetic data, own pipelines)."""
+        missing = sorted({m for m, _ in stats} - set(sizes))
+        if missing:
+            raise ValueError(f"no size S given for models {missing}")
+        runs = [Run(family, m, c, float(sizes[m]), s) for (m, c), s in stats.items()]
+        return cls(runs, ties=ties)
+
+    # ---- what is in the study -------------------------------------------------------------
+    @property
+    def families(self) -> list[str]:
+        return list(dict.fromkeys(r.family for r in self.runs))
+
+    @property
+    def family(self) -> str:
+        return " + ".join(self.families)
+
+    @property
+    def corpora(self) -> list[str]:
+        return list(dict.fromkeys(r.corpus for r in self.runs))
+
+    @property
+    def vocab_size(self) -> int:
+        """The smallest |V| of the runs: the largest k at which every model can be compared."""
+        return min(r.stats.vocab_size for r in self.runs)
+
+    @property
+    def models(self) -> pd.DataFrame:
+        """family, model, S, vocab_size; one row per model, by family then S."""
+        rows = [
+            {"family": r.family, "model": r.model, "S": r.S, "vocab_size": r.stats.vocab_size}
+            for r in self.runs
+        ]
+        return (
+            pd.DataFrame(rows)
+            .drop_duplicates(["family", "model"])
+            .sort_values(["family", "S"], ignore_index=True)
+        )
+
+    def stats(self, model: str, corpus: str, family: str | None = None) -> TokenStats:
+        for r in self.runs:
+            if r.model == model and r.corpus == corpus and (family is None or r.family == family):
+                return r.stats
+        raise KeyError(
+            f"no run for model {model!r} on corpus {corpus!r}; models: {list(self.models['model'])}"
+        )
+
+    def subset(
+        self, families: str | Iterable[str] | None = None, corpora: str | Iterable[str] | None = None
+    ) -> Study:
+        """The runs of some families / corpora, sharing the precomputed curves (no recomputation)."""
+        fams, corps = _as_list(families), _as_list(corpora)
+        for name, chosen, known in (("family", fams, self.families), ("corpus", corps, self.corpora)):
+            unknown = sorted(set(chosen or ()) - set(known))
+            if unknown:
+                raise ValueError(f"unknown {name} {unknown}; this study has {known}")
+        key = (tuple(fams or ()), tuple(corps or ()))
+        if key not in self._subsets:
+            runs = [
+                r
+                for r in self.runs
+                if (fams is None or r.family in fams) and (corps is None or r.corpus in corps)
+            ]
+            self._subsets[key] = Study(runs, self.ties, self.level, curves=self.curves)
+        return self._subsets[key]
+
+    def _runs(self, corpora: Sequence[str] | None) -> list[Run]:
+        return self.runs if corpora is None else self.subset(corpora=corpora).runs
+
+    # ---- tables ----------------------------------------------------------------------------
+    def points(
+        self, ks: Iterable[int] | int, corpora: Sequence[str] | None = None, n_boot: int = 0, seed: int = 0
+    ) -> pd.DataFrame:
+        """RBP_k per run and k from the cached curves: family, corpus, model, S, k, rbp,
+        neg_log_rbp, n_tokens; with n_boot > 0 also the document-bootstrap percentile interval
+        of -log RBP_k (neg_log_rbp_lo, neg_log_rbp_hi; `rbplab.analysis.bootstrap.bootstrap_ci`)."""
+        ks = metrics.as_ks(ks, self.vocab_size)
+        runs = self._runs(corpora)
+        # One frame from stacked arrays: a slider callback calls this, so no per-run concat.
+        rbp = np.concatenate([self.curves[(r.family, r.model, r.corpus)].rbp(ks) for r in runs])
+        n = len(ks)
+        with np.errstate(divide="ignore"):
+            neg_log = -np.log(rbp)
+        frame = pd.DataFrame(
+            {
+                "family": np.repeat([r.family for r in runs], n),
+                "corpus": np.repeat([r.corpus for r in runs], n),
+                "model": np.repeat([r.model for r in runs], n),
+                "S": np.repeat([r.S for r in runs], n),
+                "k": np.tile(ks, len(runs)),
+                "rbp": rbp,
+                "neg_log_rbp": neg_log,
+                "n_tokens": np.repeat([len(r.stats) for r in runs], n),
+            }
+        )
+        if n_boot > 0:
+            lo, hi = [], []
+            for r in runs:
+                ci = bootstrap.bootstrap_ci(r.stats, ks, self.ties, n_boot, self.level, seed)
+                ci = ci[ci["metric"] == "rbp"]
+                with np.errstate(divide="ignore"):  # -log is decreasing: the interval flips
+                    lo.append(-np.log(ci["ci_high"].to_numpy()))
+                    hi.append(-np.log(ci["ci_low"].to_numpy()))
+            frame["neg_log_rbp_lo"], frame["neg_log_rbp_hi"] = np.concatenate(lo), np.concatenate(hi)
+        return frame
+
+    def fits(
+        self,
+        ks: Iterable[int] | int,
+        corpora: Sequence[str] | None = None,
+        points: pd.DataFrame | None = None,
+    ) -> pd.DataFrame:
+        """Power law -log RBP_k = A S^-alpha per family, corpus and k (`rbplab.analysis.fit.scaling_fits`):
+        alpha, prefactor, r2, alpha_se, alpha_ci_low/high, leave-one-out range, n_models, note.
+        `points` (from `points(ks, corpora)`) saves recomputing them."""
+        points = self.points(ks, corpora) if points is None else points
+        table = points.assign(loss=points["neg_log_rbp"])
+        return fit.scaling_fits(table, y="loss", by=["family", "corpus", "k"], level=self.level)
+
+    def bands(
+        self,
+        ks: Iterable[int] | int,
+        corpora: Sequence[str] | None = None,
+        points: pd.DataFrame | None = None,
+        kind: str = "confidence",
+    ) -> pd.DataFrame:
+        """The fitted line and its band on a grid of S spanning each family: family, corpus,
+        k, S, fit, lo, hi on the -log RBP_k scale. kind="confidence": where the law's line
+        lies (t interval of the OLS mean in log space); kind="prediction": where a new
+        model of size S would fall (adds the scatter of models around the line)."""
+        if kind not in ("confidence", "prediction"):
+            raise ValueError(f"kind must be 'confidence' or 'prediction', got {kind!r}")
+        points = self.points(ks, corpora) if points is None else points
+        rows = []
+        for (family, corpus, k), frame in points.groupby(["family", "corpus", "k"], sort=False):
+            S, y = frame["S"].to_numpy(np.float64), frame["neg_log_rbp"].to_numpy(np.float64)
+            try:
+                pl = fit.fit_power_law(S, y, self.level)
+            except ValueError:
+                continue  # too few sizes or RBP_k = 1: no line to draw (fits() says why)
+            grid = np.geomspace(S.min(), S.max(), BAND_POINTS)
+            if kind == "prediction":
+                lo, hi = pl.prediction_interval(grid)
+            else:
+                x = np.log(grid)
+                se = pl.residual_sd * np.sqrt(1 / pl.n + (x - pl.log_s_mean) ** 2 / pl.log_s_sxx)
+                half = sps.t.ppf((1 + self.level) / 2, pl.n - 2) * se if pl.n > 2 else np.nan
+                lo, hi = pl.predict(grid) * np.exp(-half), pl.predict(grid) * np.exp(half)
+            rows.append(
+                pd.DataFrame(
+                    {"family": family, "corpus": corpus, "k": k, "S": grid, "fit": pl.predict(grid)}
+                ).assign(lo=lo, hi=hi)
+            )
+        cols = ["family", "corpus", "k", "S", "fit", "lo", "hi"]
+        return pd.concat(rows, ignore_index=True)[cols] if rows else pd.DataFrame(columns=cols)
+
+    def fit_table(
+        self, ks: Iterable[int] | int = (1, 10, 100), corpora: Sequence[str] | None = None
+    ) -> pd.DataFrame:
+        """The headline table: one row per family, corpus and k with alpha (and CI), R²."""
+        cols = ["family", "corpus", "k", "alpha", "alpha_ci_low", "alpha_ci_high", "r2", "n_models", "note"]
+        return self.fits(ks, corpora)[cols]
+
+    def summary(self) -> pd.DataFrame:
+        """Per run: family, corpus, model, S, n_tokens, n_docs, ce, mean_p, rbp_1."""
+        rows = []
+        for r in self.runs:
+            rows.append(
+                {"family": r.family, "corpus": r.corpus, "model": r.model, "S": r.S}
+                | {"n_tokens": len(r.stats), "n_docs": r.stats.n_docs}
+                | {"ce": metrics.cross_entropy(r.stats), "mean_p": metrics.mean_target_probability(r.stats)}
+                | {"rbp_1": self.curves[(r.family, r.model, r.corpus)].rbp(1)}
+            )
+        return pd.DataFrame(rows)
+
+    def curve_frame(
+        self, ks: Iterable[int] | None = None, corpora: Sequence[str] | None = None
+    ) -> pd.DataFrame:
+        """RBP_k against k for every run (for `plots.rbp_curves`); ks default log-spaced to |V|."""
+        ks = metrics.log_spaced_ks(self.vocab_size, 60) if ks is None else ks
+        return self.points(ks, corpora)
+
+    def ksweep(self, ks: Iterable[int] | None = None, n_boot: int = 0, seed: int = 0) -> pd.DataFrame:
+        """alpha(k), R²(k) over k (`rbplab.analysis.ksweep.k_sweep`), regimes labelled."""
+        return ksweep.k_sweep(self.runs, ks=ks, ties=self.ties, level=self.level, n_boot=n_boot, seed=seed)
+
+    def bootstrap(self, ks: Iterable[int] = (1, 10, 100), n_boot: int = 200, seed: int = 0) -> pd.DataFrame:
+        """Document-bootstrap uncertainty of alpha and R² (`rbplab.analysis.fit_bootstrap.bootstrap_fits`)."""
+        return fit_bootstrap.bootstrap_fits(
+            self.runs, ks=ks, ties=self.ties, n_boot=n_boot, seed=seed, level=self.level
+        )
+
+    def extrapolation(self, ks: Iterable[int] = (1, 10, 100), n_holdout: int = 1) -> pd.DataFrame:
+        """Fit all but the largest model(s), predict them (`rbplab.analysis.fit.extrapolation_check`)."""
+        table = self.points(ks).assign(loss=lambda f: f["neg_log_rbp"], metric="rbp")
+        return fit.extrapolation_check(
+            table, n_holdout=n_holdout, by=["family", "corpus", "k"], level=self.level
+        )
+
+    def emergence(
+        self, ks: Iterable[int] | int, ns: Iterable[int] | int, corpora: Sequence[str] | None = None
+    ) -> pd.DataFrame:
+        """Sequence success per run, k and N (`rbplab.analysis.emergence.sequence_table`) with the
+        columns `rbplab.viz.plots` draws: p_emp (fraction of N-token windows all in the top k),
+        p_pred = RBP_k^N, p_fit = exp(-C N S^-alpha) from the RBP_k power law, and the
+        linearised coordinates x = N S^-alpha, neg_log_p_emp, neg_log_p_pred."""
+        ks = metrics.as_ks(ks, self.vocab_size)
+        ns = np.atleast_1d(np.asarray(ns, dtype=np.int64))
+        runs = self._runs(corpora)
+        table = _emergence.sequence_table(runs, ns=ns, ks=ks, ties=self.ties)
+        table = table.rename(columns={"p_empirical": "p_emp", "p_predicted": "p_pred"})
+        fits = self.fits(ks, corpora)
+        fits = fits[["family", "corpus", "k", "alpha", "prefactor"]]
+        table = table.merge(fits, on=["family", "corpus", "k"], how="left")
+        with np.errstate(divide="ignore", invalid="ignore"):
+            table["p_fit"] = np.exp(-table["prefactor"] * table["N"] * table["S"] ** -table["alpha"])
+            table["x"] = table["N"] * table["S"] ** -table["alpha"]
+            table["neg_log_p_emp"] = -np.log(table["p_emp"])
+            table["neg_log_p_pred"] = -np.log(table["p_pred"])
+        return table.drop(columns=["prefactor"])
+
+    def emergence_fits(
+        self, ks: Iterable[int] = _emergence.DEFAULT_KS, ns: Iterable[int] = _emergence.DEFAULT_NS
+    ) -> pd.DataFrame:
+        """Fits of -log p_{N,k} against S per N, and the joint law C N S^-alpha
+        (`rbplab.analysis.emergence.sequence_fits`)."""
+        table = _emergence.sequence_table(
+            self.runs, ns=ns, ks=metrics.as_ks(ks, self.vocab_size), ties=self.ties
+        )
+        return _emergence.sequence_fits(table, level=self.level)
+
+    # ---- lognormal theory (paper section 5.2, appendix B): `rbplab.study.theory` ---------------
+    def lognormal(self) -> pd.DataFrame:
+        return study_theory.lognormal_table(self)
+
+    def lognormal_scaling(self) -> pd.DataFrame:
+        return study_theory.lognormal_scaling(self)
+
+    def rank_pmf(self, corpus: str, n_bins: int = 70) -> pd.DataFrame:
+        return study_theory.rank_pmf(self, corpus, n_bins)
+
+    def ce_comparison(self, n_grid: int = 30) -> pd.DataFrame:
+        return study_theory.ce_comparison(self, n_grid)
+
+    def ce_exponents(self) -> pd.DataFrame:
+        return study_theory.ce_exponents(self)
+
+
+# ---- loading from the cache -------------------------------------------------------------------
+def default_corpora() -> list[str]:
+    """The corpora bundled in data/corpora (the offline default)."""
+    from rbplab.store.corpora import list_corpora
+
+    table = list_corpora()
+    return table.loc[table["origin"] == "bundled", "name"].tolist()
+
+
+def _corpus_label(spec: object) -> str:
+    # Corpus objects carry a name; bundled and hub names stay as they are; a path is labelled by its stem.
+    if hasattr(spec, "documents"):
+        return str(spec.name)
+    spec = str(spec)
+    if spec.startswith("hub:") or "/" not in spec and not spec.endswith((".jsonl", ".gz", ".txt")):
+        return spec
+    return Path(spec).name.split(".")[0]
+
+
+def load_study(
+    families: str | Iterable[str] = "micro",
+    corpora: str | Corpus | Iterable[str | Corpus] | None = None,
+    *,
+    models: Iterable[str] | None = None,
+    max_tokens: int | None = None,
+    cache_dir: str | Path | None = None,
+    context_length: int | None = None,
+    ties: str = "pessimistic",
+    level: float = 0.95,
+    progress: bool | Callable[[str], None] = False,
+    **extract_options: object,
+) -> Study:
+    """Rank statistics of every model of `families` on every corpus, through the cache.
+
+    families: registry family names (data/families.csv); models: optional subset of their
+    short names; corpora: bundled names, ``hub:<name>`` or paths (default: every bundled
+    corpus). Runs missing from the cache are extracted (`rbplab.extraction.pipeline.load_stats`), so
+    the first call may run models; later calls only read parquet. `progress` may be True
+    (extraction progress bars) or a callable receiving one line per run.
+
+    The family name "synthetic" (`SYNTHETIC`) stands for `rbplab.study.synthetic.synthetic_study()`:
+    made-up models on made-up corpora, to try every notebook and widget without running a model.
+    """
+    if ties not in TIES:
+        raise ValueError(f"ties must be one of {TIES}, got {ties!r}")
+    fams = _as_list(families) or []
+    if not fams:
+        raise ValueError("give at least one model family, e.g. 'micro'")
+    if SYNTHETIC in fams:
+        if fams != [SYNTHETIC]:
+            raise ValueError(f"the {SYNTHETIC!r} family cannot be mixed with real families {fams}")
+        from rbplab.study.synthetic import synthetic_study
+
+        kwargs = {"corpora": _as_list(corpora)} if corpora is not None else {}
+        return synthetic_study(**kwargs, n_tokens=max_tokens or 20_000, ties=ties)
+    from rbplab.extraction.pipeline import load_stats
+    from rbplab.store import registry
+
+    corpus_specs = _as_list(corpora) or default_corpora()
+    if not corpus_specs:
+        raise ValueError("no corpora given and none bundled in data/corpora")
+    members = pd.concat([registry.family_models(f) for f in fams], ignore_index=True)
+    if models is not None:
+        wanted = set(_as_list(models))
+        unknown = sorted(wanted - set(members["model"]))
+        if unknown:
+            raise ValueError(
+                f"models {unknown} are not in families {fams}; members: {list(members['model'])}"
+            )
+        members = members[members["model"].isin(wanted)]
+    say = progress if callable(progress) else None
+    runs = []
+    for spec in corpus_specs:
+        for row in members.itertuples():
+            if say:
+                say(f"{row.family}/{row.model} on {_corpus_label(spec)}")
+            stats = load_stats(
+                registry.resolve_source(row.source),
+                spec,
+                max_tokens=max_tokens,
+                cache_dir=cache_dir,
+                context_length=context_length,
+                progress=progress is True,
+                **extract_options,
+            )
+            runs.append(Run(row.family, row.model, _corpus_label(spec), float(row.S), stats))
+    return Study(runs, ties=ties, level=level)

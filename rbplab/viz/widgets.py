@@ -1,0 +1,333 @@
+"""Interactive views: ipywidgets controls driving a plotly FigureWidget.
+
+Each view holds one or more `Study` objects (per family) whose RBP curves are
+precomputed, so a callback only looks values up, refits a handful of points and
+copies the new traces into the live figure: no ranks are recomputed and dragging a
+slider stays smooth. Callbacks are plain methods (`set_k`, `set_n`, `set_corpus`,
+`set_family`) so tests and scripts can drive a view without a browser.
+
+Executed headless (papermill, nbconvert) nobody renders widgets, and an executed
+notebook stores no widget state, so a view then holds a plain plotly Figure (same
+callbacks, no front end) and displays it statically; `show()` does the same for
+figures that never change.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import ipywidgets as w
+import numpy as np
+import plotly.graph_objects as go
+from IPython.display import display
+
+from rbplab.study.study import Study
+from rbplab.viz import plots, plots_emergence, plots_theory
+
+STATIC_ENV = "RBPLAB_STATIC_FIGURES"  # "1": always add static figures, "0": never, unset: detect
+_HEADLESS_PARENTS = ("papermill", "nbclient", "nbconvert")
+ALL_CORPORA = "(all corpora)"
+PLOTLY_MIME = "application/vnd.plotly.v1+json"
+ALL_FAMILIES = "(all families)"
+
+
+def live_frontend() -> bool:
+    """True when a front end that renders widgets is attached to this kernel.
+
+    A kernel cannot ask its client what it renders, so this looks at who started it:
+    papermill/nbconvert/nbclient mean headless; no IPython kernel at all
+    (plain `python notebook.py`) means headless too. $RBPLAB_STATIC_FIGURES overrides.
+    """
+    forced = os.environ.get(STATIC_ENV, "").strip().lower()
+    if forced in ("1", "true", "yes"):
+        return False
+    if forced in ("0", "false", "no"):
+        return True
+    try:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+    except ImportError:
+        return False
+    if shell is None or type(shell).__name__ != "ZMQInteractiveShell":
+        return False
+    try:
+        import psutil
+
+        for parent in psutil.Process().parents():
+            cmdline = " ".join(parent.cmdline()).lower()
+            if any(name in cmdline for name in _HEADLESS_PARENTS):
+                return False
+    except Exception:  # noqa: BLE001 - process inspection is best effort (permissions, platforms)
+        pass
+    return True
+
+
+def show(fig: go.Figure) -> None:
+    """Display a plotly figure as the plotly mime bundle, which JupyterLab renders natively
+    and the report's HTML export turns into an embedded plot."""
+    fig = go.Figure(fig)  # a FigureWidget's current state as a plain figure
+    display({PLOTLY_MIME: fig.to_plotly_json()}, raw=True)
+
+
+def sync_figure(target: go.FigureWidget, source: go.Figure) -> None:
+    """Make `target` show `source` in place: with the same trace layout, traces are updated
+    one by one (the front end gets a small diff); otherwise traces are replaced."""
+    with target.batch_update():
+        same = len(target.data) == len(source.data) and all(
+            a.type == b.type for a, b in zip(target.data, source.data, strict=True)
+        )
+        if same:
+            for old, new in zip(target.data, source.data, strict=True):
+                old.update(new.to_plotly_json(), overwrite=True)
+        else:
+            target.data = ()
+            target.add_traces(list(source.data))
+        target.layout = source.layout
+
+
+def _k_options(vocab_size: int, n: int = 160) -> list[tuple[str, int]]:
+    # Integer k on a log scale from 1 to |V|: a selection slider shows exact integer values.
+    ks = np.unique(np.round(np.logspace(0, np.log10(vocab_size), n)).astype(int))
+    ks = np.unique(np.r_[ks, [1, 10, 100, 1000, vocab_size]])
+    ks = ks[(ks >= 1) & (ks <= vocab_size)]
+    return [(f"{k:,}", int(k)) for k in ks]
+
+
+def _nearest(options: list[tuple[str, int]], k: int) -> int:
+    values = np.array([v for _, v in options])
+    return int(values[np.argmin(np.abs(np.log(values) - np.log(max(k, 1))))])
+
+
+class _View:
+    """Controls above a FigureWidget; subclasses build the figure for the current state."""
+
+    def __init__(self, study: Study, family: str | None = None, live: bool | None = None) -> None:
+        if not isinstance(study, Study):
+            raise TypeError(f"a view needs a rbplab.study.study.Study, got {type(study).__name__}")
+        self.full_study = study
+        options = ([ALL_FAMILIES] if len(study.families) > 1 else []) + study.families
+        value = family or options[0]
+        if value not in options:
+            raise ValueError(f"unknown family {family!r}; this study has {study.families}")
+        self.family_dropdown = w.Dropdown(options=options, value=value, description="family")
+        # Headless, nobody renders a FigureWidget (and importing it costs seconds): a plain
+        # Figure takes the same in-place updates and is shown statically.
+        self.live = live_frontend() if live is None else bool(live)
+        self.figure = go.FigureWidget() if self.live else go.Figure()
+        self._held = 0
+        self.updates = 0  # how many times the figure was rebuilt (tests and the browser check it)
+
+    @property
+    def study(self) -> Study:
+        """The runs of the selected family (a view of the full study; curves are shared)."""
+        family = self.family_dropdown.value
+        if family == ALL_FAMILIES or self.full_study.families == [family]:
+            return self.full_study
+        return self.full_study.subset(families=family)
+
+    def _controls(self) -> list[w.Widget]:
+        raise NotImplementedError
+
+    def build(self) -> go.Figure:
+        """The figure for the current control values (a plain plotly Figure)."""
+        raise NotImplementedError
+
+    def refresh(self, *_: object) -> None:
+        if self._held:
+            return
+        sync_figure(self.figure, self.build())
+        self.updates += 1
+
+    @contextmanager
+    def hold_refresh(self) -> Iterator[None]:
+        """Change several controls with one redraw at the end (the caller refreshes)."""
+        self._held += 1
+        try:
+            yield
+        finally:
+            self._held -= 1
+
+    def set_family(self, family: str) -> None:
+        if family not in self.family_dropdown.options:
+            raise ValueError(f"unknown family {family!r}; choose from {list(self.family_dropdown.options)}")
+        self.family_dropdown.value = family
+
+    @property
+    def widget(self) -> w.VBox:
+        """Controls above the live figure (views made with live=True)."""
+        if not self.live:
+            raise RuntimeError(
+                "this view was made headless (live=False): use .figure, or make it with live=True"
+            )
+        if not hasattr(self, "_box"):
+            self._box = w.VBox([w.HBox(self._controls()), self.figure])
+        return self._box
+
+    def _ipython_display_(self) -> None:
+        if self.live:
+            display(self.widget)
+        if not self.live or not live_frontend():
+            show(self.figure)
+
+
+class _CorpusMixin:
+    def _corpus_dropdown(self, corpus: str | None, allow_all: bool) -> w.Dropdown:
+        options = ([ALL_CORPORA] if allow_all else []) + list(self.study.corpora)
+        # Default: one corpus, the lightest figure to redraw while dragging.
+        value = corpus if corpus is not None else self.study.corpora[0]
+        if value not in options:
+            raise ValueError(f"unknown corpus {corpus!r}; this study has {list(self.study.corpora)}")
+        return w.Dropdown(options=options, value=value, description="corpus")
+
+    def _selected_corpora(self) -> list[str]:
+        value = self.corpus_dropdown.value
+        return list(self.study.corpora) if value == ALL_CORPORA else [value]
+
+    def set_corpus(self, corpus: str) -> None:
+        if corpus not in self.corpus_dropdown.options:
+            raise ValueError(f"unknown corpus {corpus!r}; choose from {list(self.corpus_dropdown.options)}")
+        self.corpus_dropdown.value = corpus
+
+    def _on_family(self, change: dict) -> None:
+        # Another family may have other corpora and another |V|: keep selections that still exist.
+        with self.hold_refresh():
+            old = self.corpus_dropdown.value
+            options = ([ALL_CORPORA] if ALL_CORPORA in self.corpus_dropdown.options else []) + list(
+                self.study.corpora
+            )
+            self.corpus_dropdown.options = options
+            self.corpus_dropdown.value = old if old in options else self.study.corpora[0]
+            if hasattr(self, "k_slider"):
+                k = self.k
+                self.k_slider.options = _k_options(self.study.vocab_size)
+                self.k_slider.value = _nearest(list(self.k_slider.options), min(k, self.study.vocab_size))
+        self.refresh()
+
+
+class _KMixin:
+    def _k_slider(self, k: int, description: str = "k") -> w.SelectionSlider:
+        options = _k_options(self.study.vocab_size)
+        return w.SelectionSlider(
+            options=options,
+            value=_nearest(options, k),
+            description=description,
+            continuous_update=True,
+            layout=w.Layout(width="480px"),
+        )
+
+    @property
+    def k(self) -> int:
+        return int(self.k_slider.value)
+
+    def set_k(self, k: int) -> None:
+        """Move the k slider to the available value closest to k on the log scale."""
+        if k < 1 or k > self.study.vocab_size:
+            raise ValueError(f"k must lie in [1, |V|={self.study.vocab_size}], got {k}")
+        self.k_slider.value = _nearest(list(self.k_slider.options), int(k))
+
+
+class ScalingView(_CorpusMixin, _KMixin, _View):
+    """-log RBP_k against S for one k chosen on a log slider (1..|V|), with the power-law fit,
+    its confidence band, and α and R² in the legend. Paper Figures 3-5 at any k."""
+
+    def __init__(
+        self,
+        study: Study,
+        k: int = 1,
+        corpus: str | None = None,
+        family: str | None = None,
+        live: bool | None = None,
+    ) -> None:
+        super().__init__(study, family, live)
+        self.k_slider = self._k_slider(k)
+        self.corpus_dropdown = self._corpus_dropdown(corpus, allow_all=True)
+        self.k_slider.observe(self.refresh, names="value")
+        self.corpus_dropdown.observe(self.refresh, names="value")
+        self.family_dropdown.observe(self._on_family, names="value")
+        self.refresh()
+
+    def _controls(self) -> list[w.Widget]:
+        return [self.family_dropdown, self.corpus_dropdown, self.k_slider]
+
+    def build(self) -> go.Figure:
+        corpora = self._selected_corpora()
+        ks = [self.k]
+        points = self.study.points(ks, corpora=corpora)
+        fits = self.study.fits(ks, points=points)
+        bands = self.study.bands(ks, points=points)
+        return plots.rbp_vs_size(
+            points,
+            fits,
+            bands,
+            title=f"{self.study.family}: -log RBP_k vs S at k={self.k:,} (|V|={self.study.vocab_size:,})",
+        )
+
+
+class EmergenceView(_CorpusMixin, _KMixin, _View):
+    """Sequence success p_{N,k} against S with sliders for N (1..n_max) and k: the empirical
+    fraction of N-token runs inside the top k versus the independence prediction RBP_k^N."""
+
+    def __init__(
+        self,
+        study: Study,
+        k: int = 1,
+        n: int = 10,
+        corpus: str | None = None,
+        family: str | None = None,
+        n_max: int = 300,
+        live: bool | None = None,
+    ) -> None:
+        super().__init__(study, family, live)
+        if not 1 <= n <= n_max:
+            raise ValueError(f"N must lie in [1, n_max={n_max}], got {n}")
+        self.k_slider = self._k_slider(k)
+        self.n_slider = w.IntSlider(value=n, min=1, max=n_max, description="N", continuous_update=True)
+        self.corpus_dropdown = self._corpus_dropdown(corpus, allow_all=False)
+        for control in (self.k_slider, self.n_slider, self.corpus_dropdown):
+            control.observe(self.refresh, names="value")
+        self.family_dropdown.observe(self._on_family, names="value")
+        self.refresh()
+
+    @property
+    def n(self) -> int:
+        return int(self.n_slider.value)
+
+    def set_n(self, n: int) -> None:
+        if not self.n_slider.min <= n <= self.n_slider.max:
+            raise ValueError(f"N must lie in [{self.n_slider.min}, {self.n_slider.max}], got {n}")
+        self.n_slider.value = int(n)
+
+    def _controls(self) -> list[w.Widget]:
+        return [self.family_dropdown, self.corpus_dropdown, self.k_slider, self.n_slider]
+
+    def build(self) -> go.Figure:
+        corpus = self.corpus_dropdown.value
+        em = self.study.emergence([self.k], [self.n], corpora=[corpus])
+        return plots_emergence.emergence(
+            em, title=f"{self.study.family} · {corpus}: p_(N={self.n}, k={self.k:,}) vs S"
+        )
+
+
+class RankDistributionView(_CorpusMixin, _View):
+    """Rank histogram with the fitted discretised lognormal for each model of a corpus."""
+
+    def __init__(
+        self, study: Study, corpus: str | None = None, family: str | None = None, live: bool | None = None
+    ) -> None:
+        super().__init__(study, family, live)
+        self.corpus_dropdown = self._corpus_dropdown(corpus, allow_all=False)
+        self.corpus_dropdown.observe(self.refresh, names="value")
+        self.family_dropdown.observe(self._on_family, names="value")
+        self.refresh()
+
+    def _controls(self) -> list[w.Widget]:
+        return [self.family_dropdown, self.corpus_dropdown]
+
+    def build(self) -> go.Figure:
+        corpus = self.corpus_dropdown.value
+        return plots_theory.rank_distribution(
+            self.study.rank_pmf(corpus), title=f"{self.study.family} · {corpus}: rank distribution"
+        )

@@ -1,0 +1,115 @@
+"""Sequence success: windows, independence ratio, Markov departures, fitted sigmoids."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rbplab.analysis import emergence, fit, metrics
+from rbplab.core.stats import TokenStats
+
+
+def markov_hits(rng, n, p, stay):
+    """Stationary two-state chain with P(hit) = p and P(hit | hit) = stay."""
+    leave = p * (1 - stay) / (1 - p)  # P(hit | miss) keeping p stationary
+    hits = np.empty(n, dtype=bool)
+    hits[0] = rng.random() < p
+    u = rng.random(n)
+    for i in range(1, n):
+        hits[i] = u[i] < (stay if hits[i - 1] else leave)
+    return hits
+
+
+def test_windows_respect_documents_and_gaps():
+    doc = np.array([0, 0, 0, 0, 1, 1, 1])
+    pos = np.array([0, 1, 2, 4, 0, 1, 2])  # document 0 skips position 3
+    ranks = np.array([1, 1, 1, 1, 1, 5, 1])
+    stats = TokenStats(doc, pos, ranks - 1, np.ones(7, int), np.zeros(7), 10)
+    start, success = emergence.window_success(stats, 2, 1)
+    # Valid pairs: (0,1) (1,2) in doc 0 (2->3 is a gap), (4,5) (5,6) in doc 1.
+    assert start.tolist() == [0, 1, 4, 5] and success.tolist() == [1, 1, 0, 0]
+    start, success = emergence.window_success(stats, 3, 1)
+    assert start.tolist() == [0, 4] and success.tolist() == [1, 0]
+    assert len(emergence.window_success(stats, 9, 1)[0]) == 0
+    with pytest.raises(ValueError, match="N must"):
+        emergence.window_success(stats, 0, 1)
+
+
+def test_expected_ties_multiply_tie_probabilities():
+    g, e = np.array([0, 1, 0]), np.array([2, 3, 1])
+    stats = TokenStats(np.zeros(3, int), np.arange(3), g, e, np.zeros(3), 10)
+    np.testing.assert_allclose(emergence.top_k_probability(stats, 2, "expected"), [1, 1 / 3, 1])
+    start, success = emergence.window_success(stats, 3, 1, "expected")
+    assert success == pytest.approx([0.5 * 0 * 1])
+    start, success = emergence.window_success(stats, 2, 2, "expected")
+    np.testing.assert_allclose(success, [1 / 3, 1 / 3])
+    assert emergence.window_success(stats, 2, 2, "pessimistic")[1].tolist() == [0, 0]
+
+
+def test_independent_tokens_match_rbp_to_the_n():
+    rng = np.random.default_rng(0)
+    n = 100_000
+    ranks = np.where(rng.random(n) < 0.55, 1, rng.integers(2, 60, n))
+    stats = TokenStats.from_ranks(ranks, 100, doc=np.repeat(np.arange(500), 200))
+    table = emergence.sequence_success(stats, ns=(1, 2, 4, 6), ks=(1, 10))
+    assert list(table.columns[:3]) == ["ties", "N", "k"]
+    np.testing.assert_allclose(table.loc[table["N"] == 1, "ratio"], 1.0)
+    np.testing.assert_allclose(table["ratio"], 1.0, atol=0.06)
+    assert np.all(table["n_windows"] == 500 * (200 - table["N"] + 1))
+
+
+def test_correlated_tokens_depart_from_independence():
+    rng = np.random.default_rng(1)
+    p, stay, n = 0.5, 0.8, 60_000
+    hits = markov_hits(rng, n, p, stay)
+    stats = TokenStats.from_ranks(np.where(hits, 1, 7), 50, doc=np.repeat(np.arange(300), 200))
+    table = emergence.sequence_table({"m": (1e8, stats)}, ns=(2, 5), ks=(1,), n_boot=200, seed=0)
+    rbp = hits.mean()
+    for n_win, row in zip((2, 5), table.itertuples(), strict=True):
+        exact = p * stay ** (n_win - 1) / rbp**n_win  # run probability of the chain over RBP^N
+        assert row.ratio == pytest.approx(exact, rel=0.08)
+        assert row.ratio_low > 1.2 and row.ratio_low < row.ratio < row.ratio_high
+    independent = TokenStats.from_ranks(
+        np.where(rng.random(n) < p, 1, 7), 50, doc=np.repeat(np.arange(300), 200)
+    )
+    ind = emergence.sequence_table({"m": (1e8, independent)}, ns=(5,), ks=(1,), n_boot=200, seed=0).iloc[0]
+    assert ind["ratio_low"] < 1 < ind["ratio_high"]
+
+
+def power_law_runs(rng, sizes=(1e7, 1e8, 1e9, 1e10), alpha=0.1, prefactor=5.0, n=40_000):
+    runs = []
+    for i, S in enumerate(sizes):
+        hit = rng.random(n) < np.exp(-prefactor * S**-alpha)
+        ranks = np.where(hit, 1, rng.integers(2, 30, n))
+        runs.append(
+            metrics.Run("fam", f"m{i}", "c", S, TokenStats.from_ranks(ranks, 64, doc=np.arange(n) // 100))
+        )
+    return runs
+
+
+def test_sequence_fits_recover_the_token_exponent():
+    runs = power_law_runs(np.random.default_rng(2))
+    table = emergence.sequence_table(runs, ns=(1, 2, 4), ks=(1,))
+    fits = emergence.sequence_fits(table)
+    assert len(fits) == 3 and np.all(fits["n_models"] == 4)
+    np.testing.assert_allclose(fits["alpha"], fits["alpha_token"], atol=0.01)
+    np.testing.assert_allclose(fits["alpha_joint"], 0.1, atol=0.01)
+    np.testing.assert_allclose(fits["C"], 5.0, rtol=0.15)  # C is flat in N under independence
+    assert fits["r2_joint"].iloc[0] > 0.99
+
+
+def test_fitted_sigmoids():
+    table = pd.DataFrame({"family": ["f"], "corpus": ["c"], "metric": ["rbp"], "k": [1], "alpha": [0.1]})
+    table["prefactor"] = 5.0
+    S = np.geomspace(1e6, 1e30, 400)
+    out = emergence.fitted_sequence_success(table, ns=(1, 10, 100), S=S)
+    assert len(out) == 1200
+    np.testing.assert_allclose(out["p_fitted"], np.exp(-out["N"] * 5.0 * out["S"] ** -0.1))
+    # In log S every curve is the same sigmoid, shifted right by ln(N)/alpha: a larger N makes
+    # the rise happen later, which is what looks like a sudden emergence on a linear scale.
+    mid = []
+    for _, curve in out.groupby("N"):
+        assert np.all(np.diff(curve["p_fitted"]) > 0)
+        mid.append(np.interp(0.5, curve["p_fitted"], np.log(curve["S"])))
+    np.testing.assert_allclose(np.diff(mid), np.log(10) / 0.1, rtol=1e-3)
+    rbp_fits = fit.scaling_fits(metrics.metrics_table(power_law_runs(np.random.default_rng(3)), ks=[1]))
+    assert len(emergence.fitted_sequence_success(rbp_fits, ns=(4,), S=[1e9])) == 1  # CE rows are skipped

@@ -1,0 +1,183 @@
+"""End to end in a real browser: JupyterLab from this environment runs a notebook, the
+widgets and plotly figures render, and moving the k slider changes the live figure.
+
+Drives Debian's chromium with Playwright (the system browser; `playwright install` is never
+needed). Screenshots land in test-output/browser/ (git-ignored).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SHOTS = ROOT / "test-output" / "browser"
+CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+TOKEN = "rbplab-browser-test"
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        CHROMIUM is None, reason="chromium not installed (apt-get install chromium; make browser-deps)"
+    ),
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status
+    except OSError:
+        return 0
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """JupyterLab on localhost serving a copy of notebook 01 set to the synthetic family
+    (no model runs: the test is about the front end, not extraction)."""
+    import papermill
+
+    work = tmp_path_factory.mktemp("lab")
+    papermill.execute_notebook(
+        str(ROOT / "notebooks" / "01_rbp_vs_size.ipynb"),
+        str(work / "rbp.ipynb"),
+        parameters={"families": ["synthetic"], "max_tokens": 3000, "n_boot": 10},
+        prepare_only=True,
+        progress_bar=False,
+    )
+    port = _free_port()
+    env = dict(os.environ)
+    # A private config/runtime dir: no saved workspace or settings of the user leak in.
+    env.update(
+        JUPYTER_CONFIG_DIR=str(work / ".config"),
+        JUPYTER_RUNTIME_DIR=str(work / ".runtime"),
+        IPYTHONDIR=str(work / ".ipython"),
+    )
+    env.pop("RBPLAB_STATIC_FIGURES", None)
+    log = (work / "lab.log").open("w")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ServerApp.ip=127.0.0.1",
+         f"--IdentityProvider.token={TOKEN}", f"--ServerApp.root_dir={work}",
+         "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+        + (["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []),  # CI containers
+        env=env, stdout=log, stderr=subprocess.STDOUT, cwd=work,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while _get(f"{base}/api/status?token={TOKEN}") != 200:
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"JupyterLab did not start:\n{(work / 'lab.log').read_text()[-3000:]}")
+            time.sleep(0.5)
+        yield base, work
+    finally:
+        request = urllib.request.Request(f"{base}/api/shutdown?token={TOKEN}", method="POST")
+        try:
+            urllib.request.urlopen(request, timeout=5)
+            server.wait(timeout=20)
+        except (OSError, subprocess.TimeoutExpired):
+            server.terminate()
+            server.wait(timeout=10)
+        log.close()
+
+
+PLOT_STATE = """el => JSON.stringify({
+    title: el.layout && el.layout.title ? el.layout.title.text : null,
+    y: (el.data || []).map(d => Array.from(d.y || [])),
+})"""
+
+
+def test_notebook_runs_and_k_slider_updates_figure(lab: tuple[str, Path]) -> None:
+    from playwright.sync_api import sync_playwright
+
+    base, work = lab
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch_persistent_context(
+            str(work / ".chromium-profile"),  # empty user-data-dir
+            executable_path=CHROMIUM,
+            args=CHROMIUM_ARGS,
+            headless=True,
+            viewport={"width": 1400, "height": 1000},
+        )
+        try:
+            page = browser.new_page()
+            page.goto(f"{base}/lab/tree/rbp.ipynb?token={TOKEN}")
+            page.wait_for_selector(".jp-Notebook", timeout=90_000)
+            # Some JupyterLab versions ask which kernel to start; accept the notebook's own.
+            ready = page.locator(".jp-Dialog .jp-mod-accept").or_(page.get_by_text("| Idle"))
+            ready.first.wait_for(timeout=90_000)
+            if page.locator(".jp-Dialog .jp-mod-accept").count():
+                page.locator(".jp-Dialog .jp-mod-accept").click()
+            page.get_by_text("| Idle").wait_for(timeout=90_000)
+            # Run every cell from the Run menu, as a user would.
+            page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+            page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+
+            slider = page.locator(".widget-vbox .widget-hslider").first
+            slider.wait_for(timeout=180_000)
+            widget_plot = page.locator(".widget-vbox .js-plotly-plot").first
+            widget_plot.wait_for(timeout=60_000)
+            # Static figures (plotly mime renderer) and the FigureWidget both drew SVG traces.
+            page.wait_for_function(
+                "document.querySelectorAll('.js-plotly-plot .scatterlayer .trace').length > 10",
+                timeout=60_000,
+            )
+            n_plots = page.locator(".js-plotly-plot").count()
+            assert n_plots >= 3, f"expected Figure 3, Figure 4 and the widget figure, found {n_plots} plots"
+            before = json.loads(widget_plot.evaluate(PLOT_STATE))
+            assert "k=1 " in before["title"]
+            # In a live front end the widget is the figure: no static copy is added.
+            assert page.get_by_text("-log RBP_k vs S at k=1 (|V|=4,096)").count() == 1
+            slider.scroll_into_view_if_needed()
+            page.screenshot(path=str(SHOTS / "01_before_k_slider.png"))
+
+            # Drag the slider handle to 70 % of its track.
+            handle = slider.locator(".noUi-handle").first
+            track = slider.locator(".noUi-target").first
+            hb, tb = handle.bounding_box(), track.bounding_box()
+            page.mouse.move(hb["x"] + hb["width"] / 2, hb["y"] + hb["height"] / 2)
+            page.mouse.down()
+            page.mouse.move(tb["x"] + 0.7 * tb["width"], hb["y"] + hb["height"] / 2, steps=12)
+            page.mouse.up()
+            # The figure follows the slider while dragging; wait until it shows the final k.
+            readout = slider.locator(".widget-readout").inner_text()
+            page.wait_for_function(
+                "([el, label]) => el.layout && el.layout.title && el.layout.title.text.includes(label)",
+                arg=[widget_plot.element_handle(), f"at k={readout} "],
+                timeout=30_000,
+            )
+            after = json.loads(widget_plot.evaluate(PLOT_STATE))
+            page.screenshot(path=str(SHOTS / "02_after_k_slider.png"))
+        finally:
+            browser.close()
+    k_after = int(readout.replace(",", ""))
+    assert k_after > 1 and f"k={k_after:,}" in after["title"]
+    assert after["y"] != before["y"]  # the points moved: RBP_k was looked up for the new k
+    assert (SHOTS / "02_after_k_slider.png").stat().st_size > 10_000

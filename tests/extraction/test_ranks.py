@@ -1,0 +1,168 @@
+"""rank_stats: exact counts and nll against a dense float64 reference, chunking, ties, padding, errors."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from rbplab.extraction.ranks import FloatHead, block_rows, check_finite, default_chunk_size, rank_stats
+
+
+def dense_reference(hidden, head, targets, vocab_size, softcap=None):
+    """Full logits at once (same float32 product), counts by broadcasting, nll in float64."""
+    z = nn.functional.linear(
+        hidden.float(),
+        head.weight[:vocab_size].float(),
+        None if head.bias is None else head.bias[:vocab_size].float(),
+    )
+    if softcap:
+        z = torch.tanh(z / softcap) * softcap
+    z_t = z.gather(1, targets[:, None])
+    greater = (z > z_t).sum(1)
+    equal = (z == z_t).sum(1)
+    nll = torch.logsumexp(z.double(), 1) - z_t[:, 0].double()
+    return greater, equal, nll
+
+
+def make_head(rows: int, d: int, bias: bool, seed: int = 0, dup: int = 10) -> nn.Linear:
+    torch.manual_seed(seed)
+    head = nn.Linear(d, rows, bias=bias)
+    with torch.no_grad():
+        # Exact ties: identical rows give bit-identical logits.
+        head.weight[1 : 1 + dup] = head.weight[0]
+        if bias:
+            head.bias[1 : 1 + dup] = head.bias[0]
+    return head
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("chunk_size", [None, 16, 37, 1000])
+def test_matches_dense_reference_with_ties(bias, chunk_size):
+    V, d, n = 300, 24, 203
+    head = make_head(V, d, bias)
+    torch.manual_seed(1)
+    hidden = torch.randn(n, d)
+    targets = torch.randint(0, V, (n,))
+    targets[:40] = torch.arange(40) % 12  # many targets inside the duplicated block
+    g, e, nll = rank_stats(hidden, head, targets, vocab_size=V, chunk_size=chunk_size)
+    rg, re, rnll = dense_reference(hidden, head, targets, V)
+    assert g.dtype == torch.int32 and e.dtype == torch.int32 and nll.dtype == torch.float32
+    assert torch.equal(g.long(), rg) and torch.equal(e.long(), re)
+    assert (e[:40] == 11).sum() >= 30  # the tie block really is tied
+    assert torch.allclose(nll.double(), rnll, atol=1e-5, rtol=0)
+
+
+def test_padded_rows_are_excluded():
+    V, rows, d, n = 200, 216, 16, 64
+    head = make_head(rows, d, bias=False)
+    with torch.no_grad():
+        head.weight[V:] = head.weight[:16] * 50  # would outrank everything if ranked
+    hidden = torch.randn(n, d)
+    targets = torch.randint(0, V, (n,))
+    g, e, nll = rank_stats(hidden, head, targets, vocab_size=V)
+    rg, re, rnll = dense_reference(hidden, head, targets, V)
+    assert torch.equal(g.long(), rg) and torch.equal(e.long(), re)
+    assert torch.allclose(nll.double(), rnll, atol=1e-5, rtol=0)
+    assert int((g + e).max()) <= V
+    g_all, _, _ = rank_stats(hidden, head, targets, vocab_size=rows)
+    assert (g_all > g).any()
+
+
+def test_softcap_matches_reference():
+    V, d, n = 150, 16, 50
+    head = make_head(V, d, bias=False)
+    with torch.no_grad():
+        head.weight.mul_(20)  # large logits so the cap saturates and creates ties
+    hidden = torch.randn(n, d)
+    targets = torch.randint(0, V, (n,))
+    g, e, nll = rank_stats(hidden, head, targets, vocab_size=V, softcap=3.0)
+    rg, re, rnll = dense_reference(hidden, head, targets, V, softcap=3.0)
+    assert torch.equal(g.long(), rg) and torch.equal(e.long(), re)
+    assert torch.allclose(nll.double(), rnll, atol=1e-5, rtol=0)
+
+
+def assert_slices_match_whole(V: int, d: int, n: int, bias: bool, slices: list[tuple[int, int]]) -> None:
+    """rank_stats on a slice of the rows gives bit-identical results to those rows of one whole call."""
+    head = make_head(V, d, bias=bias)
+    hidden = torch.randn(n, d)
+    targets = torch.randint(0, V, (n,))
+    whole = rank_stats(hidden, head, targets, vocab_size=V)
+    for lo, hi in slices:
+        part = rank_stats(hidden[lo:hi], head, targets[lo:hi], vocab_size=V)
+        for a, b in zip(part, whole, strict=True):
+            assert torch.equal(a, b[lo:hi])
+
+
+def test_rows_do_not_depend_on_call_or_chunking():
+    """Batch invariance at this level: a row's result is the same in any call and chunk layout."""
+    assert_slices_match_whole(V=500, d=32, n=300, bias=True, slices=[(0, 1), (5, 12), (100, 300), (299, 300)])
+
+
+def test_half_precision_hidden_states_are_ranked_in_float32():
+    V, d = 120, 16
+    head = make_head(V, d, bias=False).to(torch.bfloat16)
+    hidden = torch.randn(40, d).to(torch.bfloat16)
+    targets = torch.randint(0, V, (40,))
+    g, e, nll = rank_stats(hidden, head, targets, vocab_size=V)
+    rg, re, rnll = dense_reference(hidden, head, targets, V)
+    assert torch.equal(g.long(), rg) and torch.equal(e.long(), re)
+    assert torch.allclose(nll.double(), rnll, atol=1e-5, rtol=0)
+
+
+def test_empty_input():
+    head = make_head(50, 8, bias=False)
+    g, e, nll = rank_stats(torch.zeros(0, 8), head, torch.zeros(0, dtype=torch.long), vocab_size=50)
+    assert g.shape == e.shape == nll.shape == (0,)
+
+
+def test_bad_inputs():
+    head = make_head(50, 8, bias=False)
+    hidden = torch.randn(4, 8)
+    with pytest.raises(ValueError, match="target ids must lie in"):
+        rank_stats(hidden, head, torch.tensor([0, 1, 2, 50]), vocab_size=50)
+    with pytest.raises(ValueError, match="hidden must be"):
+        rank_stats(hidden[None], head, torch.tensor([0, 1, 2, 3]), vocab_size=50)
+    with pytest.raises(ValueError, match="targets must be"):
+        rank_stats(hidden, head, torch.tensor([0, 1]), vocab_size=50)
+    with pytest.raises(ValueError, match="rows"):
+        rank_stats(hidden, head, torch.tensor([0, 1, 2, 3]), vocab_size=60)
+    with pytest.raises(TypeError, match="linear"):
+        rank_stats(hidden, nn.ReLU(), torch.tensor([0, 1, 2, 3]), vocab_size=50)
+
+
+def test_nan_logits_are_reported():
+    head = make_head(50, 8, bias=False)
+    hidden = torch.randn(4, 8)
+    hidden[2, 0] = float("nan")
+    _, e, _ = rank_stats(hidden, head, torch.tensor([0, 1, 2, 3]), vocab_size=50)
+    assert int(e[2]) == 0
+    with pytest.raises(FloatingPointError, match="NaN"):
+        check_finite(e)
+
+
+def test_chunk_sizes_bound_memory():
+    # Qwen2.5's vocabulary: the per-call buffers stay a fixed size whatever the number of positions.
+    rows = default_chunk_size(151_936, "cpu")
+    block = block_rows(151_936, "cpu")
+    assert rows % block == 0 and 16 <= block <= rows <= 1024
+    assert rows * 151_936 * 4 < 400 * 2**20  # logits buffer well under the ~1.2 GB of one 2048-token sequence
+    # A small vocabulary (the micro suite's 4096) gets cache-sized blocks of many rows.
+    assert block_rows(4096, "cpu") * 4096 <= 2**20 and block_rows(4096, "cpu") >= 128
+
+
+def test_float_head_keeps_float32_views():
+    head = make_head(64, 8, bias=True)
+    fhead = FloatHead.from_module(head, 60)
+    assert fhead.weight.shape == (60, 8) and fhead.bias.shape == (60,)
+    assert FloatHead.from_module(fhead, 60) is fhead
+    assert torch.equal(fhead(torch.ones(2, 8)), head(torch.ones(2, 8))[:, :60])
+
+
+def test_rows_do_not_depend_on_product_row_count():
+    # Large vocabulary: blocks of 16 rows, so calls of different sizes run products with
+    # different row counts (16, 32, 48, ..., chunk); each row must come out bit-identical.
+    assert block_rows(40_000, "cpu") == 16
+    assert_slices_match_whole(
+        V=40_000, d=16, n=600, bias=False, slices=[(0, 1), (3, 20), (100, 140), (50, 600)]
+    )

@@ -1,0 +1,1 @@
+"""Test helpers importable from every test folder: `from helpers.models import ...`."""

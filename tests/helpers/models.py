@@ -1,0 +1,234 @@
+"""Tiny tokenizer and random causal LMs built locally (no hub), and the float64 reference ranks.
+
+Everything is built from the text below: a byte-level BPE trained with `tokenizers` and
+randomly initialised GPT-2 / GPT-NeoX / Llama configs a few thousand parameters in size.
+The models are deliberately awkward:
+- GPT-2 (tied head): some embedding rows duplicated, so logits tie exactly;
+- GPT-NeoX (untied head): output layer padded beyond the tokenizer's vocabulary,
+  with the padded rows scaled up so they would dominate if they were ranked,
+  plus duplicated head rows.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+TEXT = """
+The quick brown fox jumps over the lazy dog. A rank is the number of tokens a model scores at
+least as high as the true one. Scaling laws relate model size to loss; the relative-based law
+relates model size to how often the right token is among the top k. Language models predict the
+next token from the previous ones, one position at a time, over a vocabulary of tokens.
+def add(a, b):
+    return a + b  # small code snippets appear in corpora too
+Wikipedia articles, legal texts and questions: four corpora, four families, many sizes.
+"""
+
+DOCUMENTS = [
+    ("doc-a", "The quick brown fox jumps over the lazy dog again and again, " * 3),
+    ("doc-b", "A rank counts tokens scored at least as high."),
+    ("doc-c", "def add(a, b):\n    return a + b\n" * 4),
+    ("doc-d", "x"),  # a single token: scorable only with a BOS
+    ("doc-e", "Scaling laws relate model size to loss; models predict the next token. " * 2),
+    ("doc-f", "Special strings such as <|endoftext|> inside text are plain text here."),
+]
+
+SPECIAL = "<|endoftext|>"
+
+
+def build_tokenizer(path: Path, vocab_size: int = 360):
+    """Byte-level BPE with one special token (bos = eos = pad = <|endoftext|>, GPT-2 style)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=[SPECIAL],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator([TEXT] + [text for _, text in DOCUMENTS], trainer=trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token=SPECIAL, eos_token=SPECIAL, pad_token=SPECIAL, unk_token=SPECIAL
+    )
+    fast.save_pretrained(path)
+    return fast
+
+
+def _duplicate_rows(weight: torch.Tensor, pairs: list[tuple[int, int]]) -> None:
+    with torch.no_grad():
+        for src, dst in pairs:
+            weight[dst] = weight[src]
+
+
+def tie_pairs(tokenizer, corpus_texts: list[str], n: int = 6) -> list[tuple[int, int]]:
+    """(src, dst) token pairs among frequent targets, so many scored tokens have exact ties."""
+    counts: dict[int, int] = {}
+    for text in corpus_texts:
+        for i in tokenizer(text, add_special_tokens=False)["input_ids"]:
+            counts[i] = counts.get(i, 0) + 1
+    frequent = [i for i, _ in sorted(counts.items(), key=lambda kv: -kv[1])][: 2 * n]
+    return list(zip(frequent[0::2], frequent[1::2], strict=False))
+
+
+def build_gpt2(path: Path, tokenizer, seed: int = 0) -> Path:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(seed)
+    config = GPT2Config(
+        vocab_size=len(tokenizer),
+        n_positions=64,
+        n_embd=32,
+        n_layer=2,
+        n_head=2,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    model = GPT2LMHeadModel(config).eval()
+    _duplicate_rows(model.transformer.wte.weight, tie_pairs(tokenizer, [t for _, t in DOCUMENTS]))
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+PAD_ROWS = 11
+
+
+def build_neox(path: Path, tokenizer, seed: int = 1) -> Path:
+    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+
+    torch.manual_seed(seed)
+    real = len(tokenizer)
+    config = GPTNeoXConfig(
+        vocab_size=real + PAD_ROWS,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        tie_word_embeddings=False,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    model = GPTNeoXForCausalLM(config).eval()
+    head = model.get_output_embeddings().weight
+    _duplicate_rows(head, tie_pairs(tokenizer, [t for _, t in DOCUMENTS]))
+    with torch.no_grad():
+        head[real:] = head[:PAD_ROWS] * 20.0  # padded rows that would outrank real tokens
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def build_llama(path: Path, tokenizer, seed: int = 2) -> Path:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        tie_word_embeddings=False,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    model = LlamaForCausalLM(config).eval()
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def naive_reference(
+    model_dir: Path, windows, vocab_size: int, pad_to=None, pad_id: int = 0
+) -> dict[tuple[int, int], tuple[int, int, float]]:
+    """Paper-style reference: plain model(input_ids).logits, full softmax (float64, so equal
+    logits and only equal logits give equal probabilities) over the vocabulary, one Python step
+    per token. `pad_to(length)` right-pads each window first (same shapes as the extractor, so
+    hidden states match bit for bit). Returns {(doc_index, position): (n_greater, n_equal, nll)}."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    out: dict[tuple[int, int], tuple[int, int, float]] = {}
+    with torch.no_grad():
+        for w in windows:
+            ids = np.asarray(w.input_ids)
+            if pad_to is not None:
+                ids = np.concatenate([ids, np.full(pad_to(len(ids)) - len(ids), pad_id)])
+            logits = model(torch.as_tensor(ids)[None]).logits[0]
+            for j, pos in zip(w.target_rows(), w.positions(), strict=True):
+                z = logits[j - 1, :vocab_size].double()
+                t = int(w.input_ids[j])
+                p = torch.softmax(z, dim=0)
+                out[(w.doc_index, int(pos))] = (
+                    int((p > p[t]).sum()),
+                    int((p == p[t]).sum()),
+                    float(-torch.log(p[t])),
+                )
+    return out
+
+
+def _permute_qk(weight: np.ndarray, n_head: int, n_kv: int) -> np.ndarray:
+    """llama.cpp's q/k row order (transformers' GGUF loader undoes it)."""
+    heads = n_kv if n_kv != n_head else n_head
+    return (
+        weight.reshape(heads, 2, weight.shape[0] // heads // 2, *weight.shape[1:])
+        .swapaxes(1, 2)
+        .reshape(weight.shape)
+    )
+
+
+def write_gguf(path: Path, model_dir: Path, tokenizer=None) -> Path:
+    """A float32 llama GGUF of the model in `model_dir`, written with the `gguf` package; the
+    tokenizer (GPT-2-style BPE) is embedded when given, as llama.cpp's converter does."""
+    import json
+
+    import gguf
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    cfg = model.config
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_name("tiny-llama")
+    writer.add_context_length(cfg.max_position_embeddings)
+    writer.add_embedding_length(cfg.hidden_size)
+    writer.add_block_count(cfg.num_hidden_layers)
+    writer.add_feed_forward_length(cfg.intermediate_size)
+    writer.add_rope_dimension_count(cfg.hidden_size // cfg.num_attention_heads)
+    writer.add_head_count(cfg.num_attention_heads)
+    writer.add_head_count_kv(cfg.num_key_value_heads)
+    writer.add_layer_norm_rms_eps(cfg.rms_norm_eps)
+    rope = getattr(cfg, "rope_parameters", None) or {}
+    writer.add_rope_freq_base(float(rope.get("rope_theta", getattr(cfg, "rope_theta", 10000.0))))
+    writer.add_vocab_size(cfg.vocab_size)
+    if tokenizer is not None:
+        spec = json.loads(tokenizer.backend_tokenizer.to_str())
+        tokens = [t for t, _ in sorted(spec["model"]["vocab"].items(), key=lambda kv: kv[1])]
+        writer.add_tokenizer_model("gpt2")
+        writer.add_token_list(tokens)
+        writer.add_token_types([3 if t == SPECIAL else 1 for t in tokens])
+        writer.add_token_merges([" ".join(m) if isinstance(m, list) else m for m in spec["model"]["merges"]])
+        writer.add_bos_token_id(tokenizer.bos_token_id)
+        writer.add_eos_token_id(tokenizer.eos_token_id)
+    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, cfg.num_hidden_layers)
+    for name, tensor in model.state_dict().items():
+        base, suffix = name.rsplit(".", 1)
+        array = tensor.detach().float().numpy()
+        if base.endswith("q_proj"):
+            array = _permute_qk(array, cfg.num_attention_heads, cfg.num_attention_heads)
+        elif base.endswith("k_proj"):
+            array = _permute_qk(array, cfg.num_attention_heads, cfg.num_key_value_heads)
+        writer.add_tensor(f"{names.get_name(base)}.{suffix}", np.ascontiguousarray(array))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path

@@ -1,0 +1,312 @@
+"""extract() / load_stats(): parity with a naive reference, batch invariance, cache behaviour, resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from helpers.models import naive_reference
+
+from rbplab.extraction import pipeline as extract_module
+from rbplab.extraction.models import ModelLoadError, ModelSpec
+from rbplab.extraction.pipeline import (
+    ContextLengthError,
+    extract,
+    load_stats,
+    plan_extraction,
+    plan_windows,
+)
+from rbplab.extraction.windows import padded_length
+from rbplab.store import registry
+from rbplab.store.cache import CacheEntry
+
+CTX = 16
+
+
+def assert_matches_reference(model_dir, corpus, cache_dir, **settings):
+    stats = load_stats(str(model_dir), corpus, cache_dir=cache_dir, progress=False, **settings)
+    plan = plan_extraction(
+        str(model_dir),
+        corpus,
+        **{
+            k: v
+            for k, v in settings.items()
+            if k in ("context_length", "stride", "bos", "include_padded_vocab")
+        },
+    )
+    windows = plan_windows(plan)
+    context = plan.policy.context_length
+    reference = naive_reference(
+        model_dir, windows, plan.vocab_size, pad_to=lambda n: padded_length(n, context)
+    )
+    assert len(stats) == len(reference)
+    ours = {
+        (int(d), int(p)): (int(g), int(e), float(n))
+        for d, p, g, e, n in zip(
+            stats.doc, stats.position, stats.n_greater, stats.n_equal, stats.nll, strict=True
+        )
+    }
+    assert ours.keys() == reference.keys()
+    for key, (g, e, nll) in reference.items():
+        assert ours[key][:2] == (g, e), key
+        assert abs(ours[key][2] - nll) < 1e-5, key
+    return stats
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "neox"])
+def test_parity_with_naive_reference(arch, request, tiny_corpus, cache_dir):
+    model_dir = request.getfixturevalue(f"{arch}_dir")
+    stats = assert_matches_reference(model_dir, tiny_corpus, cache_dir, context_length=CTX)
+    assert (stats.n_equal > 1).sum() >= 10  # duplicated embedding/head rows really produce ties
+    assert stats.vocab_size == 360
+
+
+def test_parity_strided_and_without_bos(gpt2_dir, tiny_corpus, cache_dir):
+    assert_matches_reference(gpt2_dir, tiny_corpus, cache_dir, context_length=CTX, stride=5)
+    stats = assert_matches_reference(gpt2_dir, tiny_corpus, cache_dir, context_length=CTX, bos="never")
+    assert stats.position.min() == 1  # without a BOS the first token has no context
+
+
+def test_padded_vocabulary(neox_dir, tiny_corpus, cache_dir):
+    real = load_stats(str(neox_dir), tiny_corpus, context_length=CTX, cache_dir=cache_dir, progress=False)
+    padded = assert_matches_reference(
+        neox_dir, tiny_corpus, cache_dir, context_length=CTX, include_padded_vocab=True
+    )
+    assert real.vocab_size == 360 and padded.vocab_size == 360 + 11
+    assert (padded.n_greater > real.n_greater).any()  # the scaled-up padded rows outrank real tokens
+    assert int((real.n_greater + real.n_equal).max()) <= 360
+
+
+def test_every_token_scored_once_with_bos(gpt2_dir, tiny_corpus, tiny_tokenizer, cache_dir):
+    stats = load_stats(str(gpt2_dir), tiny_corpus, context_length=CTX, cache_dir=cache_dir, progress=False)
+    for index, doc in enumerate(tiny_corpus.documents):
+        ids = tiny_tokenizer(doc.text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+        n_tokens = len(ids)
+        assert stats.position[stats.doc == index].tolist() == list(range(n_tokens))
+
+
+@pytest.mark.parametrize("stride", [None, 6])
+def test_batch_invariance(gpt2_dir, tiny_corpus, tmp_path, stride):
+    frames = []
+    for batch_size in (1, 3, 8):
+        result = extract(
+            str(gpt2_dir),
+            tiny_corpus,
+            context_length=48,
+            stride=stride,
+            batch_size=batch_size,
+            cache_dir=tmp_path / f"b{batch_size}",
+            progress=False,
+        )
+        frames.append(CacheEntry.open(result.key, tmp_path / f"b{batch_size}").read_frame())
+    for frame in frames[1:]:
+        assert frame[["doc_index", "position", "n_greater", "n_equal"]].equals(
+            frames[0][["doc_index", "position", "n_greater", "n_equal"]]
+        )
+        assert np.abs(frame["nll"].to_numpy() - frames[0]["nll"].to_numpy()).max() <= 1e-5
+
+
+def count_forwards():
+    calls = []
+    handle = torch.nn.modules.module.register_module_forward_hook(lambda *args: calls.append(1))
+    return calls, handle
+
+
+def test_cache_hit_runs_no_forward_pass(gpt2_dir, tiny_corpus, cache_dir, monkeypatch):
+    first = extract(str(gpt2_dir), tiny_corpus, context_length=CTX, cache_dir=cache_dir, progress=False)
+    assert not first.from_cache and first.n_tokens > 0
+
+    def no_weights(*args, **kwargs):
+        raise AssertionError("a cache hit must not load weights")
+
+    monkeypatch.setattr(extract_module, "load_weights", no_weights)
+    calls, handle = count_forwards()
+    try:
+        again = extract(
+            str(gpt2_dir), tiny_corpus, context_length=CTX, batch_size=3, cache_dir=cache_dir, progress=False
+        )
+        stats = load_stats(
+            str(gpt2_dir), tiny_corpus, context_length=CTX, cache_dir=cache_dir, progress=False
+        )
+    finally:
+        handle.remove()
+    assert calls == []
+    assert again.from_cache and again.key == first.key and again.n_tokens == first.n_tokens == len(stats)
+
+
+def test_key_covers_settings_and_manifest_records_them(gpt2_dir, tiny_corpus, cache_dir):
+    base = extract(str(gpt2_dir), tiny_corpus, context_length=CTX, cache_dir=cache_dir, progress=False)
+    keys = {base.key}
+    for change in ({"context_length": 32}, {"bos": "never"}, {"stride": 4}, {"max_tokens": 20}):
+        plan = plan_extraction(str(gpt2_dir), tiny_corpus, **{"context_length": CTX, **change})
+        keys.add(CacheEntry(cache_dir, plan.key_spec).key)
+    assert len(keys) == 5
+    manifest = base.manifest
+    assert manifest["model"]["vocab_size"] == 360 and manifest["model"]["fingerprint"].startswith("sha256:")
+    assert manifest["settings"]["context_length"] == CTX
+    assert manifest["settings"]["bos_decision"]["use"] is True
+    assert manifest["vocab_size"] == 360 and manifest["n_tokens"] == base.n_tokens
+    provenance = manifest["provenance"]
+    for field in ("torch", "transformers", "device", "date", "tokens_per_second"):
+        assert provenance.get(field), field
+    assert manifest["spec"]["model"]["name"] == Path(gpt2_dir).name
+
+
+def test_max_tokens_budget(gpt2_dir, tiny_corpus, cache_dir):
+    full = load_stats(str(gpt2_dir), tiny_corpus, context_length=CTX, cache_dir=cache_dir, progress=False)
+    cut = load_stats(
+        str(gpt2_dir), tiny_corpus, context_length=CTX, max_tokens=50, cache_dir=cache_dir, progress=False
+    )
+    assert len(cut) == 50
+    assert np.array_equal(cut.n_greater, full.n_greater[:50]) and np.array_equal(cut.doc, full.doc[:50])
+
+
+def test_progress_bar_reports_tokens(gpt2_dir, tiny_corpus, cache_dir, capsys):
+    extract(str(gpt2_dir), tiny_corpus, context_length=CTX, cache_dir=cache_dir, progress=True)
+    err = capsys.readouterr().err
+    assert "tok/s" in err and "gpt2" in err
+
+
+def _reference_frame(model_dir, corpus, root) -> pd.DataFrame:
+    result = extract(str(model_dir), corpus, context_length=CTX, cache_dir=root, progress=False)
+    return CacheEntry.open(result.key, root).read_frame()
+
+
+def test_resume_after_crash(gpt2_dir, tiny_corpus, tmp_path, monkeypatch):
+    monkeypatch.setattr(extract_module, "SHARD_TOKENS", 40)
+    expected = _reference_frame(gpt2_dir, tiny_corpus, tmp_path / "clean")
+    written = []
+    original = CacheEntry.write_shard
+
+    def crash_after_first(self, index, frame):
+        original(self, index, frame)
+        written.append(index)
+        if len(written) == 2:
+            raise KeyboardInterrupt("simulated crash after shard 1")
+
+    monkeypatch.setattr(CacheEntry, "write_shard", crash_after_first)
+    root = tmp_path / "crashy"
+    with pytest.raises(KeyboardInterrupt):
+        extract(str(gpt2_dir), tiny_corpus, context_length=CTX, cache_dir=root, progress=False)
+    monkeypatch.setattr(CacheEntry, "write_shard", original)
+    result = extract(str(gpt2_dir), tiny_corpus, context_length=CTX, cache_dir=root, progress=False)
+    assert not result.from_cache and result.manifest["provenance"]["resumed_shards"] == 2
+    assert len(result.manifest["shards"]) > 2
+    pd.testing.assert_frame_equal(CacheEntry.open(result.key, root).read_frame(), expected)
+
+
+@pytest.mark.slow  # a fresh interpreter imports torch and transformers (~10 s)
+def test_resume_after_sigkill(gpt2_dir, tiny_corpus, tmp_path, monkeypatch):
+    monkeypatch.setattr(extract_module, "SHARD_TOKENS", 40)
+    expected = _reference_frame(gpt2_dir, tiny_corpus, tmp_path / "clean")
+    root = tmp_path / "killed"
+    script = textwrap.dedent(
+        f"""
+        import os, signal, sys
+        sys.path.insert(0, {str(Path(__file__).parents[1])!r})
+        from helpers.models import DOCUMENTS
+        from rbplab.extraction import pipeline as ex
+        from rbplab.store.cache import CacheEntry
+        from rbplab.store.corpora import Corpus, Document
+        ex.SHARD_TOKENS = 40
+        original = CacheEntry.write_shard
+        def write_then_die(self, index, frame):
+            original(self, index, frame)
+            if index == 1:
+                os.kill(os.getpid(), signal.SIGKILL)
+        CacheEntry.write_shard = write_then_die
+        docs = tuple(Document(i, t) for i, t in DOCUMENTS)
+        corpus = Corpus("tiny", docs, {{"origin": "tests/conftest.py"}})
+        ex.extract({str(gpt2_dir)!r}, corpus, context_length={CTX}, cache_dir={str(root)!r}, progress=False)
+        """
+    )
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    entries = [p for p in root.glob("??/*") if p.is_dir()]
+    assert len(entries) == 1 and not (entries[0] / "manifest.json").exists()
+    result = extract(str(gpt2_dir), tiny_corpus, context_length=CTX, cache_dir=root, progress=False)
+    assert result.manifest["provenance"]["resumed_shards"] == 2
+    pd.testing.assert_frame_equal(CacheEntry.open(result.key, root).read_frame(), expected)
+
+
+def test_corrupted_shard_is_recomputed_with_warning(gpt2_dir, tiny_corpus, cache_dir, monkeypatch):
+    monkeypatch.setattr(extract_module, "SHARD_TOKENS", 40)
+    expected = load_stats(str(gpt2_dir), tiny_corpus, context_length=CTX, cache_dir=cache_dir, progress=False)
+    result = extract(str(gpt2_dir), tiny_corpus, context_length=CTX, cache_dir=cache_dir, progress=False)
+    shard = result.path / result.manifest["shards"][1]["file"]
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    with pytest.warns(UserWarning, match="shard 1"):
+        again = load_stats(
+            str(gpt2_dir), tiny_corpus, context_length=CTX, cache_dir=cache_dir, progress=False
+        )
+    assert np.array_equal(again.n_greater, expected.n_greater) and np.array_equal(again.nll, expected.nll)
+    manifest = json.loads((result.path / "manifest.json").read_text())
+    assert manifest["provenance"]["resumed_shards"] == len(manifest["shards"]) - 1
+
+
+def test_bad_inputs(gpt2_dir, gguf_files, tiny_corpus, cache_dir):
+    with pytest.raises(ContextLengthError, match="at most 64"):
+        extract(str(gpt2_dir), tiny_corpus, context_length=65, cache_dir=cache_dir, progress=False)
+    with pytest.raises(ModelLoadError, match="tokenizer="):
+        extract(str(gguf_files["bare"]), tiny_corpus, cache_dir=cache_dir, progress=False)
+    with pytest.raises(registry.UnknownModelError, match="Known families"):
+        extract("no-such-model", tiny_corpus, cache_dir=cache_dir, progress=False)
+    with pytest.raises(ValueError, match="batch_size"):
+        extract(str(gpt2_dir), tiny_corpus, batch_size=0, cache_dir=cache_dir, progress=False)
+    with pytest.raises(ValueError, match="max_tokens"):
+        extract(str(gpt2_dir), tiny_corpus, max_tokens=-3, cache_dir=cache_dir, progress=False)
+    with pytest.raises(ValueError, match="stride"):
+        extract(
+            str(gpt2_dir), tiny_corpus, context_length=CTX, stride=CTX, cache_dir=cache_dir, progress=False
+        )
+    assert not any(cache_dir.glob("??/*/manifest.json"))  # failed runs leave no complete-looking entry
+
+
+def test_gguf_extraction_matches_original(gguf_files, llama_dir, tiny_corpus, cache_dir):
+    from_gguf = load_stats(
+        ModelSpec(str(gguf_files["bare"]), tokenizer=str(llama_dir)),
+        tiny_corpus,
+        context_length=CTX,
+        cache_dir=cache_dir,
+        progress=False,
+    )
+    original = load_stats(
+        str(llama_dir), tiny_corpus, context_length=CTX, cache_dir=cache_dir, progress=False
+    )
+    assert np.array_equal(from_gguf.n_greater, original.n_greater)
+    assert np.allclose(from_gguf.nll, original.nll, atol=1e-5)
+
+
+def test_local_corpus_file(gpt2_dir, tmp_path, cache_dir):
+    path = tmp_path / "notes.txt"
+    path.write_text("A short local document about ranks and tokens.")
+    result = extract(str(gpt2_dir), str(path), context_length=CTX, cache_dir=cache_dir, progress=False)
+    assert result.n_tokens > 5 and result.manifest["corpus"]["name"] == "notes"
+
+
+def test_bundled_corpus_with_budget(gpt2_dir, cache_dir):
+    from rbplab.store.corpora import list_corpora
+
+    table = list_corpora()
+    bundled = table[table["origin"] == "bundled"]["name"].tolist()
+    if not bundled:
+        pytest.skip("no bundled corpora in data/corpora yet")
+    name = bundled[0]
+    result = extract(
+        str(gpt2_dir), name, context_length=64, max_tokens=300, cache_dir=cache_dir, progress=False
+    )
+    assert result.n_tokens == 300

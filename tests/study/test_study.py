@@ -1,0 +1,196 @@
+"""rbplab.study.study: tables from precomputed curves agree with direct computation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rbplab.analysis import fit
+from rbplab.analysis.metrics import Run
+from rbplab.core.stats import TokenStats
+from rbplab.study.study import Study, load_study
+from rbplab.study.synthetic import synthetic_study
+
+SIZES = (1e4, 1e5, 1e6, 1e7)
+ALPHA, A = 0.15, 3.0
+
+
+def power_law_stats(S: float, vocab: int = 512, n: int = 40_000, seed: int = 0) -> TokenStats:
+    """Ranks with RBP_1 = exp(-A S^-ALPHA) exactly (up to rounding) and the rest spread over 2..vocab."""
+    rng = np.random.default_rng(seed)
+    n_top = int(round(n * np.exp(-A * S**-ALPHA)))
+    ranks = np.r_[np.ones(n_top, dtype=np.int64), rng.integers(2, vocab + 1, n - n_top)]
+    rng.shuffle(ranks)
+    doc = np.repeat(np.arange(40), n // 40)
+    return TokenStats.from_ranks(ranks, vocab, doc=doc, nll=np.log(ranks) + 0.1)
+
+
+@pytest.fixture(scope="module")
+def law() -> Study:
+    stats = {(f"m{i}", "c"): power_law_stats(S, seed=i) for i, S in enumerate(SIZES)}
+    return Study.from_stats(stats, {f"m{i}": S for i, S in enumerate(SIZES)}, family="law")
+
+
+@pytest.fixture(scope="module")
+def synth() -> Study:
+    return synthetic_study(n_tokens=4000, corpora=("a", "b"))
+
+
+def test_points_match_direct_rank_counts(synth: Study) -> None:
+    points = synth.points([1, 7, 300])
+    assert len(points) == len(synth.runs) * 3
+    for run in synth.runs:
+        rank = run.stats.rank("pessimistic")
+        sel = points[(points["model"] == run.model) & (points["corpus"] == run.corpus)]
+        for k, value in zip(sel["k"], sel["rbp"], strict=True):
+            assert value == pytest.approx(np.mean(rank <= k))
+        assert np.allclose(sel["neg_log_rbp"], -np.log(sel["rbp"]))
+
+
+def test_points_with_bootstrap_intervals(synth: Study) -> None:
+    plain = synth.points([1, 10], corpora=["a"])
+    boot = synth.points([1, 10], corpora=["a"], n_boot=50)
+    assert np.allclose(boot["neg_log_rbp"], plain["neg_log_rbp"])
+    assert (boot["neg_log_rbp_lo"] <= boot["neg_log_rbp"]).all() and (
+        boot["neg_log_rbp"] <= boot["neg_log_rbp_hi"]
+    ).all()
+    assert (boot["neg_log_rbp_hi"] > boot["neg_log_rbp_lo"]).all()
+
+
+def test_fit_recovers_known_exponent(law: Study) -> None:
+    fits = law.fits([1])
+    assert len(fits) == 1
+    assert fits["alpha"].iloc[0] == pytest.approx(ALPHA, abs=0.01)
+    assert fits["r2"].iloc[0] > 0.99
+    table = law.fit_table([1, 10])
+    assert list(table["k"]) == [1, 10]
+    assert {"alpha", "alpha_ci_low", "alpha_ci_high", "r2"} <= set(table.columns)
+
+
+def test_bands_bracket_the_fitted_line(law: Study) -> None:
+    bands = law.bands([1, 5])
+    assert set(bands["k"]) == {1, 5}
+    assert (bands["lo"] <= bands["fit"]).all() and (bands["fit"] <= bands["hi"]).all()
+    assert bands["S"].min() == pytest.approx(min(SIZES)) and bands["S"].max() == pytest.approx(max(SIZES))
+    line = fit.fit_power_law(SIZES, law.points(1)["neg_log_rbp"])
+    first = bands[bands["k"] == 1].iloc[0]
+    assert first["fit"] == pytest.approx(line.predict(first["S"]))
+    wide = law.bands([1], kind="prediction")
+    assert np.allclose(wide["lo"], line.prediction_interval(wide["S"])[0])
+    conf = bands[bands["k"] == 1]
+    assert (wide["hi"].to_numpy() > conf["hi"].to_numpy()).all()  # a new model scatters more than the line
+    # the confidence band is narrowest at the centre of log S, as for any OLS line
+    width = np.log(conf["hi"] / conf["lo"]).to_numpy()
+    assert width.argmin() in range(len(width) // 2 - 3, len(width) // 2 + 3)
+    with pytest.raises(ValueError, match="kind"):
+        law.bands([1], kind="bootstrap")
+
+
+def test_subset_shares_curves_and_filters(synth: Study) -> None:
+    sub = synth.subset(corpora="b")
+    assert sub.corpora == ["b"]
+    assert sub.curves is synth.curves  # no recomputation of rank histograms
+    assert synth.subset(corpora="b") is sub  # cached
+    with pytest.raises(ValueError, match="unknown corpus"):
+        synth.subset(corpora="nope")
+
+
+def test_multi_family_vocab_and_models() -> None:
+    a = synthetic_study(n_tokens=2000, corpora=("c",), family="fa", vocab_size=1000)
+    b = synthetic_study(n_tokens=2000, corpora=("c",), family="fb", vocab_size=3000, sizes=(1e6, 1e7, 1e8))
+    both = Study(a.runs + b.runs)
+    assert both.families == ["fa", "fb"]
+    assert both.vocab_size == 1000
+    assert both.subset(families="fb").vocab_size == 3000
+    assert list(both.models.groupby("family").size()) == [6, 3]
+    assert set(both.fits([1])["family"]) == {"fa", "fb"}
+
+
+def test_bad_inputs() -> None:
+    s = power_law_stats(1e5, n=400)
+    with pytest.raises(ValueError, match="no size S"):
+        Study.from_stats({("m", "c"): s}, {})
+    with pytest.raises(ValueError, match="at least one run"):
+        Study([])
+    with pytest.raises(ValueError, match="ties"):
+        Study([Run("f", "m", "c", 1.0, s)], ties="random")
+    study = Study([Run("f", "m", "c", 1.0, s)])
+    with pytest.raises(ValueError, match="vocab_size"):
+        study.points([0])
+
+
+def test_emergence_table(synth: Study) -> None:
+    em = synth.emergence([1, 10], [1, 3], corpora=["a"])
+    assert set(em["corpus"]) == {"a"} and set(em["N"]) == {1, 3}
+    assert np.allclose(em["p_pred"], em["rbp"] ** em["N"])
+    one = em[em["N"] == 1]
+    assert np.allclose(one["p_emp"], one["rbp"])  # a window of one token is one token
+    assert np.allclose(em["x"], em["N"] * em["S"] ** -em["alpha"])
+    assert em["p_fit"].between(0, 1).all()
+
+
+def test_summary_and_extrapolation(synth: Study) -> None:
+    summary = synth.summary()
+    assert len(summary) == len(synth.runs)
+    run = synth.runs[0]
+    assert summary["ce"].iloc[0] == pytest.approx(float(np.mean(run.stats.nll)))
+    extra = synth.extrapolation([1])
+    assert set(extra["model"]) == {"synthetic-5"}  # the largest model is predicted
+    sweep = synth.ksweep(ks=[1, 10, 100])
+    assert set(sweep["regime"]) <= {"k=1", "moderate", "intermediate", "large"}
+
+
+def test_load_study_synthetic_family_and_errors() -> None:
+    s = load_study("synthetic", ["x", "y"], max_tokens=1000)
+    assert s.corpora == ["x", "y"] and len(s.runs[0].stats) == 1000
+    with pytest.raises(ValueError, match="at least one model family"):
+        load_study([])
+    with pytest.raises(ValueError, match="cannot be mixed"):
+        load_study(["synthetic", "micro"])
+
+
+def test_load_study_unknown_family_lists_known() -> None:
+    pytest.importorskip("rbplab.extraction.pipeline")
+    with pytest.raises(ValueError, match="known families"):
+        load_study("no-such-family", ["wikipedia"])
+
+
+def test_points_frame_is_tidy(synth: Study) -> None:
+    points = synth.points(1)
+    assert list(points.columns) == ["family", "corpus", "model", "S", "k", "rbp", "neg_log_rbp", "n_tokens"]
+    assert isinstance(points, pd.DataFrame) and points["k"].dtype.kind == "i"
+
+
+def test_load_study_reads_through_the_extraction_cache(
+    monkeypatch: pytest.MonkeyPatch, gpt2_dir, neox_dir, tiny_corpus, cache_dir
+) -> None:
+    """The real path: registry family -> extract (first call) -> cache -> TokenStats (later calls)."""
+    from rbplab.extraction import pipeline as extract
+    from rbplab.store import cache_admin, registry
+
+    members = pd.DataFrame(
+        {
+            "family": ["tiny", "tiny"],
+            "model": ["tiny-gpt2", "tiny-neox"],
+            "source": [str(gpt2_dir), str(neox_dir)],
+            "S": [1000, 4000],
+        }
+    )
+    monkeypatch.setattr(registry, "family_models", lambda family: members)
+    lines: list[str] = []
+    study = load_study("tiny", tiny_corpus, cache_dir=cache_dir, progress=lines.append)
+    assert lines == ["tiny/tiny-gpt2 on tiny", "tiny/tiny-neox on tiny"]
+    assert study.corpora == ["tiny"] and list(study.models["S"]) == [1000, 4000]
+    direct = extract.load_stats(str(gpt2_dir), tiny_corpus, cache_dir=cache_dir, progress=False)
+    assert np.array_equal(study.stats("tiny-gpt2", "tiny").rank(), direct.rank())
+    assert len(cache_admin.list_entries(cache_dir)) == 2
+
+    def no_forward(*args, **kwargs):
+        raise AssertionError("a cached study must not load model weights")
+
+    monkeypatch.setattr(extract, "load_weights", no_forward)
+    again = load_study("tiny", tiny_corpus, cache_dir=cache_dir, models=["tiny-neox"])
+    assert np.array_equal(again.stats("tiny-neox", "tiny").nll, study.stats("tiny-neox", "tiny").nll)
+    with pytest.raises(ValueError, match="not in families"):
+        load_study("tiny", tiny_corpus, cache_dir=cache_dir, models=["gpt5"])

@@ -1,0 +1,72 @@
+"""rbplab.viz.plots: figures carry exactly the data of the frames they are built from."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rbplab.study.study import Study
+from rbplab.study.synthetic import synthetic_study
+from rbplab.viz import plots
+
+
+@pytest.fixture(scope="module")
+def study() -> Study:
+    return synthetic_study(n_tokens=3000, corpora=("a", "b"))
+
+
+def _markers(fig):
+    return [t for t in fig.data if t.mode == "markers"]
+
+
+def test_rbp_vs_size_one_panel_per_k_and_corpus(study: Study) -> None:
+    ks = [1, 10]
+    points, fits, bands = study.points(ks), study.fits(ks), study.bands(ks)
+    fig = plots.rbp_vs_size(points, fits, bands)
+    titles = [a.text for a in fig.layout.annotations]
+    assert titles == ["a · k=1", "b · k=1", "a · k=10", "b · k=10"]
+    markers = _markers(fig)
+    assert len(markers) == 4
+    sel = points[(points["corpus"] == "b") & (points["k"] == 10)].sort_values("S")
+    panel = next(t for t in markers if t.name == "synthetic (b, k=10)")
+    assert np.allclose(panel.y, sel["neg_log_rbp"]) and list(panel.text) == list(sel["model"])
+    row = fits[(fits["corpus"] == "b") & (fits["k"] == 10)].iloc[0]
+    assert any(f"α={row['alpha']:.3f} R²={row['r2']:.3f}" in (t.name or "") for t in fig.data)
+    assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
+
+
+def test_rbp_vs_size_without_fits_shows_points_in_legend(study: Study) -> None:
+    fig = plots.rbp_vs_size(study.points(1))
+    assert len(fig.data) == 2 and all(t.showlegend for t in fig.data)
+
+
+def test_error_bars_from_intervals(study: Study) -> None:
+    points = study.points(1).assign(neg_log_rbp_lo=lambda f: f["neg_log_rbp"] * 0.9)
+    points["neg_log_rbp_hi"] = points["neg_log_rbp"] * 1.2
+    fig = plots.rbp_vs_size(points)
+    assert np.allclose(fig.data[0].error_y.array, fig.data[0].y * 0.2)
+
+
+def test_missing_columns_are_named(study: Study) -> None:
+    with pytest.raises(ValueError, match=r"lacks columns \['neg_log_rbp'\]"):
+        plots.rbp_vs_size(study.points(1).drop(columns="neg_log_rbp"))
+    with pytest.raises(ValueError, match="ksweep frame lacks"):
+        plots.ksweep(study.points(1))
+
+
+def test_ksweep_two_panels_and_regimes(study: Study) -> None:
+    sweep = study.ksweep(ks=[1, 3, 10, 100, 1000])
+    fig = plots.ksweep(sweep, vocab_size=study.vocab_size)
+    assert len(fig.data) == 2 * 2  # (R², α) x corpora
+    part = sweep[sweep["corpus"] == "a"].sort_values("k")
+    r2 = next(t for t in fig.data if t.xaxis == "x" and t.name == "synthetic · a")
+    assert np.allclose(r2.y, part["r2"])
+    alpha = next(t for t in fig.data if t.xaxis == "x2" and t.name == "synthetic · a")
+    assert np.allclose(alpha.error_y.array, part["alpha_ci_high"] - part["alpha"])  # OLS intervals drawn
+    assert len(fig.layout.shapes) == 2 * 3  # two shaded regimes and |V| in each panel
+
+
+def test_rbp_curves_is_a_cdf(study: Study) -> None:
+    fig = plots.rbp_curves(study.curve_frame(corpora=["a"]), marker_k=10)
+    for trace in fig.data:
+        assert np.all(np.diff(trace.y) >= 0) and trace.y[-1] <= 1

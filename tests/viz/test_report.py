@@ -1,0 +1,137 @@
+"""rbplab.viz.report: execution, failure reporting, HTML export and the index page."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pandas as pd
+import plotly.graph_objects as go
+import pytest
+
+from rbplab.viz import report
+
+
+def _notebook(path: Path, cells: list[str], parameters: str) -> Path:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    param = nbformat.v4.new_code_cell(parameters)
+    param.metadata["tags"] = ["parameters"]
+    nb.cells = [param] + [nbformat.v4.new_code_cell(c) for c in cells]
+    nbformat.write(nb, path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def executed(tmp_path_factory: pytest.TempPathFactory) -> tuple[pd.DataFrame, list[str], Path]:
+    src = tmp_path_factory.mktemp("src")
+    out = tmp_path_factory.mktemp("out")
+    params = "families = ['x']\nmax_tokens = None\noutput_dir = None\nscale = 1.0"
+    _notebook(
+        src / "a_ok.ipynb",
+        [
+            "import os, pandas as pd, plotly.graph_objects as go\n"
+            "from rbplab.viz import report\nfrom rbplab.viz.widgets import show",
+            "show(go.Figure(go.Scatter(x=[1, 2, 3], y=[2, 4, 8])))",
+            "headline = pd.DataFrame(\n"
+            "    {'family': families, 'alpha': [0.125 * scale], 'tokens': [max_tokens]}\n"
+            ")\n"
+            "report.save_table(headline, 'headline', output_dir)\n"
+            "print(os.environ.get('RBPLAB_STATIC_FIGURES'))",
+        ],
+        params,
+    )
+    _notebook(
+        src / "b_fails.ipynb",
+        ["x = 1", "raise ValueError('the corpus is empty')", "never = True"],
+        params,
+    )
+    lines: list[str] = []
+    table = report.run_report(
+        "fam",
+        source_dir=src,
+        output_dir=out,
+        notebooks=["b_fails", "a_ok"],
+        max_tokens=123,
+        parameters={"scale": 2.0, "undeclared": 1},
+        progress=lines.append,
+    )
+    return table, lines, out
+
+
+def test_each_notebook_gets_a_row_in_the_requested_order(executed) -> None:
+    table, _, _ = executed
+    assert list(table["notebook"]) == ["b_fails", "a_ok"]
+    assert list(table["ok"]) == [False, True]
+
+
+def test_failure_names_cell_and_error_and_others_still_run(executed) -> None:
+    table, lines, out = executed
+    failed = table.set_index("notebook").loc["b_fails"]
+    # cell 4 of the executed notebook: parameters, injected parameters, x = 1, raise
+    assert failed["error"].startswith("cell 4 (In [4]: raise ValueError('the corpus is empty')): ")
+    assert failed["error"].endswith("ValueError: the corpus is empty")
+    assert (out / "b_fails.ipynb").is_file() and (out / "b_fails.html").is_file()
+    assert any("b_fails: FAILED" in line and "the corpus is empty" in line for line in lines)
+    assert any(line.startswith("[2/2] a_ok: ok") for line in lines)
+
+
+def test_parameters_and_headline_summary(executed) -> None:
+    table, _, out = executed
+    ok = table.set_index("notebook").loc["a_ok"]
+    assert ok["summary"] == "fam: alpha=0.25, tokens=123"  # family, scale and max_tokens passed through
+    assert pd.read_csv(out / "a_ok" / "headline.csv")["alpha"].tolist() == [0.25]
+    nb = nbformat.read(out / "a_ok.ipynb", as_version=4)
+    printed = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
+    assert "1" in printed.split()  # the kernel was told to add static figures
+
+
+def test_html_is_self_contained_with_the_figure(executed) -> None:
+    _, _, out = executed
+    page = (out / "a_ok.html").read_text()
+    assert page.count("Plotly.newPlot") == 1 and "application/vnd.plotly.v1+json" not in page
+    assert len(page) > 1_000_000  # plotly.js inlined, so it opens offline
+    assert "cdn.plot.ly" not in page.split("</head>")[-1]
+
+
+def test_index_links_every_notebook(executed) -> None:
+    _, _, out = executed
+    index = (out / "index.html").read_text()
+    for name in ("a_ok.html", "a_ok.ipynb", "b_fails.html"):
+        assert f'href="{name}"' in index
+    assert "fam: alpha=0.25, tokens=123" in index and "FAILED" in index and "the corpus is empty" in index
+
+
+def test_unknown_notebook_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="unknown notebooks"):
+        report.run_report(notebooks=["99_nothing"], output_dir=tmp_path, progress=None)
+    with pytest.raises(FileNotFoundError, match="no notebooks"):
+        report.list_notebooks(tmp_path)
+
+
+def test_export_drops_stateless_widgets(tmp_path: Path) -> None:
+    nb = nbformat.v4.new_notebook()
+    fig = go.Figure(go.Bar(x=["a"], y=[1]))
+    cell = nbformat.v4.new_code_cell("view")
+    cell.outputs = [
+        nbformat.v4.new_output(
+            "display_data",
+            data={report.WIDGET_MIME: {"model_id": "abc", "version_major": 2}, "text/plain": "VBox()"},
+        ),
+        nbformat.v4.new_output("display_data", data={report.PLOTLY_MIME: fig.to_plotly_json()}),
+    ]
+    nb.cells = [cell]
+    path = tmp_path / "w.ipynb"
+    nbformat.write(nb, path)
+    page = report.export_html(path, tmp_path / "w.html").read_text()
+    assert "VBox()" not in page and page.count("Plotly.newPlot") == 1
+
+
+def test_headline_text_and_save_table(tmp_path: Path) -> None:
+    frame = pd.DataFrame(
+        {"family": ["f", "f"], "corpus": ["a", "b"], "alpha": [0.0512345, 0.1], "r2": [0.99, None]}
+    )
+    assert report.headline_text(frame) == "f/a: alpha=0.0512, r2=0.99; f/b: alpha=0.1, r2=n/a"
+    assert report.save_table(frame, "t", None) is frame and not any(tmp_path.iterdir())
+    report.save_table(frame, "t", tmp_path / "sub")
+    assert pd.read_csv(tmp_path / "sub" / "t.csv").shape == (2, 4)

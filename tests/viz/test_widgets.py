@@ -1,0 +1,159 @@
+"""rbplab.viz.widgets: callbacks driven programmatically update the live figure in place."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rbplab.study.study import Study
+from rbplab.study.synthetic import synthetic_study
+from rbplab.viz import widgets
+
+
+@pytest.fixture(scope="module")
+def study() -> Study:
+    return synthetic_study(n_tokens=3000, corpora=("a", "b"))
+
+
+@pytest.fixture(scope="module")
+def two_families() -> Study:
+    small = synthetic_study(n_tokens=2000, corpora=("a",), family="small", vocab_size=1000)
+    big = synthetic_study(
+        n_tokens=2000, corpora=("a", "c"), family="big", vocab_size=8000, sizes=(1e6, 1e7, 1e8)
+    )
+    return Study(small.runs + big.runs)
+
+
+def _marker_y(view: widgets._View) -> np.ndarray:
+    return np.concatenate([np.asarray(t.y, float) for t in view.figure.data if t.mode == "markers"])
+
+
+def test_k_slider_is_log_spaced_integers_up_to_vocab(study: Study) -> None:
+    view = widgets.ScalingView(study)
+    values = [v for _, v in view.k_slider.options]
+    assert values[0] == 1 and values[-1] == study.vocab_size
+    assert {10, 100, 1000} <= set(values)
+    assert values[:10] == list(range(1, 11))  # every small k is reachable
+    big = np.array([v for v in values if v >= 20])
+    assert np.diff(np.log(big)).max() < 0.1  # fine, even steps on the log scale
+
+
+def test_set_k_updates_the_same_figure_in_place(study: Study) -> None:
+    view = widgets.ScalingView(study, corpus="a", live=True)
+    assert isinstance(view.figure, widgets.go.FigureWidget)
+    figure, traces = view.figure, view.figure.data
+    before, updates = _marker_y(view), view.updates
+    view.set_k(100)
+    assert view.k == 100 and view.updates == updates + 1
+    assert view.figure is figure and view.figure.data[0] is traces[0]  # updated, not replaced
+    after = _marker_y(view)
+    expected = study.points(100, corpora=["a"]).sort_values("S")["neg_log_rbp"].to_numpy()
+    assert np.allclose(after, expected) and not np.allclose(before, after)
+    assert "k=100" in view.figure.layout.title.text
+
+
+def test_set_k_snaps_to_the_slider_and_rejects_out_of_range(study: Study) -> None:
+    view = widgets.ScalingView(study)
+    view.set_k(101)
+    assert view.k in [v for _, v in view.k_slider.options] and abs(np.log(view.k / 101)) < 0.1
+    with pytest.raises(ValueError, match=r"k must lie in \[1, \|V\|=4096\]"):
+        view.set_k(5000)
+
+
+def test_all_corpora_and_corpus_switch(study: Study) -> None:
+    view = widgets.ScalingView(study)
+    assert view.corpus_dropdown.value == "a"  # one corpus by default: quickest to redraw
+    assert len(view.figure.layout.annotations) == 1
+    view.set_corpus(widgets.ALL_CORPORA)
+    assert [a.text for a in view.figure.layout.annotations] == ["a · k=1", "b · k=1"]
+    with pytest.raises(ValueError, match="unknown corpus"):
+        view.set_corpus("zzz")
+
+
+def test_family_switch_updates_corpora_and_vocab(two_families: Study) -> None:
+    view = widgets.ScalingView(two_families, family="small", k=1000)
+    assert view.family_dropdown.options == (widgets.ALL_FAMILIES, "small", "big")
+    assert view.k_slider.options[-1][1] == 1000
+    view.set_family("big")
+    assert view.k_slider.options[-1][1] == 8000 and view.k == 1000  # k kept, range widened
+    assert "c" in view.corpus_dropdown.options
+    view.set_corpus("c")
+    view.set_family("small")  # "c" does not exist there: falls back to the first corpus
+    assert view.corpus_dropdown.value == "a"
+    markers = [t for t in view.figure.data if t.mode == "markers"]
+    assert all("small" in t.name for t in markers)
+    with pytest.raises(ValueError, match="unknown family"):
+        view.set_family("medium")
+
+
+def test_emergence_view_n_and_k(study: Study) -> None:
+    view = widgets.EmergenceView(study, k=1, n=1, corpus="b", n_max=200)
+    assert view.n_slider.max == 200
+    emp = view.figure.data[0]
+    pred = view.figure.data[1]
+    assert np.allclose(emp.y, pred.y)  # N = 1: the empirical rate is RBP_k itself
+    view.set_n(20)
+    rbp = study.points(1, corpora=["b"]).sort_values("S")["rbp"].to_numpy()
+    assert np.allclose(view.figure.data[1].y, rbp**20)
+    view.set_k(10)
+    rbp10 = study.points(10, corpora=["b"]).sort_values("S")["rbp"].to_numpy()
+    assert np.allclose(view.figure.data[1].y, rbp10**20)
+    with pytest.raises(ValueError, match="N must lie"):
+        view.set_n(500)
+
+
+def test_rank_distribution_view(study: Study) -> None:
+    view = widgets.RankDistributionView(study)
+    first = np.asarray(view.figure.data[0].y).copy()
+    view.set_corpus("b")
+    assert "b" in view.figure.layout.title.text
+    assert not np.array_equal(first, view.figure.data[0].y)
+
+
+def test_hold_refresh_batches_changes(study: Study) -> None:
+    view = widgets.ScalingView(study)
+    updates = view.updates
+    with view.hold_refresh():
+        view.set_k(10)
+        view.set_corpus("b")
+    assert view.updates == updates
+    view.refresh()
+    assert view.updates == updates + 1 and "k=10" in view.figure.layout.title.text
+
+
+def test_live_frontend_detection(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(widgets.STATIC_ENV, "1")
+    assert widgets.live_frontend() is False
+    monkeypatch.setenv(widgets.STATIC_ENV, "0")
+    assert widgets.live_frontend() is True
+    monkeypatch.delenv(widgets.STATIC_ENV)
+    assert widgets.live_frontend() is False  # no kernel here (plain pytest)
+
+
+def test_display_live_and_headless(study: Study, monkeypatch: pytest.MonkeyPatch) -> None:
+    shown: list = []
+    monkeypatch.setattr(widgets, "display", lambda obj, raw=False: shown.append((obj, raw)))
+    monkeypatch.setenv(widgets.STATIC_ENV, "0")
+    live = widgets.ScalingView(study)
+    assert live.live and isinstance(live.figure, widgets.go.FigureWidget)
+    live._ipython_display_()
+    assert [obj for obj, _ in shown] == [live.widget]  # a live front end renders the widget itself
+    shown.clear()
+    monkeypatch.setenv(widgets.STATIC_ENV, "1")
+    live._ipython_display_()  # a live view in a headless run: widget plus a static copy
+    assert shown[0][0] is live.widget and widgets.PLOTLY_MIME in shown[1][0]
+    shown.clear()
+    headless = widgets.ScalingView(study)
+    assert not headless.live and type(headless.figure) is widgets.go.Figure
+    headless._ipython_display_()
+    assert len(shown) == 1 and shown[0][1] is True
+    bundle = shown[0][0][widgets.PLOTLY_MIME]
+    assert len(bundle["data"]) == len(headless.figure.data)
+    assert bundle["layout"]["title"]["text"] == headless.figure.layout.title.text
+    with pytest.raises(RuntimeError, match="headless"):
+        _ = headless.widget
+
+
+def test_view_needs_a_study() -> None:
+    with pytest.raises(TypeError, match="Study"):
+        widgets.ScalingView({"x": 1})
