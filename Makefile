@@ -18,6 +18,7 @@ demo: $(STAMP)
 
 test: $(STAMP) browser-deps
 	$(BIN)/ruff check rbplab tests benchmarks scripts notebooks
+	$(BIN)/lint-imports
 	$(BIN)/pytest -q
 
 test-fast: $(STAMP)
@@ -29,6 +30,7 @@ lab: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check rbplab tests benchmarks scripts notebooks
+	$(BIN)/lint-imports
 	$(BIN)/ruff format --check rbplab tests benchmarks scripts notebooks
 
 format: $(STAMP)

@@ -17,6 +17,8 @@ import time
 import numpy as np
 
 from rbplab.analysis import bootstrap, emergence, fit_bootstrap, lognormal, lognormal_theory, metrics
+from rbplab.core import TIES
+from rbplab.core.runs import Run
 from rbplab.core.stats import TokenStats
 
 
@@ -52,7 +54,7 @@ def main() -> None:
     stats = synthetic_stats(n, vocab, args.docs)
 
     print("\n== RBP_k for all k (rank histogram + cumsum) ==")
-    for ties in metrics.TIES:
+    for ties in TIES:
         t = best_of(lambda ties=ties: metrics.rbp_curve(stats, ties))
         print(f"  rbp_curve(ties={ties!r:14}) all {vocab:,} k: {t * 1e3:8.1f} ms")
     rank = stats.rank("pessimistic")
@@ -88,9 +90,7 @@ def main() -> None:
 
     n_models, per_model = 6, max(n // 5, 1000)
     runs = [
-        metrics.Run(
-            "fam", f"m{i}", "corpus", 10.0 ** (7 + i / 2), synthetic_stats(per_model, vocab, args.docs, i)
-        )
+        Run("fam", f"m{i}", "corpus", 10.0 ** (7 + i / 2), synthetic_stats(per_model, vocab, args.docs, i))
         for i in range(n_models)
     ]
     t = best_of(lambda: fit_bootstrap.bootstrap_fits(runs, ks=ks40, n_boot=args.boot), repeat=1)

@@ -25,7 +25,7 @@
 # the law extrapolates to the largest model.
 
 # %%
-from rbplab.study.study import load_study
+from rbplab.study import load_study
 from rbplab.viz import plots, report
 from rbplab.viz.widgets import ScalingView, show
 

@@ -23,7 +23,7 @@
 
 # %%
 from rbplab.analysis import ksweep
-from rbplab.study.study import load_study
+from rbplab.study import load_study
 from rbplab.viz import plots, report
 from rbplab.viz.widgets import ScalingView, show
 

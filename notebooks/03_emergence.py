@@ -23,8 +23,8 @@
 # that are all in the top k; their ratio measures how wrong independence is.
 
 # %%
-from rbplab.study.study import load_study
-from rbplab.viz import plots_emergence, report
+from rbplab.study import load_study
+from rbplab.viz import plots, report
 from rbplab.viz.widgets import EmergenceView, show
 
 # %% tags=["parameters"]
@@ -48,13 +48,13 @@ study = load_study(families, corpora, models=models, max_tokens=max_tokens, cach
 
 # %%
 em = report.save_table(study.emergence(ks, ns), "emergence", output_dir)
-show(plots_emergence.emergence(em, title="Figure 7: p_{N,k} vs S"))
+show(plots.emergence(em, title="Figure 7: p_{N,k} vs S"))
 
 # %% [markdown]
 # ## The linearised law: -log p_{N,k} against N·S^-α
 
 # %%
-show(plots_emergence.emergence_linearised(em))
+show(plots.emergence_linearised(em))
 
 # %% [markdown]
 # ## Fits of -log p_{N,k}

@@ -24,8 +24,8 @@
 # μ/σ against S, and compares the measured scaling with the theory's.
 
 # %%
-from rbplab.study.study import load_study
-from rbplab.viz import plots_theory, report
+from rbplab.study import load_study
+from rbplab.viz import plots, report
 from rbplab.viz.widgets import RankDistributionView, show
 
 # %% tags=["parameters"]
@@ -71,7 +71,7 @@ RankDistributionView(study)
 # ## Figure 8d: μ, σ and μ/σ against S
 
 # %%
-show(plots_theory.lognormal_params(ln))
+show(plots.lognormal_params(ln))
 report.save_table(study.lognormal_scaling(), "lognormal_scaling", output_dir)
 
 # %% [markdown]
@@ -81,7 +81,7 @@ report.save_table(study.lognormal_scaling(), "lognormal_scaling", output_dir)
 # another scale than the measured mean nll; the exponents are what the theory predicts.
 
 # %%
-show(plots_theory.ce_vs_rbp(study.ce_comparison()))
+show(plots.ce_vs_rbp(study.ce_comparison()))
 
 # %%
 exponents = report.save_table(study.ce_exponents(), "ce_exponents", output_dir)

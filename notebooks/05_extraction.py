@@ -24,9 +24,9 @@
 # refreshes the cache with only the missing work. `rbplab cache rm KEY` drops an entry to recompute it.
 
 # %%
-from rbplab.cli import main as cli
-from rbplab.store.cache_admin import list_entries
-from rbplab.study.study import default_corpora
+from rbplab.cli import app as cli
+from rbplab.store.cache import list_entries
+from rbplab.study import default_corpora
 from rbplab.viz import report
 
 # %% tags=["parameters"]

@@ -1,8 +1,15 @@
 """rbplab: measure and explore the Relative-Based Scaling Law of language models.
 
-Extraction (`extract`, `load_stats`) turns a model and a corpus into cached per-token
-rank statistics (`TokenStats`); `load_study` gathers a model family over corpora for the
-analysis modules (`metrics`, `fit`, `ksweep`, `emergence`, `lognormal`).
+The package follows the data path, one subpackage per step:
+
+    extraction  model x corpus -> exact per-token ranks (`extract`, `load_stats`)
+    store       the cache those ranks live in, the corpora, the model registry and sizes S
+    analysis    RBP_k, fits against S, k-sweeps, emergence, rank distributions
+    study       a family x corpora of cached runs, ready for tables (`load_study`, `Study`)
+    viz         figures, widgets and the notebook report
+    cli         the `rbplab` command
+
+with `core` (TokenStats, runs, tie conventions, settings) at the bottom.
 """
 
 from importlib import import_module
@@ -11,16 +18,17 @@ from typing import Any
 from rbplab.core.stats import TokenStats
 
 # Imported on first use: torch and transformers take seconds to import, which
-# `rbplab cache ls` and the analysis-only modules should not pay.
+# `rbplab cache ls` and the analysis-only modules should not pay. No name here is also
+# the name of a submodule, so `rbplab.extract` is always the function.
 _LAZY = {
-    "Corpus": "rbplab.store.corpora",
-    "Document": "rbplab.store.corpora",
-    "load_corpus": "rbplab.store.corpora",
-    "extract": "rbplab.extraction.pipeline",
-    "load_stats": "rbplab.extraction.pipeline",
-    "ModelSpec": "rbplab.extraction.models",
-    "Study": "rbplab.study.study",
-    "load_study": "rbplab.study.study",
+    "Corpus": "rbplab.store",
+    "Document": "rbplab.store",
+    "load_corpus": "rbplab.store",
+    "extract": "rbplab.extraction",
+    "load_stats": "rbplab.extraction",
+    "ModelSpec": "rbplab.extraction",
+    "Study": "rbplab.study",
+    "load_study": "rbplab.study",
 }
 
 __all__ = ["TokenStats", *_LAZY]

@@ -1,11 +1,11 @@
-"""Regenerate data/families.csv: the paper's model families with hub ids and size S.
+"""Regenerate rbplab/store/families.csv: the paper's model families with hub ids and size S.
 
 The hub is not needed: each model's published config.json hyperparameters are
 written out below, and S, n_params, head_rows and tying are computed by
 rbplab.store.sizes from those configs on the meta device (no weights). Models trained in
 this repository (data/models/micro-*/) are added from their own config.json.
 
-    .venv/bin/python scripts/build_registry.py            # writes data/families.csv
+    .venv/bin/python scripts/build_registry.py            # writes rbplab/store/families.csv
     .venv/bin/python scripts/build_registry.py --check    # exit 1 if the CSV is out of date
 """
 
@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from rbplab.store.registry import COLUMNS, data_dir, registry_path
+from rbplab.store.paths import data_dir, registry_path
+from rbplab.store.registry import COLUMNS
 from rbplab.store.sizes import parameter_counts
 
 # Tokenizer vocabulary sizes |V| (len(tokenizer)): what ranks are taken over. The output
@@ -180,7 +181,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--output", type=Path, default=None, help="CSV to write (default data/families.csv)")
+    parser.add_argument(
+        "--output", type=Path, default=None, help="CSV to write (default rbplab/store/families.csv)"
+    )
     parser.add_argument("--check", action="store_true", help="only compare with the existing CSV")
     args = parser.parse_args(argv)
     output = args.output or registry_path()

@@ -17,7 +17,7 @@ import pandas as pd
 from scipy import optimize
 from scipy import stats as sps
 
-from rbplab.analysis.fit import _by, _groups, _t_quantile, _validate
+from rbplab.analysis._regression import grouping_columns, model_groups, t_quantile, unusable_reason
 
 
 def pooled_fits(
@@ -35,7 +35,7 @@ def pooled_fits(
     means), f_stat, df_num, df_den, p_value (the test is across models, so its p-value is
     meaningful, unlike token-level tests), n_families, n_models. Groups need >= 2 families with
     >= 2 distinct sizes each and positive finite losses; others are skipped."""
-    by = _by(table, by, exclude=(group,))
+    by = grouping_columns(table, by, exclude=(group,))
     if group not in table.columns:
         raise ValueError(f"pooled_fits needs a {group!r} column")
     rows = []
@@ -44,7 +44,7 @@ def pooled_fits(
         S, v = frame["S"].to_numpy(np.float64), frame[y].to_numpy(np.float64)
         labels, idx = np.unique(fams, return_inverse=True)
         counts = np.bincount(idx)
-        if len(labels) < 2 or np.any(counts < 2) or _validate(S, v):
+        if len(labels) < 2 or np.any(counts < 2) or unusable_reason(S, v):
             continue
         x, z = np.log(S), np.log(v)
         g = len(labels)
@@ -60,7 +60,7 @@ def pooled_fits(
         n = len(S)
         df_shared, df_num, df_den = n - g - 1, g - 1, n - 2 * g
         se = float(np.sqrt(rss_shared / df_shared / (xc @ xc))) if df_shared > 0 else np.nan
-        half = _t_quantile(level, df_shared) * se
+        half = t_quantile(level, df_shared) * se
         if df_den > 0 and rss_sep > 0:
             f_stat = (rss_shared - rss_sep) / df_num / (rss_sep / df_den)
             p_value = float(sps.f.sf(f_stat, df_num, df_den))
@@ -82,7 +82,7 @@ def pooled_fits(
 
 
 def _pooled_groups(table: pd.DataFrame, y: str, by: list[str], group: str):
-    """Like `_groups` but models are unique per (group, model) within a pooled group."""
+    """Like `model_groups` but models are unique per (group, model) within a pooled group."""
     grouped = table.groupby(by, dropna=False, sort=True) if by else [((), table)]
     for key, frame in grouped:
         key = key if isinstance(key, tuple) else (key,)
@@ -142,7 +142,7 @@ def fit_offset_power_law(
     """loss = E + A S^-alpha: grid over alpha (default 2000 points in (0, 2]) with exact
     closed-form non-negative (E, A), then a bounded 1-D refinement between grid neighbours."""
     S, y = np.asarray(S, dtype=np.float64), np.asarray(y, dtype=np.float64)
-    problem = _validate(S, y)
+    problem = unusable_reason(S, y)
     if problem:
         raise ValueError(problem)
     if len(S) < 3:
@@ -181,14 +181,14 @@ def offset_fits(
     alphas: Sequence[float] | None = None,
 ) -> pd.DataFrame:
     """`fit_offset_power_law` per group: E, A, alpha, rss, r2, n_models, alpha_at_grid_edge, note."""
-    by = _by(table, by)
+    by = grouping_columns(table, by)
     rows = []
-    for key, frame in _groups(table, y, by):
+    for key, frame in model_groups(table, y, by):
         S, v = frame["S"].to_numpy(np.float64), frame[y].to_numpy(np.float64)
         row = {
             **key,
             "n_models": len(S),
-            "note": _validate(S, v) or (None if len(S) >= 3 else "need >= 3 models"),
+            "note": unusable_reason(S, v) or (None if len(S) >= 3 else "need >= 3 models"),
         }
         if row["note"] is None:
             fit = fit_offset_power_law(S, v, alphas)

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from rbplab.analysis.metrics import as_ks, check_ties, summary
-from rbplab.core.stats import TokenStats
+from rbplab.analysis.metrics import as_ks, summary
+from rbplab.core.stats import TokenStats, check_ties
 
 UNITS = ("document", "token")
 _CHUNK_ELEMENTS = 1 << 22  # bootstrap weight block size (~32 MB of float64)

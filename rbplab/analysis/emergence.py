@@ -24,8 +24,9 @@ import pandas as pd
 
 from rbplab.analysis.bootstrap import doc_stats, weight_chunks
 from rbplab.analysis.fit import fit_power_law
-from rbplab.analysis.metrics import RunsLike, as_ks, as_runs, check_ties
-from rbplab.core.stats import TokenStats
+from rbplab.analysis.metrics import as_ks
+from rbplab.core.runs import RunsLike, as_runs
+from rbplab.core.stats import TokenStats, check_ties
 
 DEFAULT_NS = (1, 2, 4, 8, 16, 32)
 DEFAULT_KS = (1, 10, 100)

@@ -16,14 +16,26 @@ identical values, e.g. CE repeated over k, are collapsed).
 
 from __future__ import annotations
 
+import warnings
+import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
-DEFAULT_BY = ("family", "corpus", "ties", "metric", "k")
+from rbplab.analysis._regression import (
+    grouping_columns,
+    model_groups,
+    ols,
+    r_squared,
+    t_quantile,
+    unusable_reason,
+)
+from rbplab.analysis.bootstrap import doc_stats, replicate_arrays
+from rbplab.analysis.metrics import as_ks, standard_ks
+from rbplab.core.runs import RunsLike, as_runs
+
 _VALUE_IS_EXP_NEG_LOSS = ("rbp", "mean_p")
 
 
@@ -53,63 +65,31 @@ class PowerLawFit:
         level = self.level if level is None else level
         x = np.log(np.asarray(S, dtype=np.float64))
         se = self.residual_sd * np.sqrt(1 + 1 / self.n + (x - self.log_s_mean) ** 2 / self.log_s_sxx)
-        half = _t_quantile(level, self.n - 2) * se
+        half = t_quantile(level, self.n - 2) * se
         centre = np.log(self.predict(S))
         return np.exp(centre - half), np.exp(centre + half)
-
-
-def _t_quantile(level: float, df: int) -> float:
-    return float(sps.t.ppf((1 + level) / 2, df)) if df > 0 else float("nan")
-
-
-def _ols(x: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
-    """Column-wise OLS of z (n, m) on x (n,): slope, intercept, rss, tss per column, and Sxx."""
-    xc = x - x.mean()
-    sxx = float(xc @ xc)
-    zc = z - z.mean(axis=0)
-    slope = (xc @ zc) / sxx
-    intercept = z.mean(axis=0) - slope * x.mean()
-    rss = np.sum((zc - np.outer(xc, slope)) ** 2, axis=0)
-    return slope, intercept, rss, np.sum(zc**2, axis=0), sxx
-
-
-def _r2(rss: np.ndarray, tss: np.ndarray) -> np.ndarray:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(tss > 0, 1 - rss / tss, np.nan)
-
-
-def _validate(S: np.ndarray, y: np.ndarray) -> str | None:
-    if len(S) != len(y):
-        return f"S and loss differ in length ({len(S)} vs {len(y)})"
-    if len(np.unique(S)) < 2:
-        return "need at least two distinct model sizes"
-    if np.any(~np.isfinite(S)) or np.any(S <= 0):
-        return "model sizes S must be positive and finite"
-    if np.any(~np.isfinite(y)) or np.any(y <= 0):
-        return "loss must be positive and finite for every model (e.g. RBP_k = 1 or 0 gives 0 or inf)"
-    return None
 
 
 def fit_power_law(S: Sequence[float], y: Sequence[float], level: float = 0.95) -> PowerLawFit:
     """OLS of log y on log S: y = prefactor * S^-alpha. Raises ValueError on unusable input."""
     S, y = np.asarray(S, dtype=np.float64), np.asarray(y, dtype=np.float64)
-    problem = _validate(S, y)
+    problem = unusable_reason(S, y)
     if problem:
         raise ValueError(problem)
     if not 0 < level < 1:
         raise ValueError(f"level must lie in (0, 1), got {level}")
     x = np.log(S)
-    slope, intercept, rss, tss, sxx = _ols(x, np.log(y)[:, None])
+    slope, intercept, rss, tss, sxx = ols(x, np.log(y)[:, None])
     n = len(S)
     df = n - 2
     resid_sd = float(np.sqrt(rss[0] / df)) if df > 0 else float("nan")
     se = float(resid_sd / np.sqrt(sxx))
-    half = _t_quantile(level, df) * se
+    half = t_quantile(level, df) * se
     alpha = float(-slope[0])
     return PowerLawFit(
         alpha=alpha,
         prefactor=float(np.exp(intercept[0])),
-        r2=float(_r2(rss, tss)[0]) if df > 0 else 1.0,
+        r2=float(r_squared(rss, tss)[0]) if df > 0 else 1.0,
         alpha_se=se,
         alpha_ci_low=alpha - half,
         alpha_ci_high=alpha + half,
@@ -119,35 +99,6 @@ def fit_power_law(S: Sequence[float], y: Sequence[float], level: float = 0.95) -
         log_s_mean=float(x.mean()),
         log_s_sxx=sxx,
     )
-
-
-def _by(table: pd.DataFrame, by: Iterable[str] | None, exclude: Sequence[str] = ()) -> list[str]:
-    if by is None:
-        return [c for c in DEFAULT_BY if c in table.columns and c not in exclude]
-    by = list(by)
-    missing = [c for c in by if c not in table.columns]
-    if missing:
-        raise ValueError(f"grouping columns {missing} not in table (columns: {list(table.columns)})")
-    return by
-
-
-def _groups(table: pd.DataFrame, y: str, by: list[str]):
-    """Yield (key dict, group frame with one row per model sorted by S)."""
-    for col in ("S", y):
-        if col not in table.columns:
-            raise ValueError(f"table needs columns 'S' and {y!r}; it has {list(table.columns)}")
-    model = "model" if "model" in table.columns else None
-    grouped = table.groupby(by, dropna=False, sort=True) if by else [((), table)]
-    for key, frame in grouped:
-        key = key if isinstance(key, tuple) else (key,)
-        if model:
-            frame = frame.drop_duplicates([model, "S", y])
-            if frame[model].duplicated().any():
-                dup = frame.loc[frame[model].duplicated(), model].iloc[0]
-                raise ValueError(
-                    f"group {dict(zip(by, key, strict=True))}: several {y} values for model {dup!r}"
-                )
-        yield dict(zip(by, key, strict=True)), frame.sort_values("S", kind="stable")
 
 
 def _loo_alphas(S: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -168,11 +119,11 @@ def scaling_fits(
     """One power-law fit per group: alpha, prefactor, r2, alpha_se, alpha_ci_low/high (t),
     residual_sd, leave-one-model-out range (alpha_loo_min/max) and jackknife SE, n_models,
     S_min, S_max, note (why a fit is missing)."""
-    by = _by(table, by)
+    by = grouping_columns(table, by)
     rows = []
-    for key, frame in _groups(table, y, by):
+    for key, frame in model_groups(table, y, by):
         S, v = frame["S"].to_numpy(np.float64), frame[y].to_numpy(np.float64)
-        row = {**key, "n_models": len(S), "S_min": S.min(), "S_max": S.max(), "note": _validate(S, v)}
+        row = {**key, "n_models": len(S), "S_min": S.min(), "S_max": S.max(), "note": unusable_reason(S, v)}
         if row["note"] is None:
             fit = fit_power_law(S, v, level)
             row.update({f: getattr(fit, f) for f in ("alpha", "prefactor", "r2", "alpha_se")})
@@ -197,17 +148,17 @@ def leave_one_out(table: pd.DataFrame, y: str = "loss", by: Iterable[str] | None
     """Refit with each model left out: one row per (group, dropped model) with alpha, prefactor,
     r2 of the refit, alpha_full and delta_alpha = alpha - alpha_full. Groups with fewer than
     three usable models are skipped (`scaling_fits` notes why)."""
-    by = _by(table, by)
+    by = grouping_columns(table, by)
     rows = []
-    for key, frame in _groups(table, y, by):
+    for key, frame in model_groups(table, y, by):
         S, v = frame["S"].to_numpy(np.float64), frame[y].to_numpy(np.float64)
-        if len(S) < 3 or _validate(S, v):
+        if len(S) < 3 or unusable_reason(S, v):
             continue
         full = fit_power_law(S, v).alpha
         names = frame["model"].to_numpy() if "model" in frame else np.arange(len(S))
         for i in range(len(S)):
             keep = np.arange(len(S)) != i
-            if _validate(S[keep], v[keep]):
+            if unusable_reason(S[keep], v[keep]):
                 continue
             fit = fit_power_law(S[keep], v[keep])
             rows.append(
@@ -239,12 +190,12 @@ def extrapolation_check(
     with fewer than two usable models left to fit are skipped."""
     if n_holdout < 1:
         raise ValueError(f"n_holdout must be >= 1, got {n_holdout}")
-    by = _by(table, by)
+    by = grouping_columns(table, by)
     rows = []
-    for key, frame in _groups(table, y, by):
+    for key, frame in model_groups(table, y, by):
         S, v = frame["S"].to_numpy(np.float64), frame[y].to_numpy(np.float64)
         fit_part = slice(0, len(S) - n_holdout)
-        if len(S) - n_holdout < 2 or _validate(S[fit_part], v[fit_part]):
+        if len(S) - n_holdout < 2 or unusable_reason(S[fit_part], v[fit_part]):
             continue
         fit = fit_power_law(S[fit_part], v[fit_part], level)
         metric = frame["metric"].iloc[0] if "metric" in frame else None
@@ -270,3 +221,107 @@ def extrapolation_check(
     cols = ["model", "S", "n_fit", "alpha_fit", "loss_observed", "loss_predicted", "loss_pred_low"]
     cols += ["loss_pred_high", "inside_interval", "loss_log_error", "value_observed", "value_predicted"]
     return pd.DataFrame(rows).reindex(columns=[c for c in by if c != "model"] + cols + ["value_error"])
+
+
+# ---- document-bootstrap uncertainty of the fits --------------------------------------------------
+# Each replicate resamples a corpus's documents once and re-evaluates every model of that corpus
+# on the same resample, so the models' errors stay paired; the OLS is the one above, vectorised
+# over replicates and thresholds.
+
+
+def _fit_many(S: np.ndarray, loss: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """alpha and R^2 of log(loss) on log S for every replicate and threshold: loss (n_models,
+    B, m) -> two (B, m) arrays, NaN where some loss is not positive and finite."""
+    n, b, m = loss.shape
+    valid = np.all(np.isfinite(loss) & (loss > 0), axis=0).ravel()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.log(np.where(np.isfinite(loss) & (loss > 0), loss, 1.0)).reshape(n, b * m)
+    slope, _, rss, tss, _ = ols(np.log(S), z)
+    alpha = np.where(valid, -slope, np.nan).reshape(b, m)
+    return alpha, np.where(valid, r_squared(rss, tss), np.nan).reshape(b, m)
+
+
+def _losses(reps: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Stack per-model replicate metrics into losses (n_models, B, m) per metric."""
+    with np.errstate(divide="ignore"):
+        return {
+            "rbp": -np.log(np.stack([r["rbp"] for r in reps])),
+            "ce": np.stack([r["ce"] for r in reps])[..., None],
+            "mean_p": -np.log(np.stack([r["mean_p"] for r in reps]))[..., None],
+        }
+
+
+def bootstrap_fits(
+    runs: RunsLike,
+    ks: Iterable[int] | None = None,
+    ties: str = "pessimistic",
+    n_boot: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+    share_documents: bool = True,
+) -> pd.DataFrame:
+    """Document-bootstrap uncertainty of alpha and R^2 for every (family, corpus, metric, k).
+
+    Each replicate resamples the corpus's documents once and re-evaluates every model of that
+    corpus on that same resample (models saw the same documents, so their errors are paired;
+    `share_documents=False` resamples independently per model, for comparison). Documents are
+    identified by TokenStats.doc, which must index the same documents in every run of a corpus.
+    ks default to `standard_ks` of the smallest vocabulary in the family; given ks above that
+    vocabulary are dropped for that family.
+
+    Columns: family, corpus, ties, metric, k, n_models, alpha, r2 (full-data fit),
+    alpha_boot_se, alpha_boot_low/high (percentile), r2_boot_median, r2_boot_low/high,
+    n_boot, n_boot_valid (replicates where every model's loss was positive and finite)."""
+    runs = as_runs(runs)
+    if n_boot < 2:
+        raise ValueError(f"n_boot must be >= 2, got {n_boot}")
+    ks_all = None if ks is None else as_ks(ks, np.iinfo(np.int64).max)
+    fam_ks = {}
+    for fam in {r.family for r in runs}:
+        v_min = min(r.stats.vocab_size for r in runs if r.family == fam)
+        fam_ks[fam] = standard_ks(v_min) if ks_all is None else ks_all[ks_all <= v_min]
+        if not len(fam_ks[fam]):
+            raise ValueError(f"no k in {list(ks_all)} fits family {fam!r} (smallest vocabulary {v_min})")
+    q = [(1 - level) / 2, 0.5, (1 + level) / 2]
+    rows = []
+    for corpus in sorted({r.corpus for r in runs}):
+        c_runs = [r for r in runs if r.corpus == corpus]
+        n_docs = max(r.stats.n_docs for r in c_runs)
+        docs = [doc_stats(r.stats, fam_ks[r.family], ties, n_docs) for r in c_runs]
+        seq = np.random.SeedSequence([seed, zlib.crc32(corpus.encode())])
+        if share_documents:
+            reps = replicate_arrays(docs, n_boot, seq)
+        else:
+            children = seq.spawn(len(docs))
+            reps = [replicate_arrays([d], n_boot, c)[0] for d, c in zip(docs, children, strict=True)]
+        for fam in sorted({r.family for r in c_runs}):
+            idx = [i for i, r in enumerate(c_runs) if r.family == fam]
+            S = np.array([c_runs[i].S for i in idx])
+            if len(np.unique(S)) < 2:
+                continue
+            boot = _losses([reps[i] for i in idx])
+            point = _losses([docs[i].evaluate(np.ones(n_docs)) for i in idx])
+            for metric, loss in boot.items():
+                alpha, r2 = _fit_many(S, loss)
+                alpha0, r20 = _fit_many(S, point[metric])
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns -> NaN summaries
+                    a_q, r_q = np.nanquantile(alpha, q, axis=0), np.nanquantile(r2, q, axis=0)
+                    a_se = np.nanstd(alpha, axis=0, ddof=1)
+                k_values = list(fam_ks[fam]) if metric == "rbp" else [None]
+                for j, k in enumerate(k_values):
+                    rows.append(
+                        {"family": fam, "corpus": corpus, "ties": ties, "metric": metric, "k": k}
+                        | {"n_models": len(idx), "alpha": alpha0[0, j], "r2": r20[0, j]}
+                        | {
+                            "alpha_boot_se": a_se[j],
+                            "alpha_boot_low": a_q[0, j],
+                            "alpha_boot_high": a_q[2, j],
+                        }
+                        | {"r2_boot_median": r_q[1, j], "r2_boot_low": r_q[0, j], "r2_boot_high": r_q[2, j]}
+                        | {"n_boot": n_boot, "n_boot_valid": int(np.sum(np.isfinite(alpha[:, j])))}
+                    )
+    out = pd.DataFrame(rows)
+    if len(out):
+        out["k"] = pd.array(out["k"], dtype="Int64")
+    return out

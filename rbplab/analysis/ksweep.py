@@ -15,9 +15,9 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from rbplab.analysis.fit import scaling_fits
-from rbplab.analysis.fit_bootstrap import bootstrap_fits
-from rbplab.analysis.metrics import RunsLike, as_runs, metrics_table
+from rbplab.analysis.fit import bootstrap_fits, scaling_fits
+from rbplab.analysis.metrics import metrics_table
+from rbplab.core.runs import RunsLike, as_runs
 
 REGIMES = ("k=1", "moderate", "intermediate", "large")
 MODERATE_K_MAX = 100
@@ -55,9 +55,9 @@ def k_sweep(
     """alpha(k), R^2(k) with OLS CIs for each (family, corpus[, ties]) and k, regimes labelled.
 
     `data` is either a `metrics_table` (rows with metric == "rbp" are used; ks, ties and
-    n_boot are then ignored) or runs (see `rbplab.analysis.metrics.as_runs`), from which the table is
+    n_boot are then ignored) or runs (see `rbplab.core.as_runs`), from which the table is
     built at `ks` (default `standard_ks`). With runs and n_boot > 0 the document-bootstrap
-    columns of `rbplab.analysis.fit_bootstrap.bootstrap_fits` are added. Thresholds above the smallest
+    columns of `rbplab.analysis.fit.bootstrap_fits` are added. Thresholds above the smallest
     vocabulary of a group are dropped so every fit uses every model.
 
     Columns: family, corpus, ties, k, regime, vocab_size, alpha, r2, alpha_se, alpha_ci_low,

@@ -29,38 +29,17 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, special
 
+from rbplab.analysis._cells import LOG_SQRT_2PI, cell_edges, dot, log_cell
 from rbplab.analysis.metrics import RBPCurve, rank_histogram
 from rbplab.core.stats import TokenStats
 
 DISTRIBUTIONS = ("lognormal", "loglogistic", "power_law")
-_LOG_SQRT_2PI = 0.5 * np.log(2 * np.pi)
 
 # Symmetric standard distributions of the log-rank: (log CDF, log density).
 _STANDARD = {
-    "lognormal": (special.log_ndtr, lambda t: -0.5 * t**2 - _LOG_SQRT_2PI),
+    "lognormal": (special.log_ndtr, lambda t: -0.5 * t**2 - LOG_SQRT_2PI),
     "loglogistic": (special.log_expit, lambda t: special.log_expit(t) + special.log_expit(-t)),
 }
-
-
-def _dot(a: np.ndarray, b: np.ndarray) -> float:
-    # einsum's own loop, not BLAS: multithreaded BLAS ddot is slow on busy machines, and these
-    # vectors (<= |V|) are too short for threads to pay off.
-    return float(np.einsum("i,i->", a, b))
-
-
-def _log_cell(a: np.ndarray, b: np.ndarray, logcdf) -> np.ndarray:
-    """log(F(b) - F(a)) for a < b without cancellation: in the upper tail use survival
-    functions (F symmetric, so S(t) = F(-t))."""
-    upper = a > 0
-    hi = np.where(upper, logcdf(-a), logcdf(b))
-    lo = np.where(upper, logcdf(-b), logcdf(a))
-    with np.errstate(divide="ignore"):
-        return hi + np.log(-np.expm1(lo - hi))
-
-
-def _edges(ranks: np.ndarray, mu: float, sigma: float) -> tuple[np.ndarray, np.ndarray]:
-    r = ranks.astype(np.float64)
-    return (np.log(r - 0.5) - mu) / sigma, (np.log(r + 0.5) - mu) / sigma
 
 
 def log_pmf(distribution: str, params: dict[str, float], vocab_size: int) -> np.ndarray:
@@ -71,8 +50,8 @@ def log_pmf(distribution: str, params: dict[str, float], vocab_size: int) -> np.
         return logw - special.logsumexp(logw)
     logcdf = _STANDARD[distribution][0]
     loc, scale = _loc_scale(distribution, params)
-    a, b = _edges(r, loc, scale)
-    return _log_cell(a, b, logcdf) - _log_cell(a[:1], b[-1:], logcdf)[0]
+    a, b = cell_edges(r, loc, scale)
+    return log_cell(a, b, logcdf) - log_cell(a[:1], b[-1:], logcdf)[0]
 
 
 def _loc_scale(distribution: str, params: dict[str, float]) -> tuple[float, float]:
@@ -137,19 +116,19 @@ def _fit_location_scale(distribution: str, hist: np.ndarray, vocab_size: int) ->
 
     def nll_and_grad(theta: np.ndarray) -> tuple[float, np.ndarray]:
         loc, scale = theta[0], np.exp(theta[1])
-        a, b = _edges(ranks, loc, scale)
-        lo, hi = _edges(bounds_r, loc, scale)
+        a, b = cell_edges(ranks, loc, scale)
+        lo, hi = cell_edges(bounds_r, loc, scale)
         a, b = np.r_[a, lo[0]], np.r_[b, hi[1]]  # last cell: the truncation normaliser
-        logd = _log_cell(a, b, logcdf)
+        logd = log_cell(a, b, logcdf)
         fa, fb = np.exp(logpdf(a) - logd), np.exp(logpdf(b) - logd)
         d_loc = -(fb - fa) / scale  # d log(F(b) - F(a)) / d loc
         d_logscale = -(b * fb - a * fa)  # d / d log(scale)
         w = np.r_[counts, -n] / n
-        return -_dot(w, logd), -np.array([_dot(w, d_loc), _dot(w, d_logscale)])
+        return -dot(w, logd), -np.array([dot(w, d_loc), dot(w, d_logscale)])
 
     logr = np.log(ranks)
-    m0 = _dot(counts, logr) / n
-    s0 = max(float(np.sqrt(_dot(counts, (logr - m0) ** 2) / n)), 0.3)
+    m0 = dot(counts, logr) / n
+    s0 = max(float(np.sqrt(dot(counts, (logr - m0) ** 2) / n)), 0.3)
     if distribution == "loglogistic":
         s0 *= np.sqrt(3) / np.pi  # logistic scale with the same standard deviation
     best = None
@@ -191,7 +170,7 @@ def fit_rank_power_law(
     hist, vocab = _histogram(data, ties)
     n = hist.sum()
     logr = np.log(np.arange(1, vocab + 1))
-    mean_logr = _dot(hist[1:], logr) / n
+    mean_logr = dot(hist[1:], logr) / n
 
     def nll(s: float) -> float:
         return s * mean_logr + special.logsumexp(-s * logr)

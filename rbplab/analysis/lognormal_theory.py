@@ -15,17 +15,15 @@ import numpy as np
 import pandas as pd
 from scipy import special
 
+from rbplab.analysis._cells import LOG_SQRT_2PI, cell_edges, dot, log_cell
 from rbplab.analysis.fit import fit_power_law
 from rbplab.analysis.lognormal import (
-    _LOG_SQRT_2PI,
-    _dot,
-    _edges,
-    _log_cell,
     compare_rank_distributions,
     log_pmf,
     sample_lognormal_ranks,
 )
-from rbplab.analysis.metrics import RunsLike, as_runs, cross_entropy, rank_histogram
+from rbplab.analysis.metrics import cross_entropy, rank_histogram
+from rbplab.core.runs import RunsLike, as_runs
 
 _HEAD = 1 << 14  # exact terms of infinite sums; the rest is an analytic tail (midpoint rule)
 
@@ -35,17 +33,17 @@ def _entropy_p1(logw_head: np.ndarray, tail_mass: float, tail_ent: float) -> tup
     sum w and sum w(-log w)."""
     w = np.exp(logw_head)
     c = w.sum() + tail_mass
-    ent_sum = -_dot(w, logw_head) + tail_ent
+    ent_sum = -dot(w, logw_head) + tail_ent
     return float(np.log(c) - logw_head[0]), float(np.log(c) + ent_sum / c)
 
 
 def _lognormal_tail(mu: float, sigma: float, start: float) -> tuple[float, float]:
     """Integrals over x > start of psi and psi * (-log psi) for the lognormal density psi."""
     z = (np.log(start) - mu) / sigma
-    q, phi = special.ndtr(-z), np.exp(-0.5 * z**2 - _LOG_SQRT_2PI)
+    q, phi = special.ndtr(-z), np.exp(-0.5 * z**2 - LOG_SQRT_2PI)
     i1 = mu * q + sigma * phi  # int psi ln x
     i2 = sigma**2 * (q + z * phi)  # int psi (ln x - mu)^2
-    return float(q), float((_LOG_SQRT_2PI + np.log(sigma)) * q + i1 + i2 / (2 * sigma**2))
+    return float(q), float((LOG_SQRT_2PI + np.log(sigma)) * q + i1 + i2 / (2 * sigma**2))
 
 
 def appendix_b(
@@ -66,17 +64,17 @@ def appendix_b(
     rows = []
     for m, s in zip(mu_a, sigma_a, strict=True):
         a = -m / s
-        big_p, phi_a = special.ndtr(m / s), np.exp(-0.5 * a**2 - _LOG_SQRT_2PI)
+        big_p, phi_a = special.ndtr(m / s), np.exp(-0.5 * a**2 - LOG_SQRT_2PI)
         c = 0.5 * phi_a / s + big_p
-        base = _LOG_SQRT_2PI + np.log(s) + np.log(c) + m**2 / (2 * s**2)
+        base = LOG_SQRT_2PI + np.log(s) + np.log(c) + m**2 / (2 * s**2)
         ce_closed = base + (big_p * ((s**2 - m**2) / (2 * s**2) + m) + phi_a * (s - m / (2 * s))) / c
         k_max = vocab_size if vocab_size else _HEAD
         k = np.arange(1, k_max + 1, dtype=np.float64)
         tail = _lognormal_tail(m, s, k_max + 0.5) if vocab_size is None else (0.0, 0.0)
-        log_psi = -(_LOG_SQRT_2PI + np.log(s) + np.log(k)) - (np.log(k) - m) ** 2 / (2 * s**2)
+        log_psi = -(LOG_SQRT_2PI + np.log(s) + np.log(k)) - (np.log(k) - m) ** 2 / (2 * s**2)
         p1_sum, ce_sum = _entropy_p1(log_psi, *tail)
-        cell_a, cell_b = _edges(k, m, s)
-        p1_disc, ce_disc = _entropy_p1(_log_cell(cell_a, cell_b, special.log_ndtr), *tail)
+        cell_a, cell_b = cell_edges(k, m, s)
+        p1_disc, ce_disc = _entropy_p1(log_cell(cell_a, cell_b, special.log_ndtr), *tail)
         rows.append(
             {"mu": m, "sigma": s, "mu_over_sigma": m / s, "neg_log_p1_closed": base, "ce_closed": ce_closed}
             | {

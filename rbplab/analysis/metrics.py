@@ -19,23 +19,18 @@ in nats, or mean target probability) and `loss` (the positive quantity scaling l
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from rbplab.core.stats import TIES, TokenStats
+from rbplab.core.runs import RunsLike, as_runs
+from rbplab.core.stats import TokenStats, check_ties
 
 METRICS = ("rbp", "ce", "mean_p")
 # Paper thresholds (sections 4.1-4.3) on top of the log grid, so figures can be reproduced.
 PAPER_KS = (1, 10, 50, 100, 20_000, 30_000)
-
-
-def check_ties(ties: str) -> str:
-    if ties not in TIES:
-        raise ValueError(f"ties must be one of {TIES}, got {ties!r}")
-    return ties
 
 
 def log_spaced_ks(vocab_size: int, n: int = 40) -> np.ndarray:
@@ -182,44 +177,6 @@ def summary(stats: TokenStats, ks: Iterable[int] | None = None, ties: str = "pes
         mean_target_probability(stats),
     )
     return frame.assign(n_tokens=len(stats), n_docs=stats.n_docs, vocab_size=stats.vocab_size, ties=ties)
-
-
-@dataclass(frozen=True, eq=False)
-class Run:
-    """One model evaluated on one corpus; S is the non-embedding parameter count."""
-
-    family: str
-    model: str
-    corpus: str
-    S: float
-    stats: TokenStats
-
-
-RunsLike = Iterable[Run] | pd.DataFrame | Mapping[str, tuple[float, TokenStats]]
-
-
-def as_runs(runs: RunsLike) -> list[Run]:
-    """Accepts Run objects, a DataFrame with columns family, model, corpus, S, stats, or a
-    mapping model -> (S, TokenStats) (family "default", corpus "default")."""
-    if isinstance(runs, pd.DataFrame):
-        missing = {"family", "model", "corpus", "S", "stats"} - set(runs.columns)
-        if missing:
-            raise ValueError(f"runs frame lacks {sorted(missing)}; needs family, model, corpus, S, stats")
-        rows = runs.itertuples()
-        out = [Run(str(r.family), str(r.model), str(r.corpus), float(r.S), r.stats) for r in rows]
-    elif isinstance(runs, Mapping):
-        out = [Run("default", str(m), "default", float(s), st) for m, (s, st) in runs.items()]
-    else:
-        out = list(runs)
-    for run in out:
-        if not isinstance(run, Run) or not isinstance(run.stats, TokenStats):
-            raise TypeError(f"expected Run(family, model, corpus, S, stats: TokenStats), got {run!r}")
-        if not np.isfinite(run.S) or run.S <= 0:
-            raise ValueError(f"model {run.model!r}: S must be a positive number, got {run.S}")
-    keys = [(r.family, r.model, r.corpus) for r in out]
-    if len(set(keys)) != len(keys):
-        raise ValueError("each (family, model, corpus) must appear once in runs")
-    return out
 
 
 def metrics_table(runs: RunsLike, ks: Iterable[int] | None = None, ties: str = "pessimistic") -> pd.DataFrame:

@@ -13,7 +13,7 @@ import pandas as pd
 import transformers
 
 from rbplab.store.files import cache_root
-from rbplab.study.study import load_study
+from rbplab.study import load_study
 from rbplab.viz.report import run_report
 
 DEMO_KS = (1, 10, 100)

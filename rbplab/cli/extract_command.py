@@ -1,6 +1,6 @@
 """The `rbplab extract` subcommand: per-token rank statistics (model x corpus) into the cache.
 
-`rbplab.cli.main` registers `configure_extract`/`run_extract` as the `extract` subcommand. Everything
+`rbplab.cli.app` registers `configure_extract`/`run_extract` as the `extract` subcommand. Everything
 that can be checked without torch is checked before any model is touched.
 """
 

@@ -1,0 +1,9 @@
+"""The data contract at the bottom of rbplab: per-token statistics, runs, tie conventions, settings.
+
+Everything else may import from here; this package imports nothing of rbplab's.
+"""
+
+from rbplab.core.runs import Run, RunsLike, as_runs
+from rbplab.core.stats import TIES, Ties, TokenStats, check_ties
+
+__all__ = ["TIES", "Run", "RunsLike", "Ties", "TokenStats", "as_runs", "check_ties"]

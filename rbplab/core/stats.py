@@ -9,12 +9,22 @@ expectation under random tie-breaking, without re-running a model.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 import numpy as np
 import pandas as pd
 
 COLUMNS = ("doc", "position", "n_greater", "n_equal", "nll")
-TIES = ("pessimistic", "optimistic", "expected")
+# The rank conventions for tied logits (see `TokenStats.rank`); every analysis takes `ties=`.
+Ties = Literal["pessimistic", "optimistic", "expected"]
+TIES: tuple[str, ...] = get_args(Ties)
+
+
+def check_ties(ties: str) -> str:
+    """`ties` itself if it names a tie convention; a one-line ValueError otherwise."""
+    if ties not in TIES:
+        raise ValueError(f"ties must be one of {TIES}, got {ties!r}")
+    return ties
 
 
 @dataclass(frozen=True, eq=False)
@@ -51,7 +61,7 @@ class TokenStats:
     def n_docs(self) -> int:
         return int(self.doc.max()) + 1 if len(self) else 0
 
-    def rank(self, ties: str = "pessimistic") -> np.ndarray:
+    def rank(self, ties: Ties = "pessimistic") -> np.ndarray:
         """Rank of the target: R = n_greater + n_equal (pessimistic, the paper's definition),
         n_greater + 1 (optimistic, the paper's code), or the mean of the two (expected
         rank under uniform random tie-breaking; may be a half-integer)."""
@@ -59,9 +69,8 @@ class TokenStats:
             return self.n_greater + self.n_equal
         if ties == "optimistic":
             return self.n_greater + 1
-        if ties == "expected":
-            return self.n_greater + (self.n_equal + 1) / 2.0
-        raise ValueError(f"ties must be one of {TIES}, got {ties!r}")
+        check_ties(ties)
+        return self.n_greater + (self.n_equal + 1) / 2.0
 
     def subset(self, mask: np.ndarray) -> TokenStats:
         """Rows where `mask` is true, documents renumbered densely."""

@@ -1,0 +1,24 @@
+"""Model x corpus -> exact per-token rank statistics, written to the cache.
+
+`sources` says where a model comes from, `models` loads config, tokenizer and weights,
+`fingerprints` identifies them, `windows` turns documents into model inputs, `ranks` computes
+the exact counts from hidden states, and `pipeline` runs it all into cache entries.
+"""
+
+from rbplab.extraction.models import ModelInfo, describe_model, load_model
+from rbplab.extraction.pipeline import ExtractResult, extract, load_stats, plan_extraction
+from rbplab.extraction.ranks import rank_stats
+from rbplab.extraction.sources import ModelLoadError, ModelSpec
+
+__all__ = [
+    "ExtractResult",
+    "ModelInfo",
+    "ModelLoadError",
+    "ModelSpec",
+    "describe_model",
+    "extract",
+    "load_model",
+    "load_stats",
+    "plan_extraction",
+    "rank_stats",
+]

@@ -12,10 +12,9 @@ import json
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from rbplab.extraction.models import Source
+from rbplab.extraction.sources import Source
 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 _COMMIT_RE = re.compile(r"/snapshots/([0-9a-f]{40})/")

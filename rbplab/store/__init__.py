@@ -1,0 +1,40 @@
+"""Where things are kept: the rank cache, the corpora, the model registry and model sizes S.
+
+`cache` owns the on-disk layout of entries (keys, shards, manifests, locks, listing, removal);
+`files` writes files atomically; `corpora` loads evaluation text; `registry` and `sizes` say
+which models form a family and how large each is. Nothing here runs a model.
+"""
+
+from rbplab.store.cache import (
+    CacheCorruptedError,
+    CacheEntry,
+    CacheError,
+    cache_key,
+    list_entries,
+    remove_entries,
+)
+from rbplab.store.corpora import Corpus, CorpusError, Document, list_corpora, load_corpus
+from rbplab.store.files import CacheLocationError, cache_root
+from rbplab.store.registry import families, family_models, resolve_model
+from rbplab.store.sizes import nonembedding_params, parameter_counts
+
+__all__ = [
+    "CacheCorruptedError",
+    "CacheEntry",
+    "CacheError",
+    "CacheLocationError",
+    "Corpus",
+    "CorpusError",
+    "Document",
+    "cache_key",
+    "cache_root",
+    "families",
+    "family_models",
+    "list_corpora",
+    "list_entries",
+    "load_corpus",
+    "nonembedding_params",
+    "parameter_counts",
+    "remove_entries",
+    "resolve_model",
+]

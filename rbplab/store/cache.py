@@ -10,7 +10,7 @@ dict the extractor builds, plus RANK_FORMAT_VERSION) and lives in
     manifest.json              written last: its presence means the entry is complete
 
 Every file is written to a temporary name, fsynced and atomically renamed
-(`rbplab.store.files`), so a killed run leaves either whole files or stray
+(`rbplab.store.files.atomic_write`), so a killed run leaves either whole files or stray
 temporaries (removed by the next writer), never a partial shard that looks finished.
 A shard counts as done only if its checksum file exists and matches; a mismatch is
 reported with a warning and the shard deleted so the extractor recomputes it.
@@ -19,6 +19,8 @@ Reading a complete entry re-verifies every shard. A corrupted shard is then remo
 together with the manifest (the entry becomes incomplete) and CacheCorruptedError is
 raised: returning bad numbers silently is never an option, and re-running the same
 extraction recomputes just the missing shard.
+
+`list_entries` and `remove_entries` read and delete whole entries (under their write lock).
 
 Writers hold a per-key file lock (``<root>/locks/<key>.lock``), so two processes
 extracting the same (model, corpus, settings) never interleave their shards.
@@ -30,9 +32,10 @@ import contextlib
 import hashlib
 import json
 import re
+import shutil
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -44,16 +47,11 @@ import pyarrow.parquet as pq
 from filelock import FileLock, Timeout
 
 from rbplab.core.stats import TokenStats
-from rbplab.store.files import (
-    _atomic_write,
-    _location_error,
-    _matching_dirs,
-    _read_spec,
-    cache_root,
-    check_writable,
-)
+from rbplab.store.files import atomic_write, cache_root, check_writable, location_error
 
 RANK_FORMAT_VERSION = 1
+
+ENTRY_COLUMNS = ["key", "model", "corpus", "n_tokens", "complete", "size_bytes", "created", "path"]
 
 SHARD_SCHEMA = pa.schema(
     [
@@ -67,6 +65,7 @@ SHARD_SCHEMA = pa.schema(
     ]
 )
 
+_KEY_RE = re.compile(r"^[0-9a-f]{64}$")
 _SHARD_RE = re.compile(r"^shard-(\d{5,})\.parquet$")
 
 
@@ -186,7 +185,7 @@ class CacheEntry:
             self.lock_path.parent.mkdir(parents=True, exist_ok=True)
             self.path.mkdir(parents=True, exist_ok=True)
         except OSError as err:
-            raise _location_error(err, self.path) from err
+            raise location_error(err, self.path) from err
         if self._file_lock is None:
             # One FileLock per entry object, so nested lock() calls re-enter instead of deadlocking.
             self._file_lock = FileLock(str(self.lock_path))
@@ -205,7 +204,7 @@ class CacheEntry:
             if self._lock_depth == 1:
                 self._remove_temporaries()
                 if not (self.path / "spec.json").is_file():
-                    _atomic_write(self.path / "spec.json", _dump(self.spec))
+                    atomic_write(self.path / "spec.json", _dump(self.spec))
             yield self
         finally:
             self._lock_depth -= 1
@@ -239,9 +238,9 @@ class CacheEntry:
             # Drop the old checksum first: a shard being replaced must never verify against it.
             checksum.unlink(missing_ok=True)
         except OSError as err:
-            raise _location_error(err, shard) from err
-        _atomic_write(shard, data)
-        _atomic_write(checksum, _dump({"sha256": _sha256(data), "rows": table.num_rows, "bytes": len(data)}))
+            raise location_error(err, shard) from err
+        atomic_write(shard, data)
+        atomic_write(checksum, _dump({"sha256": _sha256(data), "rows": table.num_rows, "bytes": len(data)}))
 
     def _shard_record(self, shard: Path) -> dict | None:
         """The checksum record of a shard, if it has one and the shard matches it."""
@@ -319,7 +318,7 @@ class CacheEntry:
             "created": manifest.get("created") or datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "provenance": provenance,
         }
-        _atomic_write(self.manifest_path, _dump(full))
+        atomic_write(self.manifest_path, _dump(full))
         return full
 
     # -- reading ---------------------------------------------------------------------------
@@ -398,3 +397,107 @@ def ranked_vocab_size(manifest: dict) -> int:
 
 def _dump(obj: dict) -> bytes:
     return (json.dumps(obj, indent=1, sort_keys=True, default=_json_default) + "\n").encode()
+
+
+# ---------------------------------------------------------------------------------------------
+# Locating, listing and removing entries
+
+
+def _entry_dirs(root: Path) -> list[Path]:
+    if not root.is_dir():
+        return []
+    return sorted(p for p in root.glob("??/*") if p.is_dir() and _KEY_RE.match(p.name))
+
+
+def _matching_dirs(root: Path, prefix: str) -> list[Path]:
+    prefix = prefix.lower()
+    return [p for p in _entry_dirs(root) if p.name.startswith(prefix)]
+
+
+def _read_spec(path: Path) -> dict | None:
+    for name in ("manifest.json", "spec.json"):
+        with contextlib.suppress(OSError, ValueError):
+            data = json.loads((path / name).read_text())
+            return data["spec"] if name == "manifest.json" else data
+    return None
+
+
+def _label(value: Any) -> str | None:
+    if isinstance(value, dict):
+        for key in ("name", "name_or_path", "id", "path"):
+            if value.get(key):
+                return str(value[key])
+        return json.dumps(value, sort_keys=True)
+    return None if value is None else str(value)
+
+
+def list_entries(root: str | Path | None = None) -> pd.DataFrame:
+    """One row per cache entry: key, model, corpus, n_tokens (so far, for incomplete entries),
+    complete, size_bytes, created (UTC), path. Oldest first."""
+    rows = []
+    for path in _entry_dirs(cache_root(root)):
+        manifest = None
+        with contextlib.suppress(OSError, ValueError):
+            manifest = json.loads((path / "manifest.json").read_text())
+        spec = (manifest or {}).get("spec") or _read_spec(path) or {}
+        if manifest is not None:
+            n_tokens = manifest.get("n_tokens")
+        else:
+            n_tokens = 0
+            for checksum in path.glob("shard-*.parquet.sha256"):
+                with contextlib.suppress(OSError, ValueError, TypeError):
+                    n_tokens += int(json.loads(checksum.read_text())["rows"])
+        files = [f for f in path.iterdir() if f.is_file()]
+        created = (manifest or {}).get("created")
+        rows.append(
+            {
+                "key": path.name,
+                "model": _label(spec.get("model")),
+                "corpus": _label(spec.get("corpus")),
+                "n_tokens": n_tokens,
+                "complete": manifest is not None,
+                "size_bytes": sum(f.stat().st_size for f in files),
+                "created": pd.Timestamp(created) if created else pd.Timestamp(path.stat().st_mtime, unit="s"),
+                "path": str(path),
+            }
+        )
+    table = pd.DataFrame(rows, columns=ENTRY_COLUMNS)
+    table["n_tokens"] = table["n_tokens"].astype("Int64")
+    table["complete"] = table["complete"].astype(bool)
+    table["size_bytes"] = table["size_bytes"].astype("int64")
+    table["created"] = pd.to_datetime(table["created"], utc=True)
+    return table.sort_values("created", kind="stable").reset_index(drop=True)
+
+
+def remove_entries(
+    prefixes: str | Iterable[str] = (), *, root: str | Path | None = None, incomplete: bool = False
+) -> list[str]:
+    """Delete entries whose key starts with any of `prefixes` (and, with `incomplete`, every
+    incomplete entry). "" matches everything. Entries being written are refused. Returns removed keys."""
+    root = cache_root(root)
+    prefixes = [prefixes] if isinstance(prefixes, str) else list(prefixes)
+    targets: dict[str, Path] = {}
+    for prefix in prefixes:
+        matches = _matching_dirs(root, prefix)
+        if not matches:
+            raise CacheError(f"no cache entry matches key prefix {prefix!r} under {root}")
+        targets.update((p.name, p) for p in matches)
+    if incomplete:
+        targets.update((p.name, p) for p in _entry_dirs(root) if not (p / "manifest.json").is_file())
+    removed = []
+    for key, path in sorted(targets.items()):
+        lock = FileLock(str(root / "locks" / f"{key}.lock"), timeout=0)
+        try:
+            (root / "locks").mkdir(parents=True, exist_ok=True)
+            with lock:
+                shutil.rmtree(path)
+        except Timeout as err:
+            raise CacheError(
+                f"cache entry {key[:12]} is being written by another process; not removed"
+            ) from err
+        except OSError as err:
+            raise location_error(err, path) from err
+        with contextlib.suppress(OSError):
+            path.parent.rmdir()  # the <key[:2]> folder, when now empty
+        removed.append(key)
+    return removed

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rbplab.store.registry import data_dir
+from rbplab.store.paths import data_dir
 
 
 class CorpusError(ValueError):
@@ -69,8 +69,14 @@ def corpora_dir() -> Path:
 
 
 def _bundled_names() -> list[str]:
-    folder = corpora_dir()
-    return sorted(p.name[: -len(".jsonl.gz")] for p in folder.glob("*.jsonl.gz")) if folder.is_dir() else []
+    # Without the bundled data (an installed wheel) there are simply no bundled names.
+    root = data_dir(required=False)
+    folder = root / "corpora" if root is not None else None
+    return (
+        sorted(p.name[: -len(".jsonl.gz")] for p in folder.glob("*.jsonl.gz"))
+        if folder and folder.is_dir()
+        else []
+    )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -3,24 +3,20 @@
 The location is the `path` argument, else $RBPLAB_CACHE, else ~/.cache/rbplab. Before
 writing, `check_writable` proves the directory can be written and has room; any OSError
 while writing is turned into a one-line CacheLocationError that names the path and how to
-choose another location. `_atomic_write` writes a file to a temporary sibling, fsyncs and
-renames it, so a killed run never leaves a partial file under its final name. Entries sit
-in ``<root>/<key[:2]>/<key>/``; `_entry_dirs` and `_matching_dirs` find them.
+choose another location. `atomic_write` writes a file to a temporary sibling, fsyncs and
+renames it, so a killed run never leaves a partial file under its final name.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import os
-import re
 import shutil
 import uuid
 from pathlib import Path
 
 MIN_FREE_BYTES = 64 * 2**20  # refuse to start writing with less free space than this
-_KEY_RE = re.compile(r"^[0-9a-f]{64}$")
 _HOW_TO_MOVE = "choose another location with --cache-dir or the RBPLAB_CACHE environment variable"
 
 
@@ -49,7 +45,7 @@ def check_writable(root: str | Path | None = None) -> Path:
             os.fsync(handle.fileno())
         probe.unlink()
     except OSError as err:
-        raise _location_error(err, root) from err
+        raise location_error(err, root) from err
     free = shutil.disk_usage(root).free
     if free < MIN_FREE_BYTES:
         raise CacheLocationError(
@@ -60,7 +56,7 @@ def check_writable(root: str | Path | None = None) -> Path:
     return root
 
 
-def _location_error(err: OSError, path: Path) -> OSError:
+def location_error(err: OSError, path: Path) -> OSError:
     if err.errno in (errno.ENOSPC, errno.EDQUOT):
         return CacheLocationError(
             err.errno, f"no space left on device writing {path}; free space or {_HOW_TO_MOVE}"
@@ -75,7 +71,7 @@ def _location_error(err: OSError, path: Path) -> OSError:
     return err
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, data: bytes) -> None:
     """Write to a temporary sibling, fsync, rename over `path`; never leaves a partial `path`."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     try:
@@ -87,7 +83,7 @@ def _atomic_write(path: Path, data: bytes) -> None:
     except OSError as err:
         with contextlib.suppress(OSError):
             tmp.unlink()
-        raise _location_error(err, path) from err
+        raise location_error(err, path) from err
     # Make the rename itself durable before anything that depends on it is written.
     with contextlib.suppress(OSError):
         fd = os.open(path.parent, os.O_RDONLY)
@@ -95,26 +91,3 @@ def _atomic_write(path: Path, data: bytes) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
-
-
-# ---------------------------------------------------------------------------------------------
-# Locating entry directories
-
-
-def _entry_dirs(root: Path) -> list[Path]:
-    if not root.is_dir():
-        return []
-    return sorted(p for p in root.glob("??/*") if p.is_dir() and _KEY_RE.match(p.name))
-
-
-def _matching_dirs(root: Path, prefix: str) -> list[Path]:
-    prefix = prefix.lower()
-    return [p for p in _entry_dirs(root) if p.name.startswith(prefix)]
-
-
-def _read_spec(path: Path) -> dict | None:
-    for name in ("manifest.json", "spec.json"):
-        with contextlib.suppress(OSError, ValueError):
-            data = json.loads((path / name).read_text())
-            return data["spec"] if name == "manifest.json" else data
-    return None

@@ -18,9 +18,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,7 @@ def _as_config(config: Any):
 
 def meta_model(config: Any) -> torch.nn.Module:
     """The causal-LM architecture of `config`, instantiated on the meta device (no memory, no download)."""
+    import torch
     from transformers import AutoModelForCausalLM
 
     config = _as_config(config)
@@ -75,6 +77,8 @@ def meta_model(config: Any) -> torch.nn.Module:
 
 def parameter_counts(config_or_model: Any) -> ParamCounts:
     """Count parameters of a config (instantiated on the meta device) or of an already-built module."""
+    import torch  # imported here: reading the registry or the cache needs no torch
+
     model = config_or_model if isinstance(config_or_model, torch.nn.Module) else meta_model(config_or_model)
 
     # Distinct tensors only: model.parameters() already skips tied duplicates, but we key

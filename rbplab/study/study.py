@@ -8,7 +8,7 @@ tables come out tidy, in the column conventions of `rbplab.viz.plots`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,18 +16,16 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from rbplab.analysis import bootstrap, fit, fit_bootstrap, ksweep, metrics
+from rbplab.analysis import bootstrap, fit, ksweep, lognormal, lognormal_theory, metrics
 from rbplab.analysis import emergence as _emergence
-from rbplab.analysis.metrics import RBPCurve, Run
-from rbplab.core.stats import TIES, TokenStats
-from rbplab.store.corpora import Corpus
-from rbplab.study import theory as study_theory
+from rbplab.analysis.metrics import RBPCurve
+from rbplab.core.runs import Run
+from rbplab.core.stats import TokenStats, check_ties
 
 BAND_POINTS = 40
-SYNTHETIC = "synthetic"  # family name of `synthetic_study` in `load_study`
 
 
-def _as_list(value: object) -> list | None:
+def as_list(value: object) -> list | None:
     if value is None:
         return None
     # A single name, path or Corpus object is one item, not an iterable of items.
@@ -49,7 +47,7 @@ class Study:
         self.runs = metrics.as_runs(self.runs)
         if not self.runs:
             raise ValueError("a Study needs at least one run (model x corpus)")
-        metrics.check_ties(self.ties)
+        check_ties(self.ties)
         for run in self.runs:
             key = (run.family, run.model, run.corpus)
             if key not in self.curves:
@@ -113,7 +111,7 @@ class Study:
         self, families: str | Iterable[str] | None = None, corpora: str | Iterable[str] | None = None
     ) -> Study:
         """The runs of some families / corpora, sharing the precomputed curves (no recomputation)."""
-        fams, corps = _as_list(families), _as_list(corpora)
+        fams, corps = as_list(families), as_list(corpora)
         for name, chosen, known in (("family", fams, self.families), ("corpus", corps, self.corpora)):
             unknown = sorted(set(chosen or ()) - set(known))
             if unknown:
@@ -249,8 +247,8 @@ class Study:
         return ksweep.k_sweep(self.runs, ks=ks, ties=self.ties, level=self.level, n_boot=n_boot, seed=seed)
 
     def bootstrap(self, ks: Iterable[int] = (1, 10, 100), n_boot: int = 200, seed: int = 0) -> pd.DataFrame:
-        """Document-bootstrap uncertainty of alpha and R² (`rbplab.analysis.fit_bootstrap.bootstrap_fits`)."""
-        return fit_bootstrap.bootstrap_fits(
+        """Document-bootstrap uncertainty of alpha and R² (`rbplab.analysis.fit.bootstrap_fits`)."""
+        return fit.bootstrap_fits(
             self.runs, ks=ks, ties=self.ties, n_boot=n_boot, seed=seed, level=self.level
         )
 
@@ -293,107 +291,100 @@ class Study:
         )
         return _emergence.sequence_fits(table, level=self.level)
 
-    # ---- lognormal theory (paper section 5.2, appendix B): `rbplab.study.theory` ---------------
+    # ---- lognormal theory (paper section 5.2, appendix B) ------------------------------------------
     def lognormal(self) -> pd.DataFrame:
-        return study_theory.lognormal_table(self)
+        """Per run: fitted mu, sigma, mu/sigma, likelihood ratios against the power law and
+        log-logistic, measured CE and -log RBP_1, appendix-B predictions
+        (`rbplab.analysis.lognormal_theory.lognormal_table`). Computed once, then cached."""
+        if "lognormal" not in self._cache:
+            self._cache["lognormal"] = lognormal_theory.lognormal_table(self.runs, ties=self.ties)
+        return self._cache["lognormal"]
 
     def lognormal_scaling(self) -> pd.DataFrame:
-        return study_theory.lognormal_scaling(self)
+        """How mu, sigma and mu/sigma scale with S (`rbplab.analysis.lognormal_theory.parameter_scaling`)."""
+        return lognormal_theory.parameter_scaling(self.lognormal())
 
     def rank_pmf(self, corpus: str, n_bins: int = 70) -> pd.DataFrame:
-        return study_theory.rank_pmf(self, corpus, n_bins)
+        """Empirical rank frequencies and the fitted lognormal's, per model of `corpus`, in
+        log-spaced rank bins (exact for small ranks) divided by the bin width, so the curve is
+        a per-rank frequency that a log-log plot of |V| ranks can draw cheaply."""
+        # Reuse the full table when it exists; otherwise fit only this corpus (a dropdown change).
+        table = self._cache.get("lognormal")
+        if table is None:
+            table = self.subset(corpora=corpus).lognormal()
+        frames = []
+        for r in self.subset(corpora=corpus).runs:
+            row = table[
+                (table["family"] == r.family) & (table["model"] == r.model) & (table["corpus"] == corpus)
+            ]
+            curve = self.curves[(r.family, r.model, r.corpus)]
+            vocab = curve.vocab_size
+            edges = np.unique(np.round(np.geomspace(1, vocab + 1, n_bins)).astype(np.int64))
+            cum_emp = curve.cumulative / curve.n_tokens  # cum_emp[j] = Pr(R <= j)
+            pmf = lognormal.lognormal_pmf(float(row["mu"].iloc[0]), float(row["sigma"].iloc[0]), vocab)
+            cum_fit = np.r_[0.0, np.cumsum(pmf)]
+            width = np.diff(edges)
+            lo, hi = edges[:-1] - 1, edges[1:] - 1  # bin [edges_i, edges_i+1) in rank
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "family": r.family,
+                        "corpus": corpus,
+                        "model": r.model,
+                        "S": r.S,
+                        "rank": edges[:-1],
+                        "empirical": (cum_emp[hi] - cum_emp[lo]) / width,
+                        "fitted": (cum_fit[hi] - cum_fit[lo]) / width,
+                    }
+                )
+            )
+        return pd.concat(frames, ignore_index=True)
 
     def ce_comparison(self, n_grid: int = 30) -> pd.DataFrame:
-        return study_theory.ce_comparison(self, n_grid)
+        """Cross-entropy and -log RBP_1 against S: measured per model (source "empirical")
+        and as the lognormal theory predicts them from the fitted (mu, sigma) trends
+        (`rbplab.analysis.lognormal_theory.simulate_scaling`, source "lognormal"). Columns family, corpus,
+        S, quantity, value, source."""
+        table = self.lognormal()
+        frames = [
+            table.melt(
+                id_vars=["family", "corpus", "model", "S"],
+                value_vars=["ce", "neg_log_rbp1"],
+                var_name="quantity",
+                value_name="value",
+            ).assign(source="empirical")
+        ]
+        for (family, corpus), part in table.groupby(["family", "corpus"], sort=False):
+            if part["S"].nunique() < 2:
+                continue
+            vocab = int(part["vocab_size"].min())
+            try:
+                sim = lognormal_theory.simulate_scaling(part, n_grid=n_grid, vocab_size=vocab)
+            except ValueError:
+                # sigma's linear trend turns negative within the S range (a noisy family):
+                # hypothesis 2 only needs mu/sigma to scale, so hold sigma at its mean.
+                sim = lognormal_theory.simulate_scaling(
+                    part, n_grid=n_grid, vocab_size=vocab, sigma_mode="constant"
+                )
+            frames.append(
+                sim.rename(columns={"ce_discrete": "ce", "neg_log_p1_discrete": "neg_log_rbp1"})
+                .melt(
+                    id_vars=["S"], value_vars=["ce", "neg_log_rbp1"], var_name="quantity", value_name="value"
+                )
+                .assign(family=family, corpus=corpus, model=None, source="lognormal")
+            )
+        out = pd.concat(frames, ignore_index=True)
+        out["quantity"] = out["quantity"].map({"ce": "CE", "neg_log_rbp1": "-log RBP_1"})
+        return out[["family", "corpus", "model", "S", "quantity", "value", "source"]]
 
     def ce_exponents(self) -> pd.DataFrame:
-        return study_theory.ce_exponents(self)
-
-
-# ---- loading from the cache -------------------------------------------------------------------
-def default_corpora() -> list[str]:
-    """The corpora bundled in data/corpora (the offline default)."""
-    from rbplab.store.corpora import list_corpora
-
-    table = list_corpora()
-    return table.loc[table["origin"] == "bundled", "name"].tolist()
-
-
-def _corpus_label(spec: object) -> str:
-    # Corpus objects carry a name; bundled and hub names stay as they are; a path is labelled by its stem.
-    if hasattr(spec, "documents"):
-        return str(spec.name)
-    spec = str(spec)
-    if spec.startswith("hub:") or "/" not in spec and not spec.endswith((".jsonl", ".gz", ".txt")):
-        return spec
-    return Path(spec).name.split(".")[0]
-
-
-def load_study(
-    families: str | Iterable[str] = "micro",
-    corpora: str | Corpus | Iterable[str | Corpus] | None = None,
-    *,
-    models: Iterable[str] | None = None,
-    max_tokens: int | None = None,
-    cache_dir: str | Path | None = None,
-    context_length: int | None = None,
-    ties: str = "pessimistic",
-    level: float = 0.95,
-    progress: bool | Callable[[str], None] = False,
-    **extract_options: object,
-) -> Study:
-    """Rank statistics of every model of `families` on every corpus, through the cache.
-
-    families: registry family names (data/families.csv); models: optional subset of their
-    short names; corpora: bundled names, ``hub:<name>`` or paths (default: every bundled
-    corpus). Runs missing from the cache are extracted (`rbplab.extraction.pipeline.load_stats`), so
-    the first call may run models; later calls only read parquet. `progress` may be True
-    (extraction progress bars) or a callable receiving one line per run.
-
-    The family name "synthetic" (`SYNTHETIC`) stands for `rbplab.study.synthetic.synthetic_study()`:
-    made-up models on made-up corpora, to try every notebook and widget without running a model.
-    """
-    if ties not in TIES:
-        raise ValueError(f"ties must be one of {TIES}, got {ties!r}")
-    fams = _as_list(families) or []
-    if not fams:
-        raise ValueError("give at least one model family, e.g. 'micro'")
-    if SYNTHETIC in fams:
-        if fams != [SYNTHETIC]:
-            raise ValueError(f"the {SYNTHETIC!r} family cannot be mixed with real families {fams}")
-        from rbplab.study.synthetic import synthetic_study
-
-        kwargs = {"corpora": _as_list(corpora)} if corpora is not None else {}
-        return synthetic_study(**kwargs, n_tokens=max_tokens or 20_000, ties=ties)
-    from rbplab.extraction.pipeline import load_stats
-    from rbplab.store import registry
-
-    corpus_specs = _as_list(corpora) or default_corpora()
-    if not corpus_specs:
-        raise ValueError("no corpora given and none bundled in data/corpora")
-    members = pd.concat([registry.family_models(f) for f in fams], ignore_index=True)
-    if models is not None:
-        wanted = set(_as_list(models))
-        unknown = sorted(wanted - set(members["model"]))
-        if unknown:
-            raise ValueError(
-                f"models {unknown} are not in families {fams}; members: {list(members['model'])}"
-            )
-        members = members[members["model"].isin(wanted)]
-    say = progress if callable(progress) else None
-    runs = []
-    for spec in corpus_specs:
-        for row in members.itertuples():
-            if say:
-                say(f"{row.family}/{row.model} on {_corpus_label(spec)}")
-            stats = load_stats(
-                registry.resolve_source(row.source),
-                spec,
-                max_tokens=max_tokens,
-                cache_dir=cache_dir,
-                context_length=context_length,
-                progress=progress is True,
-                **extract_options,
-            )
-            runs.append(Run(row.family, row.model, _corpus_label(spec), float(row.S), stats))
-    return Study(runs, ties=ties, level=level)
+        """Power-law exponents of CE and -log RBP_1 against S, measured and lognormal-predicted,
+        per family and corpus: the paper's observation that the two are nearly equal (Fig. 8a/b)."""
+        # Without the model column: the theory's curve is a grid of S values, not models.
+        comp = self.ce_comparison().drop(columns="model")
+        fits = fit.scaling_fits(
+            comp, y="value", by=["family", "corpus", "source", "quantity"], level=self.level
+        )
+        return fits[
+            ["family", "corpus", "source", "quantity", "alpha", "alpha_ci_low", "alpha_ci_high", "r2"]
+        ]

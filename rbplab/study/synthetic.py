@@ -10,9 +10,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rbplab.analysis.metrics import Run
+from rbplab.core.runs import Run
 from rbplab.core.stats import TokenStats
-from rbplab.study.study import SYNTHETIC, Study
+from rbplab.study.study import Study
+
+SYNTHETIC = "synthetic"  # the family name of made-up studies
 
 
 def synthetic_study(

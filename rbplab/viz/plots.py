@@ -11,8 +11,8 @@ Column conventions (extra columns are ignored):
   bands  : family, corpus, k, S, fit, lo, hi            (on the -log RBP_k scale)
   ksweep : family, corpus, k, alpha, r2 [, alpha_ci_low, alpha_ci_high]
 
-The emergence figures (paper Figure 7) are built in `rbplab.viz.plots_emergence`, the
-lognormal-theory figures (paper Figure 8) in `rbplab.viz.plots_theory`.
+Emergence figures (paper Figure 7) and lognormal-theory figures (paper Figure 8) follow the
+same rules.
 """
 
 from __future__ import annotations
@@ -270,4 +270,256 @@ def ksweep(sweep: pd.DataFrame, *, vocab_size: int | None = None, title: str | N
         template=TEMPLATE,
         height=430,
     )
+    return fig
+
+
+# ---- emergence (paper Figure 7) ----------------------------------------------------------------
+
+
+def _corpus_k_grid(frame: pd.DataFrame) -> tuple[list, list, list[str]]:
+    corpora = list(dict.fromkeys(frame["corpus"])) if "corpus" in frame.columns else [None]
+    ks = sorted(frame["k"].unique())
+    titles = [f"{c} · k={_fmt_k(k)}" if c is not None else f"k={_fmt_k(k)}" for c in corpora for k in ks]
+    return corpora, ks, titles
+
+
+def _cell(frame: pd.DataFrame, corpus: object, k: float) -> pd.DataFrame:
+    sel = frame[frame["k"] == k]
+    return sel if corpus is None else sel[sel["corpus"] == corpus]
+
+
+def emergence(em: pd.DataFrame, *, title: str | None = None) -> go.Figure:
+    """Sequence success p_{N,k} against S (the sigmoid view of paper Figure 7): one subplot per
+    (corpus, k), one colour per N; markers are the empirical fraction of N-token runs all within
+    the top k, solid lines the independence prediction RBP_k^N, dashed lines the fitted
+    exp(-C N S^-α)."""
+    _require(em, ["model", "S", "k", "N", "p_pred", "p_emp"], "emergence")
+    corpora, ks, titles = _corpus_k_grid(em)
+    ns = sorted(em["N"].unique())
+    fig = make_subplots(rows=len(corpora), cols=len(ks), subplot_titles=titles, shared_yaxes=True)
+    pending: list = []
+    for r, corpus in enumerate(corpora, start=1):
+        for c, k in enumerate(ks, start=1):
+            cell = _cell(em, corpus, k)
+            first = r == 1 and c == 1
+            for i, n in enumerate(ns):
+                sel = cell[cell["N"] == n].sort_values("S")
+                colour = _colour(i)
+                pending.append(
+                    (
+                        go.Scatter(
+                            x=sel["S"],
+                            y=sel["p_emp"],
+                            mode="markers",
+                            marker={"color": colour, "size": 8},
+                            name=f"N={n} empirical",
+                            legendgroup=f"N{n}",
+                            showlegend=first,
+                            text=sel["model"],
+                            hovertemplate="%{text}<br>S=%{x:.3s}<br>p=%{y:.3g}<extra>empirical</extra>",
+                        ),
+                        r,
+                        c,
+                    )
+                )
+                pending.append(
+                    (
+                        go.Scatter(
+                            x=sel["S"],
+                            y=sel["p_pred"],
+                            mode="lines",
+                            line={"color": colour},
+                            name=f"N={n} RBP_k^N",
+                            legendgroup=f"N{n}",
+                            showlegend=first,
+                        ),
+                        r,
+                        c,
+                    )
+                )
+                if "p_fit" in sel.columns and sel["p_fit"].notna().any():
+                    pending.append(
+                        (
+                            go.Scatter(
+                                x=sel["S"],
+                                y=sel["p_fit"],
+                                mode="lines",
+                                line={"color": colour, "dash": "dash"},
+                                name=f"N={n} exp(-C N S^-α)",
+                                legendgroup=f"N{n}",
+                                showlegend=first,
+                            ),
+                            r,
+                            c,
+                        )
+                    )
+    _flush(fig, pending)
+    _log_axes(fig, len(corpora), len(ks), y_log=False)
+    fig.update_xaxes(title_text="non-embedding parameters S", row=len(corpora))
+    fig.update_yaxes(title_text="p_{N,k}", col=1)
+    fig.update_yaxes(range=[0, 1.02])
+    fig.update_layout(
+        title=title or "Emergence: sequence success p_{N,k} vs size (markers empirical, lines predicted)",
+        template=TEMPLATE,
+        height=330 * len(corpora) + 120,
+    )
+    return fig
+
+
+def emergence_linearised(em: pd.DataFrame, *, title: str | None = None) -> go.Figure:
+    """The linearised view of Figure 7: -log p_{N,k} against N·S^-α (column `x`), where the
+    law predicts one straight line per (corpus, k). Needs columns k, N, x, neg_log_p_emp,
+    neg_log_p_pred (and corpus for one row of subplots per corpus)."""
+    _require(em, ["k", "N", "x", "neg_log_p_emp", "neg_log_p_pred"], "emergence (linearised)")
+    corpora, ks, titles = _corpus_k_grid(em)
+    fig = make_subplots(rows=len(corpora), cols=len(ks), subplot_titles=titles)
+    pending: list = []
+    for r, corpus in enumerate(corpora, start=1):
+        for c, k in enumerate(ks, start=1):
+            sel = _cell(em, corpus, k).sort_values("x")
+            first = r == 1 and c == 1
+            for i, n in enumerate(sorted(sel["N"].unique())):
+                s = sel[(sel["N"] == n) & np.isfinite(sel["neg_log_p_emp"])]
+                pending.append(
+                    (
+                        go.Scatter(
+                            x=s["x"],
+                            y=s["neg_log_p_emp"],
+                            mode="markers",
+                            marker={"color": _colour(i)},
+                            name=f"N={n}",
+                            legendgroup=f"N{n}",
+                            showlegend=first,
+                        ),
+                        r,
+                        c,
+                    )
+                )
+            pending.append(
+                (
+                    go.Scatter(
+                        x=sel["x"],
+                        y=sel["neg_log_p_pred"],
+                        mode="lines",
+                        line={"color": "black", "dash": "dot"},
+                        name="independence: N·(-log RBP_k)",
+                        showlegend=first,
+                    ),
+                    r,
+                    c,
+                )
+            )
+    _flush(fig, pending)
+    _log_axes(fig, len(corpora), len(ks))
+    fig.update_xaxes(title_text="N · S^-α", row=len(corpora))
+    fig.update_yaxes(title_text="-log p_{N,k}", col=1)
+    fig.update_layout(
+        title=title or "Emergence, linearised: -log p_{N,k} vs N·S^-α",
+        template=TEMPLATE,
+        height=330 * len(corpora) + 120,
+    )
+    return fig
+
+
+# ---- lognormal theory (paper Figure 8) ---------------------------------------------------------
+
+
+def rank_distribution(pmf: pd.DataFrame, *, title: str | None = None) -> go.Figure:
+    """Empirical rank frequencies and the fitted discretised lognormal, log-log (paper Figure 8c)."""
+    _require(pmf, ["model", "S", "rank", "empirical", "fitted"], "rank pmf")
+    fig = go.Figure()
+    models = pmf.drop_duplicates("model").sort_values("S")["model"].tolist()
+    for i, model in enumerate(models):
+        sel = pmf[pmf["model"] == model].sort_values("rank")
+        emp = sel[sel["empirical"] > 0]
+        fig.add_trace(
+            go.Scatter(
+                x=emp["rank"],
+                y=emp["empirical"],
+                mode="markers",
+                marker={"color": _colour(i), "size": 4},
+                name=f"{model} empirical",
+                legendgroup=model,
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=sel["rank"],
+                y=sel["fitted"],
+                mode="lines",
+                line={"color": _colour(i)},
+                name=f"{model} lognormal",
+                legendgroup=model,
+            )
+        )
+    fig.update_xaxes(type="log", title_text="rank R of the ground-truth token")
+    fig.update_yaxes(type="log", title_text="frequency")
+    fig.update_layout(title=title or "Rank distribution and lognormal fit", template=TEMPLATE, height=450)
+    return fig
+
+
+def lognormal_params(params: pd.DataFrame, *, title: str | None = None) -> go.Figure:
+    """μ, σ and μ/σ of the fitted lognormal against S (paper Figure 8d), one line per corpus."""
+    _require(params, ["corpus", "S", "mu", "sigma", "mu_over_sigma"], "lognormal params")
+    fig = make_subplots(rows=1, cols=3, subplot_titles=["μ", "σ", "μ/σ"])
+    pending: list = []
+    for i, corpus in enumerate(dict.fromkeys(params["corpus"])):
+        sel = params[params["corpus"] == corpus].sort_values("S")
+        for col, name in enumerate(["mu", "sigma", "mu_over_sigma"], start=1):
+            pending.append(
+                (
+                    go.Scatter(
+                        x=sel["S"],
+                        y=sel[name],
+                        mode="lines+markers",
+                        line={"color": _colour(i)},
+                        name=str(corpus),
+                        legendgroup=str(corpus),
+                        showlegend=col == 1,
+                        text=sel.get("model"),
+                    ),
+                    1,
+                    col,
+                )
+            )
+    _flush(fig, pending)
+    fig.update_xaxes(type="log", title_text="S")
+    fig.update_layout(title=title or "Lognormal parameters vs model size", template=TEMPLATE, height=400)
+    return fig
+
+
+def ce_vs_rbp(ce: pd.DataFrame, *, title: str | None = None) -> go.Figure:
+    """Cross-entropy and -log RBP_1 against S on log-log axes, empirical (markers, left: Figure 8a)
+    next to the lognormal theory's predictions from the fitted (μ, σ) (lines, right: Figure 8b)."""
+    _require(ce, ["corpus", "S", "quantity", "value", "source"], "ce")
+    fig = make_subplots(rows=1, cols=2, subplot_titles=["empirical", "lognormal theory (appendix B)"])
+    pending: list = []
+    keys = list(dict.fromkeys(zip(ce["corpus"], ce["quantity"], strict=True)))
+    for i, (corpus, quantity) in enumerate(keys):
+        for col, source in enumerate(["empirical", "lognormal"], start=1):
+            sel = ce[(ce["corpus"] == corpus) & (ce["quantity"] == quantity) & (ce["source"] == source)]
+            sel = sel.sort_values("S")
+            if not len(sel):
+                continue
+            name = f"{quantity} · {corpus}"
+            pending.append(
+                (
+                    go.Scatter(
+                        x=sel["S"],
+                        y=sel["value"],
+                        mode="markers+lines" if col == 1 else "lines",
+                        line={"color": _colour(i), "dash": "solid" if col == 1 else "dash"},
+                        name=name,
+                        legendgroup=name,
+                        showlegend=col == 1,
+                    ),
+                    1,
+                    col,
+                )
+            )
+    _flush(fig, pending)
+    _log_axes(fig, 1, 2)
+    fig.update_xaxes(title_text="S")
+    fig.update_yaxes(title_text="loss (nats)", col=1)
+    fig.update_layout(title=title or "Cross-entropy vs -log RBP_1", template=TEMPLATE, height=420)
     return fig

@@ -23,14 +23,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from rbplab.store.paths import notebooks_dir
+
 HEADLINE = "headline"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
-
-
-def notebooks_dir() -> Path:
-    """The repository's notebooks/ folder (next to the rbplab package; editable install)."""
-    return Path(__file__).resolve().parents[2] / "notebooks"
 
 
 def list_notebooks(directory: str | Path | None = None) -> list[Path]:

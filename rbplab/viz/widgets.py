@@ -23,8 +23,8 @@ import numpy as np
 import plotly.graph_objects as go
 from IPython.display import display
 
-from rbplab.study.study import Study
-from rbplab.viz import plots, plots_emergence, plots_theory
+from rbplab.study import Study
+from rbplab.viz import plots
 
 STATIC_ENV = "RBPLAB_STATIC_FIGURES"  # "1": always add static figures, "0": never, unset: detect
 _HEADLESS_PARENTS = ("papermill", "nbclient", "nbconvert")
@@ -306,9 +306,7 @@ class EmergenceView(_CorpusMixin, _KMixin, _View):
     def build(self) -> go.Figure:
         corpus = self.corpus_dropdown.value
         em = self.study.emergence([self.k], [self.n], corpora=[corpus])
-        return plots_emergence.emergence(
-            em, title=f"{self.study.family} · {corpus}: p_(N={self.n}, k={self.k:,}) vs S"
-        )
+        return plots.emergence(em, title=f"{self.study.family} · {corpus}: p_(N={self.n}, k={self.k:,}) vs S")
 
 
 class RankDistributionView(_CorpusMixin, _View):
@@ -328,6 +326,6 @@ class RankDistributionView(_CorpusMixin, _View):
 
     def build(self) -> go.Figure:
         corpus = self.corpus_dropdown.value
-        return plots_theory.rank_distribution(
+        return plots.rank_distribution(
             self.study.rank_pmf(corpus), title=f"{self.study.family} · {corpus}: rank distribution"
         )

@@ -5,13 +5,14 @@ import pytest
 from helpers.factories import random_stats
 
 from rbplab.analysis import bootstrap, metrics
+from rbplab.core import TIES
 from rbplab.core.stats import TokenStats
 
 
 def test_doc_stats_reproduce_point_estimates():
     stats = random_stats(np.random.default_rng(4))
     ks = np.array([1, 5, 20, 100, 190])
-    for ties in metrics.TIES:
+    for ties in TIES:
         docs = bootstrap.doc_stats(stats, ks, ties, n_docs=stats.n_docs + 3)  # padding docs are empty
         out = docs.evaluate(np.ones(docs.n_docs))
         np.testing.assert_allclose(out["rbp"][0], metrics.rbp(stats, ks, ties), atol=1e-12)

@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 
 from rbplab.analysis import emergence, fit, metrics
+from rbplab.core.runs import Run
 from rbplab.core.stats import TokenStats
 
 
@@ -80,9 +81,7 @@ def power_law_runs(rng, sizes=(1e7, 1e8, 1e9, 1e10), alpha=0.1, prefactor=5.0, n
     for i, S in enumerate(sizes):
         hit = rng.random(n) < np.exp(-prefactor * S**-alpha)
         ranks = np.where(hit, 1, rng.integers(2, 30, n))
-        runs.append(
-            metrics.Run("fam", f"m{i}", "c", S, TokenStats.from_ranks(ranks, 64, doc=np.arange(n) // 100))
-        )
+        runs.append(Run("fam", f"m{i}", "c", S, TokenStats.from_ranks(ranks, 64, doc=np.arange(n) // 100)))
     return runs
 
 

@@ -3,7 +3,8 @@
 import numpy as np
 from helpers.factories import SIZES
 
-from rbplab.analysis import fit, fit_bootstrap, metrics
+from rbplab.analysis import fit, metrics
+from rbplab.core.runs import Run
 from rbplab.core.stats import TokenStats
 
 
@@ -18,15 +19,13 @@ def synthetic_runs(rng, alpha=0.1, prefactor=8.0, doc_spread=1.0, n_docs=40, per
         hit = rng.random(len(doc)) < 1 / (1 + np.exp(-logit))
         ranks = np.where(hit, 1, rng.integers(2, 50, len(doc)))
         nll = np.where(hit, 0.5, 4.0) - 0.1 * np.log10(S)
-        runs.append(
-            metrics.Run("fam", f"m{i}", "corp", S, TokenStats.from_ranks(ranks, 100, doc=doc, nll=nll))
-        )
+        runs.append(Run("fam", f"m{i}", "corp", S, TokenStats.from_ranks(ranks, 100, doc=doc, nll=nll)))
     return runs
 
 
 def test_bootstrap_fits_match_point_fits_and_pair_documents():
     runs = synthetic_runs(np.random.default_rng(11))
-    boot = fit_bootstrap.bootstrap_fits(runs, ks=[1, 10], n_boot=200, seed=0)
+    boot = fit.bootstrap_fits(runs, ks=[1, 10], n_boot=200, seed=0)
     assert set(boot["metric"]) == {"rbp", "ce", "mean_p"} and len(boot) == 4
     point = fit.scaling_fits(metrics.metrics_table(runs, ks=[1, 10]))
     merged = boot.merge(point, on=["family", "corpus", "ties", "metric", "k"], suffixes=("", "_ols"))
@@ -34,7 +33,7 @@ def test_bootstrap_fits_match_point_fits_and_pair_documents():
     np.testing.assert_allclose(merged["r2"], merged["r2_ols"], rtol=1e-10)
     row = boot[(boot["metric"] == "rbp") & (boot["k"] == 1)].iloc[0]
     assert row["alpha_boot_low"] < row["alpha"] < row["alpha_boot_high"] and row["n_boot_valid"] == 200
-    indep = fit_bootstrap.bootstrap_fits(runs, ks=[1], n_boot=200, seed=0, share_documents=False)
+    indep = fit.bootstrap_fits(runs, ks=[1], n_boot=200, seed=0, share_documents=False)
     indep_se = indep[indep["metric"] == "rbp"].iloc[0]["alpha_boot_se"]
     # A document's difficulty moves every model alike: paired resamples cancel it in the slope.
     assert row["alpha_boot_se"] < 0.7 * indep_se
@@ -54,7 +53,7 @@ def test_bootstrap_se_matches_sampling_error_of_alpha():
     alphas, ses = [], []
     for _ in range(40):
         runs = synthetic_runs(rng, doc_spread=0.8, n_docs=30, per_doc=40)
-        b = fit_bootstrap.bootstrap_fits(runs, ks=[1], n_boot=100, seed=int(rng.integers(1000)))
+        b = fit.bootstrap_fits(runs, ks=[1], n_boot=100, seed=int(rng.integers(1000)))
         row = b[b["metric"] == "rbp"].iloc[0]
         alphas.append(row["alpha"])
         ses.append(row["alpha_boot_se"])

@@ -6,6 +6,7 @@ import pytest
 
 from rbplab.analysis import fit, ksweep, metrics
 from rbplab.analysis.lognormal import sample_lognormal_ranks
+from rbplab.core.runs import Run
 from rbplab.core.stats import TokenStats
 
 
@@ -32,7 +33,7 @@ def make_runs(families=(("a", 600), ("b", 500)), sizes=(1e6, 1e7, 1e8, 1e9), n=8
         for i, S in enumerate(sizes):
             ranks = sample_lognormal_ranks(2.0 - 0.25 * np.log(S / sizes[0]), 1.5, vocab, n, seed=i)
             stats = TokenStats.from_ranks(ranks, vocab, doc=np.arange(n) // 200)
-            runs.append(metrics.Run(fam, f"{fam}{i}", "c", S, stats))
+            runs.append(Run(fam, f"{fam}{i}", "c", S, stats))
     return runs
 
 
@@ -64,7 +65,7 @@ def test_k_sweep_from_runs_and_from_table():
 
 def test_k_sweep_drops_thresholds_beyond_the_smallest_vocabulary():
     runs = make_runs(families=(("a", 600),))
-    small_vocab = metrics.Run("a", "a9", "c", 1e10, TokenStats.from_ranks([1, 2, 3, 100], 150))
+    small_vocab = Run("a", "a9", "c", 1e10, TokenStats.from_ranks([1, 2, 3, 100], 150))
     sweep = ksweep.k_sweep(runs + [small_vocab], ks=[1, 10, 120, 149, 400])
     assert sweep["k"].tolist() == [1, 10, 120, 149] and np.all(sweep["vocab_size"] == 150)
 

@@ -7,6 +7,7 @@ from scipy.stats import norm
 
 from rbplab.analysis import lognormal as ln
 from rbplab.analysis import metrics
+from rbplab.core import TIES
 from rbplab.core.stats import TokenStats
 
 V = 50_000
@@ -58,7 +59,7 @@ def test_inputs_and_ties():
     g = np.array([0, 0, 3, 5, 10])
     e = np.array([1, 3, 1, 2, 1])
     stats = TokenStats(np.zeros(5, int), np.arange(5), g, e, np.zeros(5), 20)
-    for ties in metrics.TIES:
+    for ties in TIES:
         a = ln.fit_lognormal(stats, ties)
         b = ln.fit_lognormal(metrics.rank_histogram(stats, ties))
         c = ln.fit_lognormal(metrics.rbp_curve(stats, ties))

@@ -8,7 +8,7 @@ from scipy.stats import norm
 
 from rbplab.analysis import lognormal as ln
 from rbplab.analysis import lognormal_theory as lt
-from rbplab.analysis import metrics
+from rbplab.core.runs import Run
 from rbplab.core.stats import TokenStats
 
 
@@ -59,7 +59,7 @@ def lognormal_runs(sizes=(1e6, 1e7, 1e8, 1e9), vocab=2000, n=30_000, slope=-0.3,
         mu = 2.0 + slope * np.log(S / sizes[0])
         ranks = ln.sample_lognormal_ranks(mu, sigma, vocab, n, seed=i)
         nll = 0.2 + 0.8 * np.log(ranks)
-        runs.append(metrics.Run("fam", f"m{i}", "corp", S, TokenStats.from_ranks(ranks, vocab, nll=nll)))
+        runs.append(Run("fam", f"m{i}", "corp", S, TokenStats.from_ranks(ranks, vocab, nll=nll)))
     return runs
 
 

@@ -6,6 +6,8 @@ import pytest
 from helpers.factories import random_stats
 
 from rbplab.analysis import metrics
+from rbplab.core import TIES
+from rbplab.core.runs import Run, as_runs
 from rbplab.core.stats import TokenStats
 
 
@@ -43,9 +45,7 @@ def test_constructed_ties():
 
 
 def test_tie_conventions_are_ordered():
-    curves = {
-        t: metrics.rbp_curve(random_stats(np.random.default_rng(2)), t).cumulative for t in metrics.TIES
-    }
+    curves = {t: metrics.rbp_curve(random_stats(np.random.default_rng(2)), t).cumulative for t in TIES}
     assert np.all(curves["optimistic"] >= curves["expected"] - 1e-9)
     assert np.all(curves["expected"] >= curves["pessimistic"] - 1e-9)
     assert np.any(curves["optimistic"] > curves["pessimistic"])
@@ -53,7 +53,7 @@ def test_tie_conventions_are_ordered():
 
 def test_untied_conventions_agree():
     stats = TokenStats.from_ranks(np.random.default_rng(3).integers(1, 50, 500), 50)
-    a = [metrics.rbp_curve(stats, t).cumulative for t in metrics.TIES]
+    a = [metrics.rbp_curve(stats, t).cumulative for t in TIES]
     np.testing.assert_array_equal(a[0], a[1])
     np.testing.assert_array_equal(a[0], a[2])
 
@@ -89,7 +89,7 @@ def test_summary_metrics():
 def test_metrics_table_and_runs():
     rng = np.random.default_rng(9)
     runs = [
-        metrics.Run("fam", f"m{i}", "c", 10.0**i, TokenStats.from_ranks(rng.integers(1, 30, 100), 40))
+        Run("fam", f"m{i}", "c", 10.0**i, TokenStats.from_ranks(rng.integers(1, 30, 100), 40))
         for i in range(1, 4)
     ]
     table = metrics.metrics_table(runs, ks=[1, 10])
@@ -100,9 +100,9 @@ def test_metrics_table_and_runs():
     mapping = {r.model: (r.S, r.stats) for r in runs}
     assert metrics.metrics_table(mapping, ks=[1])["family"].eq("default").all()
     with pytest.raises(ValueError, match="once"):
-        metrics.as_runs(runs + runs[:1])
+        as_runs(runs + runs[:1])
     with pytest.raises(ValueError, match="positive"):
-        metrics.as_runs([metrics.Run("f", "m", "c", -1.0, runs[0].stats)])
+        as_runs([Run("f", "m", "c", -1.0, runs[0].stats)])
 
 
 def test_k_grids():

@@ -13,10 +13,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rbplab.cli import main as cli
+from rbplab.cli import app as cli
 from rbplab.store import files as cache_location
-from rbplab.store.cache import CacheEntry
-from rbplab.store.cache_admin import list_entries
+from rbplab.store.cache import CacheEntry, list_entries
+from rbplab.store.paths import registry_path
 
 SPEC = {"model": {"name": "tiny/model"}, "corpus": {"name": "toy"}}
 
@@ -171,7 +171,7 @@ def test_subcommands_can_be_registered(capsys, monkeypatch):
 def test_console_script_in_subprocess(tmp_path):
     env_cache = {"RBPLAB_CACHE": str(tmp_path)}
     ok = subprocess.run(
-        [sys.executable, "-m", "rbplab.cli.main", "families", "pythia"],
+        [sys.executable, "-m", "rbplab", "families", "pythia"],
         capture_output=True,
         text=True,
         env={**_env(), **env_cache},
@@ -179,7 +179,7 @@ def test_console_script_in_subprocess(tmp_path):
     )
     assert ok.returncode == 0 and "pythia-12b" in ok.stdout
     bad = subprocess.run(
-        [sys.executable, "-m", "rbplab.cli.main", "extract", "-m", "nope", "-c", "wikipedia"],
+        [sys.executable, "-m", "rbplab", "extract", "-m", "nope", "-c", "wikipedia"],
         capture_output=True,
         text=True,
         env={**_env(), **env_cache},
@@ -203,7 +203,7 @@ def tiny_repo(tmp_path_factory, gpt2_dir):
     64 positions), plus a small corpus."""
     data = tmp_path_factory.mktemp("repo") / "data"
     shutil.copytree(gpt2_dir, data / "models" / "micro-t")
-    families = pd.read_csv(Path(__file__).resolve().parents[2] / "data" / "families.csv")
+    families = pd.read_csv(registry_path())
     row = {
         **families.iloc[0].to_dict(),
         "family": "micro",

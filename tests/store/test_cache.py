@@ -19,8 +19,8 @@ from rbplab.store.cache import (
     CacheEntry,
     CacheError,
     cache_key,
+    remove_entries,
 )
-from rbplab.store.cache_admin import remove_entries
 
 
 def test_key_is_canonical_and_versioned(monkeypatch):

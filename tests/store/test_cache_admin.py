@@ -7,9 +7,8 @@ from pathlib import Path
 import pytest
 from helpers.factories import SPEC, complete_entry, shard_frame
 
-from rbplab.store import cache_admin
-from rbplab.store.cache import CacheEntry, CacheError
-from rbplab.store.cache_admin import list_entries, remove_entries
+from rbplab.store import cache as cache_admin
+from rbplab.store.cache import CacheEntry, CacheError, list_entries, remove_entries
 
 
 def test_list_and_remove(tmp_path):

@@ -10,7 +10,7 @@ import datasets
 import pytest
 
 from rbplab.store.corpora import HUB_CORPORA, Corpus, CorpusError, Document, list_corpora, load_corpus
-from rbplab.store.registry import data_dir
+from rbplab.store.paths import data_dir
 
 
 def write_jsonl(path, rows, compress=False):

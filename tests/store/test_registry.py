@@ -1,4 +1,4 @@
-"""Model registry (data/families.csv) and its generator."""
+"""Model registry (rbplab/store/families.csv) and its generator."""
 
 from __future__ import annotations
 
@@ -132,7 +132,10 @@ def test_local_models_in_csv_resolve_to_absolute_paths(fake_data):
 
 
 def test_missing_registry_is_a_clear_error(tmp_path, monkeypatch):
+    # The registry is package data; a data folder without a families.csv of its own uses it.
     monkeypatch.setenv("RBPLAB_DATA", str(tmp_path))
+    assert registry.registry_path() != tmp_path / "families.csv" and len(families()) > 0
+    monkeypatch.setattr(registry, "registry_path", lambda: tmp_path / "missing" / "families.csv")
     with pytest.raises(FileNotFoundError, match="build_registry"):
         families()
     bad = tmp_path / "families.csv"

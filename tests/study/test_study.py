@@ -7,10 +7,9 @@ import pandas as pd
 import pytest
 
 from rbplab.analysis import fit
-from rbplab.analysis.metrics import Run
+from rbplab.core.runs import Run
 from rbplab.core.stats import TokenStats
-from rbplab.study.study import Study, load_study
-from rbplab.study.synthetic import synthetic_study
+from rbplab.study import Study, load_study, synthetic_study
 
 SIZES = (1e4, 1e5, 1e6, 1e7)
 ALPHA, A = 0.15, 3.0
@@ -167,7 +166,8 @@ def test_load_study_reads_through_the_extraction_cache(
 ) -> None:
     """The real path: registry family -> extract (first call) -> cache -> TokenStats (later calls)."""
     from rbplab.extraction import pipeline as extract
-    from rbplab.store import cache_admin, registry
+    from rbplab.store import cache as cache_admin
+    from rbplab.store import registry
 
     members = pd.DataFrame(
         {

@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rbplab.study.study import Study
-from rbplab.study.synthetic import synthetic_study
-from rbplab.viz import plots_emergence
+from rbplab.study import Study, synthetic_study
+from rbplab.viz import plots
 
 
 @pytest.fixture(scope="module")
@@ -17,8 +16,8 @@ def study() -> Study:
 
 def test_emergence_grid(study: Study) -> None:
     em = study.emergence([1, 10], [1, 4, 8])
-    fig = plots_emergence.emergence(em)
+    fig = plots.emergence(em)
     assert len(fig.layout.annotations) == 2 * 2  # corpora x ks
     assert len(fig.data) == 2 * 2 * 3 * 3  # panels x N x (empirical, RBP^N, fitted)
-    lin = plots_emergence.emergence_linearised(em)
+    lin = plots.emergence_linearised(em)
     assert all(np.all(np.isfinite(t.y)) for t in lin.data if t.mode == "markers")

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rbplab.study.study import Study
-from rbplab.study.synthetic import synthetic_study
-from rbplab.viz import plots_theory
+from rbplab.study import Study, synthetic_study
+from rbplab.viz import plots
 
 
 @pytest.fixture(scope="module")
@@ -17,7 +16,7 @@ def study() -> Study:
 def test_rank_distribution_drops_empty_bins(study: Study) -> None:
     pmf = study.rank_pmf("a")
     pmf.loc[pmf.index[2], "empirical"] = 0.0  # rank 3 of synthetic-0
-    fig = plots_theory.rank_distribution(pmf)
+    fig = plots.rank_distribution(pmf)
     n_models = pmf["model"].nunique()
     assert len(fig.data) == 2 * n_models
     first = pmf[pmf["model"] == "synthetic-0"]
@@ -28,9 +27,9 @@ def test_rank_distribution_drops_empty_bins(study: Study) -> None:
 
 def test_lognormal_and_ce_figures(study: Study) -> None:
     ln = study.lognormal()
-    fig = plots_theory.lognormal_params(ln)
+    fig = plots.lognormal_params(ln)
     assert len(fig.data) == 3 * 2
-    ce = plots_theory.ce_vs_rbp(study.ce_comparison(n_grid=6))
+    ce = plots.ce_vs_rbp(study.ce_comparison(n_grid=6))
     assert {t.xaxis for t in ce.data} == {"x", "x2"}
     right = [t for t in ce.data if t.xaxis == "x2"]
     assert all(len(t.x) == 6 for t in right)

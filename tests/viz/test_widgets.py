@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rbplab.study.study import Study
-from rbplab.study.synthetic import synthetic_study
+from rbplab.study import Study, synthetic_study
 from rbplab.viz import widgets
 
 

@@ -93,8 +93,7 @@ def _configure_cache(p: argparse.ArgumentParser) -> None:
 
 
 def _run_cache(args: argparse.Namespace) -> int:
-    from rbplab.store.cache import CacheCorruptedError, CacheEntry
-    from rbplab.store.cache_admin import list_entries, remove_entries
+    from rbplab.store.cache import CacheCorruptedError, CacheEntry, list_entries, remove_entries
     from rbplab.store.files import cache_root
 
     root = cache_root(args.cache_dir)
@@ -243,7 +242,7 @@ def _configure_fit(p: argparse.ArgumentParser) -> None:
 
 
 def _run_fit(args: argparse.Namespace) -> int:
-    from rbplab.study.study import load_study
+    from rbplab.study import load_study
 
     study = load_study(args.family, args.corpus, max_tokens=args.max_tokens, cache_dir=args.cache_dir)
     _print_table(study.fit_table(args.k), args.format)

@@ -1,0 +1,93 @@
+"""Where a model comes from: what the user named (`ModelSpec`) and where it loads from (`Source`).
+
+A name is a registered short name, a local Hugging Face directory, a .gguf file (or a directory
+holding one), or an ``org/name`` hub id. Nothing here reads a config or a weight.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+
+class ModelLoadError(ValueError):
+    """A model that cannot be loaded as asked; the message says what to pass instead."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name_or_path: str  # hub id, registered short name, local HF dir, or a .gguf file path
+    revision: str | None = None  # hub revision (e.g. "step143000")
+    gguf_file: str | None = None  # GGUF file name inside name_or_path dir (or name_or_path is the file)
+    tokenizer: str | None = None  # tokenizer source override (required for GGUF without tokenizer)
+    dtype: str = "auto"  # "auto" | "float32" | "bfloat16" | "float16"
+    device: str = "auto"  # "auto" (cuda > mps > cpu) | explicit
+    device_map: str | None = None  # e.g. "auto" for models larger than one GPU
+
+
+def as_spec(model: ModelSpec | str | Path, **overrides: Any) -> ModelSpec:
+    """A ModelSpec from a spec or a name/path; `overrides` (non-None values) replace fields."""
+    spec = model if isinstance(model, ModelSpec) else ModelSpec(str(model))
+    changes = {k: v for k, v in overrides.items() if v is not None}
+    return replace(spec, **changes) if changes else spec
+
+
+@dataclass(frozen=True)
+class Source:
+    location: str  # hub id or absolute directory path
+    gguf_file: str | None  # file name inside location
+    local: bool
+
+
+def resolve_source(spec: ModelSpec) -> Source:
+    """Map a user-given model name to a loadable location (registry names, paths, GGUF files, hub ids)."""
+    name = spec.name_or_path
+    path = Path(name).expanduser()
+    if not path.exists():
+        name = _registry_resolve(name)
+        path = Path(name).expanduser()
+    if path.is_file():
+        if path.suffix != ".gguf":
+            raise ModelLoadError(
+                f"{path} is a file but not a .gguf file; pass a GGUF file, a model directory or a hub id"
+            )
+        if spec.gguf_file and spec.gguf_file != path.name:
+            raise ModelLoadError(f"gguf_file={spec.gguf_file!r} contradicts the GGUF path {path}")
+        return Source(str(path.resolve().parent), path.name, True)
+    if path.is_dir():
+        directory = path.resolve()
+        if spec.gguf_file:
+            if not (directory / spec.gguf_file).is_file():
+                raise ModelLoadError(f"GGUF file {spec.gguf_file!r} not found in {directory}")
+            return Source(str(directory), spec.gguf_file, True)
+        if (directory / "config.json").is_file():
+            return Source(str(directory), None, True)
+        ggufs = sorted(p.name for p in directory.glob("*.gguf"))
+        if len(ggufs) == 1:
+            return Source(str(directory), ggufs[0], True)
+        if ggufs:
+            raise ModelLoadError(
+                f"{directory} holds several GGUF files {ggufs}; choose one with gguf_file=..."
+            )
+        raise ModelLoadError(
+            f"{directory} is not a model directory: it has no config.json and no .gguf file "
+            "(expected a Hugging Face model directory saved with save_pretrained, or a GGUF file)"
+        )
+    return Source(name, spec.gguf_file, False)
+
+
+def _registry_resolve(name: str) -> str:
+    from rbplab.store import registry
+
+    try:
+        return registry.resolve_model(name)
+    except registry.UnknownModelError as err:
+        try:
+            families = ", ".join(registry.family_names())
+        except (OSError, ValueError):
+            families = "(registry unavailable)"
+        raise registry.UnknownModelError(
+            f"{err}. Known families: {families} (rbplab families lists their members). "
+            "A model is a registered name, a local model directory, a .gguf file or an 'org/name' hub id."
+        ) from None

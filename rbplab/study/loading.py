@@ -1,0 +1,102 @@
+"""Loading a `Study` through the extraction cache: every model of some families on some corpora.
+
+A cache hit only reads parquet; missing runs are extracted first (`rbplab.extraction`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import pandas as pd
+
+from rbplab.core.runs import Run
+from rbplab.core.stats import check_ties
+from rbplab.store.corpora import Corpus
+from rbplab.study.study import Study, as_list
+from rbplab.study.synthetic import SYNTHETIC, synthetic_study
+
+
+def default_corpora() -> list[str]:
+    """The corpora bundled in data/corpora (the offline default)."""
+    from rbplab.store.corpora import list_corpora
+
+    table = list_corpora()
+    return table.loc[table["origin"] == "bundled", "name"].tolist()
+
+
+def _corpus_label(spec: object) -> str:
+    # Corpus objects carry a name; bundled and hub names stay as they are; a path is labelled by its stem.
+    if hasattr(spec, "documents"):
+        return str(spec.name)
+    spec = str(spec)
+    if spec.startswith("hub:") or "/" not in spec and not spec.endswith((".jsonl", ".gz", ".txt")):
+        return spec
+    return Path(spec).name.split(".")[0]
+
+
+def load_study(
+    families: str | Iterable[str] = "micro",
+    corpora: str | Corpus | Iterable[str | Corpus] | None = None,
+    *,
+    models: Iterable[str] | None = None,
+    max_tokens: int | None = None,
+    cache_dir: str | Path | None = None,
+    context_length: int | None = None,
+    ties: str = "pessimistic",
+    level: float = 0.95,
+    progress: bool | Callable[[str], None] = False,
+    **extract_options: object,
+) -> Study:
+    """Rank statistics of every model of `families` on every corpus, through the cache.
+
+    families: registry family names (`rbplab families`); models: optional subset of their
+    short names; corpora: bundled names, ``hub:<name>`` or paths (default: every bundled
+    corpus). Runs missing from the cache are extracted (`rbplab.extraction.pipeline.load_stats`),
+    so the first call may run models; later calls only read parquet. `progress` may be True
+    (extraction progress bars) or a callable receiving one line per run.
+
+    The family name "synthetic" (`SYNTHETIC`) stands for `rbplab.study.synthetic.synthetic_study()`:
+    made-up models on made-up corpora, to try every notebook and widget without running a model.
+    """
+    check_ties(ties)
+    fams = as_list(families) or []
+    if not fams:
+        raise ValueError("give at least one model family, e.g. 'micro'")
+    if SYNTHETIC in fams:
+        if fams != [SYNTHETIC]:
+            raise ValueError(f"the {SYNTHETIC!r} family cannot be mixed with real families {fams}")
+        kwargs = {"corpora": as_list(corpora)} if corpora is not None else {}
+        return synthetic_study(**kwargs, n_tokens=max_tokens or 20_000, ties=ties)
+    from rbplab.extraction.pipeline import load_stats
+    from rbplab.store import registry
+
+    corpus_specs = as_list(corpora) or default_corpora()
+    if not corpus_specs:
+        raise ValueError("no corpora given and none bundled in data/corpora")
+    members = pd.concat([registry.family_models(f) for f in fams], ignore_index=True)
+    if models is not None:
+        wanted = set(as_list(models))
+        unknown = sorted(wanted - set(members["model"]))
+        if unknown:
+            raise ValueError(
+                f"models {unknown} are not in families {fams}; members: {list(members['model'])}"
+            )
+        members = members[members["model"].isin(wanted)]
+    say = progress if callable(progress) else None
+    runs = []
+    for spec in corpus_specs:
+        for row in members.itertuples():
+            if say:
+                say(f"{row.family}/{row.model} on {_corpus_label(spec)}")
+            stats = load_stats(
+                registry.resolve_source(row.source),
+                spec,
+                max_tokens=max_tokens,
+                cache_dir=cache_dir,
+                context_length=context_length,
+                progress=progress is True,
+                **extract_options,
+            )
+            runs.append(Run(row.family, row.model, _corpus_label(spec), float(row.S), stats))
+    return Study(runs, ties=ties, level=level)

@@ -1,0 +1,120 @@
+"""`pip install .` (not editable) gives a package that works outside a clone.
+
+The wheel is built from this checkout and installed with --no-deps into a fresh virtualenv in a
+temporary folder; the dependencies come from the running environment through a path entry (so
+the test needs no network and no second copy of torch), never rbplab itself. Commands then run
+from a folder outside the repository, without RBPLAB_DATA.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> dict:
+    work = tmp_path_factory.mktemp("wheel")
+    build = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(work),
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert build.returncode == 0, build.stderr[-3000:]
+    wheel = next(work.glob("rbplab-*.whl"))
+    venv = work / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    # Dependencies from this environment; rbplab's own editable hook is a .pth file there, which a
+    # plain path entry does not run, so only the wheel's copy of rbplab is importable.
+    Path(site, "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", str(wheel)],
+        check=True,
+        timeout=300,
+        capture_output=True,
+    )
+    outside = work / "elsewhere"
+    outside.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("RBPLAB_DATA", "PYTHONPATH")}
+    return {"wheel": wheel, "bin": venv / "bin", "cwd": outside, "env": env}
+
+
+def run(installed: dict, *argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(installed["bin"] / argv[0]), *argv[1:]],
+        cwd=installed["cwd"],
+        env=installed["env"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_wheel_carries_registry_and_notebooks(installed):
+    names = zipfile.ZipFile(installed["wheel"]).namelist()
+    assert "rbplab/store/families.csv" in names
+    assert {f"rbplab/notebooks/{p.name}" for p in (ROOT / "notebooks").glob("*.ipynb")} <= set(names)
+    assert not any(n.startswith(("data/", "rbplab/data/")) for n in names)  # the bundled data stays out
+
+
+def test_installed_package_is_the_wheel_not_the_checkout(installed):
+    proc = run(installed, "python", "-c", "import rbplab; print(rbplab.__file__)")
+    assert proc.returncode == 0, proc.stderr
+    assert not proc.stdout.strip().startswith(str(ROOT)), proc.stdout
+
+
+def test_families_and_report_help_work_outside_a_clone(installed):
+    families = run(installed, "rbplab", "families")
+    assert families.returncode == 0, families.stderr
+    assert "pythia" in families.stdout and "micro" in families.stdout
+    helptext = run(installed, "rbplab", "report", "--help")
+    assert helptext.returncode == 0 and "--output-dir" in helptext.stdout, helptext.stderr
+    module = run(installed, "python", "-m", "rbplab", "families", "pythia")
+    assert module.returncode == 0 and "pythia-14m" in module.stdout, module.stderr
+
+
+def test_installed_notebooks_are_found(installed):
+    proc = run(
+        installed,
+        "python",
+        "-c",
+        "from rbplab.viz.report import list_notebooks; print(len(list_notebooks()))",
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert int(proc.stdout) == len(list((ROOT / "notebooks").glob("*.ipynb")))
+
+
+def test_missing_bundled_data_says_how_to_get_it(installed):
+    proc = run(installed, "rbplab", "extract", "-m", "micro-1-25K", "-c", "humaneval", "--no-progress")
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "RBPLAB_DATA" in lines[0] and "checkout" in lines[0], proc.stderr
+    listing = run(installed, "rbplab", "corpora")  # hub corpora are still listed
+    assert listing.returncode == 0 and "hub:wikipedia" in listing.stdout, listing.stderr
