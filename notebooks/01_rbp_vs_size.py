@@ -25,23 +25,27 @@
 # the law extrapolates to the largest model.
 
 # %%
-from rbplab.study import load_study
+from rbplab.study import load_study, synthetic_study
 from rbplab.viz import plots, report
 from rbplab.viz.widgets import ScalingView, show
 
 # %% tags=["parameters"]
-families = ["micro"]  # model families of data/families.csv (`rbplab families`)
+families = ["micro"]  # model families of the registry (`rbplab families`)
 models = None  # a subset of the model names of the families; None: all members
 corpora = None  # bundled names, "hub:<name>" or paths; None: every bundled corpus
 ks = [1, 10, 50, 100]  # thresholds: k 1 (greedy) and moderate k (top-k sampling)
-max_tokens = None  # tokens scored per model and corpus; None: the whole corpus
+settings = {}  # extraction settings (rbplab.core.ExtractionSettings fields), e.g. {"max_tokens": 2000}
+synthetic = False  # True: made-up models (rbplab.study.synthetic_study) instead of families; no model runs
 cache_dir = None  # None: $RBPLAB_CACHE or ~/.cache/rbplab
 output_dir = None  # folder for the tables as CSV (the report sets it); None: do not write
 ties = "pessimistic"  # rank convention: pessimistic (paper), optimistic (paper code) or expected
 n_boot = 200  # document-bootstrap replicates
 
 # %%
-study = load_study(families, corpora, models=models, max_tokens=max_tokens, cache_dir=cache_dir, ties=ties)
+if synthetic:
+    study = synthetic_study(ties=ties)
+else:
+    study = load_study(families, corpora, settings, models=models, cache_dir=cache_dir, ties=ties)
 report.save_table(study.summary(), "runs", output_dir)
 
 # %% [markdown]

@@ -23,15 +23,16 @@
 
 # %%
 from rbplab.analysis import ksweep
-from rbplab.study import load_study
+from rbplab.study import load_study, synthetic_study
 from rbplab.viz import plots, report
 from rbplab.viz.widgets import ScalingView, show
 
 # %% tags=["parameters"]
-families = ["micro"]  # model families of data/families.csv
+families = ["micro"]  # model families of the registry
 models = None  # a subset of the model names of the families; None: all members
 corpora = None  # bundled names, "hub:<name>" or paths; None: every bundled corpus
-max_tokens = None  # tokens scored per model and corpus; None: the whole corpus
+settings = {}  # extraction settings (rbplab.core.ExtractionSettings fields), e.g. {"max_tokens": 2000}
+synthetic = False  # True: made-up models (rbplab.study.synthetic_study) instead of families; no model runs
 cache_dir = None  # None: $RBPLAB_CACHE or ~/.cache/rbplab
 output_dir = None  # folder for the tables as CSV (the report sets it); None: do not write
 ks = None  # thresholds of the sweep; None: 8 per decade from 1 up to |V|, plus the paper values
@@ -40,7 +41,10 @@ large_fractions = [0.4, 0.6]  # k near |V| as fractions of |V| (paper: 20k and 3
 n_boot = 0  # document-bootstrap replicates for α(k) and R²(k); 0: OLS intervals only
 
 # %%
-study = load_study(families, corpora, models=models, max_tokens=max_tokens, cache_dir=cache_dir, ties=ties)
+if synthetic:
+    study = synthetic_study(ties=ties)
+else:
+    study = load_study(families, corpora, settings, models=models, cache_dir=cache_dir, ties=ties)
 
 # %% [markdown]
 # ## Figure 6: fit quality and exponent as functions of k

@@ -24,21 +24,25 @@
 # μ/σ against S, and compares the measured scaling with the theory's.
 
 # %%
-from rbplab.study import load_study
+from rbplab.study import load_study, synthetic_study
 from rbplab.viz import plots, report
 from rbplab.viz.widgets import RankDistributionView, show
 
 # %% tags=["parameters"]
-families = ["micro"]  # model families of data/families.csv
+families = ["micro"]  # model families of the registry
 models = None  # a subset of the model names of the families; None: all members
 corpora = None  # bundled names, "hub:<name>" or paths; None: every bundled corpus
-max_tokens = None  # tokens scored per model and corpus; None: the whole corpus
+settings = {}  # extraction settings (rbplab.core.ExtractionSettings fields), e.g. {"max_tokens": 2000}
+synthetic = False  # True: made-up models (rbplab.study.synthetic_study) instead of families; no model runs
 cache_dir = None  # None: $RBPLAB_CACHE or ~/.cache/rbplab
 output_dir = None  # folder for the tables as CSV (the report sets it); None: do not write
 ties = "pessimistic"  # rank convention: pessimistic (paper), optimistic (paper code) or expected
 
 # %%
-study = load_study(families, corpora, models=models, max_tokens=max_tokens, cache_dir=cache_dir, ties=ties)
+if synthetic:
+    study = synthetic_study(ties=ties)
+else:
+    study = load_study(families, corpora, settings, models=models, cache_dir=cache_dir, ties=ties)
 
 # %% [markdown]
 # ## Fits per model and corpus

@@ -18,39 +18,35 @@
 # # 5 · Extraction: fill or refresh the rank cache
 #
 # Every other notebook reads per-token rank statistics from the cache. This one runs
-# `rbplab extract` (the same function as the command line) for a set of models and corpora: entries
+# `rbplab.extraction.extract_many` (what `rbplab extract` runs) for models and corpora: entries
 # already in the cache are reused without running a model, interrupted ones resume from their
 # finished shards, so running it again after an interruption or after adding models or corpora
 # refreshes the cache with only the missing work. `rbplab cache rm KEY` drops an entry to recompute it.
 
 # %%
-from rbplab.cli import app as cli
-from rbplab.store.cache import list_entries
+from rbplab.extraction import extract_many
+from rbplab.store import family_models, list_entries
 from rbplab.study import default_corpora
 from rbplab.viz import report
 
 # %% tags=["parameters"]
-families = ["micro"]  # model families of data/families.csv
+families = ["micro"]  # model families of the registry (`rbplab families`)
 models = None  # model names, hub ids or paths instead of whole families; None: use families
 corpora = None  # bundled names, "hub:<name>" or paths; None: every bundled corpus
-max_tokens = None  # tokens scored per model and corpus; None: the whole corpus
+settings = {}  # extraction settings (rbplab.core.ExtractionSettings fields), e.g. {"max_tokens": 2000}
 cache_dir = None  # None: $RBPLAB_CACHE or ~/.cache/rbplab
 output_dir = None  # folder for the tables as CSV (the report sets it); None: do not write
 progress = True  # progress bars with tokens/s
 
 # %%
-corpus_specs = corpora or default_corpora()
-args = ["extract", "--corpus", *corpus_specs]
-args += ["--model", *models] if models else ["--family", *families]
-args += ["--max-tokens", str(max_tokens)] if max_tokens else []
-args += ["--cache-dir", cache_dir] if cache_dir else []
-args += [] if progress else ["--no-progress"]
+model_names = models or [name for family in families for name in family_models(family)["model"]]
 before = list_entries(cache_dir)
 
 # %%
-status = cli.main(args)
-if status != 0:
-    raise RuntimeError(f"`rbplab {' '.join(args)}` failed with status {status}; see the message above")
+runs = extract_many(
+    model_names, corpora or default_corpora(), settings, cache_dir=cache_dir, progress=progress
+)
+report.save_table(runs, "runs", output_dir)
 
 # %% [markdown]
 # ## The cache after the run

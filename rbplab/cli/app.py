@@ -14,7 +14,13 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rbplab.cli.extract_command import configure_extract, positive_int, run_extract
+from rbplab.cli.extract_command import (
+    add_settings_arguments,
+    configure_extract,
+    positive_int,
+    run_extract,
+    settings_from_args,
+)
 
 # Errors a user can cause and fix; anything else is a bug and keeps its traceback.
 USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, LookupError, OSError, ImportError, RuntimeError)
@@ -227,10 +233,10 @@ register("size", "non-embedding parameter count S of a model", _configure_size, 
 def _configure_study(p: argparse.ArgumentParser) -> None:
     p.add_argument("--family", "-f", nargs="+", default=["micro"], help="registry families (default: micro)")
     p.add_argument("--corpus", "-c", nargs="+", default=None, help="corpora (default: every bundled corpus)")
-    p.add_argument("--max-tokens", type=positive_int, default=None, help="tokens scored per model and corpus")
     p.add_argument(
         "--cache-dir", default=None, help="cache location (default $RBPLAB_CACHE or ~/.cache/rbplab)"
     )
+    add_settings_arguments(p)
 
 
 def _configure_fit(p: argparse.ArgumentParser) -> None:
@@ -244,7 +250,7 @@ def _configure_fit(p: argparse.ArgumentParser) -> None:
 def _run_fit(args: argparse.Namespace) -> int:
     from rbplab.study import load_study
 
-    study = load_study(args.family, args.corpus, max_tokens=args.max_tokens, cache_dir=args.cache_dir)
+    study = load_study(args.family, args.corpus, settings_from_args(args), cache_dir=args.cache_dir)
     _print_table(study.fit_table(args.k), args.format)
     return 0
 
@@ -263,7 +269,7 @@ def _run_report(args: argparse.Namespace) -> int:
         args.corpus,
         output_dir=args.output_dir,
         notebooks=args.notebook,
-        max_tokens=args.max_tokens,
+        settings=settings_from_args(args),
         cache_dir=args.cache_dir,
     )
     return 0 if results["ok"].all() else 1
@@ -283,7 +289,7 @@ def _run_demo(args: argparse.Namespace) -> int:
         args.corpus,
         output_dir=args.output_dir,
         cache_dir=args.cache_dir,
-        max_tokens=args.max_tokens,
+        settings=settings_from_args(args),
         notebooks=not args.no_notebooks,
     )
     return 0

@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 import transformers
 
+from rbplab.core.settings import ExtractionSettings
 from rbplab.store.files import cache_root
 from rbplab.study import load_study
 from rbplab.viz.report import run_report
@@ -25,7 +26,7 @@ def run_demo(
     *,
     output_dir: str | Path = "reports",
     cache_dir: str | Path | None = None,
-    max_tokens: int | None = None,
+    settings: ExtractionSettings | None = None,
     notebooks: bool = True,
 ) -> pd.DataFrame:
     """Extract `family` on `corpora` (default: every bundled corpus), print RBP_k, alpha and R²
@@ -35,7 +36,7 @@ def run_demo(
     transformers.utils.logging.disable_progress_bar()
     root = cache_root(cache_dir)
     print(f"rbplab demo: family {family!r}, cache {root}")
-    study = load_study(family, corpora, cache_dir=root, max_tokens=max_tokens, progress=_say)
+    study = load_study(family, corpora, settings, cache_dir=root, progress=_say)
 
     summary = study.summary()
     points = study.points(DEMO_KS).pivot_table(index=["corpus", "model", "S"], columns="k", values="rbp")
@@ -63,7 +64,7 @@ def run_demo(
     per_model.to_csv(out / "per_model.csv", index=False)
     if notebooks:
         print()
-        results = run_report(family, corpora, output_dir=out, cache_dir=root, max_tokens=max_tokens)
+        results = run_report(family, corpora, output_dir=out, cache_dir=root, settings=settings)
         failed = results[~results["ok"]]
         if len(failed):
             print(f"{len(failed)} notebook(s) failed: {', '.join(failed['notebook'])}")

@@ -53,36 +53,37 @@ def configure_extract(p: argparse.ArgumentParser) -> None:
     model.add_argument("--revision", help="hub revision (branch, tag, commit) for every --model/--family")
     model.add_argument("--gguf-file", help="GGUF file name inside a model directory")
     model.add_argument("--tokenizer", help="tokenizer source (required for a GGUF file without one)")
-    model.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
-    model.add_argument(
-        "--device", default="auto", help="auto (cuda > mps > cpu), cpu, cuda, cuda:1, mps, ..."
-    )
-    model.add_argument("--device-map", help="e.g. auto, to spread a large model over several devices")
-    scoring = p.add_argument_group("scoring")
-    scoring.add_argument(
+    add_settings_arguments(p)
+    p.add_argument("--cache-dir", help="cache location (default $RBPLAB_CACHE or ~/.cache/rbplab)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def add_settings_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of `ExtractionSettings`, shared by every command that reads or fills the cache."""
+    g = p.add_argument_group("extraction settings (the same for extract, fit, report and demo)")
+    g.add_argument(
         "--context-length",
         type=positive_int,
         help="window length in tokens (default: the model's maximum, at most 2048)",
     )
-    scoring.add_argument(
+    g.add_argument(
         "--stride",
         type=positive_int,
         help="window step; < context length overlaps windows and scores only new tokens",
     )
-    scoring.add_argument(
-        "--bos", default="auto", choices=["auto", "always", "never"], help="BOS token policy"
+    g.add_argument("--bos", default="auto", choices=["auto", "always", "never"], help="BOS token policy")
+    g.add_argument(
+        "--max-tokens", type=positive_int, help="stop after scoring this many tokens per model and corpus"
     )
-    scoring.add_argument("--batch-size", type=positive_int, default=8)
-    scoring.add_argument(
-        "--max-tokens", type=positive_int, help="stop after scoring this many tokens per corpus"
-    )
-    scoring.add_argument(
+    g.add_argument(
         "--include-padded-vocab",
         action="store_true",
         help="rank over the padded output rows too (default: the tokenizer's vocabulary)",
     )
-    p.add_argument("--cache-dir", help="cache location (default $RBPLAB_CACHE or ~/.cache/rbplab)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    g.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
+    g.add_argument("--device", default="auto", help="auto (cuda > mps > cpu), cpu, cuda, cuda:1, mps, ...")
+    g.add_argument("--device-map", help="e.g. auto, to spread a large model over several devices")
+    g.add_argument("--batch-size", type=positive_int, default=8)
 
 
 def _models_to_run(args: argparse.Namespace) -> list[tuple[str, str]]:
@@ -118,47 +119,53 @@ def _check_context(label: str, source: str, context_length: int | None) -> None:
         )
 
 
+def settings_from_args(args: argparse.Namespace):
+    """The ExtractionSettings named by the command line's options (validated there)."""
+    from rbplab.core.settings import ExtractionSettings
+
+    return ExtractionSettings(
+        context_length=args.context_length,
+        stride=args.stride,
+        bos=args.bos,
+        max_tokens=args.max_tokens,
+        include_padded_vocab=args.include_padded_vocab,
+        dtype=args.dtype,
+        device=args.device,
+        device_map=args.device_map,
+        batch_size=args.batch_size,
+    )
+
+
 def run_extract(args: argparse.Namespace) -> int:
     from rbplab.store.corpora import load_corpus
     from rbplab.store.files import cache_root, check_writable
 
     # Everything that can be checked without torch is checked before any model is touched.
+    settings = settings_from_args(args)
     models = _models_to_run(args)
     corpora = [load_corpus(spec, max_documents=args.max_documents) for spec in args.corpus]
     for label, source in models:
         _check_context(label, source, args.context_length)
     root = check_writable(cache_root(args.cache_dir))
 
-    from rbplab.extraction import pipeline as extraction
-    from rbplab.extraction.models import ModelSpec
+    from rbplab.extraction.grid import extract_many
+    from rbplab.extraction.sources import ModelSpec
 
-    for label, source in models:
-        spec = ModelSpec(
-            name_or_path=source,
-            revision=args.revision,
-            gguf_file=args.gguf_file,
-            tokenizer=args.tokenizer,
-            dtype=args.dtype,
-            device=args.device,
-            device_map=args.device_map,
+    specs = {
+        label: ModelSpec(
+            name_or_path=source, revision=args.revision, gguf_file=args.gguf_file, tokenizer=args.tokenizer
         )
-        for corpus in corpora:
-            result = extraction.extract(
-                spec,
-                corpus,
-                context_length=args.context_length,
-                stride=args.stride,
-                bos=args.bos,
-                batch_size=args.batch_size,
-                max_tokens=args.max_tokens,
-                include_padded_vocab=args.include_padded_vocab,
-                cache_dir=root,
-                dtype=args.dtype,
-                device=args.device,
-                progress=not args.no_progress,
+        for label, source in models
+    }
+
+    def say(row: dict) -> None:
+        state = "cached" if row["from_cache"] else "extracted"
+        tokens = f"{row['n_tokens']} tokens"
+        print(
+            "\t".join(
+                str(c) for c in (row["model"], row["corpus"], tokens, state, row["key"][:12], row["path"])
             )
-            state = "cached" if result.from_cache else "extracted"
-            print(
-                f"{label}\t{corpus.name}\t{result.n_tokens} tokens\t{state}\t{result.key[:12]}\t{result.path}"
-            )
+        )
+
+    extract_many(specs, corpora, settings, cache_dir=root, progress=not args.no_progress, on_result=say)
     return 0

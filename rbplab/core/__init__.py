@@ -4,6 +4,17 @@ Everything else may import from here; this package imports nothing of rbplab's.
 """
 
 from rbplab.core.runs import Run, RunsLike, as_runs
+from rbplab.core.settings import ExtractionSettings, resolve_settings
 from rbplab.core.stats import TIES, Ties, TokenStats, check_ties
 
-__all__ = ["TIES", "Run", "RunsLike", "Ties", "TokenStats", "as_runs", "check_ties"]
+__all__ = [
+    "TIES",
+    "ExtractionSettings",
+    "Run",
+    "RunsLike",
+    "Ties",
+    "TokenStats",
+    "as_runs",
+    "check_ties",
+    "resolve_settings",
+]

@@ -5,6 +5,7 @@
 the exact counts from hidden states, and `pipeline` runs it all into cache entries.
 """
 
+from rbplab.extraction.grid import extract_many
 from rbplab.extraction.models import ModelInfo, describe_model, load_model
 from rbplab.extraction.pipeline import ExtractResult, extract, load_stats, plan_extraction
 from rbplab.extraction.ranks import rank_stats
@@ -17,6 +18,7 @@ __all__ = [
     "ModelSpec",
     "describe_model",
     "extract",
+    "extract_many",
     "load_model",
     "load_stats",
     "plan_extraction",

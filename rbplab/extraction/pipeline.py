@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from rbplab.core.settings import ExtractionSettings, resolve_settings
 from rbplab.core.stats import TokenStats
 from rbplab.extraction.models import (
     Described,
@@ -84,9 +85,16 @@ class Plan:
     policy: WindowPolicy
     bos: BosDecision
     vocab_size: int
-    include_padded_vocab: bool
-    max_tokens: int | None
+    settings: ExtractionSettings
     key_spec: dict
+
+    @property
+    def max_tokens(self) -> int | None:
+        return self.settings.max_tokens
+
+    @property
+    def include_padded_vocab(self) -> bool:
+        return self.settings.include_padded_vocab
 
 
 def model_label(described: Described) -> str:
@@ -108,24 +116,23 @@ def model_label(described: Described) -> str:
 def plan_extraction(
     model: ModelSpec | str,
     corpus: str | Path | Corpus,
-    *,
-    context_length: int | None = None,
-    stride: int | None = None,
-    bos: str = "auto",
-    max_tokens: int | None = None,
-    include_padded_vocab: bool = False,
-    dtype: str = "auto",
-    device: str = "auto",
+    settings: ExtractionSettings | None = None,
+    **overrides: Any,
 ) -> Plan:
-    """Resolve every setting and the cache key from config, tokenizer and corpus only."""
+    """Resolve every setting and the cache key from config, tokenizer and corpus only.
+    `overrides` are `ExtractionSettings` fields (e.g. max_tokens=2000)."""
+    settings = resolve_settings(settings, **overrides)
     spec = as_spec(
-        model, dtype=None if dtype == "auto" else dtype, device=None if device == "auto" else device
+        model,
+        dtype=None if settings.dtype == "auto" else settings.dtype,
+        device=None if settings.device == "auto" else settings.device,
+        device_map=settings.device_map,
     )
     described = describe_model(spec)
     info = described.info
     corpus = corpus if isinstance(corpus, Corpus) else load_corpus(corpus)
-    if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
-        raise ValueError(f"max_tokens must be a positive integer or None, got {max_tokens!r}")
+    context_length, stride, bos = settings.context_length, settings.stride, settings.bos
+    max_tokens, include_padded_vocab = settings.max_tokens, settings.include_padded_vocab
     limit = info.max_context
     if context_length is None:
         context_length = min(limit or DEFAULT_MAX_CONTEXT, DEFAULT_MAX_CONTEXT)
@@ -158,7 +165,7 @@ def plan_extraction(
         "softcap": info.softcap,
         "max_tokens": max_tokens,
     }
-    return Plan(described, corpus, policy, decision, vocab_size, include_padded_vocab, max_tokens, key_spec)
+    return Plan(described, corpus, policy, decision, vocab_size, settings, key_spec)
 
 
 def plan_windows(plan: Plan) -> list[Window]:
@@ -267,41 +274,22 @@ def _progress(total: int, initial: int, label: str, enabled: bool) -> Any:
 def extract(
     model: ModelSpec | str,
     corpus: str | Corpus,
+    settings: ExtractionSettings | None = None,
     *,
-    context_length: int | None = None,
-    stride: int | None = None,
-    bos: str = "auto",
-    batch_size: int = 8,
-    max_tokens: int | None = None,
-    include_padded_vocab: bool = False,
     cache_dir: str | Path | None = None,
-    dtype: str = "auto",
-    device: str = "auto",
     progress: bool = True,
+    **overrides: Any,
 ) -> ExtractResult:
     """Rank statistics of every scored token of `corpus` under `model`, cached.
 
     model: a ModelSpec, registered name, hub id, local directory or .gguf file.
-    corpus: a Corpus or anything rbplab.store.corpora.load_corpus accepts.
-    context_length: window length in tokens including a BOS (default: the model's limit, at most 2048).
-    stride: None for non-overlapping windows, else the advance of strided windows (only new tokens scored).
-    bos: "auto" (per tokenizer/family, recorded), "always" or "never".
-    max_tokens: score at most this many tokens (corpus order); None scores everything.
-    include_padded_vocab: rank over every output row instead of the tokenizer's vocabulary.
+    corpus: a Corpus or anything rbplab.store.load_corpus accepts.
+    settings: how to score (`rbplab.core.ExtractionSettings`: context length, stride, BOS,
+    max tokens, padded vocabulary, dtype, device, device map, batch size); `overrides` are its
+    fields given as keywords, e.g. extract(model, corpus, max_tokens=2000).
     """
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-    plan = plan_extraction(
-        model,
-        corpus,
-        context_length=context_length,
-        stride=stride,
-        bos=bos,
-        max_tokens=max_tokens,
-        include_padded_vocab=include_padded_vocab,
-        dtype=dtype,
-        device=device,
-    )
+    plan = plan_extraction(model, corpus, settings, **overrides)
+    batch_size = plan.settings.batch_size
     entry = CacheEntry(cache_dir, plan.key_spec)
     if entry.is_complete():
         manifest = entry.manifest()
@@ -365,15 +353,24 @@ def extract(
     return ExtractResult(entry.key, entry.path, int(manifest["n_tokens"]), False, manifest)
 
 
-def load_stats(model: ModelSpec | str, corpus: str | Corpus, **settings: Any) -> TokenStats:
+def load_stats(
+    model: ModelSpec | str,
+    corpus: str | Corpus,
+    settings: ExtractionSettings | None = None,
+    *,
+    cache_dir: str | Path | None = None,
+    progress: bool = True,
+    **overrides: Any,
+) -> TokenStats:
     """TokenStats of (model, corpus): extract (a cache hit runs no forward pass), then read the cache.
 
     A shard that fails its checksum on reading is reported, recomputed, and the entry read again.
     """
-    result = extract(model, corpus, **settings)
+    settings = resolve_settings(settings, **overrides)
+    result = extract(model, corpus, settings, cache_dir=cache_dir, progress=progress)
     try:
-        return CacheEntry(settings.get("cache_dir"), result.manifest["spec"]).read_stats()
+        return CacheEntry(cache_dir, result.manifest["spec"]).read_stats()
     except CacheCorruptedError as err:
         warnings.warn(f"{err}; recomputing the damaged shards now", stacklevel=2)
-    result = extract(model, corpus, **settings)
-    return CacheEntry(settings.get("cache_dir"), result.manifest["spec"]).read_stats()
+    result = extract(model, corpus, settings, cache_dir=cache_dir, progress=progress)
+    return CacheEntry(cache_dir, result.manifest["spec"]).read_stats()

@@ -5,16 +5,17 @@ A cache hit only reads parquet; missing runs are extracted first (`rbplab.extrac
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from rbplab.core.runs import Run
+from rbplab.core.settings import ExtractionSettings, resolve_settings
 from rbplab.core.stats import check_ties
 from rbplab.store.corpora import Corpus
 from rbplab.study.study import Study, as_list
-from rbplab.study.synthetic import SYNTHETIC, synthetic_study
 
 
 def default_corpora() -> list[str]:
@@ -38,36 +39,30 @@ def _corpus_label(spec: object) -> str:
 def load_study(
     families: str | Iterable[str] = "micro",
     corpora: str | Corpus | Iterable[str | Corpus] | None = None,
+    settings: ExtractionSettings | Mapping[str, Any] | None = None,
     *,
     models: Iterable[str] | None = None,
-    max_tokens: int | None = None,
     cache_dir: str | Path | None = None,
-    context_length: int | None = None,
     ties: str = "pessimistic",
     level: float = 0.95,
     progress: bool | Callable[[str], None] = False,
-    **extract_options: object,
+    **overrides: Any,
 ) -> Study:
     """Rank statistics of every model of `families` on every corpus, through the cache.
 
     families: registry family names (`rbplab families`); models: optional subset of their
     short names; corpora: bundled names, ``hub:<name>`` or paths (default: every bundled
-    corpus). Runs missing from the cache are extracted (`rbplab.extraction.pipeline.load_stats`),
-    so the first call may run models; later calls only read parquet. `progress` may be True
-    (extraction progress bars) or a callable receiving one line per run.
-
-    The family name "synthetic" (`SYNTHETIC`) stands for `rbplab.study.synthetic.synthetic_study()`:
-    made-up models on made-up corpora, to try every notebook and widget without running a model.
+    corpus); settings: how the runs were scored (`rbplab.core.ExtractionSettings`; its fields
+    may also be given as keywords, e.g. max_tokens=2000). Runs missing from the cache are
+    extracted (`rbplab.extraction.load_stats`), so the first call may run models; later calls
+    only read parquet. `progress` may be True (extraction progress bars) or a callable
+    receiving one line per run. Made-up studies come from `synthetic_study`, not from here.
     """
     check_ties(ties)
+    settings = resolve_settings(settings, **overrides)
     fams = as_list(families) or []
     if not fams:
         raise ValueError("give at least one model family, e.g. 'micro'")
-    if SYNTHETIC in fams:
-        if fams != [SYNTHETIC]:
-            raise ValueError(f"the {SYNTHETIC!r} family cannot be mixed with real families {fams}")
-        kwargs = {"corpora": as_list(corpora)} if corpora is not None else {}
-        return synthetic_study(**kwargs, n_tokens=max_tokens or 20_000, ties=ties)
     from rbplab.extraction.pipeline import load_stats
     from rbplab.store import registry
 
@@ -92,11 +87,9 @@ def load_study(
             stats = load_stats(
                 registry.resolve_source(row.source),
                 spec,
-                max_tokens=max_tokens,
+                settings,
                 cache_dir=cache_dir,
-                context_length=context_length,
                 progress=progress is True,
-                **extract_options,
             )
             runs.append(Run(row.family, row.model, _corpus_label(spec), float(row.S), stats))
     return Study(runs, ties=ties, level=level)

@@ -1,7 +1,7 @@
 """Made-up studies: lognormal ranks whose log-location falls with log S, no model needed.
 
 `synthetic_study` builds a `Study` (family `SYNTHETIC`) that every table, figure and widget
-can use, for tests and for trying the notebooks offline; `load_study("synthetic")` calls it.
+can use, for tests and for trying the notebooks offline (their `synthetic` parameter).
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from rbplab.core.settings import ExtractionSettings, resolve_settings
 from rbplab.store.paths import notebooks_dir
 
 HEADLINE = "headline"
@@ -247,21 +248,24 @@ def run_report(
     output_dir: str | Path = "reports",
     notebooks: Iterable[str] | None = None,
     source_dir: str | Path | None = None,
-    max_tokens: int | None = None,
+    settings: ExtractionSettings | Mapping[str, object] | None = None,
     cache_dir: str | Path | None = None,
     parameters: Mapping[str, object] | None = None,
     html_export: bool = True,
     timeout: float | None = None,
     progress: Callable[[str], None] | None = print,
+    **overrides: object,
 ) -> pd.DataFrame:
     """Execute the notebooks for `family` (one name or several) on `corpora` (default: every
     bundled corpus) and write executed notebooks, HTML pages and index.html into `output_dir`.
 
     notebooks: names or stems to run, in that order (default all, in name order, e.g.
-    ["01_rbp_vs_size"]); source_dir: where the notebooks are (default notebooks/); max_tokens caps
-    the tokens scored per model and corpus; parameters: extra papermill parameters (each
-    notebook receives those it declares). Returns one row per notebook: notebook, ok, seconds,
-    executed, html, summary, error. Failures do not raise; check the `ok` column.
+    ["01_rbp_vs_size"]); source_dir: where the notebooks are (default notebooks/); settings: the
+    extraction settings of the runs (`rbplab.core.ExtractionSettings`, or its fields as keywords,
+    e.g. max_tokens=2000), handed to every notebook as its `settings` parameter; parameters:
+    extra papermill parameters (each notebook receives those it declares). Returns one row per
+    notebook: notebook, ok, seconds, executed, html, summary, error. Failures do not raise;
+    check the `ok` column.
     """
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -280,7 +284,7 @@ def run_report(
         if isinstance(corpora, str)
         else (list(corpora) if corpora is not None else None),
         "models": list(models) if models is not None else None,
-        "max_tokens": max_tokens,
+        "settings": resolve_settings(settings, **overrides).to_dict(changed_only=True),
         "cache_dir": str(Path(cache_dir).expanduser().resolve()) if cache_dir is not None else None,
     }
     params.update(parameters or {})

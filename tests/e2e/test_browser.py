@@ -59,7 +59,7 @@ def _get(url: str) -> int:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    """JupyterLab on localhost serving a copy of notebook 01 set to the synthetic family
+    """JupyterLab on localhost serving a copy of notebook 01 set to a synthetic study
     (no model runs: the test is about the front end, not extraction)."""
     import papermill
 
@@ -67,7 +67,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     papermill.execute_notebook(
         str(ROOT / "notebooks" / "01_rbp_vs_size.ipynb"),
         str(work / "rbp.ipynb"),
-        parameters={"families": ["synthetic"], "max_tokens": 3000, "n_boot": 10},
+        parameters={"synthetic": True, "n_boot": 10},
         prepare_only=True,
         progress_bar=False,
     )

@@ -50,3 +50,10 @@ RECORDED = [
 def test_cache_keys_are_unchanged(model, corpus, settings, key, monkeypatch):
     monkeypatch.chdir(data_dir().parent)  # "data/models/..." is a path relative to the checkout
     assert cache_key(plan_extraction(model, corpus, **settings).key_spec) == key
+
+
+def test_settings_object_and_keywords_key_the_same():
+    from rbplab.core import ExtractionSettings
+
+    settings = ExtractionSettings(context_length=128, stride=64, max_tokens=5000)
+    assert cache_key(plan_extraction("micro-2-85K", "prose", settings).key_spec) == RECORDED[2][3]

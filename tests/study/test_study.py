@@ -140,12 +140,13 @@ def test_summary_and_extrapolation(synth: Study) -> None:
     assert set(sweep["regime"]) <= {"k=1", "moderate", "intermediate", "large"}
 
 
-def test_load_study_synthetic_family_and_errors() -> None:
-    s = load_study("synthetic", ["x", "y"], max_tokens=1000)
+def test_synthetic_studies_are_routed_explicitly_and_load_study_errors() -> None:
+    # Made-up studies come from synthetic_study, never from a magic family name in load_study.
+    s = synthetic_study(corpora=["x", "y"], n_tokens=1000)
     assert s.corpora == ["x", "y"] and len(s.runs[0].stats) == 1000
     with pytest.raises(ValueError, match="at least one model family"):
         load_study([])
-    with pytest.raises(ValueError, match="cannot be mixed"):
+    with pytest.raises(ValueError, match="unknown model family 'synthetic'"):
         load_study(["synthetic", "micro"])
 
 

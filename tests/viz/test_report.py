@@ -26,7 +26,7 @@ def _notebook(path: Path, cells: list[str], parameters: str) -> Path:
 def executed(tmp_path_factory: pytest.TempPathFactory) -> tuple[pd.DataFrame, list[str], Path]:
     src = tmp_path_factory.mktemp("src")
     out = tmp_path_factory.mktemp("out")
-    params = "families = ['x']\nmax_tokens = None\noutput_dir = None\nscale = 1.0"
+    params = "families = ['x']\nsettings = {}\noutput_dir = None\nscale = 1.0"
     _notebook(
         src / "a_ok.ipynb",
         [
@@ -34,7 +34,7 @@ def executed(tmp_path_factory: pytest.TempPathFactory) -> tuple[pd.DataFrame, li
             "from rbplab.viz import report\nfrom rbplab.viz.widgets import show",
             "show(go.Figure(go.Scatter(x=[1, 2, 3], y=[2, 4, 8])))",
             "headline = pd.DataFrame(\n"
-            "    {'family': families, 'alpha': [0.125 * scale], 'tokens': [max_tokens]}\n"
+            "    {'family': families, 'alpha': [0.125 * scale], 'tokens': [settings.get('max_tokens')]}\n"
             ")\n"
             "report.save_table(headline, 'headline', output_dir)\n"
             "print(os.environ.get('RBPLAB_STATIC_FIGURES'))",
@@ -79,7 +79,7 @@ def test_failure_names_cell_and_error_and_others_still_run(executed) -> None:
 def test_parameters_and_headline_summary(executed) -> None:
     table, _, out = executed
     ok = table.set_index("notebook").loc["a_ok"]
-    assert ok["summary"] == "fam: alpha=0.25, tokens=123"  # family, scale and max_tokens passed through
+    assert ok["summary"] == "fam: alpha=0.25, tokens=123"  # family, scale and settings passed through
     assert pd.read_csv(out / "a_ok" / "headline.csv")["alpha"].tolist() == [0.25]
     nb = nbformat.read(out / "a_ok.ipynb", as_version=4)
     printed = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))

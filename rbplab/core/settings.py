@@ -1,0 +1,104 @@
+"""Extraction settings: the one object that says how a model scores a corpus.
+
+The Python API (`extract`, `extract_many`, `load_study`), the command line, the report and the
+notebooks all take an `ExtractionSettings`; functions that take one also accept its fields as
+keyword overrides (`extract(m, c, max_tokens=2000)`), validated here in one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any, Literal
+
+BOS_CHOICES = ("auto", "always", "never")
+DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16")
+
+
+def _positive_int(name: str, value: Any, optional: bool) -> None:
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        allowed = "a positive integer or None" if optional else "a positive integer"
+        raise ValueError(f"{name} must be {allowed}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class ExtractionSettings:
+    """How a corpus is scored. Fields that change the numbers enter the cache key (context
+    length, stride, BOS, max tokens, padded vocabulary, resolved dtype); device, device map and
+    batch size change only speed (batch invariance is tested), so they do not."""
+
+    context_length: int | None = None  # window length incl. BOS; None: the model's limit, at most 2048
+    stride: int | None = None  # None: non-overlapping windows; else the advance of strided windows
+    bos: Literal["auto", "always", "never"] = "auto"
+    max_tokens: int | None = None  # score at most this many tokens (corpus order); None: all
+    include_padded_vocab: bool = False  # rank over every output row, not only the tokenizer's vocabulary
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    device: str = "auto"  # "auto" (cuda > mps > cpu), "cpu", "cuda:1", ...
+    device_map: str | None = None  # e.g. "auto" to spread a model over several GPUs
+    batch_size: int = 8
+
+    def __post_init__(self) -> None:
+        _positive_int("context_length", self.context_length, optional=True)
+        if self.context_length is not None and self.context_length < 2:
+            raise ValueError(f"context_length must be at least 2, got {self.context_length}")
+        _positive_int("stride", self.stride, optional=True)
+        if self.stride is not None and self.context_length is not None and self.stride >= self.context_length:
+            raise ValueError(
+                f"stride must be smaller than context_length={self.context_length}, got {self.stride}; "
+                "use stride=None for non-overlapping windows"
+            )
+        if self.bos not in BOS_CHOICES:
+            raise ValueError(f"bos must be one of {BOS_CHOICES}, got {self.bos!r}")
+        _positive_int("max_tokens", self.max_tokens, optional=True)
+        if not isinstance(self.include_padded_vocab, bool):
+            raise ValueError(f"include_padded_vocab must be true or false, got {self.include_padded_vocab!r}")
+        if self.dtype not in DTYPE_CHOICES:
+            raise ValueError(f"dtype must be one of {DTYPE_CHOICES}, got {self.dtype!r}")
+        if not isinstance(self.device, str) or not self.device:
+            raise ValueError(
+                f"device must be a device name such as 'auto', 'cpu' or 'cuda:0', got {self.device!r}"
+            )
+        if self.device_map is not None and not isinstance(self.device_map, str):
+            raise ValueError(f"device_map must be a string such as 'auto' or None, got {self.device_map!r}")
+        _positive_int("batch_size", self.batch_size, optional=False)
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+    def with_changes(self, **changes: Any) -> ExtractionSettings:
+        """A copy with some fields changed; an unknown name is a one-line error listing the fields."""
+        unknown = sorted(set(changes) - set(self.field_names()))
+        if unknown:
+            raise ValueError(
+                f"unknown extraction setting(s) {', '.join(unknown)}; "
+                f"settings are: {', '.join(self.field_names())}"
+            )
+        return replace(self, **changes) if changes else self
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any] | None) -> ExtractionSettings:
+        """From a dict (a notebook parameter, a study file's [settings] table)."""
+        if values is not None and not isinstance(values, Mapping):
+            raise ValueError(
+                f"extraction settings must be a mapping of field names, got {type(values).__name__}"
+            )
+        return cls().with_changes(**dict(values or {}))
+
+    def to_dict(self, changed_only: bool = False) -> dict[str, Any]:
+        """All fields, or only those that differ from the defaults (what a notebook is handed)."""
+        values = asdict(self)
+        if changed_only:
+            default = asdict(ExtractionSettings())
+            values = {k: v for k, v in values.items() if v != default[k]}
+        return values
+
+
+def resolve_settings(
+    settings: ExtractionSettings | Mapping[str, Any] | None, **overrides: Any
+) -> ExtractionSettings:
+    """`settings` (an object, a mapping or None for the defaults) with keyword overrides applied."""
+    base = settings if isinstance(settings, ExtractionSettings) else ExtractionSettings.from_mapping(settings)
+    return base.with_changes(**overrides)
