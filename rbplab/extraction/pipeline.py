@@ -21,8 +21,11 @@ to a batch-dependent length with an attention mask changes them by ~1e-6 (nll by
 
 from __future__ import annotations
 
+import os
+import socket
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -229,12 +232,14 @@ class Scorer:
             )
 
 
-def shard_frame(plan: Plan, scorer: Scorer, windows: list[Window], batch_size: int, bar: Any) -> pd.DataFrame:
-    """Per-token rows of one shard, sorted by (doc_index, position)."""
+def shard_frame(
+    plan: Plan, scorer: Scorer, windows: list[Window], batch_size: int, on_tokens: Callable[[int], Any]
+) -> pd.DataFrame:
+    """Per-token rows of one shard, sorted by (doc_index, position); `on_tokens(n)` after each batch."""
     parts: list[tuple[list[Window], tuple[torch.Tensor, ...]]] = []
     for length, group in batches(windows, batch_size, plan.policy.context_length):
         parts.append((group, scorer.score(length, group)))
-        bar.update(sum(w.n_scored for w in group))
+        on_tokens(sum(w.n_scored for w in group))
     # One device-to-host transfer per shard, not per token.
     greater = torch.cat([p[1][0] for p in parts]).cpu().numpy()
     equal = torch.cat([p[1][1] for p in parts]).cpu()
@@ -255,6 +260,64 @@ def shard_frame(plan: Plan, scorer: Scorer, windows: list[Window], batch_size: i
         }
     )
     return frame.sort_values(["doc_index", "position"], kind="stable").reset_index(drop=True)
+
+
+def plan_shards(plan: Plan) -> list[list[Window]]:
+    """The windows of every shard of the entry `plan` describes (tokenizes the corpus)."""
+    return shard_windows(plan_windows(plan), plan.key_spec["windows"]["shard_tokens"])
+
+
+def make_scorer(plan: Plan) -> Scorer:
+    """Load the weights (the expensive step a cache hit skips), check the head, wrap them."""
+    info = plan.described.info
+    weights = load_weights(plan.described)
+    check_head(weights, info)
+    tokenizer = plan.described.tokenizer
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else plan.bos.token_id or 0
+    return Scorer(weights, plan.vocab_size, int(pad_id), info.softcap)
+
+
+def producer_id() -> str:
+    """Who wrote a shard (host:pid), recorded with it and collected into the manifest."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def entry_manifest(
+    plan: Plan, shards: list[list[Window]], seconds: float, computed: int, resumed: int
+) -> dict:
+    """The extractor's part of an entry's manifest: model, corpus, settings, provenance."""
+    info = plan.described.info
+    return {
+        "model": info.to_dict(),
+        "corpus": {
+            "name": plan.corpus.name,
+            "content_hash": plan.corpus.content_hash(),
+            "n_documents": len(plan.corpus),
+            "n_documents_scored": len({w.doc_index for shard in shards for w in shard}),
+            "source": plan.corpus.source,
+        },
+        "settings": {
+            "context_length": plan.policy.context_length,
+            "stride": plan.policy.stride,
+            "bos": plan.policy.bos,
+            "bos_decision": plan.bos.to_dict(),
+            "include_padded_vocab": plan.include_padded_vocab,
+            "max_tokens": plan.max_tokens,
+            "dtype": info.dtype,
+            "batch_size": plan.settings.batch_size,
+            "pad_multiple": PAD_MULTIPLE,
+        },
+        "vocab_size": plan.vocab_size,
+        "provenance": {
+            "device": info.device,
+            "torch_threads": torch.get_num_threads(),
+            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "seconds": round(seconds, 3),
+            "tokens_computed": computed,
+            "tokens_per_second": round(computed / seconds, 1) if computed and seconds > 0 else None,
+            "resumed_shards": resumed,
+        },
+    }
 
 
 def _progress(total: int, initial: int, label: str, enabled: bool) -> Any:
@@ -298,58 +361,22 @@ def extract(
         if entry.is_complete():  # another process finished it while we waited for the lock
             manifest = entry.manifest()
             return ExtractResult(entry.key, entry.path, int(manifest["n_tokens"]), True, manifest)
-        shards = shard_windows(plan_windows(plan), plan.key_spec["windows"]["shard_tokens"])
+        shards = plan_shards(plan)
         done = entry.completed_shards() & set(range(len(shards)))
         todo = [i for i in range(len(shards)) if i not in done]
-        info = plan.described.info
         started = time.perf_counter()
         if todo:
-            weights = load_weights(plan.described)
-            check_head(weights, info)
-            tokenizer = plan.described.tokenizer
-            pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else plan.bos.token_id or 0
-            scorer = Scorer(weights, plan.vocab_size, int(pad_id), info.softcap)
+            scorer = make_scorer(plan)
             total = sum(w.n_scored for shard in shards for w in shard)
             initial = sum(w.n_scored for i in done for w in shards[i])
             label = f"{plan.key_spec['model']['name']} x {plan.corpus.name}"
             with _progress(total, initial, label, progress) as bar:
                 for index in todo:
-                    entry.write_shard(index, shard_frame(plan, scorer, shards[index], batch_size, bar))
+                    frame = shard_frame(plan, scorer, shards[index], batch_size, bar.update)
+                    entry.write_shard(index, frame, producer=producer_id())
         elapsed = time.perf_counter() - started
         computed = sum(w.n_scored for i in todo for w in shards[i])
-        manifest = entry.finalize(
-            {
-                "model": info.to_dict(),
-                "corpus": {
-                    "name": plan.corpus.name,
-                    "content_hash": plan.corpus.content_hash(),
-                    "n_documents": len(plan.corpus),
-                    "n_documents_scored": len({w.doc_index for shard in shards for w in shard}),
-                    "source": plan.corpus.source,
-                },
-                "settings": {
-                    "context_length": plan.policy.context_length,
-                    "stride": plan.policy.stride,
-                    "bos": plan.policy.bos,
-                    "bos_decision": plan.bos.to_dict(),
-                    "include_padded_vocab": plan.include_padded_vocab,
-                    "max_tokens": plan.max_tokens,
-                    "dtype": info.dtype,
-                    "batch_size": batch_size,
-                    "pad_multiple": PAD_MULTIPLE,
-                },
-                "vocab_size": plan.vocab_size,
-                "provenance": {
-                    "device": info.device,
-                    "torch_threads": torch.get_num_threads(),
-                    "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                    "seconds": round(elapsed, 3),
-                    "tokens_computed": computed,
-                    "tokens_per_second": round(computed / elapsed, 1) if computed and elapsed > 0 else None,
-                    "resumed_shards": len(done),
-                },
-            }
-        )
+        manifest = entry.finalize(entry_manifest(plan, shards, elapsed, computed, len(done)))
     return ExtractResult(entry.key, entry.path, int(manifest["n_tokens"]), False, manifest)
 
 

@@ -220,8 +220,9 @@ class CacheEntry:
             with contextlib.suppress(OSError):
                 tmp.unlink()
 
-    def write_shard(self, index: int, frame: pd.DataFrame) -> None:
-        """Store shard `index` (rows of SHARD_SCHEMA) atomically, then its checksum. Hold lock()."""
+    def write_shard(self, index: int, frame: pd.DataFrame, producer: str | None = None) -> None:
+        """Store shard `index` (rows of SHARD_SCHEMA) atomically, then its checksum (which records
+        the `producer`, e.g. host:pid, for the manifest). Hold lock()."""
         if index < 0:
             raise ValueError(f"shard index must be >= 0, got {index}")
         missing = [name for name in SHARD_SCHEMA.names if name not in frame.columns]
@@ -240,7 +241,8 @@ class CacheEntry:
         except OSError as err:
             raise location_error(err, shard) from err
         atomic_write(shard, data)
-        atomic_write(checksum, _dump({"sha256": _sha256(data), "rows": table.num_rows, "bytes": len(data)}))
+        record = {"sha256": _sha256(data), "rows": table.num_rows, "bytes": len(data)}
+        atomic_write(checksum, _dump(record | ({"producer": producer} if producer else {})))
 
     def _shard_record(self, shard: Path) -> dict | None:
         """The checksum record of a shard, if it has one and the shard matches it."""
@@ -252,6 +254,10 @@ class CacheEntry:
         if not isinstance(record, dict) or record.get("sha256") != _sha256(data):
             return None
         return record
+
+    def has_shard(self, index: int) -> bool:
+        """Whether shard `index` exists and matches its checksum (reads and hashes that shard only)."""
+        return self._shard_record(self.shard_path(index)) is not None
 
     def completed_shards(self) -> set[int]:
         """Indices of shards whose checksum verifies. Corrupted shards are removed with a warning."""
@@ -307,7 +313,8 @@ class CacheEntry:
             if record is None:
                 raise CacheError(f"cache entry {self.key[:12]}: shard {index} changed while finalizing")
             shards.append({"index": index, "file": shard.name, **record})
-        provenance = {**_versions(), **manifest.get("provenance", {})}
+        producers = sorted({s["producer"] for s in shards if s.get("producer")})
+        provenance = {**_versions(), **manifest.get("provenance", {}), "producers": producers}
         full = {
             **manifest,
             "key": self.key,

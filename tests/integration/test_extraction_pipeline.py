@@ -187,8 +187,8 @@ def test_resume_after_crash(gpt2_dir, tiny_corpus, tmp_path, monkeypatch):
     written = []
     original = CacheEntry.write_shard
 
-    def crash_after_first(self, index, frame):
-        original(self, index, frame)
+    def crash_after_first(self, index, frame, **kwargs):
+        original(self, index, frame, **kwargs)
         written.append(index)
         if len(written) == 2:
             raise KeyboardInterrupt("simulated crash after shard 1")
@@ -219,8 +219,8 @@ def test_resume_after_sigkill(gpt2_dir, tiny_corpus, tmp_path, monkeypatch):
         from rbplab.store.corpora import Corpus, Document
         ex.SHARD_TOKENS = 40
         original = CacheEntry.write_shard
-        def write_then_die(self, index, frame):
-            original(self, index, frame)
+        def write_then_die(self, index, frame, **kwargs):
+            original(self, index, frame, **kwargs)
             if index == 1:
                 os.kill(os.getpid(), signal.SIGKILL)
         CacheEntry.write_shard = write_then_die
