@@ -295,6 +295,62 @@ def _run_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _configure_run(p: argparse.ArgumentParser) -> None:
+    p.add_argument("study", help="a study TOML file (models/families, corpora, revisions, [settings])")
+    p.add_argument(
+        "--executor", choices=["local", "ray"], default="local", help="where units run (default local)"
+    )
+    p.add_argument("--cache-dir", help="the shared cache (default $RBPLAB_CACHE or ~/.cache/rbplab)")
+    p.add_argument("--shards-per-unit", type=positive_int, default=4, help="shards per work unit (default 4)")
+    ray = p.add_argument_group("ray executor")
+    ray.add_argument("--address", help="Ray cluster address (default: a running cluster, else a local one)")
+    ray.add_argument(
+        "--gpus-per-task", type=float, help="GPUs per unit (default 1 when the cluster has GPUs)"
+    )
+    ray.add_argument(
+        "--cpus-per-task", type=float, default=1, help="CPUs (torch threads) per unit (default 1)"
+    )
+    ray.add_argument(
+        "--max-retries", type=int, default=3, help="retries of units whose worker died (default 3)"
+    )
+    ray.add_argument("--num-cpus", type=positive_int, help="CPUs of a local Ray cluster started for the run")
+    slurm = p.add_argument_group("SLURM arrays (no Ray)")
+    slurm.add_argument("--task-index", type=int, help="this task's index, e.g. $SLURM_ARRAY_TASK_ID")
+    slurm.add_argument("--num-tasks", type=positive_int, help="number of tasks, e.g. $SLURM_ARRAY_TASK_COUNT")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _configure_format(p)
+
+
+def _run_run(args: argparse.Namespace) -> int:
+    from rbplab.runner import RayOptions, run_study
+
+    if args.executor != "ray" and (args.address or args.gpus_per_task is not None):
+        raise ValueError("--address and --gpus-per-task need --executor ray")
+    options = RayOptions(
+        address=args.address,
+        gpus_per_task=args.gpus_per_task,
+        cpus_per_task=args.cpus_per_task,
+        max_retries=args.max_retries,
+        num_cpus=args.num_cpus,
+    )
+    result = run_study(
+        args.study,
+        executor=args.executor,
+        cache_dir=args.cache_dir,
+        ray=options,
+        task_index=args.task_index,
+        num_tasks=args.num_tasks,
+        shards_per_unit=args.shards_per_unit,
+        progress=not args.no_progress,
+    )
+    table = result.table.assign(key=result.table["key"].str[:12]) if args.format == "table" else result.table
+    _print_table(table, args.format)
+    if args.format == "table":
+        print(f"{len(table)} entries in {result.seconds:.1f} s (planning {result.plan_seconds:.1f} s)")
+    return 0 if result.ok else 1
+
+
+register("run", "run a study file's grid (local, Ray or a SLURM array slice)", _configure_run, _run_run)
 register("fit", "scaling fits of -log RBP_k versus S from cached statistics", _configure_fit, _run_fit)
 register("report", "run every notebook headless into an HTML report", _configure_report, _run_report)
 register(

@@ -1,0 +1,24 @@
+"""Running a study's grid on one process, many Ray workers, or SLURM array tasks.
+
+`studyfile` reads the TOML that names the grid; `units` plans (model, revision, corpus, shard
+range) work units from metadata; `worker` computes a unit into the shared cache; `executors`
+run units locally or on Ray; `run` drives it all with one progress bar and a final table.
+"""
+
+from rbplab.runner.executors import ExecutorError, RayOptions
+from rbplab.runner.run import StudyRun, run_study
+from rbplab.runner.studyfile import StudyFile, StudyFileError, parse_study, read_study_file
+from rbplab.runner.units import plan_study, slice_units
+
+__all__ = [
+    "ExecutorError",
+    "RayOptions",
+    "StudyFile",
+    "StudyFileError",
+    "StudyRun",
+    "parse_study",
+    "plan_study",
+    "read_study_file",
+    "run_study",
+    "slice_units",
+]

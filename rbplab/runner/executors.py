@@ -1,0 +1,153 @@
+"""Where work units run: in this process (`local`) or as Ray tasks (`ray`).
+
+An executor takes units and a callback for scored tokens (the driver's progress bar) and
+returns one `UnitResult` or error per unit. The cache directory is the only thing the workers
+share with the driver: with Ray on several machines it must be a filesystem every node sees.
+"""
+
+from __future__ import annotations
+
+import math
+import socket
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from rbplab.runner.units import WorkUnit
+from rbplab.runner.worker import UnitResult, run_unit
+
+RAY_HINT = "pip install 'rbplab[ray]'"
+
+
+class ExecutorError(RuntimeError):
+    """An executor that cannot start (Ray missing, cluster unreachable); nothing was run."""
+
+
+@dataclass(frozen=True)
+class UnitOutcome:
+    unit: WorkUnit
+    result: UnitResult | None
+    error: str | None  # one line, when the unit failed for good
+
+
+def _one_line(err: BaseException) -> str:
+    return f"{type(err).__name__}: {' '.join(str(err).split())}"
+
+
+def run_local(
+    units: Sequence[WorkUnit], cache_dir: Path, on_tokens: Callable[[int], object]
+) -> list[UnitOutcome]:
+    """Each unit in turn, in this process (the torch thread setting is the process's)."""
+    outcomes = []
+    for unit in units:
+        try:
+            outcomes.append(UnitOutcome(unit, run_unit(unit, cache_dir, on_tokens), None))
+        except (ValueError, LookupError, OSError, ImportError, RuntimeError) as err:
+            outcomes.append(UnitOutcome(unit, None, _one_line(err)))
+    return outcomes
+
+
+@dataclass(frozen=True)
+class RayOptions:
+    address: str | None = None  # None/"auto": a running cluster, else a local one started for the run
+    gpus_per_task: float | None = None  # None: 1 when the cluster has GPUs, else 0
+    cpus_per_task: float = 1
+    max_retries: int = 3  # retries of tasks whose worker died (Ray's task retries)
+    num_cpus: int | None = None  # for a local cluster started here
+
+
+def _check_reachable(address: str, timeout: float = 3.0) -> None:
+    """A one-line error within seconds for a head node that does not answer (ray.init can hang)."""
+    host_port = address.split("://", 1)[-1]
+    host, _, port = host_port.rpartition(":")
+    if not host or not port.isdigit():
+        raise ExecutorError(f"--address {address!r} is not host:port (e.g. 10.0.0.5:6379) or 'auto'")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            pass
+    except OSError as err:
+        raise ExecutorError(
+            f"cannot reach a Ray cluster at {address} ({err.strerror or err}); start one with "
+            "`ray start --head` or leave --address out to run on a local cluster"
+        ) from None
+
+
+def connect_ray(options: RayOptions):
+    try:
+        import ray
+    except ImportError:
+        raise ExecutorError(f"the ray executor needs Ray: {RAY_HINT}") from None
+    if ray.is_initialized():
+        return ray
+    quiet = {"include_dashboard": False, "log_to_driver": False, "logging_level": "WARNING"}
+    if options.address in (None, "auto"):
+        try:
+            ray.init(address="auto", log_to_driver=False, logging_level="WARNING")
+        except ConnectionError:
+            ray.init(num_cpus=options.num_cpus, **quiet)
+    else:
+        _check_reachable(options.address)
+        ray.init(address=options.address, log_to_driver=False, logging_level="WARNING")
+    return ray
+
+
+def _ray_task(unit: WorkUnit, cache_dir: str, progress, threads: int) -> UnitResult:
+    import torch
+
+    torch.set_num_threads(max(1, threads))
+    return run_unit(unit, cache_dir, lambda n: progress.add.remote(n))
+
+
+class _Progress:
+    """Counts scored tokens reported by the workers; the driver polls it."""
+
+    def __init__(self) -> None:
+        self.tokens = 0
+
+    def add(self, n: int) -> None:
+        self.tokens += n
+
+    def value(self) -> int:
+        return self.tokens
+
+
+def run_ray(
+    units: Sequence[WorkUnit], cache_dir: Path, on_tokens: Callable[[int], object], options: RayOptions
+) -> list[UnitOutcome]:
+    """Units as Ray tasks, retried when their worker dies; results gathered as they finish."""
+    ray = connect_ray(options)
+    gpus = options.gpus_per_task
+    if gpus is None:
+        gpus = 1 if ray.cluster_resources().get("GPU", 0) > 0 else 0
+    progress = ray.remote(num_cpus=0)(_Progress).remote()
+    task = ray.remote(_ray_task).options(
+        num_cpus=options.cpus_per_task,
+        num_gpus=gpus,
+        max_retries=options.max_retries,
+        retry_exceptions=False,  # a bad model fails the same way each time; a lost worker is retried
+    )
+    threads = max(1, math.floor(options.cpus_per_task))
+    pending = {task.remote(unit, str(cache_dir), progress, threads): unit for unit in units}
+    outcomes: dict[int, UnitOutcome] = {}
+    order = {id(u): i for i, u in enumerate(units)}
+    seen = 0
+    while pending:
+        done, _ = ray.wait(list(pending), num_returns=len(pending), timeout=0.5)
+        total = ray.get(progress.value.remote())
+        if total > seen:
+            on_tokens(total - seen)
+            seen = total
+        for ref in done:
+            unit = pending.pop(ref)
+            try:
+                outcomes[order[id(unit)]] = UnitOutcome(unit, ray.get(ref), None)
+            except Exception as err:  # noqa: BLE001 - a task error is reported per unit
+                cause = getattr(err, "cause", None) or err
+                outcomes[order[id(unit)]] = UnitOutcome(unit, None, _one_line(cause))
+                if not isinstance(cause, Exception):
+                    traceback.print_exception(cause)
+    total = ray.get(progress.value.remote())
+    if total > seen:
+        on_tokens(total - seen)
+    return [outcomes[i] for i in range(len(units))]

@@ -1,0 +1,133 @@
+"""Running a whole study: plan on the driver, execute the units, one progress bar, one table.
+
+    rbplab run study.toml                        # in this process
+    rbplab run study.toml --executor ray         # Ray tasks (a running cluster, or a local one)
+    rbplab run study.toml --task-index $SLURM_ARRAY_TASK_ID --num-tasks $SLURM_ARRAY_TASK_COUNT
+
+A re-run after any failure resumes: finished shards are kept, complete entries are skipped.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from rbplab.runner.executors import RayOptions, UnitOutcome, connect_ray, run_local, run_ray
+from rbplab.runner.studyfile import StudyFile, read_study_file
+from rbplab.runner.units import DEFAULT_SHARDS_PER_UNIT, StudyPlan, plan_study, slice_units
+from rbplab.store.cache import CacheEntry
+from rbplab.store.files import cache_root, check_writable
+
+EXECUTORS = ("local", "ray")
+TABLE_COLUMNS = ["model", "revision", "corpus", "tokens", "seconds", "tok_per_s", "state", "workers", "key"]
+
+
+@dataclass(frozen=True)
+class StudyRun:
+    """What a run did: one row per entry (`table`), the failures, and the time it took."""
+
+    table: pd.DataFrame
+    failures: tuple[str, ...]
+    seconds: float
+    plan_seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+
+def run_study(
+    study: StudyFile | str | Path,
+    *,
+    executor: str = "local",
+    cache_dir: str | Path | None = None,
+    ray: RayOptions | None = None,
+    task_index: int | None = None,
+    num_tasks: int | None = None,
+    shards_per_unit: int = DEFAULT_SHARDS_PER_UNIT,
+    progress: bool = True,
+    say: Callable[[str], object] | None = None,
+) -> StudyRun:
+    """Run every unit of `study` (a StudyFile or the path of a study TOML) into the cache."""
+    started = time.perf_counter()
+    if executor not in EXECUTORS:
+        raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
+    if (task_index is None) != (num_tasks is None):
+        raise ValueError("give both --task-index and --num-tasks (a SLURM array slice), or neither")
+    study = study if isinstance(study, StudyFile) else read_study_file(study)
+    if executor == "ray":  # fail on a missing Ray or an unreachable cluster before any work
+        connect_ray(ray or RayOptions())
+    root = cache_root(cache_dir)
+    plan = plan_study(study, root, shards_per_unit)
+    plan_seconds = time.perf_counter() - started
+    units = plan.units if task_index is None else slice_units(plan.units, task_index, num_tasks)
+    todo = plan.pending(units)
+    if todo:
+        check_writable(root)
+    total = sum(u.n_tokens for u in todo)
+    from tqdm.auto import tqdm
+
+    bar = tqdm(
+        total=total,
+        unit="tok",
+        unit_scale=True,
+        desc=f"rbplab run ({executor})",
+        disable=not progress or not todo,
+    )
+
+    def on_tokens(n: int) -> None:
+        bar.update(max(0, min(n, bar.total - bar.n)))  # a retried unit reports its shards again
+
+    with bar:
+        if executor == "ray" and todo:
+            outcomes = run_ray(todo, root, on_tokens, ray or RayOptions())
+        else:
+            outcomes = run_local(todo, root, on_tokens)
+    table = _table(plan, outcomes, root, {u.key for u in units})
+    failures = tuple(f"{o.unit.name}: {o.error}" for o in outcomes if o.error)
+    if task_index is None:  # a slice leaves other slices' entries incomplete by design
+        failed_keys = {o.unit.key for o in outcomes if o.error}
+        failures += tuple(
+            f"{r.model} x {r.corpus}: entry {r.key[:12]} is incomplete"
+            for r in table.itertuples()
+            if r.state == "incomplete" and r.key not in failed_keys
+        )
+    for line in failures:
+        (say or print)(f"failed: {line}")
+    return StudyRun(table, failures, time.perf_counter() - started, plan_seconds)
+
+
+def _table(plan: StudyPlan, outcomes: list[UnitOutcome], root: Path, keys: set[str]) -> pd.DataFrame:
+    computed: dict[str, list] = {}
+    for o in outcomes:
+        if o.result is not None:
+            computed.setdefault(o.unit.key, []).append(o.result)
+    rows = []
+    for e in plan.entries:
+        if e.key not in keys:
+            continue
+        entry = CacheEntry.open(e.key, root)
+        complete = entry.is_complete()
+        producers = entry.manifest()["provenance"].get("producers", []) if complete else []
+        results = computed.get(e.key, [])
+        tokens = sum(r.tokens_computed for r in results)
+        seconds = sum(r.seconds for r in results)
+        state = "cached" if e.cached else ("computed" if complete else "incomplete")
+        rows.append(
+            {
+                "model": e.model,
+                "revision": e.revision,
+                "corpus": e.corpus,
+                "tokens": e.n_tokens,
+                "seconds": round(seconds, 2),
+                "tok_per_s": round(tokens / seconds, 1) if tokens and seconds > 0 else None,
+                "state": state,
+                "workers": ", ".join(producers) if not e.cached else "",
+                "key": e.key,
+            }
+        )
+    return pd.DataFrame(rows, columns=TABLE_COLUMNS)

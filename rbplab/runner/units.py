@@ -1,0 +1,134 @@
+"""Work units: (model, revision, corpus, shard range), planned from metadata on the driver.
+
+Planning reads configs, tokenizers and corpora (no weights), computes every entry's cache key,
+writes its spec, and cuts its shards into units of `shards_per_unit`. The list of units does not
+depend on what the cache already holds, so independent processes (SLURM array tasks) that plan
+the same study get the same list and can take disjoint slices of it; what is already done is
+skipped when a unit runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from rbplab.core.settings import ExtractionSettings
+from rbplab.extraction.pipeline import plan_extraction, plan_shards
+from rbplab.extraction.sources import ModelSpec
+from rbplab.runner.studyfile import StudyFile
+from rbplab.store import registry
+from rbplab.store.cache import CacheEntry
+from rbplab.store.corpora import Corpus, load_corpus
+
+DEFAULT_SHARDS_PER_UNIT = 4
+
+
+@dataclass(frozen=True)
+class EntryPlan:
+    """One (model, revision, corpus) cache entry of the study."""
+
+    key: str
+    family: str
+    model: str
+    revision: str | None
+    corpus: str
+    S: float | None
+    n_shards: int
+    n_tokens: int
+    cached: bool  # complete in the cache when planned
+
+
+@dataclass(frozen=True)
+class WorkUnit:
+    """Shards `shards` of one entry; everything a worker needs besides the shared cache path."""
+
+    key: str
+    model: str
+    source: str
+    revision: str | None
+    corpus: Corpus
+    settings: ExtractionSettings
+    shards: tuple[int, ...]
+    n_tokens: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.model}@{self.revision}" if self.revision else self.model
+
+    @property
+    def name(self) -> str:
+        return f"{self.label} x {self.corpus.name} shards {self.shards[0]}-{self.shards[-1]}"
+
+
+@dataclass(frozen=True)
+class StudyPlan:
+    entries: tuple[EntryPlan, ...]
+    units: tuple[WorkUnit, ...]
+
+    def pending(self, units: tuple[WorkUnit, ...] | None = None) -> tuple[WorkUnit, ...]:
+        """The units (of `units`, default all) whose entry was not complete when planned."""
+        cached = {e.key for e in self.entries if e.cached}
+        return tuple(u for u in (self.units if units is None else units) if u.key not in cached)
+
+
+def plan_study(
+    study: StudyFile, cache_dir: str | Path, shards_per_unit: int = DEFAULT_SHARDS_PER_UNIT
+) -> StudyPlan:
+    """Every entry and work unit of `study` (units of entries already complete are skipped when run)."""
+    if shards_per_unit < 1:
+        raise ValueError(f"shards_per_unit must be a positive integer, got {shards_per_unit}")
+    corpora = [load_corpus(c) for c in study.corpora]  # once per study, handed to every unit
+    entries: list[EntryPlan] = []
+    units: list[WorkUnit] = []
+    for member in study.members:
+        source = registry.resolve_model(member.source) if member.family else member.source
+        for revision in study.revisions_of(member.model):
+            for corpus in corpora:
+                plan = plan_extraction(ModelSpec(source, revision=revision), corpus, study.settings)
+                entry = CacheEntry(cache_dir, plan.key_spec)
+                cached = entry.is_complete()
+                if cached:  # shard sizes from the manifest: a cached study is not re-tokenized
+                    sizes = [int(record["rows"]) for record in entry.manifest()["shards"]]
+                else:
+                    sizes = [sum(w.n_scored for w in shard) for shard in plan_shards(plan)]
+                    with entry.lock():  # writes spec.json: the entry exists before any worker runs
+                        pass
+                entries.append(
+                    EntryPlan(
+                        entry.key,
+                        member.family,
+                        member.model,
+                        revision,
+                        corpus.name,
+                        member.S,
+                        len(sizes),
+                        sum(sizes),
+                        cached,
+                    )
+                )
+                # Units of cached entries too, so every planner cuts the same list (SLURM slices).
+                for start in range(0, len(sizes), shards_per_unit):
+                    indices = tuple(range(start, min(start + shards_per_unit, len(sizes))))
+                    units.append(
+                        WorkUnit(
+                            entry.key,
+                            member.model,
+                            source,
+                            revision,
+                            corpus,
+                            study.settings,
+                            indices,
+                            sum(sizes[i] for i in indices),
+                        )
+                    )
+    return StudyPlan(tuple(entries), tuple(units))
+
+
+def slice_units(units: tuple[WorkUnit, ...], task_index: int, num_tasks: int) -> tuple[WorkUnit, ...]:
+    """Task `task_index` of `num_tasks` (a SLURM array): a deterministic, disjoint slice."""
+    if num_tasks < 1 or not 0 <= task_index < num_tasks:
+        raise ValueError(
+            f"task index must lie in [0, {num_tasks}) and num_tasks >= 1, got {task_index} of {num_tasks}"
+        )
+    ordered = sorted(units, key=lambda u: (u.key, u.shards[0]))
+    return tuple(ordered[task_index::num_tasks])

@@ -1,0 +1,143 @@
+"""Running one work unit: score its shards into the shared cache, finalise the entry if complete.
+
+Any number of workers, on any machines that see the cache directory, may run units of the same
+entry at once. Each shard is claimed with a lock of its own before it is computed, so no two
+workers compute it; the shard is computed outside the entry lock and only written under it (a
+few milliseconds), so workers of one entry do not wait for each other. The worker that finds
+every shard present finalises the entry (under the entry lock; idempotent), and the manifest
+records which host:pid produced each shard. A worker that dies mid-unit leaves whole shards or
+nothing: the retry, or the next run, computes what is missing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from filelock import FileLock, Timeout
+
+from rbplab.extraction.pipeline import (
+    Plan,
+    entry_manifest,
+    make_scorer,
+    plan_extraction,
+    plan_shards,
+    producer_id,
+    shard_frame,
+)
+from rbplab.extraction.sources import ModelSpec
+from rbplab.runner.units import WorkUnit
+from rbplab.store.cache import CacheEntry
+
+# Test hook: a worker exits hard right after writing its first shard if this names a file that
+# does not exist yet (the file is created first, so the retry runs normally).
+CRASH_HOOK_ENV = "RBPLAB_TEST_CRASH_AFTER_FIRST_SHARD"
+
+
+@dataclass(frozen=True)
+class UnitResult:
+    key: str
+    shards: tuple[int, ...]
+    tokens_computed: int
+    seconds: float
+    producer: str
+    finalized: bool
+
+
+@contextlib.contextmanager
+def shard_claim(entry: CacheEntry, index: int, wait: bool) -> Iterator[bool]:
+    """Hold the claim on shard `index` of `entry`; yields False when another process holds it
+    and `wait` is false. Claims are released when their process dies (flock)."""
+    path = entry.root / "locks" / f"{entry.key}.shard-{index:05d}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(path))
+    try:
+        lock.acquire(timeout=-1 if wait else 0)
+    except Timeout:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        lock.release()
+
+
+def run_unit(
+    unit: WorkUnit, cache_dir: str | Path, on_tokens: Callable[[int], object] | None = None
+) -> UnitResult:
+    """Compute the missing shards of `unit` and finalise its entry when every shard exists."""
+    started = time.perf_counter()
+    _quiet_transformers()
+    producer = producer_id()
+    plan = plan_extraction(ModelSpec(unit.source, revision=unit.revision), unit.corpus, unit.settings)
+    entry = CacheEntry(cache_dir, plan.key_spec)
+    if entry.key != unit.key:
+        raise RuntimeError(
+            f"{unit.name}: the driver planned cache key {unit.key[:12]} but this worker computes "
+            f"{entry.key[:12]}: the model or corpus differs between machines (same files everywhere?)"
+        )
+    if entry.is_complete():
+        return UnitResult(unit.key, unit.shards, 0, time.perf_counter() - started, producer, False)
+    shards = plan_shards(plan)
+    scorer = None
+    computed = computed_shards = 0
+    report = on_tokens or (lambda _n: None)
+
+    def compute(index: int) -> None:
+        nonlocal scorer, computed, computed_shards
+        if entry.has_shard(index):
+            report(sum(w.n_scored for w in shards[index]))
+            return
+        scorer = scorer or make_scorer(plan)
+        frame = shard_frame(plan, scorer, shards[index], plan.settings.batch_size, report)
+        with entry.lock():
+            entry.write_shard(index, frame, producer=producer)
+        computed += len(frame)
+        computed_shards += 1
+        _crash_hook()
+
+    held_elsewhere = []
+    for index in unit.shards:
+        with shard_claim(entry, index, wait=False) as mine:
+            if mine:
+                compute(index)
+            else:
+                held_elsewhere.append(index)
+    for index in held_elsewhere:  # another worker is on it: wait, then make sure it landed
+        with shard_claim(entry, index, wait=True):
+            compute(index)
+    seconds = time.perf_counter() - started
+    finalized = finalize_if_complete(entry, plan, shards, seconds, computed, computed_shards)
+    return UnitResult(unit.key, unit.shards, computed, seconds, producer, finalized)
+
+
+def finalize_if_complete(
+    entry: CacheEntry, plan: Plan, shards: list, seconds: float, computed: int, computed_shards: int
+) -> bool:
+    """Write the manifest when every shard of the entry exists; True if this call wrote it."""
+    with entry.lock():
+        if entry.is_complete():
+            return False
+        done = entry.completed_shards()
+        if not set(range(len(shards))) <= done:
+            return False
+        entry.finalize(entry_manifest(plan, shards, seconds, computed, len(shards) - computed_shards))
+        return True
+
+
+def _quiet_transformers() -> None:
+    # The run's own bar is the progress report; transformers' per-load weight bar would break it up.
+    from transformers.utils import logging
+
+    logging.disable_progress_bar()
+
+
+def _crash_hook() -> None:
+    marker = os.environ.get(CRASH_HOOK_ENV)
+    if marker and not os.path.exists(marker):
+        Path(marker).write_text("crashed once\n")
+        os._exit(3)
