@@ -44,7 +44,7 @@ def configure_extract(p: argparse.ArgumentParser) -> None:
         default=[],
         required=True,
         metavar="CORPUS",
-        help="bundled name (`rbplab corpora`), hub:<name>, or a .txt/.jsonl[.gz] file or directory",
+        help="bundled name (`rbplab corpora`), hub:<name>[@<revision>], or a .txt/.jsonl[.gz] file or directory",
     )
     which.add_argument(
         "--max-documents", type=positive_int, help="use only the first N documents of each corpus"
@@ -119,12 +119,12 @@ def _check_context(label: str, source: str, context_length: int | None) -> None:
 
 
 def run_extract(args: argparse.Namespace) -> int:
-    from rbplab.store.corpora import load_corpus
+    from rbplab.store.corpora import open_corpus
     from rbplab.store.files import cache_root, check_writable
 
     # Everything that can be checked without torch is checked before any model is touched.
     models = _models_to_run(args)
-    corpora = [load_corpus(spec, max_documents=args.max_documents) for spec in args.corpus]
+    corpora = [open_corpus(spec, max_documents=args.max_documents) for spec in args.corpus]
     for label, source in models:
         _check_context(label, source, args.context_length)
     root = check_writable(cache_root(args.cache_dir))

@@ -55,7 +55,7 @@ from rbplab.extraction.windows import (
     tokenize_documents,
 )
 from rbplab.store.cache import CacheCorruptedError, CacheEntry
-from rbplab.store.corpora import Corpus, load_corpus
+from rbplab.store.corpora import Corpus, LazyCorpus, open_corpus
 
 SHARD_TOKENS = 1 << 16  # scored targets per shard (whole windows): resume granularity
 DEFAULT_MAX_CONTEXT = 2048
@@ -80,7 +80,7 @@ class Plan:
     """Everything an extraction is determined by, resolved from metadata (no weights)."""
 
     described: Described
-    corpus: Corpus
+    corpus: Corpus | LazyCorpus  # a hub corpus reads its documents only on a cache miss
     policy: WindowPolicy
     bos: BosDecision
     vocab_size: int
@@ -107,7 +107,7 @@ def model_label(described: Described) -> str:
 
 def plan_extraction(
     model: ModelSpec | str,
-    corpus: str | Path | Corpus,
+    corpus: str | Path | Corpus | LazyCorpus,
     *,
     context_length: int | None = None,
     stride: int | None = None,
@@ -123,7 +123,7 @@ def plan_extraction(
     )
     described = describe_model(spec)
     info = described.info
-    corpus = corpus if isinstance(corpus, Corpus) else load_corpus(corpus)
+    corpus = corpus if isinstance(corpus, (Corpus, LazyCorpus)) else open_corpus(corpus)
     if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
         raise ValueError(f"max_tokens must be a positive integer or None, got {max_tokens!r}")
     limit = info.max_context
@@ -135,7 +135,7 @@ def plan_extraction(
             f"use a context length of at most {limit}"
         )
     policy = WindowPolicy(int(context_length), stride, bos)
-    decision = resolve_bos(described.tokenizer, bos)
+    decision = resolve_bos(described.tokenizer, bos, described.config)
     vocab_size = info.head_rows if include_padded_vocab else info.vocab_size
     key_spec = {
         "model": {
@@ -146,7 +146,7 @@ def plan_extraction(
             "dtype": info.dtype,
         },
         "tokenizer": info.tokenizer_fingerprint,
-        "corpus": {"name": corpus.name, "content_hash": corpus.content_hash(), "n_documents": len(corpus)},
+        "corpus": corpus.key(),
         "windows": {
             "context_length": policy.context_length,
             "stride": policy.stride,
@@ -266,7 +266,7 @@ def _progress(total: int, initial: int, label: str, enabled: bool) -> Any:
 
 def extract(
     model: ModelSpec | str,
-    corpus: str | Corpus,
+    corpus: str | Corpus | LazyCorpus,
     *,
     context_length: int | None = None,
     stride: int | None = None,
@@ -282,7 +282,8 @@ def extract(
     """Rank statistics of every scored token of `corpus` under `model`, cached.
 
     model: a ModelSpec, registered name, hub id, local directory or .gguf file.
-    corpus: a Corpus or anything rbplab.store.corpora.load_corpus accepts.
+    corpus: a Corpus (or LazyCorpus) or anything rbplab.store.corpora.load_corpus accepts; a hub
+        corpus at a commit is keyed by its identity, so a cache hit never reads the dataset.
     context_length: window length in tokens including a BOS (default: the model's limit, at most 2048).
     stride: None for non-overlapping windows, else the advance of strided windows (only new tokens scored).
     bos: "auto" (per tokenizer/family, recorded), "always" or "never".
@@ -365,7 +366,7 @@ def extract(
     return ExtractResult(entry.key, entry.path, int(manifest["n_tokens"]), False, manifest)
 
 
-def load_stats(model: ModelSpec | str, corpus: str | Corpus, **settings: Any) -> TokenStats:
+def load_stats(model: ModelSpec | str, corpus: str | Corpus | LazyCorpus, **settings: Any) -> TokenStats:
     """TokenStats of (model, corpus): extract (a cache hit runs no forward pass), then read the cache.
 
     A shard that fails its checksum on reading is reported, recomputed, and the entry read again.
