@@ -44,7 +44,8 @@ def configure_extract(p: argparse.ArgumentParser) -> None:
         default=[],
         required=True,
         metavar="CORPUS",
-        help="bundled name (`rbplab corpora`), hub:<name>[@<revision>], or a .txt/.jsonl[.gz] file or directory",
+        help="bundled name (`rbplab corpora`), hub:<name>[@<revision>], or a .txt/.jsonl[.gz] file "
+        "or directory",
     )
     which.add_argument(
         "--max-documents", type=positive_int, help="use only the first N documents of each corpus"

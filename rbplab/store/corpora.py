@@ -309,9 +309,6 @@ def _hub_rows(entry: HubCorpus, commit: str) -> Iterable[dict]:
     return datasets.load_dataset(entry.repo, entry.config, split=entry.split, revision=commit, streaming=True)
 
 
-_UNPINNED_WARNED: set[str] = set()
-
-
 def _open_hub(name: str, max_documents: int | None, revision: str | None) -> LazyCorpus:
     if "@" in name and revision is None:
         name, revision = name.split("@", 1)
@@ -322,8 +319,7 @@ def _open_hub(name: str, max_documents: int | None, revision: str | None) -> Laz
     entry = HUB_CORPORA[name]
     requested = revision or entry.revision
     commit = resolve_dataset_revision(entry.repo, requested)
-    if requested != commit and f"{name}@{requested}" not in _UNPINNED_WARNED:
-        _UNPINNED_WARNED.add(f"{name}@{requested}")
+    if requested != commit:
         warnings.warn(
             f"hub:{name} is not pinned to a commit: {entry.repo}@{requested} is {commit[:12]} today; "
             f"pin it with hub:{name}@{commit} (or set the {name.upper()}_REVISION constant)",
