@@ -1,7 +1,9 @@
 """Fingerprints of a model's weights and tokenizer, the identity a rank cache is keyed on.
 
-Weights: the hub commit for hub ids (read from the local hub cache layout), else sha256 over
-the local weight files and config (path-independent). Tokenizer: sha256 over everything that
+Weights: the hub commit for hub ids (the revision resolved now, through the hub or the local hub
+cache layout; a revision that cannot be resolved is an error listing the branches, never a key that
+could go stale), else sha256 over the local weight files and config (path-independent). Tokenizer:
+sha256 over everything that
 decides token ids.
 """
 
