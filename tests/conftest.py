@@ -71,3 +71,32 @@ def gguf_files(tmp_path_factory, llama_dir, tiny_tokenizer) -> dict[str, Path]:
         "with_tokenizer": write_gguf(with_tok, llama_dir, tiny_tokenizer),
         "bare": write_gguf(bare, llama_dir),
     }
+
+
+@pytest.fixture(scope="session")
+def hub_template(tmp_path_factory):
+    """The hub stand-in (tests/helpers/hub.py), built once per session; use the `hub` fixture."""
+    from helpers.hub import build_hub
+
+    return build_hub(tmp_path_factory.mktemp("hf") / "hub")
+
+
+@pytest.fixture
+def hub(hub_template, tmp_path, monkeypatch):
+    """A private copy of the hub stand-in as the Hugging Face cache, offline (HF_HUB_OFFLINE=1):
+    tests may move its branches or delete its files."""
+    import shutil
+
+    import datasets
+    from helpers.hub import Hub
+    from huggingface_hub import constants
+
+    root = tmp_path / "hf-hub"
+    shutil.copytree(hub_template.root, root)
+    for name, value in (("HF_HUB_CACHE", str(root)), ("HF_HUB_OFFLINE", "1"), ("HF_DATASETS_OFFLINE", "1")):
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(root))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_OFFLINE", True)
+    return Hub(root, {repo: dict(branches) for repo, branches in hub_template.commits.items()})

@@ -44,7 +44,8 @@ def configure_extract(p: argparse.ArgumentParser) -> None:
         default=[],
         required=True,
         metavar="CORPUS",
-        help="bundled name (`rbplab corpora`), hub:<name>, or a .txt/.jsonl[.gz] file or directory",
+        help="bundled name (`rbplab corpora`), hub:<name>[@<revision>], or a .txt/.jsonl[.gz] file "
+        "or directory",
     )
     which.add_argument(
         "--max-documents", type=positive_int, help="use only the first N documents of each corpus"
@@ -137,13 +138,13 @@ def settings_from_args(args: argparse.Namespace):
 
 
 def run_extract(args: argparse.Namespace) -> int:
-    from rbplab.store.corpora import load_corpus
+    from rbplab.store.corpora import open_corpus
     from rbplab.store.files import cache_root, check_writable
 
     # Everything that can be checked without torch is checked before any model is touched.
     settings = settings_from_args(args)
     models = _models_to_run(args)
-    corpora = [load_corpus(spec, max_documents=args.max_documents) for spec in args.corpus]
+    corpora = [open_corpus(spec, max_documents=args.max_documents) for spec in args.corpus]
     for label, source in models:
         _check_context(label, source, args.context_length)
     root = check_writable(cache_root(args.cache_dir))

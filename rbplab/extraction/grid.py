@@ -15,7 +15,7 @@ import pandas as pd
 from rbplab.core.settings import ExtractionSettings, resolve_settings
 from rbplab.extraction.pipeline import extract
 from rbplab.extraction.sources import ModelSpec, as_spec
-from rbplab.store.corpora import Corpus, load_corpus
+from rbplab.store.corpora import Corpus, LazyCorpus, open_corpus
 from rbplab.store.files import cache_root
 
 GRID_COLUMNS = ["model", "corpus", "n_tokens", "from_cache", "key", "path"]
@@ -23,7 +23,7 @@ GRID_COLUMNS = ["model", "corpus", "n_tokens", "from_cache", "key", "path"]
 
 def extract_many(
     models: Iterable[ModelSpec | str] | Mapping[str, ModelSpec | str],
-    corpora: Iterable[str | Path | Corpus],
+    corpora: Iterable[str | Path | Corpus | LazyCorpus],
     settings: ExtractionSettings | None = None,
     *,
     cache_dir: str | Path | None = None,
@@ -40,7 +40,7 @@ def extract_many(
     labelled = dict(models) if isinstance(models, Mapping) else {_label(m): m for m in models}
     if not labelled:
         raise ValueError("extract_many needs at least one model")
-    loaded = [c if isinstance(c, Corpus) else load_corpus(c) for c in corpora]
+    loaded = [c if isinstance(c, (Corpus, LazyCorpus)) else open_corpus(c) for c in corpora]
     if not loaded:
         raise ValueError("extract_many needs at least one corpus")
     root = cache_root(cache_dir)

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from rbplab.extraction.fingerprints import tokenizer_fingerprint, weights_fingerprint
+from rbplab.extraction.fingerprints import resolve_commit, tokenizer_fingerprint, weights_fingerprint
 from rbplab.extraction.sources import ModelLoadError, ModelSpec, Source, as_spec, resolve_source
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -110,13 +110,15 @@ def _gguf_has_tokenizer(path: Path) -> bool:
     return "tokenizer.ggml.model" in GGUFReader(str(path)).fields
 
 
-def load_tokenizer(spec: ModelSpec, source: Source) -> Any:
+def load_tokenizer(spec: ModelSpec, source: Source, revision: str | None = None) -> Any:
+    """The model's tokenizer (at `revision`, default spec.revision), or spec.tokenizer when given."""
     from transformers import AutoTokenizer
 
+    revision = revision or spec.revision
     if spec.tokenizer:
         location, kwargs = spec.tokenizer, {}
     else:
-        location, kwargs = source.location, ({"revision": spec.revision} if spec.revision else {})
+        location, kwargs = source.location, ({"revision": revision} if revision else {})
         if source.gguf_file:
             if source.local and not _gguf_has_tokenizer(Path(source.location) / source.gguf_file):
                 raise ModelLoadError(
@@ -157,16 +159,22 @@ class Described:
     config: Any
     tokenizer: Any
     info: ModelInfo
+    commit: str | None = None  # hub models: the commit the revision pointed at, used for every load
 
 
 def describe_model(model: ModelSpec | str) -> Described:
-    """Config, tokenizer and ModelInfo of a model, without loading weights (for cache keys)."""
+    """Config, tokenizer and ModelInfo of a model, without loading weights (for cache keys).
+
+    A hub model's revision (None = main) is resolved to its commit once, here; config, tokenizer
+    and (later) weights are all loaded at that commit, so a branch moving meanwhile cannot mix them.
+    """
     from rbplab.store.sizes import parameter_counts
 
     spec = as_spec(model)
     source = resolve_source(spec)
-    config = load_config(source, spec.revision)
-    tokenizer = load_tokenizer(spec, source)
+    commit = None if source.local else resolve_commit(source, spec.revision)
+    config = load_config(source, commit or spec.revision)
+    tokenizer = load_tokenizer(spec, source, commit)
     counts = parameter_counts(config)
     device = select_device(spec.device)
     vocab = len(tokenizer)
@@ -179,7 +187,7 @@ def describe_model(model: ModelSpec | str) -> Described:
     info = ModelInfo(
         name=spec.name_or_path,
         revision=spec.revision,
-        fingerprint=weights_fingerprint(source, spec.revision),
+        fingerprint=f"hub:{commit}" if commit else weights_fingerprint(source, spec.revision),
         architecture=counts.architecture,
         n_params=counts.n_params,
         n_nonembedding=counts.n_nonembedding,
@@ -195,7 +203,7 @@ def describe_model(model: ModelSpec | str) -> Described:
         tokenizer_fingerprint=tokenizer_fingerprint(tokenizer),
         softcap=logit_softcap(config),
     )
-    return Described(spec, source, config, tokenizer, info)
+    return Described(spec, source, config, tokenizer, info, commit)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -208,8 +216,9 @@ def load_weights(described: Described) -> torch.nn.Module:
 
     spec, source, info = described.spec, described.source, described.info
     kwargs: dict[str, Any] = {"dtype": DTYPES[info.dtype]}
-    if spec.revision:
-        kwargs["revision"] = spec.revision
+    revision = described.commit or spec.revision
+    if revision:
+        kwargs["revision"] = revision
     if source.gguf_file:
         kwargs["gguf_file"] = source.gguf_file
     if spec.device_map:
@@ -222,10 +231,23 @@ def load_weights(described: Described) -> torch.nn.Module:
         model = model.to(select_device(spec.device))
     model.eval()
     head = model.get_output_embeddings()
+    check_head_placed(head, spec.device_map)
     rows = getattr(getattr(head, "weight", None), "shape", (info.head_rows,))[0]
     if rows != info.head_rows:
         raise ModelLoadError(f"output layer has {rows} rows, config says {info.head_rows}")
     return model
+
+
+def check_head_placed(head: torch.nn.Module | None, device_map: str | None = None) -> None:
+    """Refuse an output head whose weight is not in memory: `device_map` offloading it to CPU or disk
+    leaves a meta tensor that the float32 head copy cannot read (one-line ModelLoadError)."""
+    weight = getattr(head, "weight", None)
+    if weight is not None and weight.device.type == "meta":
+        raise ModelLoadError(
+            f"device_map={device_map!r} offloaded the output head to CPU or disk (its weight is a meta "
+            "tensor), and rank extraction needs it in memory on a device; free GPU memory, use a device "
+            "map that keeps the output head on a GPU, or run without device_map on one device"
+        )
 
 
 def input_device(model: torch.nn.Module) -> torch.device:
@@ -241,6 +263,7 @@ def check_head(model: torch.nn.Module, info: ModelInfo, length: int = 16) -> flo
 
     length = min(length, info.max_context or length)
     ids = (torch.arange(length) * 7919 % info.vocab_size).unsqueeze(0).to(input_device(model))
+    check_head_placed(model.get_output_embeddings())
     with torch.inference_mode():
         reference = model(ids).logits[0].float()
         hidden = model.base_model(ids).last_hidden_state[0]

@@ -59,7 +59,7 @@ from rbplab.extraction.windows import (
     tokenize_documents,
 )
 from rbplab.store.cache import CacheCorruptedError, CacheEntry
-from rbplab.store.corpora import Corpus, load_corpus
+from rbplab.store.corpora import Corpus, LazyCorpus, open_corpus
 
 SHARD_TOKENS = 1 << 16  # scored targets per shard (whole windows): resume granularity
 DEFAULT_MAX_CONTEXT = 2048
@@ -84,7 +84,7 @@ class Plan:
     """Everything an extraction is determined by, resolved from metadata (no weights)."""
 
     described: Described
-    corpus: Corpus
+    corpus: Corpus | LazyCorpus  # a hub corpus reads its documents only on a cache miss
     policy: WindowPolicy
     bos: BosDecision
     vocab_size: int
@@ -118,7 +118,7 @@ def model_label(described: Described) -> str:
 
 def plan_extraction(
     model: ModelSpec | str,
-    corpus: str | Path | Corpus,
+    corpus: str | Path | Corpus | LazyCorpus,
     settings: ExtractionSettings | None = None,
     **overrides: Any,
 ) -> Plan:
@@ -133,7 +133,7 @@ def plan_extraction(
     )
     described = describe_model(spec)
     info = described.info
-    corpus = corpus if isinstance(corpus, Corpus) else load_corpus(corpus)
+    corpus = corpus if isinstance(corpus, (Corpus, LazyCorpus)) else open_corpus(corpus)
     context_length, stride, bos = settings.context_length, settings.stride, settings.bos
     max_tokens, include_padded_vocab = settings.max_tokens, settings.include_padded_vocab
     limit = info.max_context
@@ -145,7 +145,7 @@ def plan_extraction(
             f"use a context length of at most {limit}"
         )
     policy = WindowPolicy(int(context_length), stride, bos)
-    decision = resolve_bos(described.tokenizer, bos)
+    decision = resolve_bos(described.tokenizer, bos, described.config)
     vocab_size = info.head_rows if include_padded_vocab else info.vocab_size
     key_spec = {
         "model": {
@@ -156,7 +156,7 @@ def plan_extraction(
             "dtype": info.dtype,
         },
         "tokenizer": info.tokenizer_fingerprint,
-        "corpus": {"name": corpus.name, "content_hash": corpus.content_hash(), "n_documents": len(corpus)},
+        "corpus": corpus.key(),
         "windows": {
             "context_length": policy.context_length,
             "stride": policy.stride,
@@ -336,7 +336,7 @@ def _progress(total: int, initial: int, label: str, enabled: bool) -> Any:
 
 def extract(
     model: ModelSpec | str,
-    corpus: str | Corpus,
+    corpus: str | Corpus | LazyCorpus,
     settings: ExtractionSettings | None = None,
     *,
     cache_dir: str | Path | None = None,
@@ -346,7 +346,8 @@ def extract(
     """Rank statistics of every scored token of `corpus` under `model`, cached.
 
     model: a ModelSpec, registered name, hub id, local directory or .gguf file.
-    corpus: a Corpus or anything rbplab.store.load_corpus accepts.
+    corpus: a Corpus (or LazyCorpus) or anything rbplab.store.load_corpus accepts; a hub corpus at
+    a commit is keyed by its identity, so a cache hit never reads the dataset.
     settings: how to score (`rbplab.core.ExtractionSettings`: context length, stride, BOS,
     max tokens, padded vocabulary, dtype, device, device map, batch size); `overrides` are its
     fields given as keywords, e.g. extract(model, corpus, max_tokens=2000).
@@ -382,7 +383,7 @@ def extract(
 
 def load_stats(
     model: ModelSpec | str,
-    corpus: str | Corpus,
+    corpus: str | Corpus | LazyCorpus,
     settings: ExtractionSettings | None = None,
     *,
     cache_dir: str | Path | None = None,

@@ -78,16 +78,29 @@ def _added_prefix(tokenizer: Any) -> int | None:
     return None
 
 
-def resolve_bos(tokenizer: Any, bos: str = "auto") -> BosDecision:
-    """Decide the BOS policy for a tokenizer.
+def _config_bos(config: Any, vocab_size: int) -> int | None:
+    """The config's bos_token_id when it is a single token of the tokenizer's vocabulary."""
+    if config is None:
+        return None
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    value = getattr(text, "bos_token_id", None)
+    return int(value) if isinstance(value, int) and 0 <= value < vocab_size else None
+
+
+def resolve_bos(tokenizer: Any, bos: str = "auto", config: Any = None) -> BosDecision:
+    """Decide the BOS policy for a tokenizer (and the model `config`, when given).
 
     "auto" follows what each family was trained with, in the order lm-evaluation-harness uses:
     1. the tokenizer adds a BOS itself (OPT's </s>, Llama/Gemma <s>/<bos>) -> that token;
     2. it declares a bos_token (GPT-2 and Pythia: <|endoftext|>, their document separator) -> it;
-    3. it declares only an eos_token (Qwen2.5 base: <|endoftext|> separates pretraining
-       documents) -> the eos token as the document-start context;
-    4. otherwise no BOS, and the first token of each document is not scored.
+    3. no bos_token, but the model config names a bos_token_id inside the vocabulary (Qwen2.5
+       base: 151643, <|endoftext|>, which separates pretraining documents) -> that token. This
+       comes before eos because base checkpoints have shipped tokenizer_config.json files whose
+       eos is the chat token <|im_end|>;
+    4. only an eos_token -> the eos token as the document-start context;
+    5. otherwise no BOS, and the first token of each document is not scored.
     "always" applies the same order but fails if no token exists; "never" uses none.
+    The rule that applied is recorded (`BosDecision.rule`, part of the cache key).
     """
     if bos not in BOS_CHOICES:
         raise ValueError(f"bos must be one of {BOS_CHOICES}, got {bos!r}")
@@ -98,6 +111,8 @@ def resolve_bos(tokenizer: Any, bos: str = "auto") -> BosDecision:
         decision = BosDecision(True, prefix, "tokenizer prepends this token to every input")
     elif tokenizer.bos_token_id is not None:
         decision = BosDecision(True, int(tokenizer.bos_token_id), "tokenizer's bos_token")
+    elif (config_bos := _config_bos(config, len(tokenizer))) is not None:
+        decision = BosDecision(True, config_bos, "no bos_token: the model config's bos_token_id")
     elif tokenizer.eos_token_id is not None:
         decision = BosDecision(
             True, int(tokenizer.eos_token_id), "no bos_token: eos_token marks document start"

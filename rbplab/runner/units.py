@@ -18,7 +18,7 @@ from rbplab.extraction.sources import ModelSpec
 from rbplab.runner.studyfile import StudyFile
 from rbplab.store import registry
 from rbplab.store.cache import CacheEntry
-from rbplab.store.corpora import Corpus, load_corpus
+from rbplab.store.corpora import Corpus, LazyCorpus, open_corpus
 
 DEFAULT_SHARDS_PER_UNIT = 4
 
@@ -46,7 +46,7 @@ class WorkUnit:
     model: str
     source: str
     revision: str | None
-    corpus: Corpus
+    corpus: Corpus | LazyCorpus
     settings: ExtractionSettings
     shards: tuple[int, ...]
     n_tokens: int
@@ -77,7 +77,7 @@ def plan_study(
     """Every entry and work unit of `study` (units of entries already complete are skipped when run)."""
     if shards_per_unit < 1:
         raise ValueError(f"shards_per_unit must be a positive integer, got {shards_per_unit}")
-    corpora = [load_corpus(c) for c in study.corpora]  # once per study, handed to every unit
+    corpora = [open_corpus(c) for c in study.corpora]  # once per study, handed to every unit
     entries: list[EntryPlan] = []
     units: list[WorkUnit] = []
     for member in study.members:

@@ -13,7 +13,15 @@ from rbplab.store.cache import (
     list_entries,
     remove_entries,
 )
-from rbplab.store.corpora import Corpus, CorpusError, Document, list_corpora, load_corpus
+from rbplab.store.corpora import (
+    Corpus,
+    CorpusError,
+    Document,
+    LazyCorpus,
+    list_corpora,
+    load_corpus,
+    open_corpus,
+)
 from rbplab.store.files import CacheLocationError, cache_root
 from rbplab.store.registry import families, family_models, resolve_model
 from rbplab.store.sizes import nonembedding_params, parameter_counts
@@ -26,6 +34,7 @@ __all__ = [
     "Corpus",
     "CorpusError",
     "Document",
+    "LazyCorpus",
     "cache_key",
     "cache_root",
     "families",
@@ -34,6 +43,7 @@ __all__ = [
     "list_entries",
     "load_corpus",
     "nonembedding_params",
+    "open_corpus",
     "parameter_counts",
     "remove_entries",
     "resolve_model",

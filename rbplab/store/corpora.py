@@ -7,7 +7,10 @@ and texts, so a cache entry keyed on it can never be reused for different text.
 Corpus specs accepted by `load_corpus`:
 - a bundled name: data/corpora/<name>.jsonl.gz ({"id", "text"} per line) + <name>.meta.json;
 - ``hub:wikipedia``, ``hub:humaneval``, ``hub:hotpotqa``, ``hub:auslegal`` (the paper's four
-  datasets, via the `datasets` library; needs the Hugging Face hub);
+  datasets, via the `datasets` library, always streamed; needs the Hugging Face hub or its local
+  cache). Each is read at a pinned revision (``hub:<name>@<revision>`` overrides it), resolved to a
+  commit that is recorded in the corpus source and the cache key. A document cap keeps the
+  *first* N rows in the dataset's own (dump) order: a fixed, reproducible slice, not a random sample;
 - a local .txt file (one document), .jsonl / .jsonl.gz file ({"id", "text"} per line), or a
   directory of such files (searched recursively, in sorted path order).
 """
@@ -18,6 +21,7 @@ import gzip
 import hashlib
 import itertools
 import json
+import re
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -63,6 +67,63 @@ class Corpus:
     def n_characters(self) -> int:
         return sum(len(doc.text) for doc in self.documents)
 
+    def key(self) -> dict:
+        """What a cache key records of this corpus (see `corpus_key`)."""
+        return corpus_key(self)
+
+
+_KEY_FIELDS = ("dataset", "config", "split", "revision", "max_documents", "text_scheme")
+
+
+def corpus_key(corpus: Corpus | LazyCorpus) -> dict:
+    """The corpus part of a cache key. A hub corpus read at a commit is known by its identity
+    (dataset, config, split, commit, document cap, text scheme), so the key needs no documents and
+    a cached result is found offline; every other corpus by its content hash and size."""
+    source = corpus.source
+    if source.get("origin") == "hub" and _SHA_RE.match(str(source.get("revision", ""))):
+        return {"name": corpus.name, **{k: source[k] for k in _KEY_FIELDS}}
+    return {"name": corpus.name, "content_hash": corpus.content_hash(), "n_documents": len(corpus)}
+
+
+@dataclass(frozen=True)
+class LazyCorpus:
+    """A hub corpus at a resolved commit whose documents are read on first use, once.
+
+    Stands in for a `Corpus` (name, source, documents, len, content_hash); `key()` needs no
+    documents, so looking up cached results does not touch the dataset.
+    """
+
+    name: str
+    source: dict
+    loader: Callable[[], Corpus] = field(repr=False, compare=False)
+    _loaded: list = field(default_factory=list, init=False, repr=False, compare=False)
+
+    def load(self) -> Corpus:
+        if not self._loaded:
+            self._loaded.append(self.loader())
+        return self._loaded[0]
+
+    @property
+    def loaded(self) -> bool:
+        return bool(self._loaded)
+
+    @property
+    def documents(self) -> tuple[Document, ...]:
+        return self.load().documents
+
+    def __len__(self) -> int:
+        return len(self.load())
+
+    def content_hash(self) -> str:
+        return self.load().content_hash()
+
+    @property
+    def n_characters(self) -> int:
+        return self.load().n_characters
+
+    def key(self) -> dict:
+        return corpus_key(self)
+
 
 def corpora_dir() -> Path:
     return data_dir() / "corpora"
@@ -80,65 +141,110 @@ def _bundled_names() -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Hub datasets (users with hub access). Each loader yields (id, text) in the dataset's order.
+# Hub datasets (users with hub access). Each entry turns the rows of one split into (id, text),
+# in the dataset's order: the first N rows are the dump's order, not a random sample.
+
+# The revision each hub corpus is read at; overridable per load (``hub:wikipedia@<revision>`` or
+# load_corpus(..., revision=...)). THESE MUST BE SET TO REAL COMMIT SHAS of the dataset repos
+# (`huggingface_hub.HfApi().dataset_info(repo).sha`, or the repo's history on the hub), checked
+# together with the `data_files` layout below. They could not be looked up where this was written
+# (no hub access), so they still name the branch `main`: each load resolves the branch to the
+# commit it points at, records that commit (corpus source and cache key) and warns that the corpus
+# is unpinned. With a commit here, a study whose every run is cached needs no network at all.
+WIKIPEDIA_REVISION = "main"
+HUMANEVAL_REVISION = "main"
+HOTPOTQA_REVISION = "main"
+AUSLEGAL_REVISION = "main"
+
+# Bump when the text assembled from a hub row changes: with a pinned commit the cache key is the
+# dataset's identity (no content hash), so this number is what tells old texts from new.
+HUB_TEXT_SCHEME = 1
+
+_SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 
 
-def _wikipedia(load_dataset: Callable) -> Iterator[tuple[str, str]]:
-    # Streaming: the English dump is ~20 GB and only the first max_documents articles are used.
-    rows = load_dataset("wikimedia/wikipedia", "20231101.en", split="train", streaming=True)
-    for row in rows:
-        yield str(row["id"]), f"{row['title']}\n\n{row['text']}"
+def _wikipedia(row: dict) -> tuple[str, str]:
+    return str(row["id"]), f"{row['title']}\n\n{row['text']}"
 
 
-def _humaneval(load_dataset: Callable) -> Iterator[tuple[str, str]]:
-    for row in load_dataset("openai/openai_humaneval", split="test"):
-        yield row["task_id"], row["prompt"] + row["canonical_solution"]
+def _humaneval(row: dict) -> tuple[str, str]:
+    return row["task_id"], row["prompt"] + row["canonical_solution"]
 
 
-def _hotpotqa(load_dataset: Callable) -> Iterator[tuple[str, str]]:
-    for row in load_dataset("hotpotqa/hotpot_qa", "distractor", split="validation"):
-        context = row["context"]
-        paragraphs = [
-            f"{title}\n{''.join(sentences).strip()}"
-            for title, sentences in zip(context["title"], context["sentences"], strict=True)
-        ]
-        text = "\n\n".join([row["question"], *paragraphs, f"Answer: {row['answer']}"])
-        yield row["id"], text
+def _hotpotqa(row: dict) -> tuple[str, str]:
+    """The question, then each context paragraph as its title on one line and its sentences joined
+    (stripped) on the next, then ``Answer: <answer>``; blocks separated by blank lines."""
+    context = row["context"]
+    paragraphs = [
+        f"{title}\n{''.join(sentences).strip()}"
+        for title, sentences in zip(context["title"], context["sentences"], strict=True)
+    ]
+    return row["id"], "\n\n".join([row["question"], *paragraphs, f"Answer: {row['answer']}"])
 
 
-def _auslegal(load_dataset: Callable) -> Iterator[tuple[str, str]]:
-    rows = load_dataset("umarbutler/open-australian-legal-corpus", split="corpus", streaming=True)
-    for row in rows:
-        yield row["version_id"], row["text"]
+def _auslegal(row: dict) -> tuple[str, str]:
+    return row["version_id"], row["text"]
 
 
 @dataclass(frozen=True)
 class HubCorpus:
-    loader: Callable[[Callable], Iterator[tuple[str, str]]]
-    dataset: str
+    document: Callable[[dict], tuple[str, str]]  # row -> (id, text)
+    repo: str
+    config: str | None
+    split: str
+    data_files: str  # the split's files inside the repo at `revision` (read directly when cached)
+    revision: str  # pinned commit (see the *_REVISION constants)
     description: str
     licence: str
     default_max_documents: int | None  # large streams are capped unless the caller asks for more
+
+    @property
+    def dataset(self) -> str:
+        return f"{self.repo}:{self.config}/{self.split}" if self.config else f"{self.repo}/{self.split}"
 
 
 HUB_CORPORA: dict[str, HubCorpus] = {
     # ~1000 articles is ~0.7M tokens, above the paper's 5e5 tokens per point.
     "wikipedia": HubCorpus(
-        _wikipedia, "wikimedia/wikipedia:20231101.en", "English Wikipedia articles", "CC BY-SA 4.0", 1000
+        _wikipedia,
+        "wikimedia/wikipedia",
+        "20231101.en",
+        "train",
+        "20231101.en/train-*.parquet",
+        WIKIPEDIA_REVISION,
+        "English Wikipedia articles",
+        "CC BY-SA 4.0",
+        1000,
     ),
     "humaneval": HubCorpus(
-        _humaneval, "openai/openai_humaneval", "HumanEval: prompt + canonical solution", "MIT", None
+        _humaneval,
+        "openai/openai_humaneval",
+        None,
+        "test",
+        "openai_humaneval/test-*.parquet",
+        HUMANEVAL_REVISION,
+        "HumanEval: prompt + canonical solution",
+        "MIT",
+        None,
     ),
     "hotpotqa": HubCorpus(
         _hotpotqa,
-        "hotpotqa/hotpot_qa:distractor/validation",
+        "hotpotqa/hotpot_qa",
+        "distractor",
+        "validation",
+        "distractor/validation-*.parquet",
+        HOTPOTQA_REVISION,
         "HotpotQA: question, context paragraphs, answer",
         "CC BY-SA 4.0",
         None,
     ),
     "auslegal": HubCorpus(
         _auslegal,
-        "umarbutler/open-australian-legal-corpus",
+        "isaacus/open-australian-legal-corpus",
+        None,
+        "corpus",
+        "corpus.jsonl",
+        AUSLEGAL_REVISION,
         "Open Australian Legal Corpus documents",
         "Open Australian Legal Corpus Licence",
         1000,
@@ -146,27 +252,101 @@ HUB_CORPORA: dict[str, HubCorpus] = {
 }
 
 
-def _load_hub(name: str, max_documents: int | None) -> Corpus:
+def _repo_cache(repo: str) -> Path:
+    from huggingface_hub import constants
+
+    return Path(constants.HF_HUB_CACHE) / f"datasets--{repo.replace('/', '--')}"
+
+
+def _dataset_branches(repo: str) -> list[str]:
+    from huggingface_hub import constants
+
+    if not constants.HF_HUB_OFFLINE:
+        try:
+            from huggingface_hub import HfApi
+
+            return sorted(ref.name for ref in HfApi().list_repo_refs(repo, repo_type="dataset").branches)
+        except Exception:  # noqa: BLE001 - any hub failure falls back to what is cached
+            pass
+    refs = _repo_cache(repo) / "refs"
+    return sorted(p.name for p in refs.iterdir() if p.is_file()) if refs.is_dir() else []
+
+
+def resolve_dataset_revision(repo: str, revision: str) -> str:
+    """The commit a dataset revision (branch, tag or commit) points at: a commit as is (no network);
+    otherwise asked of the hub, or read from the local hub cache's refs/ when offline."""
+    if _SHA_RE.match(revision):
+        return revision
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import RevisionNotFoundError
+
+    try:  # the dataset card: small, and downloading it records refs/<revision> for offline use
+        path = hf_hub_download(repo, "README.md", repo_type="dataset", revision=revision)
+    except RevisionNotFoundError:
+        branches = ", ".join(_dataset_branches(repo)) or "none known"
+        raise CorpusError(f"dataset {repo} has no revision {revision!r}; branches: {branches}") from None
+    except Exception as err:  # noqa: BLE001 - offline and not cached, hub unreachable, no card
+        raise CorpusError(
+            f"cannot resolve dataset {repo}@{revision} to a commit ({type(err).__name__}); run once with "
+            "hub access, or pin a commit: hub:<name>@<commit sha>"
+        ) from None
+    commit = Path(path).parent.name
+    if not _SHA_RE.match(commit):
+        raise CorpusError(f"cannot resolve dataset {repo}@{revision} to a commit (got {path})")
+    return commit
+
+
+def _hub_rows(entry: HubCorpus, commit: str) -> Iterable[dict]:
+    """The split's rows, streamed (never a whole-dataset download): from the split's files when the
+    commit's snapshot holds them in the local hub cache (works offline), else from the hub."""
+    import datasets
+
+    snapshot = _repo_cache(entry.repo) / "snapshots" / commit
+    files = sorted(str(p) for p in snapshot.glob(entry.data_files) if p.is_file())
+    if files:
+        builder = "parquet" if files[0].endswith(".parquet") else "json"
+        return datasets.load_dataset(builder, data_files=files, split="train", streaming=True)
+    return datasets.load_dataset(entry.repo, entry.config, split=entry.split, revision=commit, streaming=True)
+
+
+def _open_hub(name: str, max_documents: int | None, revision: str | None) -> LazyCorpus:
+    if "@" in name and revision is None:
+        name, revision = name.split("@", 1)
     if name not in HUB_CORPORA:
         raise CorpusError(
             f"unknown hub corpus 'hub:{name}'; known: {', '.join('hub:' + n for n in HUB_CORPORA)}"
         )
     entry = HUB_CORPORA[name]
-    try:
-        from datasets import load_dataset
-    except ImportError as err:  # pragma: no cover - datasets is a declared dependency
-        raise CorpusError("hub corpora need the 'datasets' package: pip install datasets") from err
+    requested = revision or entry.revision
+    commit = resolve_dataset_revision(entry.repo, requested)
+    if requested != commit:
+        warnings.warn(
+            f"hub:{name} is not pinned to a commit: {entry.repo}@{requested} is {commit[:12]} today; "
+            f"pin it with hub:{name}@{commit} (or set the {name.upper()}_REVISION constant)",
+            stacklevel=3,
+        )
     limit = max_documents if max_documents is not None else entry.default_max_documents
-    import datasets
-
+    if limit is not None and limit < 1:
+        raise CorpusError(f"max_documents must be a positive integer, got {limit}")
     source = {
         "origin": "hub",
-        "dataset": entry.dataset,
-        "licence": entry.licence,
+        "dataset": entry.repo,
+        "config": entry.config,
+        "split": entry.split,
+        "revision": commit,
+        "requested_revision": requested,
         "max_documents": limit,
-        "datasets_version": datasets.__version__,
+        "text_scheme": HUB_TEXT_SCHEME,
+        "licence": entry.licence,
     }
-    return _build(f"hub:{name}", entry.loader(load_dataset), source, limit)
+
+    def load() -> Corpus:
+        import datasets
+
+        rows = (entry.document(row) for row in _hub_rows(entry, commit))
+        return _build(f"hub:{name}", rows, {**source, "datasets_version": datasets.__version__}, limit)
+
+    return LazyCorpus(f"hub:{name}", source, load)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -268,15 +448,30 @@ def _build(name: str, rows: Iterable[tuple[str, str]], source: dict, max_documen
     return Corpus(name=name, documents=tuple(documents), source=source)
 
 
-def load_corpus(spec: str | Path, *, max_documents: int | None = None) -> Corpus:
-    """Load a corpus by bundled name, ``hub:<name>``, or local path (see module docstring).
-
-    `max_documents` keeps the first N non-empty documents (hub Wikipedia and the legal
-    corpus default to 1000, the other sources to all).
-    """
+def open_corpus(
+    spec: str | Path, *, max_documents: int | None = None, revision: str | None = None
+) -> Corpus | LazyCorpus:
+    """Like `load_corpus`, but a hub corpus comes back as a `LazyCorpus`: its commit is resolved
+    now and its documents are read only when first used (a cache miss), at most once."""
     text = str(spec)
     if text.startswith("hub:"):
-        return _load_hub(text[len("hub:") :], max_documents)
+        return _open_hub(text[len("hub:") :], max_documents, revision)
+    if revision is not None:
+        raise CorpusError(f"revision={revision!r} applies to hub corpora only, not {text!r}")
+    return load_corpus(spec, max_documents=max_documents)
+
+
+def load_corpus(spec: str | Path, *, max_documents: int | None = None, revision: str | None = None) -> Corpus:
+    """Load a corpus by bundled name, ``hub:<name>[@<revision>]``, or local path (see module docstring).
+
+    `max_documents` keeps the first N non-empty documents (hub Wikipedia and the legal
+    corpus default to 1000, the other sources to all). `revision` overrides a hub corpus's pinned
+    commit (a branch is resolved to its commit now, and that commit is recorded).
+    """
+    text = str(spec)
+    if text.startswith("hub:") or revision is not None:
+        corpus = open_corpus(spec, max_documents=max_documents, revision=revision)
+        return corpus.load() if isinstance(corpus, LazyCorpus) else corpus
     path = Path(text).expanduser()
     # A bare bundled name wins over a same-named entry of the working directory; anything
     # path-like (a separator or a file suffix) is a path.
@@ -312,7 +507,11 @@ def list_corpora() -> pd.DataFrame:
             }
         )
     for name, entry in HUB_CORPORA.items():
-        cap = f", first {entry.default_max_documents} by default" if entry.default_max_documents else ""
+        cap = (
+            f", first {entry.default_max_documents} in dump order by default"
+            if entry.default_max_documents
+            else ""
+        )
         rows.append(
             {
                 "name": f"hub:{name}",

@@ -14,7 +14,7 @@ import pandas as pd
 from rbplab.core.runs import Run
 from rbplab.core.settings import ExtractionSettings, resolve_settings
 from rbplab.core.stats import check_ties
-from rbplab.store.corpora import Corpus
+from rbplab.store.corpora import Corpus, LazyCorpus, open_corpus
 from rbplab.study.study import Study, as_list
 
 
@@ -28,17 +28,19 @@ def default_corpora() -> list[str]:
 
 def _corpus_label(spec: object) -> str:
     # Corpus objects carry a name; bundled and hub names stay as they are; a path is labelled by its stem.
-    if hasattr(spec, "documents"):
+    if isinstance(spec, (Corpus, LazyCorpus)):
         return str(spec.name)
     spec = str(spec)
-    if spec.startswith("hub:") or "/" not in spec and not spec.endswith((".jsonl", ".gz", ".txt")):
+    if spec.startswith("hub:"):
+        return spec.split("@", 1)[0]
+    if "/" not in spec and not spec.endswith((".jsonl", ".gz", ".txt")):
         return spec
     return Path(spec).name.split(".")[0]
 
 
 def load_study(
     families: str | Iterable[str] = "micro",
-    corpora: str | Corpus | Iterable[str | Corpus] | None = None,
+    corpora: str | Corpus | LazyCorpus | Iterable[str | Corpus | LazyCorpus] | None = None,
     settings: ExtractionSettings | Mapping[str, Any] | None = None,
     *,
     models: Iterable[str] | None = None,
@@ -79,14 +81,17 @@ def load_study(
             )
         members = members[members["model"].isin(wanted)]
     say = progress if callable(progress) else None
+    # Each corpus is opened once per study and the object handed to every model: a hub corpus
+    # resolves its commit here and reads its documents only if some run is not cached, once.
+    opened = [spec if isinstance(spec, (Corpus, LazyCorpus)) else open_corpus(spec) for spec in corpus_specs]
     runs = []
-    for spec in corpus_specs:
+    for spec, corpus in zip(corpus_specs, opened, strict=True):
         for row in members.itertuples():
             if say:
                 say(f"{row.family}/{row.model} on {_corpus_label(spec)}")
             stats = load_stats(
                 registry.resolve_source(row.source),
-                spec,
+                corpus,
                 settings,
                 cache_dir=cache_dir,
                 progress=progress is True,

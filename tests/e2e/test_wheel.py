@@ -55,7 +55,18 @@ def installed(tmp_path_factory) -> dict:
     # plain path entry does not run, so only the wheel's copy of rbplab is importable.
     Path(site, "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", str(wheel)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "-q",
+            "--no-deps",
+            "--ignore-installed",
+            str(wheel),
+        ],
         check=True,
         timeout=300,
         capture_output=True,

@@ -164,5 +164,5 @@ def test_hub_id_and_revision_from_an_offline_hub_cache(gpt2_dir, tmp_path, monke
     model, _, info = load_model(ModelSpec("tiny-org/tiny-gpt2", revision="step1"))
     assert info.fingerprint == "hub:" + "b" * 40 and info.revision == "step1"
     assert info.source == "tiny-org/tiny-gpt2" and not model.training
-    with pytest.raises(ModelLoadError, match="could not read the model config"):
-        describe_model("tiny-org/not-in-the-cache")
+    with pytest.raises(ModelLoadError, match="not-in-the-cache has no revision 'main'; no branches"):
+        describe_model("tiny-org/not-in-the-cache")  # an error, never a "hub-unpinned:" key

@@ -1,4 +1,4 @@
-"""Corpus loading: local files, bundled corpora, hub loaders (with a fake `datasets`), errors."""
+"""Corpus loading: local files, bundled corpora, hub corpora (from the hub stand-in), errors."""
 
 from __future__ import annotations
 
@@ -9,7 +9,17 @@ import warnings
 import datasets
 import pytest
 
-from rbplab.store.corpora import HUB_CORPORA, Corpus, CorpusError, Document, list_corpora, load_corpus
+from rbplab.store.corpora import (
+    HUB_CORPORA,
+    HUB_TEXT_SCHEME,
+    Corpus,
+    CorpusError,
+    Document,
+    LazyCorpus,
+    list_corpora,
+    load_corpus,
+    open_corpus,
+)
 from rbplab.store.paths import data_dir
 
 
@@ -148,85 +158,127 @@ def test_every_bundled_corpus_of_the_repo_loads():
         assert len({d.id for d in corpus.documents}) == len(corpus)
 
 
-class FakeHub:
-    """Stands in for datasets.load_dataset: records calls, serves in-memory rows."""
+class RecordingLoad:
+    """Wraps datasets.load_dataset: records every call (path, config, split, revision, streaming)."""
 
-    def __init__(self, rows):
-        self.rows = rows
-        self.calls = []
+    def __init__(self, real, rows=None):
+        self.real, self.rows, self.calls = real, rows, []
 
-    def __call__(self, path, name=None, split=None, streaming=False):
-        self.calls.append({"path": path, "name": name, "split": split, "streaming": streaming})
-        table = datasets.Dataset.from_list(self.rows)
-        return table.to_iterable_dataset() if streaming else table
-
-
-def test_hub_wikipedia(monkeypatch):
-    fake = FakeHub([{"id": str(i), "url": "u", "title": f"T{i}", "text": f"body {i}"} for i in range(1500)])
-    monkeypatch.setattr(datasets, "load_dataset", fake)
-    corpus = load_corpus("hub:wikipedia")
-    assert fake.calls == [
-        {"path": "wikimedia/wikipedia", "name": "20231101.en", "split": "train", "streaming": True}
-    ]
-    assert len(corpus) == HUB_CORPORA["wikipedia"].default_max_documents  # capped stream
-    assert corpus.documents[0] == Document("0", "T0\n\nbody 0")
-    assert corpus.source["origin"] == "hub" and corpus.source["dataset"].startswith("wikimedia/wikipedia")
-    assert len(load_corpus("hub:wikipedia", max_documents=3)) == 3
+    def __call__(self, path, name=None, *, split=None, revision=None, streaming=False, **kwargs):
+        self.calls.append((path, name, split, revision, streaming))
+        if self.rows is None:
+            return self.real(path, name, split=split, revision=revision, streaming=streaming, **kwargs)
+        return iter(self.rows)
 
 
-def test_hub_humaneval(monkeypatch):
-    rows = [
-        {
-            "task_id": f"HumanEval/{i}",
-            "prompt": f"def f{i}():\n",
-            "canonical_solution": "    return 1\n",
-            "test": "",
-            "entry_point": f"f{i}",
-        }
-        for i in range(4)
-    ]
-    fake = FakeHub(rows)
-    monkeypatch.setattr(datasets, "load_dataset", fake)
-    corpus = load_corpus("hub:humaneval")
-    assert fake.calls[0]["path"] == "openai/openai_humaneval" and fake.calls[0]["split"] == "test"
-    assert [d.id for d in corpus.documents] == [f"HumanEval/{i}" for i in range(4)]
-    assert corpus.documents[1].text == "def f1():\n    return 1\n"
+@pytest.fixture
+def loads(monkeypatch):
+    recorder = RecordingLoad(datasets.load_dataset)
+    monkeypatch.setattr(datasets, "load_dataset", recorder)
+    return recorder
 
 
-def test_hub_hotpotqa(monkeypatch):
-    row = {
-        "id": "q1",
-        "question": "Who?",
-        "answer": "Ann",
-        "type": "bridge",
-        "level": "hard",
-        "supporting_facts": {"title": ["A"], "sent_id": [0]},
-        "context": {"title": ["A", "B"], "sentences": [["Ann was.", " Here."], ["B is."]]},
+def test_hub_wikipedia_from_the_stand_in(hub, loads):
+    from helpers.hub import WIKIPEDIA_ROWS
+
+    with pytest.warns(UserWarning, match="not pinned to a commit"):
+        corpus = load_corpus("hub:wikipedia")
+    commit = hub.commit("wikimedia/wikipedia")
+    assert [d.id for d in corpus.documents] == [r["id"] for r in WIKIPEDIA_ROWS]  # dump order
+    assert corpus.documents[0].text == f"{WIKIPEDIA_ROWS[0]['title']}\n\n{WIKIPEDIA_ROWS[0]['text']}"
+    source = corpus.source
+    assert (source["dataset"], source["config"], source["split"]) == (
+        "wikimedia/wikipedia",
+        "20231101.en",
+        "train",
+    )
+    assert source["revision"] == commit and source["requested_revision"] == "main"
+    assert source["max_documents"] == HUB_CORPORA["wikipedia"].default_max_documents
+    # Read from the commit's cached parquet, streamed: one call, no download of the dump.
+    assert len(loads.calls) == 1 and loads.calls[0][0] == "parquet" and loads.calls[0][4] is True
+    assert len(load_corpus("hub:wikipedia", max_documents=2)) == 2
+
+
+def test_hub_humaneval_and_auslegal(hub):
+    from helpers.hub import HUMANEVAL_ROWS, LEGAL_ROWS
+
+    humaneval = load_corpus("hub:humaneval")
+    assert [d.id for d in humaneval.documents] == [r["task_id"] for r in HUMANEVAL_ROWS]
+    assert (
+        humaneval.documents[1].text == HUMANEVAL_ROWS[1]["prompt"] + HUMANEVAL_ROWS[1]["canonical_solution"]
+    )
+    legal = load_corpus("hub:auslegal", max_documents=1)
+    assert (
+        legal.source["dataset"] == "isaacus/open-australian-legal-corpus"
+        and legal.source["split"] == "corpus"
+    )
+    assert legal.documents == (Document(LEGAL_ROWS[0]["version_id"], LEGAL_ROWS[0]["text"]),)
+
+
+def test_hub_hotpotqa_text_is_assembled_as_documented(hub, loads):
+    from helpers.hub import HOTPOT_ROWS
+
+    corpus = load_corpus("hub:hotpotqa")  # the stand-in's train file is not parquet: reading it would fail
+    assert corpus.documents[0] == Document(
+        "5a8b57f25542995d1e6f1371",
+        "Were Scott Derrickson and Ed Wood of the same nationality?\n\n"
+        "Scott Derrickson\nScott Derrickson is an American director. He lives in Los Angeles.\n\n"
+        "Ed Wood\nEdward Davis Wood Jr. was an American filmmaker.\n\n"
+        "Answer: yes",
+    )
+    assert [d.id for d in corpus.documents] == [r["id"] for r in HOTPOT_ROWS]
+    assert all(call[4] is True for call in loads.calls)  # streamed
+
+
+def test_hub_corpora_stream_from_the_hub_at_the_resolved_commit(hub, monkeypatch):
+    """Without the split's files in the local cache, every hub corpus streams from the hub at its commit."""
+    import shutil
+
+    from helpers.hub import repo_dir
+
+    recorder = RecordingLoad(None, rows=[])
+    monkeypatch.setattr(datasets, "load_dataset", recorder)
+    expected = {
+        "wikipedia": ("wikimedia/wikipedia", "20231101.en", "train"),
+        "humaneval": ("openai/openai_humaneval", None, "test"),
+        "hotpotqa": ("hotpotqa/hotpot_qa", "distractor", "validation"),
+        "auslegal": ("isaacus/open-australian-legal-corpus", None, "corpus"),
     }
-    fake = FakeHub([row])
-    monkeypatch.setattr(datasets, "load_dataset", fake)
-    corpus = load_corpus("hub:hotpotqa")
-    call = fake.calls[0]
-    assert (call["path"], call["name"], call["split"]) == ("hotpotqa/hotpot_qa", "distractor", "validation")
-    assert corpus.documents == (Document("q1", "Who?\n\nA\nAnn was. Here.\n\nB\nB is.\n\nAnswer: Ann"),)
+    for name, (repo, config, split) in expected.items():
+        snapshot = repo_dir(hub.root, repo, "datasets") / "snapshots" / hub.commit(repo)
+        for child in snapshot.iterdir():  # keep only the card: refs resolve, data is not cached
+            if child.name != "README.md":
+                shutil.rmtree(child) if child.is_dir() else child.unlink()
+        with pytest.raises(CorpusError, match="no non-empty documents"):
+            load_corpus(f"hub:{name}")
+        assert recorder.calls[-1] == (repo, config, split, hub.commit(repo), True)
 
 
-def test_hub_auslegal(monkeypatch):
-    rows = [
-        {
-            "version_id": f"v{i}",
-            "type": "decision",
-            "jurisdiction": "nsw",
-            "source": "s",
-            "citation": "c",
-            "url": "u",
-            "when_scraped": "w",
-            "text": f"Judgment {i}.",
-        }
-        for i in range(3)
-    ]
-    fake = FakeHub(rows)
-    monkeypatch.setattr(datasets, "load_dataset", fake)
-    corpus = load_corpus("hub:auslegal", max_documents=2)
-    assert fake.calls[0]["path"] == "umarbutler/open-australian-legal-corpus" and fake.calls[0]["streaming"]
-    assert corpus.documents == (Document("v0", "Judgment 0."), Document("v1", "Judgment 1."))
+def test_hub_revision_override_and_errors(hub):
+    commit = hub.commit("openai/openai_humaneval")
+    pinned = load_corpus(f"hub:humaneval@{commit}")
+    assert pinned.source["revision"] == commit == pinned.source["requested_revision"]
+    assert load_corpus("hub:humaneval", revision=commit).key() == pinned.key()
+    with pytest.raises(CorpusError, match="cannot resolve dataset openai/openai_humaneval@v2"):
+        load_corpus("hub:humaneval@v2")  # offline and not cached: one line, what to do
+    with pytest.raises(CorpusError, match="hub corpora only"):
+        open_corpus("humaneval", revision=commit)
+
+
+def test_hub_corpus_key_is_its_identity_and_needs_no_documents(hub):
+    commit = hub.commit("wikimedia/wikipedia")
+    lazy = open_corpus(f"hub:wikipedia@{commit}", max_documents=2)
+    assert isinstance(lazy, LazyCorpus)
+    key = lazy.key()
+    assert not lazy.loaded  # the key did not read the dataset
+    assert key == {
+        "name": "hub:wikipedia",
+        "dataset": "wikimedia/wikipedia",
+        "config": "20231101.en",
+        "split": "train",
+        "revision": commit,
+        "max_documents": 2,
+        "text_scheme": HUB_TEXT_SCHEME,
+    }
+    assert load_corpus(f"hub:wikipedia@{commit}", max_documents=2).key() == key  # loaded or not
+    assert len(lazy) == 2 and lazy.loaded and lazy.load() is lazy.load()
