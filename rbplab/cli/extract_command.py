@@ -58,6 +58,11 @@ def configure_extract(p: argparse.ArgumentParser) -> None:
         "--device", default="auto", help="auto (cuda > mps > cpu), cpu, cuda, cuda:1, mps, ..."
     )
     model.add_argument("--device-map", help="e.g. auto, to spread a large model over several devices")
+    model.add_argument(
+        "--trust-remote-code",
+        action="store_true",
+        help="allow Python code shipped with a model (auto_map) to run; off by default, enters the cache key",
+    )
     scoring = p.add_argument_group("scoring")
     scoring.add_argument(
         "--context-length",
@@ -120,14 +125,21 @@ def _check_context(label: str, source: str, context_length: int | None) -> None:
 
 def run_extract(args: argparse.Namespace) -> int:
     from rbplab.store.corpora import load_corpus
-    from rbplab.store.files import cache_root, check_writable
+    from rbplab.store.files import CacheLocationError, cache_root, check_writable
 
     # Everything that can be checked without torch is checked before any model is touched.
     models = _models_to_run(args)
     corpora = [load_corpus(spec, max_documents=args.max_documents) for spec in args.corpus]
     for label, source in models:
         _check_context(label, source, args.context_length)
-    root = check_writable(cache_root(args.cache_dir))
+    root = cache_root(args.cache_dir)
+    try:
+        check_writable(root)
+    except CacheLocationError:
+        if not root.is_dir():
+            raise
+        # An existing cache that cannot be written (a shared, read-only mount) still serves hits;
+        # a run that needs to write fails with this same error before loading any weights.
 
     from rbplab.extraction import pipeline as extraction
     from rbplab.extraction.models import ModelSpec
@@ -141,6 +153,7 @@ def run_extract(args: argparse.Namespace) -> int:
             dtype=args.dtype,
             device=args.device,
             device_map=args.device_map,
+            trust_remote_code=args.trust_remote_code,
         )
         for corpus in corpora:
             result = extraction.extract(

@@ -56,6 +56,7 @@ from rbplab.extraction.windows import (
 )
 from rbplab.store.cache import CacheCorruptedError, CacheEntry
 from rbplab.store.corpora import Corpus, load_corpus
+from rbplab.store.files import check_writable
 
 SHARD_TOKENS = 1 << 16  # scored targets per shard (whole windows): resume granularity
 DEFAULT_MAX_CONTEXT = 2048
@@ -158,6 +159,8 @@ def plan_extraction(
         "softcap": info.softcap,
         "max_tokens": max_tokens,
     }
+    if spec.trust_remote_code:  # only when set, so every other key stays what it was
+        key_spec["model"]["trust_remote_code"] = True
     return Plan(described, corpus, policy, decision, vocab_size, include_padded_vocab, max_tokens, key_spec)
 
 
@@ -303,21 +306,23 @@ def extract(
         device=device,
     )
     entry = CacheEntry(cache_dir, plan.key_spec)
-    if entry.is_complete():
-        manifest = entry.manifest()
-        return ExtractResult(entry.key, entry.path, int(manifest["n_tokens"]), True, manifest)
+    hit = cache_hit(entry)  # a hit writes nothing, so a read-only cache serves it
+    if hit is not None:
+        return hit
+    # A model that cannot be loaded fails here, before the entry directory exists (no litter).
+    check_writable(entry.root)
+    info = plan.described.info
+    weights = load_weights(plan.described)
+    check_head(weights, info)
     with entry.lock():
-        if entry.is_complete():  # another process finished it while we waited for the lock
-            manifest = entry.manifest()
-            return ExtractResult(entry.key, entry.path, int(manifest["n_tokens"]), True, manifest)
+        hit = cache_hit(entry)  # another process finished it while we waited for the lock
+        if hit is not None:
+            return hit
         shards = shard_windows(plan_windows(plan), plan.key_spec["windows"]["shard_tokens"])
         done = entry.completed_shards() & set(range(len(shards)))
         todo = [i for i in range(len(shards)) if i not in done]
-        info = plan.described.info
         started = time.perf_counter()
         if todo:
-            weights = load_weights(plan.described)
-            check_head(weights, info)
             tokenizer = plan.described.tokenizer
             pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else plan.bos.token_id or 0
             scorer = Scorer(weights, plan.vocab_size, int(pad_id), info.softcap)
@@ -363,6 +368,19 @@ def extract(
             }
         )
     return ExtractResult(entry.key, entry.path, int(manifest["n_tokens"]), False, manifest)
+
+
+def cache_hit(entry: CacheEntry) -> ExtractResult | None:
+    """The result of a complete, undamaged entry; None otherwise (a damaged one is reported with a
+    warning, marked incomplete when the cache is writable, and recomputed by the caller)."""
+    if not entry.is_complete():
+        return None
+    try:
+        manifest = entry.manifest()
+    except CacheCorruptedError as err:
+        warnings.warn(str(err), stacklevel=3)
+        return None
+    return ExtractResult(entry.key, entry.path, int(manifest["n_tokens"]), True, manifest)
 
 
 def load_stats(model: ModelSpec | str, corpus: str | Corpus, **settings: Any) -> TokenStats:

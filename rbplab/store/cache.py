@@ -666,7 +666,8 @@ def _dump(obj: dict) -> bytes:
 # Locating, listing and removing entries
 
 
-def _entry_dirs(root: Path) -> list[Path]:
+def entry_dirs(root: Path) -> list[Path]:
+    """Every entry directory (``<root>/<key[:2]>/<key>``), whatever its state."""
     if not root.is_dir():
         return []
     return sorted(
@@ -676,7 +677,7 @@ def _entry_dirs(root: Path) -> list[Path]:
 
 def _matching_dirs(root: Path, prefix: str) -> list[Path]:
     prefix = prefix.lower()
-    return [p for p in _entry_dirs(root) if p.name.startswith(prefix)]
+    return [p for p in entry_dirs(root) if p.name.startswith(prefix)]
 
 
 def _read_spec(path: Path) -> dict | None:
@@ -734,7 +735,7 @@ def list_entries(root: str | Path | None = None) -> pd.DataFrame:
     for damaged ones), complete, status ("complete", "incomplete", "damaged"), size_bytes,
     created (UTC), path. Oldest first. A damaged entry never stops the listing."""
     rows = []
-    for path in _entry_dirs(cache_root(root)):
+    for path in entry_dirs(cache_root(root)):
         status, n_tokens, _ = entry_status(path)
         spec = _read_spec(path) or {}
         created = None
@@ -820,9 +821,9 @@ def remove_entries(
             )
         targets.update((p.name, p) for p in matches)
     if incomplete:
-        targets.update((p.name, p) for p in _entry_dirs(root) if not (p / "manifest.json").is_file())
+        targets.update((p.name, p) for p in entry_dirs(root) if not (p / "manifest.json").is_file())
     if everything:
-        targets.update((p.name, p) for p in _entry_dirs(root))
+        targets.update((p.name, p) for p in entry_dirs(root))
     removed = []
     for key, path in sorted(targets.items()):
         lock = FileLock(str(root / "locks" / f"{key}.lock"), timeout=0)
