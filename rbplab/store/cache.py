@@ -460,7 +460,9 @@ class CacheEntry:
             problems.append(spec_problem)
         if not isinstance(manifest, dict):
             return [*problems, "manifest.json is not a JSON object"]
-        if manifest.get("key") != self.key:
+        if "key" not in manifest:
+            problems.append("the manifest records no key (an empty or foreign manifest.json)")
+        elif manifest.get("key") != self.key:
             problems.append(
                 f"the manifest's key {str(manifest.get('key'))[:12]!r} is not the entry's key "
                 "(manifest copied from another entry?)"
