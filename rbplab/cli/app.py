@@ -81,25 +81,109 @@ register(
 
 def _configure_cache(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache-dir", help="cache location (default $RBPLAB_CACHE or ~/.cache/rbplab)")
-    sub = p.add_subparsers(dest="cache_command", metavar="{ls,rm,verify,path}")
+    sub = p.add_subparsers(dest="cache_command", metavar="{ls,rm,verify,repair,export,import,path}")
     sub.required = True
     ls = sub.add_parser("ls", help="list cache entries")
     ls.add_argument("--format", choices=["table", "csv", "json"], default="table")
     rm = sub.add_parser("rm", help="remove entries by key prefix")
     rm.add_argument(
-        "keys", nargs="*", metavar="KEY_PREFIX", help="key prefixes, as shown by `rbplab cache ls`"
+        "keys",
+        nargs="*",
+        metavar="KEY_PREFIX",
+        help="key prefixes (at least 8 hex characters), as shown by ls",
     )
     rm.add_argument("--incomplete", action="store_true", help="remove every incomplete entry")
+    rm.add_argument("--all-matching", action="store_true", help="remove every entry a prefix matches")
     rm.add_argument("--all", action="store_true", help="remove every entry")
-    verify = sub.add_parser("verify", help="check the checksums of complete entries")
+    verify = sub.add_parser("verify", help="check every entry; reports problems, deletes nothing")
     verify.add_argument("keys", nargs="*", metavar="KEY_PREFIX", help="entries to check (default: all)")
+    repair = sub.add_parser("repair", help="recompute damaged or incomplete entries through extraction")
+    repair.add_argument(
+        "keys", nargs="*", metavar="KEY_PREFIX", help="entries to repair (default: all that need it)"
+    )
+    repair.add_argument("--no-progress", action="store_true", help="no progress bar")
+    export = sub.add_parser("export", help="write complete entries into one archive file")
+    export.add_argument("keys", nargs="+", metavar="KEY_PREFIX", help="entries to export")
+    export.add_argument("-o", "--output", required=True, help="archive file to write (tar)")
+    imp = sub.add_parser("import", help="verify and add the entries of an archive")
+    imp.add_argument("archive", help="a file written by rbplab cache export")
     sub.add_parser("path", help="print the cache location")
-    for child in (ls, rm, verify):
+    for child in (ls, rm, verify, repair, export, imp):
         child.add_argument("--cache-dir", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
 
 
+def _selected_dirs(root, prefixes: list[str]) -> tuple[list, list[str]]:
+    """Entry directories named by key prefixes (all entries when none), and the unmatched prefixes."""
+    from rbplab.store.cache import entry_dirs
+
+    every = entry_dirs(root)
+    if not prefixes:
+        return every, []
+    chosen, unknown = {}, []
+    for prefix in prefixes:
+        matches = [p for p in every if prefix and p.name.startswith(prefix.lower())]
+        chosen.update((p.name, p) for p in matches)
+        if not matches:
+            unknown.append(prefix)
+    return sorted(chosen.values()), unknown
+
+
+def _verify(root, prefixes: list[str]) -> int:
+    from rbplab.store.cache import entry_at
+
+    dirs, unknown = _selected_dirs(root, prefixes)
+    bad = len(unknown)
+    for prefix in unknown:
+        print(f"MISSING  {prefix}  no cache entry matches this key prefix")
+    for path in dirs:
+        entry = entry_at(path, root)
+        problems = ["no spec.json that hashes to the directory name"] if entry is None else entry.problems()
+        for problem in problems:
+            print(f"CORRUPT  {path.name[:12]}  {problem}")
+        bad += len(problems)
+        if not problems:
+            if entry.is_complete():
+                print(f"ok       {path.name[:12]}")
+            else:
+                n = len(list(path.glob("shard-*.parquet.sha256")))
+                print(
+                    f"partial  {path.name[:12]}  incomplete, {n} shard(s) so far; rbplab extract resumes it"
+                )
+    if bad:
+        print(
+            f"rbplab: {bad} problem(s) found; rbplab cache repair recomputes damaged entries", file=sys.stderr
+        )
+    return 1 if bad else 0
+
+
+def _repair(root, prefixes: list[str], progress: bool) -> int:
+    from rbplab.extraction.repair import repair_entry
+    from rbplab.store.cache import entry_at
+
+    dirs, unknown = _selected_dirs(root, prefixes)
+    failed = len(unknown)
+    for prefix in unknown:
+        print(f"rbplab: error: no cache entry matches key prefix {prefix!r}", file=sys.stderr)
+    for path in dirs:
+        entry = entry_at(path, root)
+        if entry is not None and entry.is_complete() and not entry.problems():
+            if prefixes:
+                print(f"ok       {path.name[:12]}  nothing to repair")
+            continue
+        try:
+            result = repair_entry(path, root, progress=progress)
+        except USER_ERRORS as err:
+            failed += 1
+            print(f"rbplab: error: {_one_line(err)}", file=sys.stderr)
+            continue
+        computed = result.manifest.get("provenance", {}).get("tokens_computed")
+        print(f"repaired {path.name[:12]}  {result.n_tokens} tokens ({computed} recomputed)")
+    return 1 if failed else 0
+
+
 def _run_cache(args: argparse.Namespace) -> int:
-    from rbplab.store.cache import CacheCorruptedError, CacheEntry, list_entries, remove_entries
+    from rbplab.store.archive import export_entries, import_archive
+    from rbplab.store.cache import list_entries, remove_entries
     from rbplab.store.files import cache_root
 
     root = cache_root(args.cache_dir)
@@ -113,31 +197,36 @@ def _run_cache(args: argparse.Namespace) -> int:
                 key=table["key"].str[:12],
                 size=table["size_bytes"].map(_human_bytes),
                 created=table["created"].dt.strftime("%Y-%m-%d %H:%M"),
-            )[["key", "model", "corpus", "n_tokens", "complete", "size", "created"]]
+            )[["key", "model", "corpus", "n_tokens", "status", "size", "created"]]
             print(f"cache: {root}")
         _print_table(table, args.format)
         return 0
     if args.cache_command == "rm":
         if not (args.keys or args.incomplete or args.all):
             raise ValueError("say what to remove: KEY_PREFIX..., --incomplete or --all")
-        removed = remove_entries([""] if args.all else args.keys, root=root, incomplete=args.incomplete)
+        removed = remove_entries(
+            args.keys,
+            root=root,
+            incomplete=args.incomplete,
+            all_matching=args.all_matching,
+            everything=args.all,
+        )
         if args.all and not removed:
             print("cache is empty")
         for key in removed:
             print(f"removed {key}")
         return 0
-    # verify
-    keys = args.keys or list(list_entries(root).query("complete")["key"])
-    bad = 0
-    for prefix in keys:
-        entry = CacheEntry.open(prefix, root)
-        try:
-            entry.verify()
-            print(f"ok       {entry.key[:12]}")
-        except CacheCorruptedError as err:
-            bad += 1
-            print(f"CORRUPT  {entry.key[:12]}  {err}")
-    return 1 if bad else 0
+    if args.cache_command == "export":
+        keys = export_entries(args.keys, args.output, root=root)
+        print(f"exported {len(keys)} entries to {args.output}: {' '.join(k[:12] for k in keys)}")
+        return 0
+    if args.cache_command == "import":
+        for key, state in import_archive(args.archive, root=root):
+            print(f"{state} {key}")
+        return 0
+    if args.cache_command == "repair":
+        return _repair(root, args.keys, not args.no_progress)
+    return _verify(root, args.keys)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -220,7 +309,9 @@ def _configure_format(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", choices=["table", "csv", "json"], default="table")
 
 
-register("cache", "list, remove or verify cache entries", _configure_cache, _run_cache)
+register(
+    "cache", "list, remove, verify, repair, export or import cache entries", _configure_cache, _run_cache
+)
 register("families", "model families of the registry and their sizes S", _configure_families, _run_families)
 register("corpora", "bundled and hub corpora", _configure_format, _run_corpora)
 register("size", "non-embedding parameter count S of a model", _configure_size, _run_size)
@@ -368,8 +459,10 @@ EXAMPLES = {
   rbplab extract -m ./SmolLM2-135M.Q4_1.gguf --tokenizer HuggingFaceTB/SmolLM2-135M -c my_texts/""",
     "cache": """examples:
   rbplab cache ls
-  rbplab cache rm 3fa2c1 --incomplete
-  RBPLAB_CACHE=/data/rbplab rbplab cache verify""",
+  rbplab cache rm 3fa2c1d0 --incomplete
+  RBPLAB_CACHE=/data/rbplab rbplab cache verify
+  rbplab cache repair
+  rbplab cache export 3fa2c1d0 9b0e44aa -o runs.tar && rbplab cache import runs.tar""",
 }
 
 

@@ -54,6 +54,11 @@ def configure_extract(p: argparse.ArgumentParser) -> None:
     model.add_argument("--revision", help="hub revision (branch, tag, commit) for every --model/--family")
     model.add_argument("--gguf-file", help="GGUF file name inside a model directory")
     model.add_argument("--tokenizer", help="tokenizer source (required for a GGUF file without one)")
+    model.add_argument(
+        "--trust-remote-code",
+        action="store_true",
+        help="allow Python code shipped with a model (auto_map) to run; off by default, enters the cache key",
+    )
     add_settings_arguments(p)
     p.add_argument("--cache-dir", help="cache location (default $RBPLAB_CACHE or ~/.cache/rbplab)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -139,7 +144,7 @@ def settings_from_args(args: argparse.Namespace):
 
 def run_extract(args: argparse.Namespace) -> int:
     from rbplab.store.corpora import open_corpus
-    from rbplab.store.files import cache_root, check_writable
+    from rbplab.store.files import CacheLocationError, cache_root, check_writable
 
     # Everything that can be checked without torch is checked before any model is touched.
     settings = settings_from_args(args)
@@ -147,14 +152,25 @@ def run_extract(args: argparse.Namespace) -> int:
     corpora = [open_corpus(spec, max_documents=args.max_documents) for spec in args.corpus]
     for label, source in models:
         _check_context(label, source, args.context_length)
-    root = check_writable(cache_root(args.cache_dir))
+    root = cache_root(args.cache_dir)
+    try:
+        check_writable(root)
+    except CacheLocationError:
+        if not root.is_dir():
+            raise
+        # An existing cache that cannot be written (a shared, read-only mount) still serves hits;
+        # a run that needs to write fails with this same error before loading any weights.
 
     from rbplab.extraction.grid import extract_many
     from rbplab.extraction.sources import ModelSpec
 
     specs = {
         label: ModelSpec(
-            name_or_path=source, revision=args.revision, gguf_file=args.gguf_file, tokenizer=args.tokenizer
+            name_or_path=source,
+            revision=args.revision,
+            gguf_file=args.gguf_file,
+            tokenizer=args.tokenizer,
+            trust_remote_code=args.trust_remote_code,
         )
         for label, source in models
     }

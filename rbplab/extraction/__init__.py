@@ -2,20 +2,23 @@
 
 `sources` says where a model comes from, `models` loads config, tokenizer and weights,
 `fingerprints` identifies them, `windows` turns documents into model inputs, `ranks` computes
-the exact counts from hidden states, and `pipeline` runs it all into cache entries.
+the exact counts from hidden states, `pipeline` runs it all into cache entries, and `repair`
+recomputes damaged entries from what their spec records.
 """
 
 from rbplab.extraction.grid import extract_many
 from rbplab.extraction.models import ModelInfo, describe_model, load_model
 from rbplab.extraction.pipeline import ExtractResult, extract, load_stats, plan_extraction
 from rbplab.extraction.ranks import rank_stats
-from rbplab.extraction.sources import ModelLoadError, ModelSpec
+from rbplab.extraction.repair import repair_entry
+from rbplab.extraction.sources import ModelLoadError, ModelSpec, RemoteCodeError
 
 __all__ = [
     "ExtractResult",
     "ModelInfo",
     "ModelLoadError",
     "ModelSpec",
+    "RemoteCodeError",
     "describe_model",
     "extract",
     "extract_many",
@@ -23,4 +26,5 @@ __all__ = [
     "load_stats",
     "plan_extraction",
     "rank_stats",
+    "repair_entry",
 ]

@@ -13,6 +13,8 @@ are never a token of the text, so ranks are taken over the tokenizer's vocabular
 
 from __future__ import annotations
 
+import json
+import pickle
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,14 @@ from typing import Any
 import torch
 
 from rbplab.extraction.fingerprints import resolve_commit, tokenizer_fingerprint, weights_fingerprint
-from rbplab.extraction.sources import ModelLoadError, ModelSpec, Source, as_spec, resolve_source
+from rbplab.extraction.sources import (
+    ModelLoadError,
+    ModelSpec,
+    RemoteCodeError,
+    Source,
+    as_spec,
+    resolve_source,
+)
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -46,6 +55,7 @@ class ModelInfo:
     tokenizer: str = ""  # tokenizer source
     tokenizer_fingerprint: str = ""
     softcap: float | None = None  # final_logit_softcapping, applied before ranking
+    trust_remote_code: bool = False  # code from the model's directory/repository was allowed to run
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -89,15 +99,45 @@ def resolve_dtype(dtype: str, device: torch.device, config: Any = None) -> str:
 # Config, tokenizer, metadata
 
 
-def load_config(source: Source, revision: str | None = None) -> Any:
+def remote_code_error(name: str, where: str) -> RemoteCodeError:
+    return RemoteCodeError(
+        f"{name} needs custom Python code from {where}, which rbplab does not run unless you opt in "
+        "with --trust-remote-code (trust_remote_code=True; recorded in the cache key)"
+    )
+
+
+def check_remote_code(spec: ModelSpec, source: Source) -> None:
+    """Refuse a local model (or tokenizer) directory whose configs ask for custom code, unless allowed."""
+    if spec.trust_remote_code:
+        return
+    folders = [Path(source.location)] if source.local and not source.gguf_file else []
+    if spec.tokenizer and Path(spec.tokenizer).expanduser().is_dir():
+        folders.append(Path(spec.tokenizer).expanduser())
+    for folder in folders:
+        for name in ("config.json", "tokenizer_config.json"):
+            try:
+                data = json.loads((folder / name).read_text())
+            except (OSError, ValueError):
+                continue
+            if isinstance(data, dict) and data.get("auto_map"):
+                raise remote_code_error(spec.name_or_path, f"its directory ({name} has an auto_map)")
+
+
+def _is_remote_code_refusal(err: BaseException) -> bool:
+    return "trust_remote_code" in str(err)
+
+
+def load_config(source: Source, revision: str | None = None, trust_remote_code: bool = False) -> Any:
     from transformers import AutoConfig
 
-    kwargs = {"revision": revision} if revision else {}
+    kwargs: dict[str, Any] = {"revision": revision} if revision else {}
     if source.gguf_file:
         kwargs["gguf_file"] = source.gguf_file
     try:
-        return AutoConfig.from_pretrained(source.location, **kwargs)
+        return AutoConfig.from_pretrained(source.location, trust_remote_code=trust_remote_code, **kwargs)
     except (OSError, ValueError, KeyError) as err:
+        if not trust_remote_code and _is_remote_code_refusal(err):
+            raise remote_code_error(source.location, "its repository") from err
         where = "the Hugging Face hub" if not source.local else source.location
         raise ModelLoadError(
             f"could not read the model config of {source.location!r} from {where}: {err}"
@@ -128,8 +168,10 @@ def load_tokenizer(spec: ModelSpec, source: Source, revision: str | None = None)
                 )
             kwargs["gguf_file"] = source.gguf_file
     try:
-        return AutoTokenizer.from_pretrained(location, **kwargs)
+        return AutoTokenizer.from_pretrained(location, trust_remote_code=spec.trust_remote_code, **kwargs)
     except (OSError, ValueError, KeyError, TypeError) as err:
+        if not spec.trust_remote_code and _is_remote_code_refusal(err):
+            raise remote_code_error(str(location), "its tokenizer's repository") from err
         hint = " (pass tokenizer=... to load it from elsewhere)" if not spec.tokenizer else ""
         raise ModelLoadError(f"could not load a tokenizer from {location!r}{hint}: {err}") from err
 
@@ -172,8 +214,9 @@ def describe_model(model: ModelSpec | str) -> Described:
 
     spec = as_spec(model)
     source = resolve_source(spec)
+    check_remote_code(spec, source)
     commit = None if source.local else resolve_commit(source, spec.revision)
-    config = load_config(source, commit or spec.revision)
+    config = load_config(source, commit or spec.revision, spec.trust_remote_code)
     tokenizer = load_tokenizer(spec, source, commit)
     counts = parameter_counts(config)
     device = select_device(spec.device)
@@ -202,6 +245,7 @@ def describe_model(model: ModelSpec | str) -> Described:
         tokenizer=spec.tokenizer or source.location,
         tokenizer_fingerprint=tokenizer_fingerprint(tokenizer),
         softcap=logit_softcap(config),
+        trust_remote_code=spec.trust_remote_code,
     )
     return Described(spec, source, config, tokenizer, info, commit)
 
@@ -215,7 +259,7 @@ def load_weights(described: Described) -> torch.nn.Module:
     from transformers import AutoModelForCausalLM
 
     spec, source, info = described.spec, described.source, described.info
-    kwargs: dict[str, Any] = {"dtype": DTYPES[info.dtype]}
+    kwargs: dict[str, Any] = {"dtype": DTYPES[info.dtype], "trust_remote_code": spec.trust_remote_code}
     revision = described.commit or spec.revision
     if revision:
         kwargs["revision"] = revision
@@ -223,10 +267,26 @@ def load_weights(described: Described) -> torch.nn.Module:
         kwargs["gguf_file"] = source.gguf_file
     if spec.device_map:
         kwargs["device_map"] = spec.device_map
+    from safetensors import SafetensorError
+
+    name = spec.name_or_path
     try:
         model = AutoModelForCausalLM.from_pretrained(source.location, **kwargs)
+    except SafetensorError as err:
+        raise ModelLoadError(
+            f"could not load the weights of {name!r}: a safetensors file is broken or truncated ({err}); "
+            "download or save the model again"
+        ) from err
+    except pickle.UnpicklingError as err:
+        raise ModelLoadError(
+            f"could not load the weights of {name!r}: its pickle checkpoint is refused by "
+            "torch.load(weights_only=True) because it holds more than tensors (it could run code); "
+            "use a safetensors copy of the model"
+        ) from err
     except (OSError, ValueError, KeyError, RuntimeError) as err:
-        raise ModelLoadError(f"could not load the weights of {spec.name_or_path!r}: {err}") from err
+        if not spec.trust_remote_code and _is_remote_code_refusal(err):
+            raise remote_code_error(name, "its repository") from err
+        raise ModelLoadError(f"could not load the weights of {name!r}: {err}") from err
     if not spec.device_map:
         model = model.to(select_device(spec.device))
     model.eval()
@@ -271,6 +331,11 @@ def check_head(model: torch.nn.Module, info: ModelInfo, length: int = 16) -> flo
         ours = FloatHead.from_module(head, head.weight.shape[0])(hidden.to(head.weight.device))
         if info.softcap:
             ours = torch.tanh(ours / info.softcap) * info.softcap
+    if not bool(torch.isfinite(reference).all()):
+        raise ModelLoadError(
+            f"{info.name}: the model produced NaN logits{nan_source(model, ids)}; its weights hold NaN "
+            f"or overflow in {info.dtype}"
+        )
     reference = reference.to(ours.device)
     diff = float((ours - reference).abs().max())
     scale = float(reference.abs().max()) + 1.0
@@ -282,6 +347,20 @@ def check_head(model: torch.nn.Module, info: ModelInfo, length: int = 16) -> flo
             "logits in a way rank extraction does not support"
         )
     return diff
+
+
+def nan_source(model: torch.nn.Module, ids: torch.Tensor) -> str:
+    """ " (first at layer i of n)" for the first hidden state that is not finite, "" if none is."""
+    try:
+        with torch.inference_mode():
+            states = model(ids, output_hidden_states=True).hidden_states or ()
+    except (RuntimeError, ValueError, TypeError):
+        return ""
+    for index, state in enumerate(states):
+        if not bool(torch.isfinite(state).all()):
+            where = "the embeddings" if index == 0 else f"layer {index - 1} of {len(states) - 1}"
+            return f" (first non-finite output: {where})"
+    return ""
 
 
 def load_model(model: ModelSpec | str) -> tuple[torch.nn.Module, Any, ModelInfo]:

@@ -60,6 +60,7 @@ from rbplab.extraction.windows import (
 )
 from rbplab.store.cache import CacheCorruptedError, CacheEntry
 from rbplab.store.corpora import Corpus, LazyCorpus, open_corpus
+from rbplab.store.files import check_writable
 
 SHARD_TOKENS = 1 << 16  # scored targets per shard (whole windows): resume granularity
 DEFAULT_MAX_CONTEXT = 2048
@@ -168,6 +169,8 @@ def plan_extraction(
         "softcap": info.softcap,
         "max_tokens": max_tokens,
     }
+    if spec.trust_remote_code:  # only when set, so every other key stays what it was
+        key_spec["model"]["trust_remote_code"] = True
     return Plan(described, corpus, policy, decision, vocab_size, settings, key_spec)
 
 
@@ -267,11 +270,12 @@ def plan_shards(plan: Plan) -> list[list[Window]]:
     return shard_windows(plan_windows(plan), plan.key_spec["windows"]["shard_tokens"])
 
 
-def make_scorer(plan: Plan) -> Scorer:
-    """Load the weights (the expensive step a cache hit skips), check the head, wrap them."""
+def make_scorer(plan: Plan, weights: torch.nn.Module | None = None) -> Scorer:
+    """Load the weights (the expensive step a cache hit skips) unless given, check the head, wrap them."""
     info = plan.described.info
-    weights = load_weights(plan.described)
-    check_head(weights, info)
+    if weights is None:
+        weights = load_weights(plan.described)
+        check_head(weights, info)
     tokenizer = plan.described.tokenizer
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else plan.bos.token_id or 0
     return Scorer(weights, plan.vocab_size, int(pad_id), info.softcap)
@@ -355,19 +359,24 @@ def extract(
     plan = plan_extraction(model, corpus, settings, **overrides)
     batch_size = plan.settings.batch_size
     entry = CacheEntry(cache_dir, plan.key_spec)
-    if entry.is_complete():
-        manifest = entry.manifest()
-        return ExtractResult(entry.key, entry.path, int(manifest["n_tokens"]), True, manifest)
+    hit = cache_hit(entry)  # a hit writes nothing, so a read-only cache serves it
+    if hit is not None:
+        return hit
+    # A model that cannot be loaded fails here, before the entry directory exists (no litter).
+    check_writable(entry.root)
+    info = plan.described.info
+    weights = load_weights(plan.described)
+    check_head(weights, info)
     with entry.lock():
-        if entry.is_complete():  # another process finished it while we waited for the lock
-            manifest = entry.manifest()
-            return ExtractResult(entry.key, entry.path, int(manifest["n_tokens"]), True, manifest)
+        hit = cache_hit(entry)  # another process finished it while we waited for the lock
+        if hit is not None:
+            return hit
         shards = plan_shards(plan)
         done = entry.completed_shards() & set(range(len(shards)))
         todo = [i for i in range(len(shards)) if i not in done]
         started = time.perf_counter()
         if todo:
-            scorer = make_scorer(plan)
+            scorer = make_scorer(plan, weights)
             total = sum(w.n_scored for shard in shards for w in shard)
             initial = sum(w.n_scored for i in done for w in shards[i])
             label = f"{plan.key_spec['model']['name']} x {plan.corpus.name}"
@@ -379,6 +388,19 @@ def extract(
         computed = sum(w.n_scored for i in todo for w in shards[i])
         manifest = entry.finalize(entry_manifest(plan, shards, elapsed, computed, len(done)))
     return ExtractResult(entry.key, entry.path, int(manifest["n_tokens"]), False, manifest)
+
+
+def cache_hit(entry: CacheEntry) -> ExtractResult | None:
+    """The result of a complete, undamaged entry; None otherwise (a damaged one is reported with a
+    warning, marked incomplete when the cache is writable, and recomputed by the caller)."""
+    if not entry.is_complete():
+        return None
+    try:
+        manifest = entry.manifest()
+    except CacheCorruptedError as err:
+        warnings.warn(str(err), stacklevel=3)
+        return None
+    return ExtractResult(entry.key, entry.path, int(manifest["n_tokens"]), True, manifest)
 
 
 def load_stats(

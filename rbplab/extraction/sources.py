@@ -15,6 +15,10 @@ class ModelLoadError(ValueError):
     """A model that cannot be loaded as asked; the message says what to pass instead."""
 
 
+class RemoteCodeError(ModelLoadError):
+    """A model that needs Python code from its own directory or repository, which was not allowed."""
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     name_or_path: str  # hub id, registered short name, local HF dir, or a .gguf file path
@@ -24,6 +28,7 @@ class ModelSpec:
     dtype: str = "auto"  # "auto" | "float32" | "bfloat16" | "float16"
     device: str = "auto"  # "auto" (cuda > mps > cpu) | explicit
     device_map: str | None = None  # e.g. "auto" for models larger than one GPU
+    trust_remote_code: bool = False  # run Python code shipped with the model (opt-in; enters the cache key)
 
 
 def as_spec(model: ModelSpec | str | Path, **overrides: Any) -> ModelSpec:

@@ -1,10 +1,12 @@
 """Where things are kept: the rank cache, the corpora, the model registry and model sizes S.
 
-`cache` owns the on-disk layout of entries (keys, shards, manifests, locks, listing, removal);
+`cache` owns the on-disk layout of entries (keys, shards, manifests, locks, listing, removal) and
+the checks that nothing read back is trusted unless derived again; `archive` exports and imports entries;
 `files` writes files atomically; `corpora` loads evaluation text; `registry` and `sizes` say
 which models form a family and how large each is. Nothing here runs a model.
 """
 
+from rbplab.store.archive import ArchiveError, export_entries, import_archive
 from rbplab.store.cache import (
     CacheCorruptedError,
     CacheEntry,
@@ -27,6 +29,7 @@ from rbplab.store.registry import families, family_models, resolve_model
 from rbplab.store.sizes import nonembedding_params, parameter_counts
 
 __all__ = [
+    "ArchiveError",
     "CacheCorruptedError",
     "CacheEntry",
     "CacheError",
@@ -37,8 +40,10 @@ __all__ = [
     "LazyCorpus",
     "cache_key",
     "cache_root",
+    "export_entries",
     "families",
     "family_models",
+    "import_archive",
     "list_corpora",
     "list_entries",
     "load_corpus",

@@ -12,15 +12,28 @@ dict the extractor builds, plus RANK_FORMAT_VERSION) and lives in
 Every file is written to a temporary name, fsynced and atomically renamed
 (`rbplab.store.files.atomic_write`), so a killed run leaves either whole files or stray
 temporaries (removed by the next writer), never a partial shard that looks finished.
-A shard counts as done only if its checksum file exists and matches; a mismatch is
-reported with a warning and the shard deleted so the extractor recomputes it.
+Derive, never trust: nothing read back from an entry is believed unless it can be derived
+again. The key is recomputed from ``spec.json`` and must equal the directory name and the
+manifest's key; shard files are named from their index only (a manifest naming any other
+file is damaged, and no path from a manifest is ever opened); the shard records are exactly
+0..n-1, their rows sum to ``n_tokens``, and every manifest field that mirrors the spec
+(vocab_size, settings, model and corpus identity; `MIRRORED`) equals the spec's. Each shard
+carries its entry key and index in its own parquet metadata, checked on read and on resume,
+so a shard copied from elsewhere is rejected. Shards written before the metadata existed
+(no rbplab keys at all) are accepted on read through the manifest's checksum only, and
+recomputed on resume.
 
-Reading a complete entry re-verifies every shard. A corrupted shard is then removed
-together with the manifest (the entry becomes incomplete) and CacheCorruptedError is
-raised: returning bad numbers silently is never an option, and re-running the same
-extraction recomputes just the missing shard.
+A shard counts as done only if its checksum file exists and matches and its metadata names
+this entry and index; otherwise it is reported with a warning and deleted so the extractor
+recomputes it. Reading a complete entry re-checks all of the above. A violation raises
+CacheCorruptedError naming the entry and the rule; the manifest (and a bad shard) is then
+removed so the entry becomes incomplete and re-running the same extraction recomputes just
+what is missing. Reading a damaged entry never returns numbers. `CacheEntry.problems`
+reports the same rules without deleting anything (`rbplab cache verify`).
 
-`list_entries` and `remove_entries` read and delete whole entries (under their write lock).
+Deletion only ever touches files inside an entry directory whose names the cache itself
+generates (`is_cache_file`). `list_entries` and `remove_entries` read and delete whole
+entries (under their write lock); removal refuses empty or short key prefixes.
 
 Writers hold a per-key file lock (``<root>/locks/<key>.lock``), so two processes
 extracting the same (model, corpus, settings) never interleave their shards.
@@ -32,7 +45,6 @@ import contextlib
 import hashlib
 import json
 import re
-import shutil
 import sys
 import warnings
 from collections.abc import Iterable, Iterator
@@ -51,7 +63,7 @@ from rbplab.store.files import atomic_write, cache_root, check_writable, locatio
 
 RANK_FORMAT_VERSION = 1
 
-ENTRY_COLUMNS = ["key", "model", "corpus", "n_tokens", "complete", "size_bytes", "created", "path"]
+ENTRY_COLUMNS = ["key", "model", "corpus", "n_tokens", "complete", "status", "size_bytes", "created", "path"]
 
 SHARD_SCHEMA = pa.schema(
     [
@@ -67,6 +79,50 @@ SHARD_SCHEMA = pa.schema(
 
 _KEY_RE = re.compile(r"^[0-9a-f]{64}$")
 _SHARD_RE = re.compile(r"^shard-(\d{5,})\.parquet$")
+_HEX_RE = re.compile(r"^[0-9a-f]+$")
+_TEMP_RE = re.compile(r"^\.(spec\.json|manifest\.json|shard-\d{5,}\.parquet(\.sha256)?)\.tmp-\d+-[0-9a-f]+$")
+
+MIN_PREFIX = 8  # shortest key prefix `remove_entries` accepts
+
+# Parquet schema metadata every shard carries: which entry and which index it was written for.
+SHARD_KEY_META = b"rbplab.entry_key"
+SHARD_INDEX_META = b"rbplab.shard_index"
+
+# Manifest fields that repeat a spec field (manifest path -> spec path): checked equal when the
+# spec has the field, so a hand-edited manifest cannot change what a reader believes.
+MIRRORED: dict[tuple[str, ...], tuple[str, ...]] = {
+    ("vocab_size",): ("vocab", "size"),
+    ("settings", "context_length"): ("windows", "context_length"),
+    ("settings", "stride"): ("windows", "stride"),
+    ("settings", "bos_decision"): ("windows", "bos"),
+    ("settings", "include_padded_vocab"): ("vocab", "include_padded"),
+    ("settings", "max_tokens"): ("max_tokens",),
+    ("settings", "dtype"): ("model", "dtype"),
+    ("model", "fingerprint"): ("model", "fingerprint"),
+    ("model", "revision"): ("model", "revision"),
+    ("model", "gguf_file"): ("model", "gguf_file"),
+    ("model", "dtype"): ("model", "dtype"),
+    ("model", "head_rows"): ("vocab", "head_rows"),
+    ("model", "softcap"): ("softcap",),
+    ("model", "tokenizer_fingerprint"): ("tokenizer",),
+    ("corpus", "name"): ("corpus", "name"),
+    ("corpus", "content_hash"): ("corpus", "content_hash"),
+    ("corpus", "n_documents"): ("corpus", "n_documents"),
+}
+
+
+def shard_name(index: int) -> str:
+    """The only file name shard `index` can have."""
+    return f"shard-{index:05d}.parquet"
+
+
+def is_cache_file(name: str) -> bool:
+    """Whether `name` is a file name the cache itself writes inside an entry directory."""
+    if name in ("spec.json", "manifest.json") or _TEMP_RE.match(name):
+        return True
+    base = name[: -len(".sha256")] if name.endswith(".sha256") else name
+    match = _SHARD_RE.match(base)
+    return bool(match) and base == shard_name(int(match.group(1)))
 
 
 class CacheError(RuntimeError):
@@ -148,13 +204,11 @@ class CacheEntry:
             raise CacheError(f"key prefix {key!r} matches {len(matches)} cache entries; give more characters")
         spec = _read_spec(matches[0])
         if spec is None:
-            raise CacheError(f"cache entry {matches[0]} has no spec.json or manifest.json; remove it")
-        entry = cls(root, spec)
-        if entry.path != matches[0]:
             raise CacheError(
-                f"cache entry {matches[0]} does not match its own spec (edited by hand?); remove it"
+                f"cache entry {matches[0].name[:12]} at {matches[0]} is damaged: no spec.json that hashes "
+                "to its directory name; remove it (rbplab cache rm)"
             )
-        return entry
+        return cls(root, spec)
 
     # -- files -----------------------------------------------------------------------------
     @property
@@ -203,7 +257,7 @@ class CacheEntry:
         try:
             if self._lock_depth == 1:
                 self._remove_temporaries()
-                if not (self.path / "spec.json").is_file():
+                if self._spec_problem() is not None:  # missing, or not this entry's (a cache file)
                     atomic_write(self.path / "spec.json", _dump(self.spec))
             yield self
         finally:
@@ -217,8 +271,25 @@ class CacheEntry:
     def _remove_temporaries(self) -> None:
         # Only the lock holder may do this: temporaries belong to dead writers then.
         for tmp in self.path.glob(".*.tmp-*"):
-            with contextlib.suppress(OSError):
-                tmp.unlink()
+            if _TEMP_RE.match(tmp.name) and not tmp.is_dir():
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
+
+    def _spec_problem(self) -> str | None:
+        """Why spec.json is not this entry's spec, or None."""
+        try:
+            on_disk = json.loads((self.path / "spec.json").read_text())
+        except FileNotFoundError:
+            return "spec.json is missing"
+        except (OSError, ValueError) as err:
+            return f"spec.json is unreadable ({err})"
+        try:
+            key = cache_key(on_disk)
+        except TypeError:
+            return "spec.json is not a JSON object"
+        if key != self.key:
+            return f"spec.json hashes to {key[:12]}, not to the entry's key (copied from another entry?)"
+        return None
 
     def write_shard(self, index: int, frame: pd.DataFrame, producer: str | None = None) -> None:
         """Store shard `index` (rows of SHARD_SCHEMA) atomically, then its checksum (which records
@@ -229,6 +300,12 @@ class CacheEntry:
         if missing:
             raise ValueError(f"shard frame lacks columns {missing}; required: {SHARD_SCHEMA.names}")
         table = pa.Table.from_pandas(frame[SHARD_SCHEMA.names], schema=SHARD_SCHEMA, preserve_index=False)
+        meta = {
+            **(table.schema.metadata or {}),
+            SHARD_KEY_META: self.key.encode(),
+            SHARD_INDEX_META: b"%d" % index,
+        }
+        table = table.replace_schema_metadata(meta)
         sink = pa.BufferOutputStream()
         pq.write_table(table, sink, compression="zstd")
         data = sink.getvalue().to_pybytes()
@@ -253,42 +330,66 @@ class CacheEntry:
             return None
         if not isinstance(record, dict) or record.get("sha256") != _sha256(data):
             return None
-        return record
+        return {**record, "_data": data}
+
+    def _identity_problem(self, index: int, data: bytes, *, legacy_ok: bool) -> str | None:
+        """Why these shard bytes are not shard `index` of this entry (parquet metadata), or None."""
+        try:
+            metadata = pq.read_schema(pa.BufferReader(data)).metadata or {}
+        except (pa.ArrowException, OSError, ValueError) as err:
+            return f"shard {index} is not a readable parquet file ({err})"
+        key, written_index = metadata.get(SHARD_KEY_META), metadata.get(SHARD_INDEX_META)
+        if key is None and written_index is None:
+            return None if legacy_ok else f"shard {index} does not record which entry it belongs to"
+        key_text = (key or b"").decode(errors="replace")
+        if key_text != self.key:
+            return f"shard {index} belongs to another entry ({key_text[:12] or 'unknown'}), not to this one"
+        if written_index != b"%d" % index:
+            return f"shard file {index} holds shard {(written_index or b'?').decode(errors='replace')}"
+        return None
 
     def has_shard(self, index: int) -> bool:
         """Whether shard `index` exists and matches its checksum (reads and hashes that shard only)."""
         return self._shard_record(self.shard_path(index)) is not None
 
     def completed_shards(self) -> set[int]:
-        """Indices of shards whose checksum verifies. Corrupted shards are removed with a warning."""
+        """Indices of shards whose checksum verifies and whose metadata names this entry and index.
+        Other shards are removed with a warning (an unchecksummed one only by the lock holder)."""
         done: set[int] = set()
         if not self.path.is_dir():
             return done
         for shard in sorted(self.path.iterdir()):
             match = _SHARD_RE.match(shard.name)
-            if not match:
+            if not match or shard.name != shard_name(int(match.group(1))) or shard.is_dir():
                 continue
             index = int(match.group(1))
             has_checksum = self._checksum_path(shard).is_file()
-            if self._shard_record(shard) is not None:
-                done.add(index)
-            elif has_checksum:
+            record = self._shard_record(shard)
+            problem = None
+            if record is not None:
+                problem = self._identity_problem(index, record["_data"], legacy_ok=False)
+                if problem is None:
+                    done.add(index)
+                    continue
+            if has_checksum:
+                reason = problem or f"shard {index} failed its checksum"
                 warnings.warn(
-                    f"cache entry {self.key[:12]}: shard {index} failed its checksum and was removed; "
-                    "it will be recomputed",
+                    f"cache entry {self.key[:12]}: {reason}; it was removed and will be recomputed",
                     stacklevel=2,
                 )
-                self._discard_shard(shard)
+                self._discard_shard(index)
             elif self.locked:
                 # Renamed into place but the writer died before its checksum: unverifiable.
-                self._discard_shard(shard)
+                self._discard_shard(index)
         if self.locked:
             for checksum in self.path.glob("shard-*.parquet.sha256"):
-                if not checksum.with_suffix("").exists():  # checksum of a shard that is gone
-                    checksum.unlink(missing_ok=True)
+                if is_cache_file(checksum.name) and not checksum.with_suffix("").exists():
+                    checksum.unlink(missing_ok=True)  # checksum of a shard that is gone
         return done
 
-    def _discard_shard(self, shard: Path) -> None:
+    def _discard_shard(self, index: int) -> None:
+        """Delete shard `index`, its checksum and the manifest: names derived here, never read."""
+        shard = self.shard_path(index)
         for path in (self._checksum_path(shard), shard, self.manifest_path):
             with contextlib.suppress(OSError):
                 path.unlink()
@@ -312,6 +413,7 @@ class CacheEntry:
             record = self._shard_record(shard)
             if record is None:
                 raise CacheError(f"cache entry {self.key[:12]}: shard {index} changed while finalizing")
+            record.pop("_data")
             shards.append({"index": index, "file": shard.name, **record})
         producers = sorted({s["producer"] for s in shards if s.get("producer")})
         provenance = {**_versions(), **manifest.get("provenance", {}), "producers": producers}
@@ -332,9 +434,9 @@ class CacheEntry:
     def is_complete(self) -> bool:
         return self.manifest_path.is_file()
 
-    def manifest(self) -> dict:
+    def _raw_manifest(self) -> dict:
         try:
-            return json.loads(self.manifest_path.read_text())
+            manifest = json.loads(self.manifest_path.read_text())
         except FileNotFoundError:
             raise CacheError(
                 f"cache entry {self.key[:12]} at {self.path} is not complete; run the extraction "
@@ -342,31 +444,177 @@ class CacheEntry:
             ) from None
         except ValueError as err:
             raise self._corrupted(f"its manifest is unreadable ({err})") from err
+        except OSError as err:
+            raise CacheError(
+                f"cache entry {self.key[:12]}: cannot read {self.manifest_path} ({err})"
+            ) from err
+        return manifest
+
+    def manifest(self) -> dict:
+        """The manifest of a complete entry, after every check that needs no shard bytes
+        (`manifest_problems`); a violation raises CacheCorruptedError and marks the entry incomplete."""
+        manifest = self._raw_manifest()
+        problems = self.manifest_problems(manifest)
+        if problems:
+            raise self._corrupted(problems[0])
+        return manifest
+
+    def manifest_problems(self, manifest: Any) -> list[str]:
+        """Every rule of the module docstring that `manifest` breaks, short of reading shard bytes."""
+        problems = []
+        spec_problem = self._spec_problem()
+        if spec_problem:
+            problems.append(spec_problem)
+        if not isinstance(manifest, dict):
+            return [*problems, "manifest.json is not a JSON object"]
+        if "key" not in manifest:
+            problems.append("the manifest records no key (an empty or foreign manifest.json)")
+        elif manifest.get("key") != self.key:
+            problems.append(
+                f"the manifest's key {str(manifest.get('key'))[:12]!r} is not the entry's key "
+                "(manifest copied from another entry?)"
+            )
+        elif not isinstance(manifest.get("spec"), dict) or canonical_json(manifest["spec"]) != canonical_json(
+            self.spec
+        ):
+            problems.append("the manifest's spec differs from the entry's spec")
+        if manifest.get("rank_format_version", RANK_FORMAT_VERSION) != RANK_FORMAT_VERSION:
+            problems.append(
+                f"rank_format_version {manifest.get('rank_format_version')!r} is not {RANK_FORMAT_VERSION}"
+            )
+        shards = manifest.get("shards")
+        records_ok = isinstance(shards, list) and bool(shards) and all(isinstance(r, dict) for r in shards)
+        if not records_ok:
+            problems.append("the manifest has no list of shard records")
+            shards = []
+        indices = [r.get("index") for r in shards]
+        if records_ok and indices != list(range(len(shards))):
+            problems.append(
+                f"shard records are not exactly 0..{len(shards) - 1} in order (indices {indices})"
+            )
+        for position, record in enumerate(shards):
+            index = record.get("index")
+            label = index if isinstance(index, int) and not isinstance(index, bool) else position
+            if record.get("file") != shard_name(label):
+                problems.append(
+                    f"shard record {label} names file {record.get('file')!r}; only {shard_name(label)!r} "
+                    "is allowed"
+                )
+            if not isinstance(record.get("sha256"), str) or not re.fullmatch(
+                r"[0-9a-f]{64}", record["sha256"]
+            ):
+                problems.append(f"shard record {label} has no valid sha256")
+            rows = record.get("rows")
+            if not isinstance(rows, int) or isinstance(rows, bool) or rows < 0:
+                problems.append(f"shard record {label} has no valid row count")
+        row_counts = [r.get("rows") for r in shards]
+        if records_ok and all(isinstance(n, int) for n in row_counts):
+            total = sum(row_counts)
+            if manifest.get("n_tokens") != total:
+                problems.append(
+                    f"n_tokens {manifest.get('n_tokens')!r} is not the sum of the shard rows ({total})"
+                )
+        if self.path.is_dir():
+            extra = sorted(
+                int(m.group(1))
+                for m in (_SHARD_RE.match(p.name) for p in self.path.iterdir())
+                if m and int(m.group(1)) >= len(shards)
+            )
+            if extra:
+                problems.append(
+                    f"shard files {extra} exist beyond the {len(shards)} shards the manifest lists"
+                )
+        for manifest_path, spec_path in MIRRORED.items():
+            expected = _lookup(self.spec, spec_path)
+            if expected is _MISSING:
+                continue
+            found = _lookup(manifest, manifest_path)
+            if found is _MISSING:
+                if manifest_path == ("vocab_size",):
+                    problems.append("the manifest records no vocab_size")
+                continue
+            if canonical_json(found) != canonical_json(expected):
+                problems.append(
+                    f"manifest {'.'.join(manifest_path)} is {found!r} but the spec says {expected!r}"
+                )
+        return problems
 
     def _corrupted(self, what: str) -> CacheCorruptedError:
         """Mark the entry incomplete (drop the manifest) and describe what was wrong."""
         with contextlib.suppress(OSError):
             self.manifest_path.unlink()
         return CacheCorruptedError(
-            f"cache entry {self.key[:12]} at {self.path}: {what}. It has been marked incomplete; "
-            "re-run the same extraction (rbplab extract) to recompute the damaged part"
+            f"cache entry {self.key[:12]} at {self.path} is damaged: {what}. It has been marked "
+            f"incomplete; re-run the same extraction (or rbplab cache repair {self.key[:12]}) "
+            "to recompute the damaged part"
         )
 
+    def _shard_problem(self, record: dict) -> tuple[str | None, bytes | None]:
+        """Read the shard a (checked) manifest record stands for; (problem, bytes)."""
+        index = record["index"]
+        try:
+            data = self.shard_path(index).read_bytes()
+        except OSError:
+            return f"shard {index} is missing or unreadable", None
+        if _sha256(data) != record["sha256"]:
+            return f"shard {index} failed its checksum", data
+        problem = self._identity_problem(index, data, legacy_ok=True)
+        if problem is None:
+            rows = pq.read_metadata(pa.BufferReader(data)).num_rows
+            if rows != record["rows"]:
+                problem = f"shard {index} has {rows} rows but its record says {record['rows']}"
+        return problem, data
+
     def _verified_shards(self) -> Iterator[bytes]:
-        """Bytes of each shard of a complete entry, checked against the manifest's checksums."""
+        """Bytes of each shard of a complete entry, after every check of the module docstring."""
         for record in self.manifest()["shards"]:
-            shard = self.path / record["file"]
-            try:
-                data = shard.read_bytes()
-            except OSError as err:
-                raise self._corrupted(f"shard {record['index']} is missing or unreadable") from err
-            if _sha256(data) != record["sha256"]:
-                warnings.warn(
-                    f"cache entry {self.key[:12]}: shard {record['index']} is corrupted", stacklevel=4
-                )
-                self._discard_shard(shard)
-                raise self._corrupted(f"shard {record['index']} failed its checksum and was removed")
+            problem, data = self._shard_problem(record)
+            if problem is not None:
+                warnings.warn(f"cache entry {self.key[:12]} is corrupted: {problem}", stacklevel=4)
+                if data is not None:
+                    self._discard_shard(record["index"])
+                raise self._corrupted(problem + ("" if data is None else "; the shard was removed"))
             yield data
+
+    def problems(self) -> list[str]:
+        """Everything wrong with this entry, complete or not, one line each; deletes nothing."""
+        if not self.path.is_dir():
+            return [f"{self.path} does not exist"]
+        if self.path.is_symlink():
+            return ["the entry directory is a symbolic link"]
+        if self.is_complete():
+            try:
+                manifest = json.loads(self.manifest_path.read_text())
+            except (OSError, ValueError) as err:
+                return [f"its manifest is unreadable ({err})"]
+            problems = self.manifest_problems(manifest)
+            if problems:
+                return problems
+            for record in manifest["shards"]:
+                problem, _ = self._shard_problem(record)
+                if problem is not None:
+                    problems.append(problem)
+            return problems
+        problems = []
+        spec_problem = self._spec_problem()
+        if spec_problem:
+            problems.append(spec_problem)
+        for shard in sorted(self.path.iterdir()):
+            match = _SHARD_RE.match(shard.name)
+            if not match or shard.name != shard_name(int(match.group(1))):
+                continue
+            index = int(match.group(1))
+            if not self._checksum_path(shard).is_file():
+                problems.append(f"shard {index} has no checksum file (an interrupted write)")
+                continue
+            record = self._shard_record(shard)
+            if record is None:
+                problems.append(f"shard {index} failed its checksum")
+                continue
+            problem = self._identity_problem(index, record["_data"], legacy_ok=False)
+            if problem is not None:
+                problems.append(problem)
+        return problems
 
     def verify(self) -> None:
         """Check every shard of a complete entry; raises CacheCorruptedError (entry marked incomplete)."""
@@ -374,18 +622,35 @@ class CacheEntry:
             pass
 
     def _read_tables(self, columns: list[str] | None) -> pa.Table:
-        tables = [pq.read_table(pa.BufferReader(data), columns=columns) for data in self._verified_shards()]
+        tables = []
+        for data in self._verified_shards():
+            table = pq.read_table(pa.BufferReader(data), columns=columns)
+            own = {k: v for k, v in (table.schema.metadata or {}).items() if not k.startswith(b"rbplab.")}
+            tables.append(table.replace_schema_metadata(own))
         if not tables:
             return SHARD_SCHEMA.empty_table().select(columns or SHARD_SCHEMA.names)
         return pa.concat_tables(tables)
 
     def read_frame(self, columns: list[str] | None = None) -> pd.DataFrame:
-        """All per-token rows of a complete entry, in shard order (checksums verified)."""
+        """All per-token rows of a complete entry, in shard order (every check passed)."""
         return self._read_tables(columns).to_pandas()
 
     def read_stats(self) -> TokenStats:
         frame = self.read_frame(["doc_index", "position", "n_greater", "n_equal", "nll"])
-        return TokenStats.from_frame(frame, ranked_vocab_size(self.manifest()), doc_column="doc_index")
+        vocab = _lookup(self.spec, ("vocab", "size"))
+        vocab_size = int(vocab) if vocab is not _MISSING else ranked_vocab_size(self.manifest())
+        return TokenStats.from_frame(frame, vocab_size, doc_column="doc_index")
+
+
+_MISSING = object()
+
+
+def _lookup(data: Any, path: tuple[str, ...]) -> Any:
+    for part in path:
+        if not isinstance(data, dict) or part not in data:
+            return _MISSING
+        data = data[part]
+    return data
 
 
 def ranked_vocab_size(manifest: dict) -> int:
@@ -410,23 +675,36 @@ def _dump(obj: dict) -> bytes:
 # Locating, listing and removing entries
 
 
-def _entry_dirs(root: Path) -> list[Path]:
+def entry_dirs(root: Path) -> list[Path]:
+    """Every entry directory (``<root>/<key[:2]>/<key>``), whatever its state."""
     if not root.is_dir():
         return []
-    return sorted(p for p in root.glob("??/*") if p.is_dir() and _KEY_RE.match(p.name))
+    return sorted(
+        p for p in root.glob("??/*") if p.is_dir() and _KEY_RE.match(p.name) and p.parent.name == p.name[:2]
+    )
 
 
 def _matching_dirs(root: Path, prefix: str) -> list[Path]:
     prefix = prefix.lower()
-    return [p for p in _entry_dirs(root) if p.name.startswith(prefix)]
+    return [p for p in entry_dirs(root) if p.name.startswith(prefix)]
 
 
 def _read_spec(path: Path) -> dict | None:
-    for name in ("manifest.json", "spec.json"):
-        with contextlib.suppress(OSError, ValueError):
+    """The spec of the entry directory `path`: the one of spec.json (or, failing that, of the
+    manifest) that hashes to the directory name; None if neither does."""
+    for name in ("spec.json", "manifest.json"):
+        with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
             data = json.loads((path / name).read_text())
-            return data["spec"] if name == "manifest.json" else data
+            spec = data["spec"] if name == "manifest.json" else data
+            if isinstance(spec, dict) and cache_key(spec) == path.name:
+                return spec
     return None
+
+
+def entry_at(path: Path, root: Path | None = None) -> CacheEntry | None:
+    """The CacheEntry of an entry directory, None when no spec on disk hashes to its name."""
+    spec = _read_spec(path)
+    return None if spec is None else CacheEntry(root if root is not None else path.parent.parent, spec)
 
 
 def _label(value: Any) -> str | None:
@@ -438,33 +716,58 @@ def _label(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
+def entry_status(path: Path) -> tuple[str, int | None, str | None]:
+    """(status, n_tokens, problem) of an entry directory without reading shard bytes: status is
+    "complete", "incomplete" or "damaged"; n_tokens is derived (rows of the checked shard
+    records, or of the shards done so far) and None for a damaged entry."""
+    entry = entry_at(path)
+    if entry is None:
+        return "damaged", None, "no spec.json that hashes to the directory name"
+    if entry.is_complete():
+        try:
+            manifest = json.loads(entry.manifest_path.read_text())
+        except (OSError, ValueError) as err:
+            return "damaged", None, f"its manifest is unreadable ({err})"
+        problems = entry.manifest_problems(manifest)
+        if problems:
+            return "damaged", None, problems[0]
+        return "complete", int(manifest["n_tokens"]), None
+    n_tokens = 0
+    for checksum in path.glob("shard-*.parquet.sha256"):
+        with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
+            n_tokens += int(json.loads(checksum.read_text())["rows"])
+    return "incomplete", n_tokens, None
+
+
 def list_entries(root: str | Path | None = None) -> pd.DataFrame:
-    """One row per cache entry: key, model, corpus, n_tokens (so far, for incomplete entries),
-    complete, size_bytes, created (UTC), path. Oldest first."""
+    """One row per cache entry: key, model, corpus, n_tokens (so far, for incomplete entries; none
+    for damaged ones), complete, status ("complete", "incomplete", "damaged"), size_bytes,
+    created (UTC), path. Oldest first. A damaged entry never stops the listing."""
     rows = []
-    for path in _entry_dirs(cache_root(root)):
-        manifest = None
-        with contextlib.suppress(OSError, ValueError):
-            manifest = json.loads((path / "manifest.json").read_text())
-        spec = (manifest or {}).get("spec") or _read_spec(path) or {}
-        if manifest is not None:
-            n_tokens = manifest.get("n_tokens")
-        else:
-            n_tokens = 0
-            for checksum in path.glob("shard-*.parquet.sha256"):
-                with contextlib.suppress(OSError, ValueError, TypeError):
-                    n_tokens += int(json.loads(checksum.read_text())["rows"])
+    for path in entry_dirs(cache_root(root)):
+        status, n_tokens, _ = entry_status(path)
+        spec = _read_spec(path) or {}
+        created = None
+        if status == "complete":
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                created = json.loads((path / "manifest.json").read_text()).get("created")
+        try:
+            created_at = pd.Timestamp(created) if isinstance(created, str) else None
+        except ValueError:
+            created_at = None
         files = [f for f in path.iterdir() if f.is_file()]
-        created = (manifest or {}).get("created")
         rows.append(
             {
                 "key": path.name,
                 "model": _label(spec.get("model")),
                 "corpus": _label(spec.get("corpus")),
                 "n_tokens": n_tokens,
-                "complete": manifest is not None,
+                "complete": status == "complete",
+                "status": status,
                 "size_bytes": sum(f.stat().st_size for f in files),
-                "created": pd.Timestamp(created) if created else pd.Timestamp(path.stat().st_mtime, unit="s"),
+                "created": created_at
+                if created_at is not None
+                else pd.Timestamp(path.stat().st_mtime, unit="s"),
                 "path": str(path),
             }
         )
@@ -476,28 +779,67 @@ def list_entries(root: str | Path | None = None) -> pd.DataFrame:
     return table.sort_values("created", kind="stable").reset_index(drop=True)
 
 
+def remove_entry_dir(path: Path) -> None:
+    """Delete an entry directory file by file: only names the cache generates (`is_cache_file`),
+    then the directory itself. Anything else stays, and the entry is then reported, not removed."""
+    if path.is_symlink():
+        raise CacheError(f"{path} is a symbolic link, not a cache entry; not removed")
+    items = list(path.iterdir())
+    foreign = sorted(
+        i.name for i in items if not is_cache_file(i.name) or (i.is_dir() and not i.is_symlink())
+    )
+    if foreign:
+        raise CacheError(
+            f"cache entry {path.name[:12]} holds files the cache did not write ({', '.join(foreign)}); "
+            f"nothing was removed: move those away first or remove {path} by hand"
+        )
+    for item in items:
+        item.unlink()  # a symbolic link is removed itself; its target is never touched
+    path.rmdir()
+
+
 def remove_entries(
-    prefixes: str | Iterable[str] = (), *, root: str | Path | None = None, incomplete: bool = False
+    prefixes: str | Iterable[str] = (),
+    *,
+    root: str | Path | None = None,
+    incomplete: bool = False,
+    all_matching: bool = False,
+    everything: bool = False,
 ) -> list[str]:
     """Delete entries whose key starts with any of `prefixes` (and, with `incomplete`, every
-    incomplete entry). "" matches everything. Entries being written are refused. Returns removed keys."""
+    incomplete entry; with `everything`, every entry). A prefix must be at least MIN_PREFIX hex
+    characters, and one matching several entries is refused unless `all_matching`. Entries being
+    written are refused. Returns removed keys."""
     root = cache_root(root)
     prefixes = [prefixes] if isinstance(prefixes, str) else list(prefixes)
     targets: dict[str, Path] = {}
     for prefix in prefixes:
-        matches = _matching_dirs(root, prefix)
+        text = prefix.strip().lower()
+        if len(text) < MIN_PREFIX or not _HEX_RE.match(text):
+            raise CacheError(
+                f"refusing key prefix {prefix!r}: give at least {MIN_PREFIX} hex characters of a key "
+                "(rbplab cache ls shows them); --all removes every entry"
+            )
+        matches = _matching_dirs(root, text)
         if not matches:
             raise CacheError(f"no cache entry matches key prefix {prefix!r} under {root}")
+        if len(matches) > 1 and not all_matching:
+            raise CacheError(
+                f"key prefix {prefix!r} matches {len(matches)} cache entries; give more characters "
+                "or pass --all-matching"
+            )
         targets.update((p.name, p) for p in matches)
     if incomplete:
-        targets.update((p.name, p) for p in _entry_dirs(root) if not (p / "manifest.json").is_file())
+        targets.update((p.name, p) for p in entry_dirs(root) if not (p / "manifest.json").is_file())
+    if everything:
+        targets.update((p.name, p) for p in entry_dirs(root))
     removed = []
     for key, path in sorted(targets.items()):
         lock = FileLock(str(root / "locks" / f"{key}.lock"), timeout=0)
         try:
             (root / "locks").mkdir(parents=True, exist_ok=True)
             with lock:
-                shutil.rmtree(path)
+                remove_entry_dir(path)
         except Timeout as err:
             raise CacheError(
                 f"cache entry {key[:12]} is being written by another process; not removed"

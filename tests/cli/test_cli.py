@@ -102,13 +102,13 @@ def test_cache_ls_rm_verify(capsys, tmp_path):
     assert rows[done.key]["complete"] and not rows[partial.key]["complete"]
     status, out, _ = run(capsys, "cache", "--cache-dir", str(tmp_path), "verify")
     assert status == 0 and f"ok       {done.key[:12]}" in out
-    # damage the complete entry: verify reports it, exits 1 and marks it incomplete
+    # damage the complete entry: verify reports it and exits 1, and (issue 10) deletes nothing
     data = bytearray(done.shard_path(0).read_bytes())
     data[10] ^= 0xFF
     done.shard_path(0).write_bytes(bytes(data))
-    with pytest.warns(UserWarning):
-        status, out, _ = run(capsys, "cache", "--cache-dir", str(tmp_path), "verify", done.key[:8])
-    assert status == 1 and "CORRUPT" in out and not done.is_complete()
+    status, out, _ = run(capsys, "cache", "--cache-dir", str(tmp_path), "verify", done.key[:8])
+    assert status == 1 and "CORRUPT" in out and "shard 0 failed its checksum" in out
+    assert done.is_complete() and done.shard_path(0).read_bytes() == bytes(data)
     status, _, err = run(capsys, "cache", "--cache-dir", str(tmp_path), "rm")
     assert status == 1 and "KEY_PREFIX" in err
     status, out, _ = run(capsys, "cache", "--cache-dir", str(tmp_path), "rm", partial.key[:10])

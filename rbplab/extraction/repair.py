@@ -1,0 +1,122 @@
+"""Recomputing a damaged or incomplete cache entry through the normal extraction path.
+
+The entry's spec records which model, corpus and settings produced it. Nothing else on disk is
+trusted: the model and corpus are re-resolved from the names the spec and manifest record,
+planned again, and used only if the planned key equals the entry's key. Then the damaged
+manifest is dropped and `extract` resumes, reusing every shard that still passes its checks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+from typing import Any
+
+from rbplab.extraction.pipeline import ExtractResult, Plan, extract, plan_extraction
+from rbplab.extraction.sources import ModelSpec
+from rbplab.store.cache import CacheEntry, CacheError, cache_key, entry_at
+from rbplab.store.corpora import load_corpus
+from rbplab.store.files import cache_root
+
+
+def _get(data: Any, *path: str) -> Any:
+    for part in path:
+        data = data.get(part) if isinstance(data, dict) else None
+    return data
+
+
+def _unique(values: list[Any]) -> list[Any]:
+    return list(dict.fromkeys(v for v in values if isinstance(v, str) and v))
+
+
+def replan(entry: CacheEntry) -> Plan:
+    """The extraction plan whose key is `entry.key`, or CacheError saying what could not be found."""
+    spec = entry.spec
+    hints: dict = {}
+    with contextlib.suppress(OSError, ValueError):
+        loaded = json.loads(entry.manifest_path.read_text())
+        hints = loaded if isinstance(loaded, dict) else {}
+    model_names = _unique(
+        [_get(hints, "model", "source"), _get(hints, "model", "name"), _get(spec, "model", "name")]
+    )
+    corpus_name = _get(spec, "corpus", "name")
+    corpus_names = _unique(
+        [_get(hints, "corpus", "source", "path"), corpus_name, f"hub:{corpus_name}" if corpus_name else None]
+    )
+    n_documents = _get(spec, "corpus", "n_documents")
+    corpus, corpus_errors = None, []
+    for name in corpus_names:
+        try:
+            candidate = load_corpus(name, max_documents=n_documents if isinstance(n_documents, int) else None)
+        except (OSError, ValueError, LookupError, ImportError, RuntimeError) as err:
+            corpus_errors.append(f"{name}: {err}")
+            continue
+        if candidate.content_hash() == _get(spec, "corpus", "content_hash"):
+            corpus = candidate
+            break
+        corpus_errors.append(f"{name}: different content")
+    if corpus is None:
+        raise CacheError(
+            f"cannot repair cache entry {entry.key[:12]}: corpus {corpus_name!r} cannot be re-resolved "
+            f"to the content it was extracted from ({'; '.join(corpus_errors) or 'no name recorded'})"
+        )
+    settings = {
+        "context_length": _get(spec, "windows", "context_length"),
+        "stride": _get(spec, "windows", "stride"),
+        "max_tokens": _get(spec, "max_tokens"),
+        "include_padded_vocab": bool(_get(spec, "vocab", "include_padded")),
+        "dtype": _get(spec, "model", "dtype") or "auto",
+    }
+    policies = _unique([_get(hints, "settings", "bos"), "auto", "always", "never"])
+    model_errors = []
+    for name in model_names:
+        model = ModelSpec(
+            name,
+            revision=_get(spec, "model", "revision"),
+            gguf_file=_get(spec, "model", "gguf_file"),
+            trust_remote_code=bool(_get(spec, "model", "trust_remote_code")),
+        )
+        try:
+            for bos in policies:
+                plan = plan_extraction(model, corpus, bos=bos, **settings)
+                if cache_key(plan.key_spec) == entry.key:
+                    return plan
+            model_errors.append(f"{name}: loads, but with different weights or settings")
+        except (OSError, ValueError, LookupError, ImportError, RuntimeError) as err:
+            model_errors.append(f"{name}: {' '.join(str(err).split())}")
+    raise CacheError(
+        f"cannot repair cache entry {entry.key[:12]}: model {_get(spec, 'model', 'name')!r} cannot be "
+        f"re-resolved to the one it was extracted with ({'; '.join(model_errors) or 'no name recorded'})"
+    )
+
+
+def repair_entry(key: str | Path, root: str | Path | None = None, *, progress: bool = False) -> ExtractResult:
+    """Recompute whatever is damaged or missing in one entry (a key prefix or an entry directory)."""
+    root = cache_root(root)
+    path = Path(key) if isinstance(key, Path) else None
+    if path is None:
+        entry = CacheEntry.open(key, root)
+    else:
+        entry = entry_at(path, root)
+        if entry is None:
+            raise CacheError(
+                f"cannot repair cache entry {path.name[:12]}: no spec.json hashes to its key, so what it "
+                f"holds is unknown; remove it (rbplab cache rm {path.name[:12]})"
+            )
+    plan = replan(entry)
+    with entry.lock():
+        if entry.is_complete() and entry.problems():
+            entry.manifest_path.unlink()  # the entry is damaged: recompute, reusing sound shards
+    return extract(
+        plan.described.spec,
+        plan.corpus,
+        context_length=plan.policy.context_length,
+        stride=plan.policy.stride,
+        bos=plan.policy.bos,
+        max_tokens=plan.max_tokens,
+        include_padded_vocab=plan.include_padded_vocab,
+        dtype=plan.key_spec["model"]["dtype"],
+        cache_dir=root,
+        progress=progress,
+    )

@@ -1,0 +1,191 @@
+"""Issue 10 with real (tiny) models: read-only caches, remote code, bad checkpoints, repair.
+
+Each case asserts the one-line message, that nothing outside the entry changed and that no
+wrong numbers came back."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+import torch
+from helpers.untrusted import read_only, snapshot
+
+from rbplab.cli import app as cli
+from rbplab.extraction import pipeline as extract_module
+from rbplab.extraction.pipeline import extract, load_stats, plan_extraction
+from rbplab.extraction.sources import ModelSpec
+from rbplab.store.cache import CacheEntry, cache_key, list_entries
+
+CTX = 16
+
+
+def run(capsys, *argv):
+    status = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def extract_args(model, corpus_file, cache_dir):
+    return ["extract", "-m", str(model), "-c", str(corpus_file), "--cache-dir", str(cache_dir)] + [
+        "--context-length",
+        str(CTX),
+        "--no-progress",
+    ]
+
+
+@pytest.fixture
+def corpus_file(tmp_path):
+    path = tmp_path / "c.txt"
+    path.write_text("The quick brown fox jumps over the lazy dog. " * 4)
+    return path
+
+
+def test_read_only_cache_serves_hits(capsys, gpt2_dir, tiny_corpus, corpus_file, tmp_path):
+    root = tmp_path / "cache"
+    expected = load_stats(str(gpt2_dir), tiny_corpus, context_length=CTX, cache_dir=root, progress=False)
+    assert run(capsys, *extract_args(gpt2_dir, corpus_file, root))[0] == 0
+    before = snapshot(root)
+    with read_only(root):
+        with pytest.raises(OSError, match="Read-only"):
+            (root / "probe").write_text("x")  # the guard works
+        again = load_stats(str(gpt2_dir), tiny_corpus, context_length=CTX, cache_dir=root, progress=False)
+        status, out, err = run(capsys, *extract_args(gpt2_dir, corpus_file, root))
+        assert status == 0 and "\tcached\t" in out, err
+        status, out, err = run(capsys, "cache", "--cache-dir", str(root), "verify")
+        assert status == 0 and err == ""
+        # a miss on a read-only cache fails in one line, before any weights are loaded
+        status, _, err = run(capsys, *extract_args(gpt2_dir, corpus_file, root)[:-3], "--context-length", "8")
+        assert status == 1 and "cannot write to cache location" in err and err.count("\n") == 1
+    assert np.array_equal(again.n_greater, expected.n_greater) and np.array_equal(again.nll, expected.nll)
+    assert snapshot(root) == before
+
+
+def test_remote_code_is_refused_without_prompt(capsys, gpt2_dir, corpus_file, tmp_path, monkeypatch):
+    model = tmp_path / "custom"
+    shutil.copytree(gpt2_dir, model)
+    marker = tmp_path / "code-ran"
+    config = json.loads((model / "config.json").read_text())
+    config["auto_map"] = {"AutoConfig": "configuration_evil.EvilConfig"}
+    (model / "config.json").write_text(json.dumps(config))
+    (model / "configuration_evil.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    monkeypatch.setattr("sys.stdin", io.StringIO("y\ny\n"))
+    root = tmp_path / "cache"
+    status, out, err = run(capsys, *extract_args(model, corpus_file, root))
+    assert status == 1 and out == "" and err.count("\n") == 1 and "[y/N]" not in err
+    assert "needs custom Python code from its directory (config.json has an auto_map)" in err
+    assert "--trust-remote-code" in err
+    assert not marker.exists() and list_entries(root).empty
+
+
+def test_trust_remote_code_enters_the_key_only_when_set(gpt2_dir, tiny_corpus):
+    plain = plan_extraction(str(gpt2_dir), tiny_corpus, context_length=CTX)
+    trusted = plan_extraction(
+        ModelSpec(str(gpt2_dir), trust_remote_code=True), tiny_corpus, context_length=CTX
+    )
+    assert "trust_remote_code" not in plain.key_spec["model"]
+    assert trusted.key_spec["model"]["trust_remote_code"] is True
+    assert cache_key(trusted.key_spec) != cache_key(plain.key_spec)
+
+
+def _truncated_safetensors(model):
+    path = model / "model.safetensors"
+    path.write_bytes(path.read_bytes()[:1000])
+
+
+def _pickle_checkpoint(model):
+    (model / "model.safetensors").unlink()
+    torch.save({"transformer.wte.weight": torch.zeros(1), "payload": os.system}, model / "pytorch_model.bin")
+
+
+def _nan_weights(model):
+    from transformers import AutoModelForCausalLM
+
+    weights = AutoModelForCausalLM.from_pretrained(model)
+    with torch.no_grad():
+        weights.transformer.h[1].mlp.c_fc.weight.fill_(float("nan"))
+    weights.save_pretrained(model)
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (_truncated_safetensors, "a safetensors file is broken or truncated"),
+        (_pickle_checkpoint, "its pickle checkpoint is refused by torch.load(weights_only=True)"),
+        (_nan_weights, "the model produced NaN logits (first non-finite output: layer 1 of 2)"),
+    ],
+)
+def test_bad_checkpoint_is_one_line_with_no_litter(capsys, gpt2_dir, corpus_file, tmp_path, damage, message):
+    model = tmp_path / "model"
+    shutil.copytree(gpt2_dir, model)
+    damage(model)
+    root = tmp_path / "cache"
+    status, out, err = run(capsys, *extract_args(model, corpus_file, root))
+    # (transformers' own "Loading weights" bar may precede it on stderr)
+    last = err.strip().splitlines()[-1]
+    assert status == 1 and out == "" and err.count("rbplab: error") == 1 and "Traceback" not in err
+    assert last.startswith("rbplab: error: ") and message in last, err
+    assert list_entries(root).empty and not list(root.glob("??"))  # not even a spec.json
+
+
+def test_damaged_entry_is_recomputed_never_read(gpt2_dir, corpus_file, tmp_path, capsys):
+    """A manifest copied from another entry: load_stats warns and recomputes; verify reports it;
+    repair recomputes it through extraction; nothing outside the entry changes."""
+    root = tmp_path / "cache"  # a corpus file, so repair can re-resolve it
+    clean = load_stats(str(gpt2_dir), str(corpus_file), context_length=CTX, cache_dir=root, progress=False)
+    target = extract(str(gpt2_dir), str(corpus_file), context_length=CTX, cache_dir=root, progress=False)
+    other = extract(str(gpt2_dir), str(corpus_file), context_length=32, cache_dir=root, progress=False)
+    shutil.copy(other.path / "manifest.json", target.path / "manifest.json")
+    outside = snapshot(tmp_path, exclude=target.path)
+    status, out, _ = run(capsys, "cache", "--cache-dir", str(root), "verify")
+    assert status == 1 and f"CORRUPT  {target.key[:12]}  the manifest's key" in out
+    status, out, err = run(capsys, "cache", "--cache-dir", str(root), "repair", "--no-progress")
+    assert status == 0 and f"repaired {target.key[:12]}" in out, err
+    assert snapshot(tmp_path, exclude=target.path) == outside
+    again = CacheEntry.open(target.key, root).read_stats()
+    assert np.array_equal(again.n_greater, clean.n_greater) and np.array_equal(again.nll, clean.nll)
+    shutil.copy(other.path / "manifest.json", target.path / "manifest.json")
+    with pytest.warns(UserWarning, match="is damaged: the manifest's key"):
+        again = load_stats(
+            str(gpt2_dir), str(corpus_file), context_length=CTX, cache_dir=root, progress=False
+        )
+    assert np.array_equal(again.n_greater, clean.n_greater) and np.array_equal(again.nll, clean.nll)
+
+
+def test_repair_says_when_the_model_is_gone(gpt2_dir, corpus_file, tmp_path, capsys):
+    model = tmp_path / "gone"
+    shutil.copytree(gpt2_dir, model)
+    root = tmp_path / "cache"
+    result = extract(str(model), str(corpus_file), context_length=CTX, cache_dir=root, progress=False)
+    manifest = json.loads((result.path / "manifest.json").read_text())
+    (result.path / "manifest.json").write_text(json.dumps({**manifest, "vocab_size": 1}))
+    shutil.rmtree(model)
+    capsys.readouterr()
+    status, out, err = run(capsys, "cache", "--cache-dir", str(root), "repair", result.key[:8])
+    assert status == 1 and err.count("\n") == 1
+    assert (
+        f"cannot repair cache entry {result.key[:12]}: " in err
+        and "model 'gone' cannot be re-resolved" in err
+    )
+
+
+def test_foreign_shard_on_resume_is_recomputed(gpt2_dir, tiny_corpus, tmp_path, monkeypatch):
+    monkeypatch.setattr(extract_module, "SHARD_TOKENS", 40)
+    clean = load_stats(
+        str(gpt2_dir), tiny_corpus, context_length=CTX, cache_dir=tmp_path / "c", progress=False
+    )
+    root = tmp_path / "cache"
+    other = extract(str(gpt2_dir), tiny_corpus, context_length=32, cache_dir=root, progress=False)
+    target = extract(str(gpt2_dir), tiny_corpus, context_length=CTX, cache_dir=root, progress=False)
+    for name in ("manifest.json", "shard-00001.parquet", "shard-00001.parquet.sha256"):
+        (target.path / name).unlink()  # an interrupted run ...
+    for name in ("shard-00001.parquet", "shard-00001.parquet.sha256"):
+        shutil.copy(other.path / name, target.path / name)  # ... given another entry's shard
+    with pytest.warns(UserWarning, match="shard 1 belongs to another entry"):
+        result = extract(str(gpt2_dir), tiny_corpus, context_length=CTX, cache_dir=root, progress=False)
+    stats = CacheEntry.open(result.key, root).read_stats()
+    assert np.array_equal(stats.n_greater, clean.n_greater) and np.array_equal(stats.nll, clean.nll)
