@@ -37,7 +37,7 @@ ks = [1, 10, 50, 100]  # thresholds: k 1 (greedy) and moderate k (top-k sampling
 max_tokens = None  # tokens scored per model and corpus; None: the whole corpus
 cache_dir = None  # None: $RBPLAB_CACHE or ~/.cache/rbplab
 output_dir = None  # folder for the tables as CSV (the report sets it); None: do not write
-ties = "pessimistic"  # rank convention: pessimistic (paper), optimistic (paper code) or expected
+ties = "pessimistic"  # rank convention: pessimistic (paper), optimistic (g + 1) or expected
 n_boot = 200  # document-bootstrap replicates
 
 # %%

@@ -35,7 +35,7 @@ corpora = None  # bundled names, "hub:<name>" or paths; None: every bundled corp
 max_tokens = None  # tokens scored per model and corpus; None: the whole corpus
 cache_dir = None  # None: $RBPLAB_CACHE or ~/.cache/rbplab
 output_dir = None  # folder for the tables as CSV (the report sets it); None: do not write
-ties = "pessimistic"  # rank convention: pessimistic (paper), optimistic (paper code) or expected
+ties = "pessimistic"  # rank convention: pessimistic (paper), optimistic (g + 1) or expected
 
 # %%
 study = load_study(families, corpora, models=models, max_tokens=max_tokens, cache_dir=cache_dir, ties=ties)

@@ -342,7 +342,8 @@ class Study:
 
     def ce_comparison(self, n_grid: int = 30) -> pd.DataFrame:
         """Cross-entropy and -log RBP_1 against S: measured per model (source "empirical")
-        and as the lognormal theory predicts them from the fitted (mu, sigma) trends
+        and as the lognormal theory predicts them from the fitted (mu, sigma) trends (for CE:
+        the rank entropy of the discretised model, the appendix-B reading of CE)
         (`rbplab.analysis.lognormal_theory.simulate_scaling`, source "lognormal"). Columns family, corpus,
         S, quantity, value, source."""
         table = self.lognormal()
@@ -367,7 +368,7 @@ class Study:
                     part, n_grid=n_grid, vocab_size=vocab, sigma_mode="constant"
                 )
             frames.append(
-                sim.rename(columns={"ce_discrete": "ce", "neg_log_p1_discrete": "neg_log_rbp1"})
+                sim.rename(columns={"rank_entropy_discrete": "ce", "neg_log_p1_discrete": "neg_log_rbp1"})
                 .melt(
                     id_vars=["S"], value_vars=["ce", "neg_log_rbp1"], var_name="quantity", value_name="value"
                 )
@@ -379,12 +380,16 @@ class Study:
 
     def ce_exponents(self) -> pd.DataFrame:
         """Power-law exponents of CE and -log RBP_1 against S, measured and lognormal-predicted,
-        per family and corpus: the paper's observation that the two are nearly equal (Fig. 8a/b)."""
+        per family and corpus: the paper's observation that the two are nearly equal (Fig. 8a/b).
+        The theory's "CE" is the rank entropy (`rbplab.analysis.lognormal_theory`). Its curves
+        are deterministic functions of the fitted trends, so their alpha has no t-interval
+        (alpha_ci_low/high are NaN for source "lognormal")."""
         # Without the model column: the theory's curve is a grid of S values, not models.
         comp = self.ce_comparison().drop(columns="model")
         fits = fit.scaling_fits(
             comp, y="value", by=["family", "corpus", "source", "quantity"], level=self.level
         )
+        fits.loc[fits["source"] == "lognormal", ["alpha_ci_low", "alpha_ci_high"]] = np.nan
         return fits[
             ["family", "corpus", "source", "quantity", "alpha", "alpha_ci_low", "alpha_ci_high", "r2"]
         ]
