@@ -260,17 +260,30 @@ class Study:
         )
 
     def emergence(
-        self, ks: Iterable[int] | int, ns: Iterable[int] | int, corpora: Sequence[str] | None = None
+        self,
+        ks: Iterable[int] | int,
+        ns: Iterable[int] | int,
+        corpora: Sequence[str] | None = None,
+        n_boot: int = 0,
     ) -> pd.DataFrame:
         """Sequence success per run, k and N (`rbplab.analysis.emergence.sequence_table`) with the
         columns `rbplab.viz.plots` draws: p_emp (fraction of N-token windows all in the top k),
         p_pred = RBP_k^N, p_fit = exp(-C N S^-alpha) from the RBP_k power law, and the
-        linearised coordinates x = N S^-alpha, neg_log_p_emp, neg_log_p_pred."""
+        linearised coordinates x = N S^-alpha, neg_log_p_emp, neg_log_p_pred; the ratios
+        against RBP_k^N and the two matched baselines (ratio, ratio_position, ratio_doc), with
+        document-bootstrap intervals when n_boot > 0 (p_emp_low/high, ratio*_low/high)."""
         ks = metrics.as_ks(ks, self.vocab_size)
         ns = np.atleast_1d(np.asarray(ns, dtype=np.int64))
         runs = self._runs(corpora)
-        table = _emergence.sequence_table(runs, ns=ns, ks=ks, ties=self.ties)
-        table = table.rename(columns={"p_empirical": "p_emp", "p_predicted": "p_pred"})
+        table = _emergence.sequence_table(runs, ns=ns, ks=ks, ties=self.ties, n_boot=n_boot, level=self.level)
+        table = table.rename(
+            columns={
+                "p_empirical": "p_emp",
+                "p_predicted": "p_pred",
+                "p_empirical_low": "p_emp_low",
+                "p_empirical_high": "p_emp_high",
+            }
+        )
         fits = self.fits(ks, corpora)
         fits = fits[["family", "corpus", "k", "alpha", "prefactor"]]
         table = table.merge(fits, on=["family", "corpus", "k"], how="left")
