@@ -46,6 +46,9 @@ class ModelInfo:
     tokenizer: str = ""  # tokenizer source
     tokenizer_fingerprint: str = ""
     softcap: float | None = None  # final_logit_softcapping, applied before ranking
+    # GGUF: converter placeholder entries ("[PAD<id>]", type UNUSED) at the end of the token
+    # list, left out of vocab_size (see rbplab.extraction.gguf_vocab)
+    placeholder_tokens: int = 0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -169,8 +172,9 @@ def describe_model(model: ModelSpec | str) -> Described:
     tokenizer = load_tokenizer(spec, source)
     counts = parameter_counts(config)
     device = select_device(spec.device)
-    vocab = len(tokenizer)
-    head_rows = int(counts.head_rows or vocab)
+    placeholders = _gguf_placeholders(spec, source)
+    vocab = len(tokenizer) - placeholders
+    head_rows = int(counts.head_rows or len(tokenizer))
     if vocab > head_rows:
         raise ModelLoadError(
             f"tokenizer has {vocab} tokens but the model's output layer has only {head_rows} rows; "
@@ -194,8 +198,18 @@ def describe_model(model: ModelSpec | str) -> Described:
         tokenizer=spec.tokenizer or source.location,
         tokenizer_fingerprint=tokenizer_fingerprint(tokenizer),
         softcap=logit_softcap(config),
+        placeholder_tokens=placeholders,
     )
     return Described(spec, source, config, tokenizer, info)
+
+
+def _gguf_placeholders(spec: ModelSpec, source: Source) -> int:
+    """Trailing placeholder tokens of a local GGUF whose embedded tokenizer is used (0 otherwise)."""
+    if not source.gguf_file or not source.local or spec.tokenizer:
+        return 0
+    from rbplab.extraction.gguf_vocab import trailing_placeholders
+
+    return trailing_placeholders(Path(source.location) / source.gguf_file)
 
 
 # ---------------------------------------------------------------------------------------------
