@@ -8,7 +8,7 @@ Prints, for one model on the same batches of one corpus:
   vs a bare forward pass `model(input_ids).logits`: the overhead ratio (target <= 1.10x
   on a ~100M-parameter model);
 - the naive dense ranks `(z > z_t).sum(-1)`, `(z == z_t).sum(-1)`, `logsumexp` on full logits;
-- a per-token Python loop in the style of the paper's code (softmax, top-k over 10,000,
+- a straightforward per-token Python loop (softmax, top-k over 10,000,
   `.cpu()` per value), timed on a subset of tokens;
 and peak memory for |V| = 151,936 (Qwen2.5) at sequence length 2048: rank extraction vs
 materialising the full logits, each measured in a fresh process as the RSS high-water mark
@@ -90,7 +90,7 @@ def corpus_tokens(tokenizer, corpus: str, vocab_size: int, n_tokens: int) -> tup
 
 
 def paper_style(model, ids: torch.Tensor, rows: np.ndarray, targets: np.ndarray, limit: int) -> int:
-    """The per-token loop of the paper's code: softmax, top-10,000, one Python step and .cpu() per value."""
+    """A straightforward per-token loop: softmax, top-10,000, one Python step and .cpu() per value."""
     logits = model(ids).logits
     probs = torch.softmax(logits.float(), dim=-1).reshape(-1, logits.shape[-1])
     top = torch.topk(probs[rows[:limit]], k=min(10_000, probs.shape[-1]), dim=-1).indices

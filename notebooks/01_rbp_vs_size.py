@@ -38,7 +38,7 @@ settings = {}  # extraction settings (rbplab.core.ExtractionSettings fields), e.
 synthetic = False  # True: made-up models (rbplab.study.synthetic_study) instead of families; no model runs
 cache_dir = None  # None: $RBPLAB_CACHE or ~/.cache/rbplab
 output_dir = None  # folder for the tables as CSV (the report sets it); None: do not write
-ties = "pessimistic"  # rank convention: pessimistic (paper), optimistic (paper code) or expected
+ties = "pessimistic"  # rank convention: pessimistic (paper), optimistic (g + 1) or expected
 n_boot = 200  # document-bootstrap replicates
 
 # %%

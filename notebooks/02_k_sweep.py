@@ -36,7 +36,7 @@ synthetic = False  # True: made-up models (rbplab.study.synthetic_study) instead
 cache_dir = None  # None: $RBPLAB_CACHE or ~/.cache/rbplab
 output_dir = None  # folder for the tables as CSV (the report sets it); None: do not write
 ks = None  # thresholds of the sweep; None: 8 per decade from 1 up to |V|, plus the paper values
-ties = "pessimistic"  # rank convention: pessimistic (paper), optimistic (paper code) or expected
+ties = "pessimistic"  # rank convention: pessimistic (paper), optimistic (g + 1) or expected
 large_fractions = [0.4, 0.6]  # k near |V| as fractions of |V| (paper: 20k and 30k of ~50k)
 n_boot = 0  # document-bootstrap replicates for α(k) and R²(k); 0: OLS intervals only
 

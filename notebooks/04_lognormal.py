@@ -36,7 +36,7 @@ settings = {}  # extraction settings (rbplab.core.ExtractionSettings fields), e.
 synthetic = False  # True: made-up models (rbplab.study.synthetic_study) instead of families; no model runs
 cache_dir = None  # None: $RBPLAB_CACHE or ~/.cache/rbplab
 output_dir = None  # folder for the tables as CSV (the report sets it); None: do not write
-ties = "pessimistic"  # rank convention: pessimistic (paper), optimistic (paper code) or expected
+ties = "pessimistic"  # rank convention: pessimistic (paper), optimistic (g + 1) or expected
 
 # %%
 if synthetic:
@@ -82,7 +82,12 @@ report.save_table(study.lognormal_scaling(), "lognormal_scaling", output_dir)
 # ## Figures 8a and 8b: cross-entropy and -log RBP_1, measured and predicted
 # Left: measured per model. Right: the appendix-B values implied by the fitted (μ, σ) trends.
 # The appendix reads "CE" as the entropy of the rank distribution, so the right panel's CE is on
-# another scale than the measured mean nll; the exponents are what the theory predicts.
+# another scale than the measured mean nll (the table's `rank_entropy_*` columns); the exponents
+# are what the theory predicts. The predicted curves are deterministic functions of the fitted
+# trends, so their exponents carry no confidence interval. In the table, the `*_discrete` columns
+# use the discretised model's (μ, σ) and the appendix's `*_sum` and `*_closed` columns the
+# appendix model's own fit (`mu_psi`, `sigma_psi`); `*_closed` truncates the appendix's integrals
+# at |V| like the sums, `*_closed_untruncated` is the formula as printed.
 
 # %%
 show(plots.ce_vs_rbp(study.ce_comparison()))

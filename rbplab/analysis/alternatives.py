@@ -4,6 +4,11 @@
 shared slope against separate slopes. `offset_fits` / `fit_offset_power_law`: a power law
 with an irreducible offset, loss = E + A * S^-alpha, fitted on the loss scale.
 
+Comparing the offset form with the plain power law: the plain fit's R^2 is on the log-loss
+scale with 2 parameters, so the offset fit reports r2_log (its predictions scored on the same
+log-loss scale) and both adjusted for their parameter counts (r2_log_adj with 3, plain_r2_log_adj
+with 2); r2_loss is its own least-squares criterion on the loss scale, not comparable.
+
 Tables are the long format of `rbplab.analysis.metrics.metrics_table`, grouped as in `rbplab.analysis.fit`.
 """
 
@@ -18,6 +23,7 @@ from scipy import optimize
 from scipy import stats as sps
 
 from rbplab.analysis._regression import grouping_columns, model_groups, t_quantile, unusable_reason
+from rbplab.analysis.fit import fit_power_law
 
 
 def pooled_fits(
@@ -95,13 +101,19 @@ def _pooled_groups(table: pd.DataFrame, y: str, by: list[str], group: str):
 
 @dataclass(frozen=True)
 class OffsetFit:
-    """loss = E + A * S^-alpha with E, A >= 0, least squares on the loss scale."""
+    """loss = E + A * S^-alpha with E, A >= 0, least squares on the loss scale.
+
+    r2_loss: R^2 on the loss scale (the fit's own criterion); r2_log: R^2 of log(loss), the
+    scale of the plain power law's R^2; r2_log_adj: r2_log adjusted for 3 parameters,
+    1 - (1 - r2_log)(n - 1)/(n - 3) (NaN with 3 models)."""
 
     E: float
     A: float
     alpha: float
     rss: float
-    r2: float
+    r2_loss: float
+    r2_log: float
+    r2_log_adj: float
     n: int
     alpha_at_grid_edge: bool  # True: the optimum hit the alpha grid's boundary; widen it
 
@@ -163,15 +175,30 @@ def fit_offset_power_law(
     e, a, rss = (float(v[0]) for v in _offset_linear(s[:, None] ** -np.atleast_1d(alpha)[None, :], y))
     tss = float(np.sum((y - y.mean()) ** 2))
     a_raw = a * np.exp(np.log(S).mean()) ** alpha  # undo the rescaling of S
+    r2_log = _r2_log(y, e + a_raw * S**-alpha)
     return OffsetFit(
         e,
         a_raw,
         float(alpha),
         rss,
         1 - rss / tss if tss > 0 else np.nan,
+        r2_log,
+        adjusted_r2(r2_log, len(S), 3),
         len(S),
         bool(i in (0, len(grid) - 1)),
     )
+
+
+def _r2_log(y: np.ndarray, pred: np.ndarray) -> float:
+    z = np.log(y)
+    tss = float(np.sum((z - z.mean()) ** 2))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return 1 - float(np.sum((z - np.log(pred)) ** 2)) / tss if tss > 0 else np.nan
+
+
+def adjusted_r2(r2: float, n: int, n_params: int) -> float:
+    """1 - (1 - R^2)(n - 1)/(n - p): R^2 penalised for p fitted parameters (NaN when n <= p)."""
+    return 1 - (1 - r2) * (n - 1) / (n - n_params) if n > n_params else float("nan")
 
 
 def offset_fits(
@@ -180,7 +207,9 @@ def offset_fits(
     by: Iterable[str] | None = None,
     alphas: Sequence[float] | None = None,
 ) -> pd.DataFrame:
-    """`fit_offset_power_law` per group: E, A, alpha, rss, r2, n_models, alpha_at_grid_edge, note."""
+    """`fit_offset_power_law` per group: E, A, alpha, rss, r2_loss, r2_log, r2_log_adj,
+    plain_r2_log_adj (the plain power law's log-scale R^2 adjusted for its 2 parameters, to
+    compare with r2_log_adj), n_models, alpha_at_grid_edge, note (module docstring)."""
     by = grouping_columns(table, by)
     rows = []
     for key, frame in model_groups(table, y, by):
@@ -197,9 +226,13 @@ def offset_fits(
                 A=fit.A,
                 alpha=fit.alpha,
                 rss=fit.rss,
-                r2=fit.r2,
+                r2_loss=fit.r2_loss,
+                r2_log=fit.r2_log,
+                r2_log_adj=fit.r2_log_adj,
+                plain_r2_log_adj=adjusted_r2(fit_power_law(S, v).r2, len(S), 2),
                 alpha_at_grid_edge=fit.alpha_at_grid_edge,
             )
         rows.append(row)
-    cols = ["E", "A", "alpha", "rss", "r2", "alpha_at_grid_edge", "n_models", "note"]
+    cols = ["E", "A", "alpha", "rss", "r2_loss", "r2_log", "r2_log_adj", "plain_r2_log_adj"]
+    cols += ["alpha_at_grid_edge", "n_models", "note"]
     return pd.DataFrame(rows).reindex(columns=by + cols)

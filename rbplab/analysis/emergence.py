@@ -3,19 +3,38 @@
 A task succeeds when N consecutive target tokens all rank within the top k. Under
 independence and stationarity p_{N,k} = RBP_k^N (eq. 6), and with the scaling law
 -log RBP_k = C S^-alpha this becomes p_{N,k} = exp(-C N S^-alpha) (eq. 8): a sigmoid in
-log S that sharpens with N. Real tokens are not independent (easy passages come in runs),
-so the empirical p_{N,k} -- the fraction of windows of N consecutive scored tokens within a
-document that are all in the top k -- differs from RBP_k^N; `ratio` = empirical / predicted
-measures by how much (> 1: hits cluster, so long runs are easier than independence predicts).
+log S that sharpens with N. The empirical p_{N,k} is the fraction of windows of N consecutive
+scored tokens within a document that are all in the top k.
 
-Windows overlap (every start position counts), which keeps the estimator unbiased for a
-stationary sequence; their correlation is handled by the document bootstrap. Positions must
-be consecutive (TokenStats.position differs by one), so gaps in scoring break windows. Under
-"expected" ties a window succeeds with probability prod_i clip((k - g_i)/e_i, 0, 1).
+Three baselines, three ratios (empirical / baseline); each isolates something different:
+
+  ratio           vs RBP_k^N: independent tokens with ONE hit rate. > 1 mixes dependence
+                  between neighbouring tokens with difficulty that varies by document and by
+                  position (hard openings, easy boilerplate): even fully independent tokens give
+                  a ratio > 1 when some documents or positions are easier than others.
+  ratio_position  vs the position-matched expectation: independent tokens whose hit rate is
+                  that of their position bucket (`position_bucket`, pooled over documents), the
+                  product over the window's positions. Removes position-dependent difficulty;
+                  what remains is dependence plus document-level difficulty.
+  ratio_doc       vs within-document permutation: the expected success if each document's
+                  scored tokens were shuffled (hits stay in their document, order is lost):
+                  prod_{j<N} (h_d - j)/(n_d - j) per window of document d with h_d hits out of
+                  n_d tokens. Removes document-level difficulty; what remains is the ordering
+                  within documents: local clustering of hits (and position trends inside them).
+
+A ratio near 1 against a baseline means the clustering is explained by what that baseline
+keeps. Windows overlap (every start position counts), which keeps the estimator unbiased for a
+stationary sequence; their correlation is handled by the document bootstrap, which resamples
+documents and recomputes every ratio on the resample (the position bucket rates are held at
+their full-data values, an approximation that matters only with few documents). Positions
+must be consecutive (TokenStats.position differs by one), so gaps in scoring break windows.
+Under "expected" ties a window succeeds with probability prod_i clip((k - g_i)/e_i, 0, 1) and
+h_d is the sum of these per-token probabilities.
 """
 
 from __future__ import annotations
 
+import warnings
 import zlib
 from collections.abc import Iterable, Sequence
 
@@ -60,9 +79,21 @@ def window_starts(stats: TokenStats, n: int) -> np.ndarray:
     return np.flatnonzero(_run_remaining(stats) >= n)
 
 
+def position_bucket(position: np.ndarray) -> np.ndarray:
+    """Bucket of each token position for the position-matched baseline: positions 0..15 on
+    their own, then four buckets per doubling (16-19, 20-22, 23-26, 27-31, 32-38, ...)."""
+    pos = np.asarray(position, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        late = 16 + np.floor(4 * np.log2(np.maximum(pos, 16) / 16)).astype(np.int64)
+    return np.where(pos < 16, pos.astype(np.int64), late)
+
+
 def _prefix_sums(stats: TokenStats, k: int, ties: str) -> tuple[np.ndarray, np.ndarray | None]:
+    return _prefix_of(top_k_probability(stats, k, ties))
+
+
+def _prefix_of(q: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     """Cumulative misses (q = 0) and, for fractional q, cumulative log q, both with a leading 0."""
-    q = top_k_probability(stats, k, ties)
     zero = np.zeros(len(q) + 1, dtype=np.int64 if len(q) >= 2**31 else np.int32)
     np.cumsum(q == 0, out=zero[1:])
     frac = (q > 0) & (q < 1)
@@ -95,32 +126,54 @@ def window_success(
 
 
 def _window_doc_sums(stats: TokenStats, ns: Sequence[int], ks: np.ndarray, ties: str, n_docs: int):
-    """Per-document window counts and successes, each (n_docs, len(ns) * len(ks)), N-major.
-    Run lengths are found once, prefix sums once per k, and each (N, k) costs a few passes."""
+    """Per-document window counts, successes and the two baselines' expected successes
+    (within-document permutation, position-matched), each (n_docs, len(ns) * len(ks)),
+    N-major. Run lengths are found once, prefix sums once per k, and each (N, k) costs a few
+    passes."""
     rem = _run_remaining(stats)
-    prefixes = [_prefix_sums(stats, int(k), ties) for k in ks]
-    counts, succ = [], []
+    qs = [top_k_probability(stats, int(k), ties) for k in ks]
+    prefixes = [_prefix_of(q) for q in qs]
+    n_d = np.bincount(stats.doc, minlength=n_docs).astype(np.float64)
+    h_d = [np.bincount(stats.doc, weights=q, minlength=n_docs) for q in qs]
+    bucket = position_bucket(stats.position)
+    b_count = np.bincount(bucket).astype(np.float64)
+    pos_prefixes = []
+    for q in qs:
+        with np.errstate(invalid="ignore"):
+            rate = np.bincount(bucket, weights=q, minlength=len(b_count)) / b_count
+        pos_prefixes.append(_prefix_of(np.nan_to_num(rate)[bucket]))
+    counts, succ, perm, posm = [], [], [], []
     for n in (int(v) for v in ns):
         m = max(len(stats) - n + 1, 0)
         valid = rem[:m] >= n
         doc = stats.doc[:m]
         per_doc = np.bincount(doc[valid], minlength=n_docs).astype(np.float64)
-        for prefix in prefixes:
+        for prefix, pos_prefix, h in zip(prefixes, pos_prefixes, h_d, strict=True):
             hit, frac = _all_windows(prefix, n, m)
             ok = valid & hit
             weights = None if frac is None else frac[ok]
             counts.append(per_doc)
             succ.append(np.bincount(doc[ok], weights=weights, minlength=n_docs).astype(np.float64))
-    return np.column_stack(counts), np.column_stack(succ)
+            j = np.arange(n)[:, None]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                draw = np.where(n_d > j, np.clip(h - j, 0, None) / (n_d - j), 0.0)
+            perm.append(per_doc * np.prod(draw, axis=0))
+            hit_p, frac_p = _all_windows(pos_prefix, n, m)
+            ok_p = valid & hit_p
+            w_p = None if frac_p is None else frac_p[ok_p]
+            posm.append(np.bincount(doc[ok_p], weights=w_p, minlength=n_docs).astype(np.float64))
+    return tuple(np.column_stack(a) for a in (counts, succ, perm, posm))
 
 
-def _sequence_metrics(w, succ, counts, docs, k_idx, n_col) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """p_empirical, rbp and ratio for document weights w (B, n_docs): weighted sums only."""
+def _sequence_metrics(w, succ, counts, perm, posm, docs, k_idx, n_col) -> tuple[np.ndarray, ...]:
+    """p_empirical, rbp, ratio, ratio_doc and ratio_position for document weights w (B, n_docs):
+    weighted sums only."""
     w = np.atleast_2d(w)
     with np.errstate(invalid="ignore", divide="ignore"):
-        p_emp = (w @ succ) / (w @ counts)
+        s = w @ succ
+        p_emp = s / (w @ counts)
         rbp = docs.evaluate(w)["rbp"][:, k_idx]
-        return p_emp, rbp, p_emp / rbp**n_col
+        return p_emp, rbp, p_emp / rbp**n_col, s / (w @ perm), s / (w @ posm)
 
 
 def _as_ns(ns: Iterable[int]) -> np.ndarray:
@@ -137,7 +190,8 @@ def sequence_success(
     ties: str = "pessimistic",
 ) -> pd.DataFrame:
     """Empirical versus independence-predicted p_{N,k} for one run: columns N, k, n_windows,
-    p_empirical, rbp (RBP_k over all tokens), p_predicted = rbp^N, ratio, log_ratio."""
+    p_empirical, rbp (RBP_k over all tokens), p_predicted = rbp^N, ratio, log_ratio and the
+    matched baselines p_doc_permuted, ratio_doc, p_position, ratio_position (module docstring)."""
     return sequence_table({"model": (1.0, stats)}, ns, ks, ties).drop(
         columns=["family", "model", "corpus", "S"]
     )
@@ -153,9 +207,11 @@ def sequence_table(
     level: float = 0.95,
 ) -> pd.DataFrame:
     """`sequence_success` for every run, plus (n_boot > 0) document-bootstrap percentile
-    intervals p_empirical_low/high and ratio_low/high. Columns: family, model, corpus, S, ties,
-    N, k, n_windows, p_empirical, rbp, p_predicted, ratio, log_ratio [, bootstrap columns].
-    The ratio's intervals resample documents, so they include within-document correlation."""
+    intervals *_low/high of p_empirical and of the three ratios. Columns: family, model,
+    corpus, S, ties, N, k, n_windows, p_empirical, rbp, p_predicted = rbp^N, ratio (vs
+    rbp^N), log_ratio, p_doc_permuted and ratio_doc (vs within-document permutation),
+    p_position and ratio_position (vs the position-matched expectation) [, bootstrap columns].
+    See the module docstring for what each ratio isolates."""
     ns = _as_ns(ns)
     q = [(1 - level) / 2, (1 + level) / 2]
     frames = []
@@ -164,24 +220,29 @@ def sequence_table(
         k_arr = as_ks(ks, st.vocab_size)
         n_docs = st.n_docs
         docs = doc_stats(st, k_arr, ties, n_docs)
-        counts, succ = _window_doc_sums(st, ns, k_arr, ties, n_docs)
+        counts, succ, perm, posm = _window_doc_sums(st, ns, k_arr, ties, n_docs)
         n_col = np.repeat(ns, len(k_arr))
         k_idx = np.tile(np.arange(len(k_arr)), len(ns))
-        sums = (succ, counts, docs, k_idx, n_col)
-        p_emp, rbp, ratio = (a[0] for a in _sequence_metrics(np.ones(n_docs), *sums))
-        frame = pd.DataFrame(
-            {"N": n_col, "k": k_arr[k_idx], "n_windows": counts.sum(axis=0).astype(np.int64)}
-            | {"p_empirical": p_emp, "rbp": rbp, "p_predicted": rbp**n_col, "ratio": ratio}
-        )
+        sums = (succ, counts, perm, posm, docs, k_idx, n_col)
+        p_emp, rbp, ratio, ratio_doc, ratio_pos = (a[0] for a in _sequence_metrics(np.ones(n_docs), *sums))
+        n_win = counts.sum(axis=0)
         with np.errstate(divide="ignore", invalid="ignore"):
-            frame["log_ratio"] = np.log(ratio)
+            frame = pd.DataFrame(
+                {"N": n_col, "k": k_arr[k_idx], "n_windows": n_win.astype(np.int64)}
+                | {"p_empirical": p_emp, "rbp": rbp, "p_predicted": rbp**n_col, "ratio": ratio}
+                | {"log_ratio": np.log(ratio), "p_doc_permuted": perm.sum(axis=0) / n_win}
+                | {"ratio_doc": ratio_doc, "p_position": posm.sum(axis=0) / n_win}
+                | {"ratio_position": ratio_pos}
+            )
         if n_boot > 0:
             seq = np.random.SeedSequence([seed, zlib.crc32(run.corpus.encode())])
             reps = [_sequence_metrics(w, *sums) for w in weight_chunks(n_docs, n_boot, seq)]
-            p_b = np.concatenate([r[0] for r in reps])
-            r_b = np.concatenate([r[2] for r in reps])
-            frame["p_empirical_low"], frame["p_empirical_high"] = np.nanquantile(p_b, q, axis=0)
-            frame["ratio_low"], frame["ratio_high"] = np.nanquantile(r_b, q, axis=0)
+            names = {0: "p_empirical", 2: "ratio", 3: "ratio_doc", 4: "ratio_position"}
+            for i, name in names.items():
+                boot = np.concatenate([r[i] for r in reps])
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns -> NaN
+                    frame[f"{name}_low"], frame[f"{name}_high"] = np.nanquantile(boot, q, axis=0)
         frames.append(frame.assign(family=run.family, model=run.model, corpus=run.corpus, S=run.S, ties=ties))
     table = pd.concat(frames, ignore_index=True)
     front = ["family", "model", "corpus", "S", "ties"]

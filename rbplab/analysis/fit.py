@@ -37,13 +37,18 @@ from rbplab.analysis.metrics import as_ks, standard_ks
 from rbplab.core.runs import RunsLike, as_runs
 
 _VALUE_IS_EXP_NEG_LOSS = ("rbp", "mean_p")
+# Why R^2 and the alpha interval of a two-model fit are NaN (a line through two points fits
+# them exactly whatever the law; R^2 = 1 there says nothing).
+TWO_MODELS_NOTE = "2 models: no residual degrees of freedom, R^2 and the alpha interval are undefined"
 
 
 @dataclass(frozen=True)
 class PowerLawFit:
     """loss = prefactor * S^-alpha, fitted by OLS in log-log space.
 
-    alpha_se and the CI use the t-distribution with n-2 degrees of freedom (NaN when n = 2)."""
+    alpha_se and the CI use the t-distribution with n-2 degrees of freedom. With n = 2 models
+    the line passes through both points: there are no residual degrees of freedom, so r2,
+    alpha_se, the CI and residual_sd are NaN (not a perfect fit; see `TWO_MODELS_NOTE`)."""
 
     alpha: float
     prefactor: float
@@ -89,7 +94,7 @@ def fit_power_law(S: Sequence[float], y: Sequence[float], level: float = 0.95) -
     return PowerLawFit(
         alpha=alpha,
         prefactor=float(np.exp(intercept[0])),
-        r2=float(r_squared(rss, tss)[0]) if df > 0 else 1.0,
+        r2=float(r_squared(rss, tss)[0]) if df > 0 else float("nan"),
         alpha_se=se,
         alpha_ci_low=alpha - half,
         alpha_ci_high=alpha + half,
@@ -118,7 +123,8 @@ def scaling_fits(
 ) -> pd.DataFrame:
     """One power-law fit per group: alpha, prefactor, r2, alpha_se, alpha_ci_low/high (t),
     residual_sd, leave-one-model-out range (alpha_loo_min/max) and jackknife SE, n_models,
-    S_min, S_max, note (why a fit is missing)."""
+    S_min, S_max, note (why a fit is missing, or `TWO_MODELS_NOTE` when r2 and the interval are
+    NaN because the group has only two models)."""
     by = grouping_columns(table, by)
     rows = []
     for key, frame in model_groups(table, y, by):
@@ -126,6 +132,8 @@ def scaling_fits(
         row = {**key, "n_models": len(S), "S_min": S.min(), "S_max": S.max(), "note": unusable_reason(S, v)}
         if row["note"] is None:
             fit = fit_power_law(S, v, level)
+            if len(S) <= 2:
+                row["note"] = TWO_MODELS_NOTE
             row.update({f: getattr(fit, f) for f in ("alpha", "prefactor", "r2", "alpha_se")})
             row.update(
                 alpha_ci_low=fit.alpha_ci_low, alpha_ci_high=fit.alpha_ci_high, residual_sd=fit.residual_sd
@@ -271,7 +279,8 @@ def bootstrap_fits(
 
     Columns: family, corpus, ties, metric, k, n_models, alpha, r2 (full-data fit),
     alpha_boot_se, alpha_boot_low/high (percentile), r2_boot_median, r2_boot_low/high,
-    n_boot, n_boot_valid (replicates where every model's loss was positive and finite)."""
+    n_boot, n_boot_valid (replicates where every model's loss was positive and finite).
+    With two models r2 and its bootstrap summaries are NaN (no residual degrees of freedom)."""
     runs = as_runs(runs)
     if n_boot < 2:
         raise ValueError(f"n_boot must be >= 2, got {n_boot}")
@@ -304,6 +313,8 @@ def bootstrap_fits(
             for metric, loss in boot.items():
                 alpha, r2 = _fit_many(S, loss)
                 alpha0, r20 = _fit_many(S, point[metric])
+                if len(idx) <= 2:  # a line through two points: R^2 = 1 whatever the data
+                    r2, r20 = np.full_like(r2, np.nan), np.full_like(r20, np.nan)
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns -> NaN summaries
                     a_q, r_q = np.nanquantile(alpha, q, axis=0), np.nanquantile(r2, q, axis=0)

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from rbplab.analysis.fit import bootstrap_fits, scaling_fits
+from rbplab.analysis.fit import TWO_MODELS_NOTE, bootstrap_fits, scaling_fits
 from rbplab.analysis.metrics import metrics_table
 from rbplab.core.runs import RunsLike, as_runs
 
@@ -97,7 +97,8 @@ def k_sweep(
 def sweep_summary(sweep: pd.DataFrame, r2_threshold: float = 0.9) -> pd.DataFrame:
     """Per (family, corpus[, ties]): k_max_r2 = the largest k up to which R^2 stays >= the
     threshold for every smaller k (the law's range of validity), alpha at k = 1, 10 and 100
-    when present, and the mean alpha and R^2 per regime."""
+    when present, and the mean alpha and R^2 per regime. Where R^2 is undefined (two models:
+    a line through two points) no range is claimed: k_max_r2 is <NA> and `note` says why."""
     by = [c for c in ("family", "corpus", "ties") if c in sweep.columns]
     rows = []
     for key, frame in sweep.sort_values("k").groupby(by, dropna=False):
@@ -106,6 +107,13 @@ def sweep_summary(sweep: pd.DataFrame, r2_threshold: float = 0.9) -> pd.DataFram
         first_bad = int(np.argmin(ok)) if not ok.all() else len(ok)
         row = dict(zip(by, key, strict=True))
         row["k_max_r2"] = frame["k"].iloc[first_bad - 1] if first_bad > 0 else pd.NA
+        row["note"] = None
+        if frame["r2"].isna().all():
+            row["k_max_r2"] = pd.NA
+            n_models = frame["n_models"].max() if "n_models" in frame else np.nan
+            row["note"] = (
+                TWO_MODELS_NOTE if n_models <= 2 else "R^2 undefined at every k: no range of validity"
+            )
         for k in (1, 10, 100):
             hit = frame.loc[frame["k"] == k, "alpha"]
             row[f"alpha_k{k}"] = float(hit.iloc[0]) if len(hit) else np.nan

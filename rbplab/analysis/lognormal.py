@@ -7,9 +7,11 @@ log is location-scale distributed, truncated to [1/2, |V| + 1/2):
                                                           b_r = (ln(r + 1/2) - mu)/sigma,
 
 with F = Phi for the lognormal and the logistic CDF for the log-logistic. The appendix's
-density at the integers, psi(r), is the midpoint-rule value of exactly these cells, so fitted
-(mu, sigma) mean the same thing in
-`rbplab.analysis.lognormal_theory.appendix_b`. Fits maximise the likelihood of the rank
+model, p_r = psi(r) / sum_j psi(j) with psi the density at the integers, approximates these
+cells by the midpoint rule but is a different model: fitted to the same ranks the two give
+different (mu, sigma) (the log-rank of rank 1 is 0 in psi, a whole cell [ln 1/2, ln 3/2) here),
+so `fit_psi_lognormal` fits it on its own for the appendix's formulas
+(`rbplab.analysis.lognormal_theory`). Fits maximise the likelihood of the rank
 histogram (a sum over distinct ranks, not tokens), so millions of tokens cost nothing extra.
 
 Model comparison uses the log-likelihood ratio per token, (l_a - l_b)/n, and no p-values:
@@ -47,6 +49,9 @@ def log_pmf(distribution: str, params: dict[str, float], vocab_size: int) -> np.
     r = np.arange(1, vocab_size + 1)
     if distribution == "power_law":
         logw = -params["s"] * np.log(r)
+        return logw - special.logsumexp(logw)
+    if distribution == "psi_lognormal":  # appendix B: the density at the integers, normalised
+        logw = -np.log(r) - (np.log(r) - params["mu"]) ** 2 / (2 * params["sigma"] ** 2)
         return logw - special.logsumexp(logw)
     logcdf = _STANDARD[distribution][0]
     loc, scale = _loc_scale(distribution, params)
@@ -183,6 +188,46 @@ def fit_rank_power_law(
     return RankDistributionFit(
         "power_law", {"s": float(res.x)}, loglik, float(n), vocab, bool(res.success), se
     )
+
+
+def fit_psi_lognormal(
+    data: TokenStats | RBPCurve | np.ndarray, ties: str = "pessimistic"
+) -> RankDistributionFit:
+    """MLE of appendix B's own model, P(R = k) = psi(k) / sum_{j<=|V|} psi(j) with the lognormal
+    density psi evaluated at the integers (eq. 10, truncated at |V|), params mu and sigma.
+
+    This is not the discretised model of `fit_lognormal` (cells [k - 1/2, k + 1/2)): for the
+    same ranks the two give different (mu, sigma), and the appendix's formulas are only
+    consistent with parameters fitted to the appendix's model. No standard errors."""
+    hist, vocab = _histogram(data, ties)
+    ranks = np.flatnonzero(hist)
+    w = hist[ranks] / hist.sum()
+    log_r, log_all = np.log(ranks.astype(np.float64)), np.log(np.arange(1, vocab + 1, dtype=np.float64))
+
+    def nll(theta: np.ndarray) -> float:
+        mu, sigma = theta[0], np.exp(theta[1])
+
+        def log_psi(x: np.ndarray) -> np.ndarray:
+            return -x - (x - mu) ** 2 / (2 * sigma**2)
+
+        return -dot(w, log_psi(log_r)) + float(special.logsumexp(log_psi(log_all)))
+
+    m0 = dot(w, log_r)
+    s0 = max(float(np.sqrt(dot(w, (log_r - m0) ** 2))), 0.3)
+    best = None
+    for start in ((m0, s0), (m0 - 2 * s0, 2 * s0), (0.0, 1.0)):
+        res = optimize.minimize(
+            nll,
+            [start[0], np.log(start[1])],
+            method="Nelder-Mead",
+            options={"xatol": 1e-8, "fatol": 1e-13, "maxiter": 4000},
+        )
+        if best is None or res.fun < best.fun:
+            best = res
+    params = {"mu": float(best.x[0]), "sigma": float(np.exp(best.x[1]))}
+    n = float(hist.sum())
+    loglik = float(-best.fun * n)  # -log(sqrt(2 pi) sigma) cancels in the normalised pmf
+    return RankDistributionFit("psi_lognormal", params, loglik, n, vocab, bool(best.success))
 
 
 def compare_rank_distributions(

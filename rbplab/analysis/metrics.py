@@ -4,8 +4,11 @@ RBP_k = Pr(R <= k) is the CDF of the target's rank R, so one histogram of ranks
 (`np.bincount`) and one cumulative sum give RBP_k for all k = 1..|V| at once.
 
 Tie conventions (see `rbplab.core.stats.TokenStats.rank`): with g = n_greater and e = n_equal,
-"pessimistic" uses R = g + e (the paper's definition, eq. 3), "optimistic" R = g + 1 (what
-the paper's code computed), and "expected" averages over uniform random tie-breaking: the
+"pessimistic" uses R = g + e (the paper's definition, eq. 3: the number of tokens scored at
+least as high as the target), "optimistic" R = g + 1 (ties broken in the target's favour, what
+the common `(logits > logits[target]).sum() + 1` computes; the paper does not say which
+convention its released code uses, and that code, linked anonymously in its footnote 1, was
+not available to check), and "expected" averages over uniform random tie-breaking: the
 target is equally likely to take any rank in g+1..g+e, so its contribution to RBP_k is
 exactly clip((k - g) / e, 0, 1). That is a histogram where a tied token puts 1/e on each of
 its e ranks, built with a difference array in O(n + |V|).

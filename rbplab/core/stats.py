@@ -2,7 +2,8 @@
 
 Extraction writes one row per scored token; every analysis function reads a
 `TokenStats`. Keeping both tie counts (rather than one rank) lets analysis report
-the paper's pessimistic rank, the optimistic rank its code used, or the
+the paper's pessimistic rank (eq. 3), the optimistic rank (ties broken in the
+target's favour, as `(logits > logits[target]).sum() + 1` computes), or the
 expectation under random tie-breaking, without re-running a model.
 """
 
@@ -63,7 +64,7 @@ class TokenStats:
 
     def rank(self, ties: Ties = "pessimistic") -> np.ndarray:
         """Rank of the target: R = n_greater + n_equal (pessimistic, the paper's definition),
-        n_greater + 1 (optimistic, the paper's code), or the mean of the two (expected
+        n_greater + 1 (optimistic: ties in the target's favour), or the mean of the two (expected
         rank under uniform random tie-breaking; may be a half-integer)."""
         if ties == "pessimistic":
             return self.n_greater + self.n_equal

@@ -56,6 +56,9 @@ class ModelInfo:
     tokenizer_fingerprint: str = ""
     softcap: float | None = None  # final_logit_softcapping, applied before ranking
     trust_remote_code: bool = False  # code from the model's directory/repository was allowed to run
+    # GGUF: converter placeholder entries ("[PAD<id>]", type UNUSED) at the end of the token
+    # list, left out of vocab_size (see rbplab.extraction.gguf_vocab)
+    placeholder_tokens: int = 0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -220,8 +223,9 @@ def describe_model(model: ModelSpec | str) -> Described:
     tokenizer = load_tokenizer(spec, source, commit)
     counts = parameter_counts(config)
     device = select_device(spec.device)
-    vocab = len(tokenizer)
-    head_rows = int(counts.head_rows or vocab)
+    placeholders = _gguf_placeholders(spec, source)
+    vocab = len(tokenizer) - placeholders
+    head_rows = int(counts.head_rows or len(tokenizer))
     if vocab > head_rows:
         raise ModelLoadError(
             f"tokenizer has {vocab} tokens but the model's output layer has only {head_rows} rows; "
@@ -246,8 +250,18 @@ def describe_model(model: ModelSpec | str) -> Described:
         tokenizer_fingerprint=tokenizer_fingerprint(tokenizer),
         softcap=logit_softcap(config),
         trust_remote_code=spec.trust_remote_code,
+        placeholder_tokens=placeholders,
     )
     return Described(spec, source, config, tokenizer, info, commit)
+
+
+def _gguf_placeholders(spec: ModelSpec, source: Source) -> int:
+    """Trailing placeholder tokens of a local GGUF whose embedded tokenizer is used (0 otherwise)."""
+    if not source.gguf_file or not source.local or spec.tokenizer:
+        return 0
+    from rbplab.extraction.gguf_vocab import trailing_placeholders
+
+    return trailing_placeholders(Path(source.location) / source.gguf_file)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -260,17 +260,30 @@ class Study:
         )
 
     def emergence(
-        self, ks: Iterable[int] | int, ns: Iterable[int] | int, corpora: Sequence[str] | None = None
+        self,
+        ks: Iterable[int] | int,
+        ns: Iterable[int] | int,
+        corpora: Sequence[str] | None = None,
+        n_boot: int = 0,
     ) -> pd.DataFrame:
         """Sequence success per run, k and N (`rbplab.analysis.emergence.sequence_table`) with the
         columns `rbplab.viz.plots` draws: p_emp (fraction of N-token windows all in the top k),
         p_pred = RBP_k^N, p_fit = exp(-C N S^-alpha) from the RBP_k power law, and the
-        linearised coordinates x = N S^-alpha, neg_log_p_emp, neg_log_p_pred."""
+        linearised coordinates x = N S^-alpha, neg_log_p_emp, neg_log_p_pred; the ratios
+        against RBP_k^N and the two matched baselines (ratio, ratio_position, ratio_doc), with
+        document-bootstrap intervals when n_boot > 0 (p_emp_low/high, ratio*_low/high)."""
         ks = metrics.as_ks(ks, self.vocab_size)
         ns = np.atleast_1d(np.asarray(ns, dtype=np.int64))
         runs = self._runs(corpora)
-        table = _emergence.sequence_table(runs, ns=ns, ks=ks, ties=self.ties)
-        table = table.rename(columns={"p_empirical": "p_emp", "p_predicted": "p_pred"})
+        table = _emergence.sequence_table(runs, ns=ns, ks=ks, ties=self.ties, n_boot=n_boot, level=self.level)
+        table = table.rename(
+            columns={
+                "p_empirical": "p_emp",
+                "p_predicted": "p_pred",
+                "p_empirical_low": "p_emp_low",
+                "p_empirical_high": "p_emp_high",
+            }
+        )
         fits = self.fits(ks, corpora)
         fits = fits[["family", "corpus", "k", "alpha", "prefactor"]]
         table = table.merge(fits, on=["family", "corpus", "k"], how="left")
@@ -342,7 +355,8 @@ class Study:
 
     def ce_comparison(self, n_grid: int = 30) -> pd.DataFrame:
         """Cross-entropy and -log RBP_1 against S: measured per model (source "empirical")
-        and as the lognormal theory predicts them from the fitted (mu, sigma) trends
+        and as the lognormal theory predicts them from the fitted (mu, sigma) trends (for CE:
+        the rank entropy of the discretised model, the appendix-B reading of CE)
         (`rbplab.analysis.lognormal_theory.simulate_scaling`, source "lognormal"). Columns family, corpus,
         S, quantity, value, source."""
         table = self.lognormal()
@@ -367,7 +381,7 @@ class Study:
                     part, n_grid=n_grid, vocab_size=vocab, sigma_mode="constant"
                 )
             frames.append(
-                sim.rename(columns={"ce_discrete": "ce", "neg_log_p1_discrete": "neg_log_rbp1"})
+                sim.rename(columns={"rank_entropy_discrete": "ce", "neg_log_p1_discrete": "neg_log_rbp1"})
                 .melt(
                     id_vars=["S"], value_vars=["ce", "neg_log_rbp1"], var_name="quantity", value_name="value"
                 )
@@ -379,12 +393,16 @@ class Study:
 
     def ce_exponents(self) -> pd.DataFrame:
         """Power-law exponents of CE and -log RBP_1 against S, measured and lognormal-predicted,
-        per family and corpus: the paper's observation that the two are nearly equal (Fig. 8a/b)."""
+        per family and corpus: the paper's observation that the two are nearly equal (Fig. 8a/b).
+        The theory's "CE" is the rank entropy (`rbplab.analysis.lognormal_theory`). Its curves
+        are deterministic functions of the fitted trends, so their alpha has no t-interval
+        (alpha_ci_low/high are NaN for source "lognormal")."""
         # Without the model column: the theory's curve is a grid of S values, not models.
         comp = self.ce_comparison().drop(columns="model")
         fits = fit.scaling_fits(
             comp, y="value", by=["family", "corpus", "source", "quantity"], level=self.level
         )
+        fits.loc[fits["source"] == "lognormal", ["alpha_ci_low", "alpha_ci_high"]] = np.nan
         return fits[
             ["family", "corpus", "source", "quantity", "alpha", "alpha_ci_low", "alpha_ci_high", "r2"]
         ]

@@ -112,3 +112,48 @@ def test_fitted_sigmoids():
     np.testing.assert_allclose(np.diff(mid), np.log(10) / 0.1, rtol=1e-3)
     rbp_fits = fit.scaling_fits(metrics.metrics_table(power_law_runs(np.random.default_rng(3)), ks=[1]))
     assert len(emergence.fitted_sequence_success(rbp_fits, ns=(4,), S=[1e9])) == 1  # CE rows are skipped
+
+
+def _stats_from_hits(hits: np.ndarray, doc: np.ndarray) -> TokenStats:
+    return TokenStats.from_ranks(np.where(hits, 1, 2), 10, doc=doc)
+
+
+def test_matched_baselines_hand_computed():
+    # Two documents of four tokens: hits 1101 and 0110; N = 2, k = 1.
+    hits = np.array([1, 1, 0, 1, 0, 1, 1, 0], dtype=bool)
+    doc = np.repeat([0, 1], 4)
+    out = emergence.sequence_table({"m": (1.0, _stats_from_hits(hits, doc))}, ns=[2], ks=[1]).iloc[0]
+    # 6 windows, successes: (0,1) in doc 0, (1,2) in doc 1 -> 2/6.
+    assert out["p_empirical"] == pytest.approx(2 / 6)
+    assert out["ratio"] == pytest.approx((2 / 6) / (5 / 8) ** 2)
+    # Permutation within a document: P(two given slots both hits) = h(h-1) / (n(n-1)).
+    perm = (3 * (3 * 2) / (4 * 3) + 3 * (2 * 1) / (4 * 3)) / 6
+    assert out["p_doc_permuted"] == pytest.approx(perm)
+    assert out["ratio_doc"] == pytest.approx((2 / 6) / perm)
+    # Position-matched: hit rates by position 1/2, 1, 1/2, 1/2; windows (0,1) (1,2) (2,3) per doc.
+    rate = np.array([0.5, 1.0, 0.5, 0.5])
+    posm = 2 * (rate[0] * rate[1] + rate[1] * rate[2] + rate[2] * rate[3]) / 6
+    assert out["p_position"] == pytest.approx(posm)
+    assert out["ratio_position"] == pytest.approx((2 / 6) / posm)
+
+
+def test_position_difficulty_alone_is_not_dependence():
+    # The example: independent tokens, hit rate 0.2 at positions 0-4 and 0.6 after.
+    rng = np.random.default_rng(0)
+    n_docs, length = 2000, 40
+    pos, doc = np.tile(np.arange(length), n_docs), np.repeat(np.arange(n_docs), length)
+    hits = rng.random(len(pos)) < np.where(pos < 5, 0.2, 0.6)
+    out = emergence.sequence_table({"m": (1.0, _stats_from_hits(hits, doc))}, ns=[4, 8], ks=[1], n_boot=200)
+    assert np.all(out["ratio"] > 1.2)  # the naive ratio reads position difficulty as clustering
+    assert np.all(out["ratio_position_low"] <= 1) and np.all(out["ratio_position_high"] >= 1)
+    assert np.allclose(out["ratio_position"], 1, atol=0.1)
+
+
+def test_document_difficulty_alone_is_not_dependence():
+    rng = np.random.default_rng(1)
+    n_docs, length = 1000, 40
+    doc = np.repeat(np.arange(n_docs), length)
+    hits = rng.random(len(doc)) < rng.choice([0.2, 0.8], n_docs)[doc]
+    out = emergence.sequence_table({"m": (1.0, _stats_from_hits(hits, doc))}, ns=[4], ks=[1], n_boot=200)
+    assert out["ratio"].iloc[0] > 2 and out["ratio_position"].iloc[0] > 2
+    assert out["ratio_doc_low"].iloc[0] <= 1 <= out["ratio_doc_high"].iloc[0]

@@ -97,3 +97,15 @@ def test_sweep_summary():
     assert out["alpha_k1"] == 0.05 and out["alpha_k100"] == 0.2
     assert out["alpha_mean_moderate"] == pytest.approx(0.15)
     assert pd.isna(ksweep.sweep_summary(sweep.assign(r2=0.1)).iloc[0]["k_max_r2"])
+
+
+def test_two_models_claim_no_range():
+    runs = [r for r in make_runs(sizes=(1e6, 1e8)) if r.family == "a"]
+    sweep = ksweep.k_sweep(runs, ks=[1, 10, 100])
+    assert sweep["r2"].isna().all() and sweep["alpha_ci_low"].isna().all()
+    assert sweep["note"].eq(fit.TWO_MODELS_NOTE).all()
+    summary = ksweep.sweep_summary(sweep)
+    assert summary["k_max_r2"].isna().all() and summary["note"].eq(fit.TWO_MODELS_NOTE).all()
+    boot = fit.bootstrap_fits(runs, ks=[1, 10], n_boot=20)
+    assert boot["r2"].isna().all() and boot["r2_boot_median"].isna().all()
+    assert boot.loc[boot["metric"] == "rbp", "alpha_boot_se"].notna().all()

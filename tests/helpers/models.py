@@ -186,9 +186,11 @@ def _permute_qk(weight: np.ndarray, n_head: int, n_kv: int) -> np.ndarray:
     )
 
 
-def write_gguf(path: Path, model_dir: Path, tokenizer=None) -> Path:
+def write_gguf(path: Path, model_dir: Path, tokenizer=None, placeholders: int = 0) -> Path:
     """A float32 llama GGUF of the model in `model_dir`, written with the `gguf` package; the
-    tokenizer (GPT-2-style BPE) is embedded when given, as llama.cpp's converter does."""
+    tokenizer (GPT-2-style BPE) is embedded when given, as llama.cpp's converter does. With
+    `placeholders`, the token list, embedding and output layer are padded by that many
+    "[PAD<id>]" entries of type UNUSED (random rows, so they would change ranks if counted)."""
     import json
 
     import gguf
@@ -208,13 +210,15 @@ def write_gguf(path: Path, model_dir: Path, tokenizer=None) -> Path:
     writer.add_layer_norm_rms_eps(cfg.rms_norm_eps)
     rope = getattr(cfg, "rope_parameters", None) or {}
     writer.add_rope_freq_base(float(rope.get("rope_theta", getattr(cfg, "rope_theta", 10000.0))))
-    writer.add_vocab_size(cfg.vocab_size)
+    writer.add_vocab_size(cfg.vocab_size + placeholders)
     if tokenizer is not None:
         spec = json.loads(tokenizer.backend_tokenizer.to_str())
         tokens = [t for t, _ in sorted(spec["model"]["vocab"].items(), key=lambda kv: kv[1])]
+        types = [3 if t == SPECIAL else 1 for t in tokens]
+        tokens += [f"[PAD{len(tokens) + i}]" for i in range(placeholders)]
         writer.add_tokenizer_model("gpt2")
         writer.add_token_list(tokens)
-        writer.add_token_types([3 if t == SPECIAL else 1 for t in tokens])
+        writer.add_token_types(types + [5] * placeholders)
         writer.add_token_merges([" ".join(m) if isinstance(m, list) else m for m in spec["model"]["merges"]])
         writer.add_bos_token_id(tokenizer.bos_token_id)
         writer.add_eos_token_id(tokenizer.eos_token_id)
@@ -222,6 +226,9 @@ def write_gguf(path: Path, model_dir: Path, tokenizer=None) -> Path:
     for name, tensor in model.state_dict().items():
         base, suffix = name.rsplit(".", 1)
         array = tensor.detach().float().numpy()
+        if placeholders and base.endswith(("embed_tokens", "lm_head")):
+            extra = np.random.default_rng(0).normal(0, 1, (placeholders, array.shape[1])).astype(np.float32)
+            array = np.concatenate([array, extra])
         if base.endswith("q_proj"):
             array = _permute_qk(array, cfg.num_attention_heads, cfg.num_attention_heads)
         elif base.endswith("k_proj"):

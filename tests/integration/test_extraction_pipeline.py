@@ -310,3 +310,49 @@ def test_bundled_corpus_with_budget(gpt2_dir, cache_dir):
         str(gpt2_dir), name, context_length=64, max_tokens=300, cache_dir=cache_dir, progress=False
     )
     assert result.n_tokens == 300
+
+
+@pytest.fixture(scope="module")
+def padded_gguf(tmp_path_factory, llama_dir, tiny_tokenizer):
+    """The tiny llama as GGUF with its tokenizer and 24 trailing "[PAD<id>]" placeholder tokens."""
+    from helpers.models import write_gguf
+
+    return write_gguf(
+        tmp_path_factory.mktemp("gguf-pad") / "tiny-llama-padded.gguf", llama_dir, tiny_tokenizer, 24
+    )
+
+
+def test_gguf_placeholder_tokens_are_left_out(padded_gguf, gguf_files, tiny_corpus, cache_dir):
+    from rbplab.extraction.gguf_vocab import trailing_placeholders
+    from rbplab.extraction.models import describe_model
+
+    assert (
+        trailing_placeholders(padded_gguf) == 24 and trailing_placeholders(gguf_files["with_tokenizer"]) == 0
+    )
+    described = describe_model(str(padded_gguf))
+    assert len(described.tokenizer) == 360 + 24  # the GGUF tokenizer counts the placeholders
+    info = described.info
+    assert (info.vocab_size, info.head_rows, info.placeholder_tokens) == (360, 384, 24)
+    padded = load_stats(
+        str(padded_gguf), tiny_corpus, context_length=CTX, cache_dir=cache_dir, progress=False
+    )
+    real = load_stats(
+        str(gguf_files["with_tokenizer"]),
+        tiny_corpus,
+        context_length=CTX,
+        cache_dir=cache_dir,
+        progress=False,
+    )
+    assert padded.vocab_size == real.vocab_size == 360
+    assert np.array_equal(padded.n_greater, real.n_greater) and np.array_equal(padded.n_equal, real.n_equal)
+    assert np.allclose(padded.nll, real.nll, atol=1e-5)
+    # The padded-vocabulary option still ranks over every output row, placeholders included.
+    every_row = load_stats(
+        str(padded_gguf),
+        tiny_corpus,
+        context_length=CTX,
+        cache_dir=cache_dir,
+        progress=False,
+        include_padded_vocab=True,
+    )
+    assert every_row.vocab_size == 384 and not np.array_equal(every_row.n_greater, real.n_greater)

@@ -195,3 +195,18 @@ def test_load_study_reads_through_the_extraction_cache(
     assert np.array_equal(again.stats("tiny-neox", "tiny").nll, study.stats("tiny-neox", "tiny").nll)
     with pytest.raises(ValueError, match="not in families"):
         load_study("tiny", tiny_corpus, cache_dir=cache_dir, models=["gpt5"])
+
+
+def test_synthetic_generator_is_the_packages_own_lognormal():
+    from rbplab.analysis.lognormal import fit_lognormal
+    from rbplab.study.synthetic import synthetic_study
+
+    study = synthetic_study(corpora=("synthetic-a",), n_tokens=40_000)
+    fits = [fit_lognormal(r.stats).params for r in study.runs]
+    sigmas = np.array([f["sigma"] for f in fits])
+    assert np.all(np.abs(sigmas - 2.0) < 0.1)  # the generator has no sigma trend; neither does the fit
+    slope = np.polyfit(np.log([r.S for r in study.runs]), sigmas, 1)[0]
+    assert abs(slope) < 0.01
+    mus = np.array([f["mu"] for f in fits])
+    expected = 2.5 - 0.25 * np.log(np.array([r.S for r in study.runs]) / 1e5)
+    np.testing.assert_allclose(mus, expected, atol=0.1)
