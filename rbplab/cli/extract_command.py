@@ -90,6 +90,9 @@ def add_settings_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--device", default="auto", help="auto (cuda > mps > cpu), cpu, cuda, cuda:1, mps, ...")
     g.add_argument("--device-map", help="e.g. auto, to spread a large model over several devices")
     g.add_argument("--batch-size", type=positive_int, default=8)
+    g.add_argument(
+        "--shard-tokens", type=positive_int, help="scored tokens per cache shard (default 65536): resume unit"
+    )
 
 
 def _models_to_run(args: argparse.Namespace) -> list[tuple[str, str]]:
@@ -139,6 +142,7 @@ def settings_from_args(args: argparse.Namespace):
         device=args.device,
         device_map=args.device_map,
         batch_size=args.batch_size,
+        shard_tokens=args.shard_tokens,
     )
 
 

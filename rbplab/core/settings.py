@@ -25,9 +25,9 @@ def _positive_int(name: str, value: Any, optional: bool) -> None:
 
 @dataclass(frozen=True)
 class ExtractionSettings:
-    """How a corpus is scored. Fields that change the numbers enter the cache key (context
-    length, stride, BOS, max tokens, padded vocabulary, resolved dtype); device, device map and
-    batch size change only speed (batch invariance is tested), so they do not."""
+    """How a corpus is scored. Fields that change the numbers or the entry's layout enter the cache
+    key (context length, stride, BOS, max tokens, padded vocabulary, resolved dtype, shard size);
+    device, device map and batch size change only speed (batch invariance is tested), so they do not."""
 
     context_length: int | None = None  # window length incl. BOS; None: the model's limit, at most 2048
     stride: int | None = None  # None: non-overlapping windows; else the advance of strided windows
@@ -38,6 +38,9 @@ class ExtractionSettings:
     device: str = "auto"  # "auto" (cuda > mps > cpu), "cpu", "cuda:1", ...
     device_map: str | None = None  # e.g. "auto" to spread a model over several GPUs
     batch_size: int = 8
+    # Scored tokens per cache shard (default 65,536): the unit of resuming and of splitting a long
+    # corpus across workers. It decides how the entry is cut, so it is part of the key.
+    shard_tokens: int | None = None
 
     def __post_init__(self) -> None:
         _positive_int("context_length", self.context_length, optional=True)
@@ -63,6 +66,7 @@ class ExtractionSettings:
         if self.device_map is not None and not isinstance(self.device_map, str):
             raise ValueError(f"device_map must be a string such as 'auto' or None, got {self.device_map!r}")
         _positive_int("batch_size", self.batch_size, optional=False)
+        _positive_int("shard_tokens", self.shard_tokens, optional=True)
 
     @classmethod
     def field_names(cls) -> tuple[str, ...]:

@@ -163,7 +163,7 @@ def plan_extraction(
             "stride": policy.stride,
             "bos": decision.to_dict(),
             "scheme": WINDOW_SCHEME,
-            "shard_tokens": SHARD_TOKENS,
+            "shard_tokens": settings.shard_tokens or SHARD_TOKENS,
         },
         "vocab": {"size": vocab_size, "include_padded": include_padded_vocab, "head_rows": info.head_rows},
         "softcap": info.softcap,

@@ -23,7 +23,18 @@ from rbplab.store.cache import CacheEntry
 from rbplab.store.files import cache_root, check_writable
 
 EXECUTORS = ("local", "ray")
-TABLE_COLUMNS = ["model", "revision", "corpus", "tokens", "seconds", "tok_per_s", "state", "workers", "key"]
+TABLE_COLUMNS = [
+    "model",
+    "revision",
+    "corpus",
+    "tokens",
+    "computed",
+    "seconds",
+    "tok_per_s",
+    "state",
+    "workers",
+    "key",
+]
 
 
 @dataclass(frozen=True)
@@ -123,6 +134,7 @@ def _table(plan: StudyPlan, outcomes: list[UnitOutcome], root: Path, keys: set[s
                 "revision": e.revision,
                 "corpus": e.corpus,
                 "tokens": e.n_tokens,
+                "computed": tokens,
                 "seconds": round(seconds, 2),
                 "tok_per_s": round(tokens / seconds, 1) if tokens and seconds > 0 else None,
                 "state": state,
