@@ -1,7 +1,8 @@
 """The main job on the embedded default: the micro-suite on every bundled corpus, end to end.
 
-Extraction goes through the cache, so a second run only reads parquet; the notebooks then run
-headless into a report. Everything is offline: the models and corpora ship in data/.
+Extraction is `rbplab run`'s local runner over the grid (one progress bar), through the cache, so
+a second run only reads parquet; the notebooks then run headless into a report, and the time
+spent in each stage is printed. Everything is offline: the models and corpora ship in data/.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ import pandas as pd
 import transformers
 
 from rbplab.core.settings import ExtractionSettings
+from rbplab.runner import parse_study, run_study
 from rbplab.store.files import cache_root
-from rbplab.study import load_study
+from rbplab.study import default_corpora, load_study
 from rbplab.viz.report import run_report
 
 DEMO_KS = (1, 10, 100)
@@ -35,8 +37,19 @@ def run_demo(
     # The demo's models are local: transformers' per-load weight bar would only bury our own lines.
     transformers.utils.logging.disable_progress_bar()
     root = cache_root(cache_dir)
+    settings = settings or ExtractionSettings()
+    corpora = list(corpora) if corpora else default_corpora()
     print(f"rbplab demo: family {family!r}, cache {root}")
-    study = load_study(family, corpora, settings, cache_dir=root, progress=_say)
+    grid = parse_study(
+        {"families": [family], "corpora": corpora, "settings": settings.to_dict(changed_only=True)}
+    )
+    run = run_study(grid, cache_dir=root)
+    if not run.ok:
+        raise RuntimeError(f"{len(run.failures)} extraction unit(s) failed: {run.failures[0]}")
+    stages = {"planning (driver)": run.plan_seconds} | {f"{k} (units)": v for k, v in run.timings.items()}
+    clock = time.perf_counter()
+    study = load_study(family, corpora, settings, cache_dir=root)
+    stages["reading the cache"] = time.perf_counter() - clock
 
     summary = study.summary()
     points = study.points(DEMO_KS).pivot_table(index=["corpus", "model", "S"], columns="k", values="rbp")
@@ -64,15 +77,14 @@ def run_demo(
     per_model.to_csv(out / "per_model.csv", index=False)
     if notebooks:
         print()
+        clock = time.perf_counter()
         results = run_report(family, corpora, output_dir=out, cache_dir=root, settings=settings)
+        stages["notebooks"] = time.perf_counter() - clock
         failed = results[~results["ok"]]
         if len(failed):
             print(f"{len(failed)} notebook(s) failed: {', '.join(failed['notebook'])}")
-    print(f"\ndone in {time.perf_counter() - started:.0f} s")
+    print("\ntime by stage: " + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in stages.items()))
+    print(f"done in {time.perf_counter() - started:.0f} s")
     print(f"outputs: {out}  (index.html, fits.csv, per_model.csv)")
     print(f"cache:   {root}")
     return fits
-
-
-def _say(line: str) -> None:
-    print(f"  extract {line}", flush=True)

@@ -21,10 +21,12 @@ to a batch-dependent length with an attention mask changes them by ~1e-6 (nll by
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import time
 import warnings
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -174,7 +176,29 @@ def plan_extraction(
     return Plan(described, corpus, policy, decision, vocab_size, settings, key_spec)
 
 
+# Windows depend on the tokenizer, the corpus and the window settings, not on the model: models of
+# one family share them, so a process that runs a grid tokenizes each corpus once per tokenizer.
+_WINDOW_MEMO: OrderedDict[str, list[Window]] = OrderedDict()
+_WINDOW_MEMO_SIZE = 8
+
+
 def plan_windows(plan: Plan) -> list[Window]:
+    """Every scored window of the plan's corpus (memoised per tokenizer, corpus and settings)."""
+    spec = plan.key_spec
+    memo_key = json.dumps(
+        [spec["tokenizer"], spec["corpus"], spec["windows"], spec["max_tokens"]], sort_keys=True, default=str
+    )
+    if memo_key in _WINDOW_MEMO:
+        _WINDOW_MEMO.move_to_end(memo_key)
+        return _WINDOW_MEMO[memo_key]
+    windows = _make_windows(plan)
+    _WINDOW_MEMO[memo_key] = windows
+    while len(_WINDOW_MEMO) > _WINDOW_MEMO_SIZE:
+        _WINDOW_MEMO.popitem(last=False)
+    return windows
+
+
+def _make_windows(plan: Plan) -> list[Window]:
     tokenizer = plan.described.tokenizer
     texts = [doc.text for doc in plan.corpus.documents]
     windows = make_windows(

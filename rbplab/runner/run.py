@@ -45,6 +45,7 @@ class StudyRun:
     failures: tuple[str, ...]
     seconds: float
     plan_seconds: float
+    timings: dict[str, float]  # summed over units: plan, load, score, write (seconds of worker time)
 
     @property
     def ok(self) -> bool:
@@ -109,7 +110,11 @@ def run_study(
         )
     for line in failures:
         (say or print)(f"failed: {line}")
-    return StudyRun(table, failures, time.perf_counter() - started, plan_seconds)
+    timings: dict[str, float] = {}
+    for o in outcomes:
+        for name, value in (o.result.timings if o.result else {}).items():
+            timings[name] = timings.get(name, 0.0) + value
+    return StudyRun(table, failures, time.perf_counter() - started, plan_seconds, timings)
 
 
 def _table(plan: StudyPlan, outcomes: list[UnitOutcome], root: Path, keys: set[str]) -> pd.DataFrame:

@@ -15,7 +15,7 @@ import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from filelock import FileLock, Timeout
@@ -46,6 +46,9 @@ class UnitResult:
     seconds: float
     producer: str
     finalized: bool
+    # Where the time went: planning (config, tokenizer, tokenizing the corpus), loading weights,
+    # scoring (forward pass and ranks), writing shards and the manifest.
+    timings: dict[str, float] = field(default_factory=dict)
 
 
 @contextlib.contextmanager
@@ -72,6 +75,7 @@ def run_unit(
     """Compute the missing shards of `unit` and finalise its entry when every shard exists."""
     started = time.perf_counter()
     _quiet_transformers()
+    timings = {"plan": 0.0, "load": 0.0, "score": 0.0, "write": 0.0}
     producer = producer_id()
     plan = plan_extraction(ModelSpec(unit.source, revision=unit.revision), unit.corpus, unit.settings)
     entry = CacheEntry(cache_dir, plan.key_spec)
@@ -83,6 +87,7 @@ def run_unit(
     if entry.is_complete():
         return UnitResult(unit.key, unit.shards, 0, time.perf_counter() - started, producer, False)
     shards = plan_shards(plan)
+    timings["plan"] = time.perf_counter() - started
     scorer = None
     computed = computed_shards = 0
     report = on_tokens or (lambda _n: None)
@@ -92,10 +97,17 @@ def run_unit(
         if entry.has_shard(index):
             report(sum(w.n_scored for w in shards[index]))
             return
-        scorer = scorer or make_scorer(plan)
+        if scorer is None:
+            clock = time.perf_counter()
+            scorer = make_scorer(plan)
+            timings["load"] += time.perf_counter() - clock
+        clock = time.perf_counter()
         frame = shard_frame(plan, scorer, shards[index], plan.settings.batch_size, report)
+        timings["score"] += time.perf_counter() - clock
+        clock = time.perf_counter()
         with entry.lock():
             entry.write_shard(index, frame, producer=producer)
+        timings["write"] += time.perf_counter() - clock
         computed += len(frame)
         computed_shards += 1
         _crash_hook()
@@ -110,9 +122,11 @@ def run_unit(
     for index in held_elsewhere:  # another worker is on it: wait, then make sure it landed
         with shard_claim(entry, index, wait=True):
             compute(index)
+    clock = time.perf_counter()
+    finalized = finalize_if_complete(entry, plan, shards, clock - started, computed, computed_shards)
+    timings["write"] += time.perf_counter() - clock
     seconds = time.perf_counter() - started
-    finalized = finalize_if_complete(entry, plan, shards, seconds, computed, computed_shards)
-    return UnitResult(unit.key, unit.shards, computed, seconds, producer, finalized)
+    return UnitResult(unit.key, unit.shards, computed, seconds, producer, finalized, timings)
 
 
 def finalize_if_complete(
