@@ -25,7 +25,7 @@
 # the law extrapolates to the largest model.
 
 # %%
-from rbplab.study import load_study, synthetic_study
+from rbplab.study import load_study, load_study_file, synthetic_study
 from rbplab.viz import plots, report
 from rbplab.viz.widgets import ScalingView, show
 
@@ -36,6 +36,7 @@ corpora = None  # bundled names, "hub:<name>" or paths; None: every bundled corp
 ks = [1, 10, 50, 100]  # thresholds: k 1 (greedy) and moderate k (top-k sampling)
 settings = {}  # extraction settings (rbplab.core.ExtractionSettings fields), e.g. {"max_tokens": 2000}
 synthetic = False  # True: made-up models (rbplab.study.synthetic_study) instead of families; no model runs
+study_file = None  # a study TOML (`rbplab run`): analyse exactly its models, corpora and settings
 cache_dir = None  # None: $RBPLAB_CACHE or ~/.cache/rbplab
 output_dir = None  # folder for the tables as CSV (the report sets it); None: do not write
 ties = "pessimistic"  # rank convention: pessimistic (paper), optimistic (g + 1) or expected
@@ -44,6 +45,8 @@ n_boot = 200  # document-bootstrap replicates
 # %%
 if synthetic:
     study = synthetic_study(ties=ties)
+elif study_file:
+    study = load_study_file(study_file, cache_dir=cache_dir, ties=ties)
 else:
     study = load_study(families, corpora, settings, models=models, cache_dir=cache_dir, ties=ties)
 report.save_table(study.summary(), "runs", output_dir)

@@ -23,7 +23,7 @@
 
 # %%
 from rbplab.analysis import ksweep
-from rbplab.study import load_study, synthetic_study
+from rbplab.study import load_study, load_study_file, synthetic_study
 from rbplab.viz import plots, report
 from rbplab.viz.widgets import ScalingView, show
 
@@ -33,6 +33,7 @@ models = None  # a subset of the model names of the families; None: all members
 corpora = None  # bundled names, "hub:<name>" or paths; None: every bundled corpus
 settings = {}  # extraction settings (rbplab.core.ExtractionSettings fields), e.g. {"max_tokens": 2000}
 synthetic = False  # True: made-up models (rbplab.study.synthetic_study) instead of families; no model runs
+study_file = None  # a study TOML (`rbplab run`): analyse exactly its models, corpora and settings
 cache_dir = None  # None: $RBPLAB_CACHE or ~/.cache/rbplab
 output_dir = None  # folder for the tables as CSV (the report sets it); None: do not write
 ks = None  # thresholds of the sweep; None: 8 per decade from 1 up to |V|, plus the paper values
@@ -43,6 +44,8 @@ n_boot = 0  # document-bootstrap replicates for α(k) and R²(k); 0: OLS interva
 # %%
 if synthetic:
     study = synthetic_study(ties=ties)
+elif study_file:
+    study = load_study_file(study_file, cache_dir=cache_dir, ties=ties)
 else:
     study = load_study(families, corpora, settings, models=models, cache_dir=cache_dir, ties=ties)
 

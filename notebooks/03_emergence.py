@@ -23,7 +23,7 @@
 # that are all in the top k.
 
 # %%
-from rbplab.study import load_study, synthetic_study
+from rbplab.study import load_study, load_study_file, synthetic_study
 from rbplab.viz import plots, report
 from rbplab.viz.widgets import EmergenceView, show
 
@@ -37,6 +37,7 @@ n_boot = 200  # document-bootstrap replicates for the ratios' intervals (0: none
 n_max = 300  # range of the N slider
 settings = {}  # extraction settings (rbplab.core.ExtractionSettings fields), e.g. {"max_tokens": 2000}
 synthetic = False  # True: made-up models (rbplab.study.synthetic_study) instead of families; no model runs
+study_file = None  # a study TOML (`rbplab run`): analyse exactly its models, corpora and settings
 cache_dir = None  # None: $RBPLAB_CACHE or ~/.cache/rbplab
 output_dir = None  # folder for the tables as CSV (the report sets it); None: do not write
 ties = "pessimistic"  # rank convention: pessimistic (paper), optimistic (g + 1) or expected
@@ -44,6 +45,8 @@ ties = "pessimistic"  # rank convention: pessimistic (paper), optimistic (g + 1)
 # %%
 if synthetic:
     study = synthetic_study(ties=ties)
+elif study_file:
+    study = load_study_file(study_file, cache_dir=cache_dir, ties=ties)
 else:
     study = load_study(families, corpora, settings, models=models, cache_dir=cache_dir, ties=ties)
 

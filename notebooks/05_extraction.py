@@ -25,6 +25,7 @@
 
 # %%
 from rbplab.extraction import extract_many
+from rbplab.runner import run_study
 from rbplab.store import family_models, list_entries
 from rbplab.study import default_corpora
 from rbplab.viz import report
@@ -33,6 +34,7 @@ from rbplab.viz import report
 families = ["micro"]  # model families of the registry (`rbplab families`)
 models = None  # model names, hub ids or paths instead of whole families; None: use families
 corpora = None  # bundled names, "hub:<name>" or paths; None: every bundled corpus
+study_file = None  # a study TOML (`rbplab run`): run exactly its grid, not families/corpora/settings
 settings = {}  # extraction settings (rbplab.core.ExtractionSettings fields), e.g. {"max_tokens": 2000}
 cache_dir = None  # None: $RBPLAB_CACHE or ~/.cache/rbplab
 output_dir = None  # folder for the tables as CSV (the report sets it); None: do not write
@@ -43,9 +45,11 @@ model_names = models or [name for family in families for name in family_models(f
 before = list_entries(cache_dir)
 
 # %%
-runs = extract_many(
-    model_names, corpora or default_corpora(), settings, cache_dir=cache_dir, progress=progress
-)
+if study_file:
+    runs = run_study(study_file, cache_dir=cache_dir, progress=progress).table
+else:
+    corpus_specs = corpora or default_corpora()
+    runs = extract_many(model_names, corpus_specs, settings, cache_dir=cache_dir, progress=progress)
 report.save_table(runs, "runs", output_dir)
 
 # %% [markdown]

@@ -347,6 +347,7 @@ def _run_fit(args: argparse.Namespace) -> int:
 
 
 def _configure_report(p: argparse.ArgumentParser) -> None:
+    p.add_argument("study", nargs="?", help="a study TOML (rbplab run): analyse exactly its grid")
     _configure_study(p)
     p.add_argument("--output-dir", "-o", default="reports", help="where executed notebooks and HTML go")
     p.add_argument("--notebook", nargs="+", default=None, help="notebook stems to run (default: all)")
@@ -361,6 +362,7 @@ def _run_report(args: argparse.Namespace) -> int:
         output_dir=args.output_dir,
         notebooks=args.notebook,
         settings=settings_from_args(args),
+        study_file=args.study,
         cache_dir=args.cache_dir,
     )
     return 0 if results["ok"].all() else 1

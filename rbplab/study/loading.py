@@ -98,3 +98,41 @@ def load_study(
             )
             runs.append(Run(row.family, row.model, _corpus_label(spec), float(row.S), stats))
     return Study(runs, ties=ties, level=level)
+
+
+def load_study_file(
+    path: str | Path,
+    *,
+    cache_dir: str | Path | None = None,
+    ties: str = "pessimistic",
+    level: float = 0.95,
+) -> Study:
+    """The study a study file names (`rbplab run STUDY.toml`), read from the cache: the grid that
+    was run is the grid that is analysed. A model checkpoint is reported as ``model@revision``;
+    a model outside the registry gets its S from its config (a local directory) and family
+    ``custom``."""
+    from rbplab.extraction.pipeline import load_stats
+    from rbplab.extraction.sources import ModelSpec
+    from rbplab.runner.studyfile import read_study_file
+    from rbplab.store import registry
+    from rbplab.store.sizes import nonembedding_params
+
+    check_ties(ties)
+    study = read_study_file(path)
+    opened = [open_corpus(c) for c in study.corpora]
+    runs = []
+    for member in study.members:
+        source = registry.resolve_model(member.source) if member.family else member.source
+        S = member.S if member.S is not None else float(nonembedding_params(source))
+        for revision in study.revisions_of(member.model):
+            label = f"{member.model}@{revision}" if revision else member.model
+            for spec, corpus in zip(study.corpora, opened, strict=True):
+                stats = load_stats(
+                    ModelSpec(source, revision=revision),
+                    corpus,
+                    study.settings,
+                    cache_dir=cache_dir,
+                    progress=False,
+                )
+                runs.append(Run(member.family or "custom", label, _corpus_label(spec), S, stats))
+    return Study(runs, ties=ties, level=level)

@@ -249,6 +249,7 @@ def run_report(
     notebooks: Iterable[str] | None = None,
     source_dir: str | Path | None = None,
     settings: ExtractionSettings | Mapping[str, object] | None = None,
+    study_file: str | Path | None = None,
     cache_dir: str | Path | None = None,
     parameters: Mapping[str, object] | None = None,
     html_export: bool = True,
@@ -262,7 +263,8 @@ def run_report(
     notebooks: names or stems to run, in that order (default all, in name order, e.g.
     ["01_rbp_vs_size"]); source_dir: where the notebooks are (default notebooks/); settings: the
     extraction settings of the runs (`rbplab.core.ExtractionSettings`, or its fields as keywords,
-    e.g. max_tokens=2000), handed to every notebook as its `settings` parameter; parameters:
+    e.g. max_tokens=2000), handed to every notebook as its `settings` parameter; study_file: a
+    study TOML whose grid the notebooks analyse instead of family/corpora/settings; parameters:
     extra papermill parameters (each notebook receives those it declares). Returns one row per
     notebook: notebook, ok, seconds, executed, html, summary, error. Failures do not raise;
     check the `ok` column.
@@ -285,6 +287,8 @@ def run_report(
         else (list(corpora) if corpora is not None else None),
         "models": list(models) if models is not None else None,
         "settings": resolve_settings(settings, **overrides).to_dict(changed_only=True),
+        # A study file (rbplab run) names the grid itself: notebooks analyse exactly what was run.
+        "study_file": str(Path(study_file).expanduser().resolve()) if study_file is not None else None,
         "cache_dir": str(Path(cache_dir).expanduser().resolve()) if cache_dir is not None else None,
     }
     params.update(parameters or {})
