@@ -7,7 +7,9 @@ share with the driver: with Ray on several machines it must be a filesystem ever
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import socket
 import traceback
 from collections.abc import Callable, Sequence
@@ -92,24 +94,42 @@ def connect_ray(options: RayOptions):
     return ray
 
 
-def _ray_task(unit: WorkUnit, cache_dir: str, progress, threads: int) -> UnitResult:
+def _ray_task(unit: WorkUnit, cache_dir: str, threads: int) -> UnitResult:
     import torch
 
     torch.set_num_threads(max(1, threads))
-    return run_unit(unit, cache_dir, lambda n: progress.add.remote(n))
+    return run_unit(unit, cache_dir)
 
 
-class _Progress:
-    """Counts scored tokens reported by the workers; the driver polls it."""
+def _import_model_code(seconds: float) -> int:
+    import time
 
-    def __init__(self) -> None:
-        self.tokens = 0
+    import rbplab.extraction.pipeline  # noqa: F401 - torch and transformers: seconds per fresh worker
 
-    def add(self, n: int) -> None:
-        self.tokens += n
+    time.sleep(seconds)  # hold the CPU so the next warm-up task lands on another worker
+    return os.getpid()
 
-    def value(self) -> int:
-        return self.tokens
+
+def warm_up_workers(options: RayOptions, workers: int) -> int:
+    """Start `workers` Ray workers and import the model code in each (what a cold task pays
+    once); returns how many distinct worker processes answered."""
+    ray = connect_ray(options)
+    task = ray.remote(_import_model_code).options(num_cpus=options.cpus_per_task)
+    return len(set(ray.get([task.remote(1.0) for _ in range(workers)])))
+
+
+def _tokens_written(units: Sequence[WorkUnit], cache_dir: Path) -> int:
+    """Scored tokens in the shards of `units` that exist so far, from the shards' checksum
+    records (for the progress bar only; data is never read this way)."""
+    total = 0
+    for unit in units:
+        folder = cache_dir / unit.key[:2] / unit.key
+        for index in unit.shards:
+            try:
+                total += int(json.loads((folder / f"shard-{index:05d}.parquet.sha256").read_text())["rows"])
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+    return total
 
 
 def run_ray(
@@ -120,7 +140,6 @@ def run_ray(
     gpus = options.gpus_per_task
     if gpus is None:
         gpus = 1 if ray.cluster_resources().get("GPU", 0) > 0 else 0
-    progress = ray.remote(num_cpus=0)(_Progress).remote()
     task = ray.remote(_ray_task).options(
         num_cpus=options.cpus_per_task,
         num_gpus=gpus,
@@ -128,13 +147,14 @@ def run_ray(
         retry_exceptions=False,  # a bad model fails the same way each time; a lost worker is retried
     )
     threads = max(1, math.floor(options.cpus_per_task))
-    pending = {task.remote(unit, str(cache_dir), progress, threads): unit for unit in units}
+    pending = {task.remote(unit, str(cache_dir), threads): unit for unit in units}
     outcomes: dict[int, UnitOutcome] = {}
     order = {id(u): i for i, u in enumerate(units)}
+    # Progress is read from the shared cache (shards finished so far): no actor, no extra process.
     seen = 0
     while pending:
         done, _ = ray.wait(list(pending), num_returns=len(pending), timeout=0.5)
-        total = ray.get(progress.value.remote())
+        total = _tokens_written(units, cache_dir)
         if total > seen:
             on_tokens(total - seen)
             seen = total
@@ -147,7 +167,7 @@ def run_ray(
                 outcomes[order[id(unit)]] = UnitOutcome(unit, None, _one_line(cause))
                 if not isinstance(cause, Exception):
                     traceback.print_exception(cause)
-    total = ray.get(progress.value.remote())
+    total = _tokens_written(units, cache_dir)
     if total > seen:
         on_tokens(total - seen)
     return [outcomes[i] for i in range(len(units))]
