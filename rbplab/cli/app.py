@@ -395,6 +395,12 @@ def _configure_run(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--cache-dir", help="the shared cache (default $RBPLAB_CACHE or ~/.cache/rbplab)")
     p.add_argument("--shards-per-unit", type=positive_int, default=4, help="shards per work unit (default 4)")
+    p.add_argument(
+        "--workers",
+        type=positive_int,
+        default=1,
+        help="local executor: processes on this machine (default 1)",
+    )
     ray = p.add_argument_group("ray executor")
     ray.add_argument("--address", help="Ray cluster address (default: a running cluster, else a local one)")
     ray.add_argument(
@@ -434,6 +440,7 @@ def _run_run(args: argparse.Namespace) -> int:
         task_index=args.task_index,
         num_tasks=args.num_tasks,
         shards_per_unit=args.shards_per_unit,
+        workers=args.workers,
         progress=not args.no_progress,
     )
     table = result.table.assign(key=result.table["key"].str[:12]) if args.format == "table" else result.table

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rbplab.runner.executors import RayOptions, UnitOutcome, connect_ray, run_local, run_ray
+from rbplab.runner.executors import RayOptions, UnitOutcome, connect_ray, run_local, run_processes, run_ray
 from rbplab.runner.studyfile import StudyFile, read_study_file
 from rbplab.runner.units import DEFAULT_SHARDS_PER_UNIT, StudyPlan, plan_study, slice_units
 from rbplab.store.cache import CacheEntry
@@ -61,13 +61,19 @@ def run_study(
     task_index: int | None = None,
     num_tasks: int | None = None,
     shards_per_unit: int = DEFAULT_SHARDS_PER_UNIT,
+    workers: int = 1,
     progress: bool = True,
     say: Callable[[str], object] | None = None,
 ) -> StudyRun:
-    """Run every unit of `study` (a StudyFile or the path of a study TOML) into the cache."""
+    """Run every unit of `study` (a StudyFile or the path of a study TOML) into the cache.
+
+    executor "local" runs units in this process (`workers` > 1: in that many processes of this
+    machine, the CPUs split between them); "ray" runs them as Ray tasks (`ray` options)."""
     started = time.perf_counter()
     if executor not in EXECUTORS:
         raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
+    if not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be a positive integer, got {workers!r}")
     if (task_index is None) != (num_tasks is None):
         raise ValueError("give both --task-index and --num-tasks (a SLURM array slice), or neither")
     study = study if isinstance(study, StudyFile) else read_study_file(study)
@@ -77,7 +83,9 @@ def run_study(
     plan = plan_study(study, root, shards_per_unit)
     plan_seconds = time.perf_counter() - started
     units = plan.units if task_index is None else slice_units(plan.units, task_index, num_tasks)
-    todo = plan.pending(units)
+    # Biggest units first, so the last ones to finish are short (work ~ tokens x size S).
+    sizes = {e.key: e.S or 1.0 for e in plan.entries}
+    todo = tuple(sorted(plan.pending(units), key=lambda u: -u.n_tokens * sizes[u.key]))
     if todo:
         check_writable(root)
     total = sum(u.n_tokens for u in todo)
@@ -97,6 +105,8 @@ def run_study(
     with bar:
         if executor == "ray" and todo:
             outcomes = run_ray(todo, root, on_tokens, ray or RayOptions())
+        elif workers > 1 and len(todo) > 1:
+            outcomes = run_processes(todo, root, on_tokens, workers)
         else:
             outcomes = run_local(todo, root, on_tokens)
     table = _table(plan, outcomes, root, {u.key for u in units})

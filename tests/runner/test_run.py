@@ -95,3 +95,20 @@ def test_slurm_array_tasks_and_two_drivers(study_path, tmp_path):
     for key in final.table["key"]:
         manifest = CacheEntry.open(key, both).manifest()
         assert manifest["n_tokens"] == sum(s["rows"] for s in manifest["shards"])
+
+
+@pytest.mark.slow  # spawned processes import torch and transformers
+def test_worker_processes_equal_one_process(study_path, tmp_path):
+    one = run_study(study_path, cache_dir=tmp_path / "one", progress=False, shards_per_unit=1)
+    two = run_study(study_path, cache_dir=tmp_path / "two", progress=False, shards_per_unit=1, workers=2)
+    assert one.ok and two.ok and (two.table["state"] == "computed").all()
+    assert list(two.table["key"]) == list(one.table["key"])
+    assert shard_bytes(tmp_path / "two") == shard_bytes(tmp_path / "one")
+    producers = {
+        p
+        for key in two.table["key"]
+        for p in CacheEntry.open(key, tmp_path / "two").manifest()["provenance"]["producers"]
+    }
+    assert len(producers) == 2  # both processes wrote shards
+    with pytest.raises(ValueError, match="workers must be a positive integer"):
+        run_study(study_path, cache_dir=tmp_path / "one", workers=0)
