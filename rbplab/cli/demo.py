@@ -7,6 +7,7 @@ spent in each stage is printed. Everything is offline: the models and corpora sh
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -43,7 +44,9 @@ def run_demo(
     grid = parse_study(
         {"families": [family], "corpora": corpora, "settings": settings.to_dict(changed_only=True)}
     )
-    run = run_study(grid, cache_dir=root)
+    # One single-threaded process per CPU: on CPUs the small micro models score ~2x faster this way
+    # than in one multi-threaded process, with byte-identical shards (tests/runner).
+    run = run_study(grid, cache_dir=root, workers=os.cpu_count() or 1)
     if not run.ok:
         raise RuntimeError(f"{len(run.failures)} extraction unit(s) failed: {run.failures[0]}")
     stages = {"planning (driver)": run.plan_seconds} | {f"{k} (units)": v for k, v in run.timings.items()}
