@@ -229,6 +229,11 @@ def mathjax_source() -> Path:
     return Path(jupyter_server_mathjax.__file__).parent / "static"
 
 
+# The speech-rule engine and its maps (3.5 of MathJax's 9.6 MB) serve only the accessibility
+# explorer, which is off unless a reader turns it on in MathJax's menu; rendering never loads them.
+_MATHJAX_SKIP = shutil.ignore_patterns("mathmaps", "mathjax-sre.js")
+
+
 def write_assets(folder: str | Path, *, mathjax: bool = True) -> dict[str, Path]:
     """Write plotly.min.js and (with mathjax) the MathJax folder into `folder` unless they are
     already there (same plotly.js, same MathJax.js), so a report holds one copy of each for all
@@ -247,9 +252,17 @@ def write_assets(folder: str | Path, *, mathjax: bool = True) -> dict[str, Path]
     mathjax = folder / MATHJAX_DIR
     entry = mathjax / "MathJax.js"
     if not entry.is_file() or entry.read_bytes() != (source / "MathJax.js").read_bytes():
-        shutil.copytree(source, mathjax, dirs_exist_ok=True)
+        shutil.copytree(source, mathjax, dirs_exist_ok=True, ignore=_MATHJAX_SKIP)
     return {"plotly": plotly_js, "mathjax": mathjax}
 
+
+# jupyter-server-mathjax ships the STIX-Web fonts only (as the classic notebook configured them),
+# so MathJax is told so before it loads; otherwise it asks for the TeX fonts that are not there.
+_MATHJAX_CONFIG = (
+    "<script>window.MathJax = {"
+    '"HTML-CSS": {availableFonts: [], preferredFont: null, webFont: "STIX-Web", imageFont: null}, '
+    'SVG: {font: "STIX-Web"}};</script>\n'
+)
 
 # nbconvert's lab template loads require.js (and would load mermaid) from a CDN. The pages need
 # neither, and with require.js present plotly.min.js registers as an AMD module instead of
@@ -277,6 +290,7 @@ def export_html(executed: str | Path, target: str | Path) -> Path:
     )
     body, _ = exporter.from_notebook_node(nb)
     body = _EMPTY_SCRIPT.sub("", body)
+    body = body.replace("<!-- Load mathjax -->", _MATHJAX_CONFIG + "<!-- Load mathjax -->", 1)
     script = f'<script type="text/javascript" src="{PLOTLY_JS}"></script>'
     body = body.replace("</head>", script + "\n</head>", 1) if "</head>" in body else script + body
     target.write_text(body, encoding="utf-8")
