@@ -230,7 +230,8 @@ def mathjax_source() -> Path:
 
 
 # The speech-rule engine and its maps (3.5 of MathJax's 9.6 MB) serve only the accessibility
-# explorer, which is off unless a reader turns it on in MathJax's menu; rendering never loads them.
+# explorer, which is off unless a reader turns it on in MathJax's menu (it then finds them
+# missing); typesetting never loads them (the browser test checks no local file is missing).
 _MATHJAX_SKIP = shutil.ignore_patterns("mathmaps", "mathjax-sre.js")
 
 
