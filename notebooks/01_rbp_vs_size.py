@@ -68,7 +68,8 @@ fits
 
 # %%
 points = study.points(1, n_boot=n_boot)
-show(plots.rbp_vs_size(points, study.fits(1), study.bands(1), title="Figure 3: -log RBP_1 vs S"))
+figure3 = plots.rbp_vs_size(points, study.fits(1), study.bands(1), title="Figure 3: -log RBP_1 vs S")
+show(report.save_figure(figure3, "headline", output_dir))
 
 # %% [markdown]
 # ## Figure 4: moderate k

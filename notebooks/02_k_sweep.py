@@ -54,7 +54,8 @@ else:
 
 # %%
 sweep = report.save_table(study.ksweep(ks, n_boot=n_boot), "ksweep", output_dir)
-show(plots.ksweep(sweep, vocab_size=study.vocab_size, title="Figure 6: R²(k) and α(k)"))
+figure6 = plots.ksweep(sweep, vocab_size=study.vocab_size, title="Figure 6: R²(k) and α(k)")
+show(report.save_figure(figure6, "headline", output_dir))
 
 # %%
 summary = report.save_table(ksweep.sweep_summary(sweep), "ksweep_summary", output_dir)

@@ -93,7 +93,7 @@ report.save_table(study.lognormal_scaling(), "lognormal_scaling", output_dir)
 # at |V| like the sums, `*_closed_untruncated` is the formula as printed.
 
 # %%
-show(plots.ce_vs_rbp(study.ce_comparison()))
+show(report.save_figure(plots.ce_vs_rbp(study.ce_comparison()), "headline", output_dir))
 
 # %%
 exponents = report.save_table(study.ce_exponents(), "ce_exponents", output_dir)

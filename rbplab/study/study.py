@@ -268,7 +268,8 @@ class Study:
     ) -> pd.DataFrame:
         """Sequence success per run, k and N (`rbplab.analysis.emergence.sequence_table`) with the
         columns `rbplab.viz.plots` draws: p_emp (fraction of N-token windows all in the top k),
-        p_pred = RBP_k^N, p_fit = exp(-C N S^-alpha) from the RBP_k power law, and the
+        p_pred = RBP_k^N, p_fit = exp(-C N S^-alpha) from the RBP_k power law (its alpha and
+        prefactor C, so the law can be drawn beyond the measured sizes), and the
         linearised coordinates x = N S^-alpha, neg_log_p_emp, neg_log_p_pred; the ratios
         against RBP_k^N and the two matched baselines (ratio, ratio_position, ratio_doc), with
         document-bootstrap intervals when n_boot > 0 (p_emp_low/high, ratio*_low/high)."""
@@ -292,7 +293,7 @@ class Study:
             table["x"] = table["N"] * table["S"] ** -table["alpha"]
             table["neg_log_p_emp"] = -np.log(table["p_emp"])
             table["neg_log_p_pred"] = -np.log(table["p_pred"])
-        return table.drop(columns=["prefactor"])
+        return table
 
     def emergence_fits(
         self, ks: Iterable[int] = _emergence.DEFAULT_KS, ns: Iterable[int] = _emergence.DEFAULT_NS

@@ -288,20 +288,111 @@ def _cell(frame: pd.DataFrame, corpus: object, k: float) -> pd.DataFrame:
     return sel if corpus is None else sel[sel["corpus"] == corpus]
 
 
-def emergence(em: pd.DataFrame, *, title: str | None = None) -> go.Figure:
+EXTRAPOLATION_DECADES = 12.0  # how far beyond the measured sizes the fitted law is drawn, at most
+P_LOW, P_HIGH = 0.01, 0.95  # the extrapolation runs until the fitted p_{N,k} reaches these
+
+
+def law_range(
+    s_min: float,
+    s_max: float,
+    alpha: float,
+    prefactor: float,
+    ns: Sequence[float],
+    *,
+    decades: float = EXTRAPOLATION_DECADES,
+    p_low: float = P_LOW,
+    p_high: float = P_HIGH,
+) -> tuple[float, float]:
+    """The sizes over which to draw p = exp(-C N S^-α) so its sigmoid shows: down to where the
+    largest N falls to p_low and up to where the smallest N reaches p_high, but never inside
+    the measured range [s_min, s_max] and at most `decades` beyond it. Returns (s_min, s_max)
+    unchanged when the law does not rise with S (α <= 0, C <= 0 or not finite)."""
+    if not (np.isfinite(alpha) and np.isfinite(prefactor) and alpha > 0 and prefactor > 0 and len(ns)):
+        return s_min, s_max
+    low = (prefactor * max(ns) / -np.log(p_low)) ** (1 / alpha)
+    high = (prefactor * min(ns) / -np.log(p_high)) ** (1 / alpha)
+    span = 10.0**decades
+    return float(np.clip(low, s_min / span, s_min)), float(np.clip(high, s_max, s_max * span))
+
+
+def _law_traces(sel: pd.DataFrame, n: int, colour: str, first: bool, lo: float, hi: float) -> list:
+    """The fitted law exp(-C N S^-α) on a dense grid: dashed over the measured sizes, and
+    dashed but faded where it is extrapolated below or above them."""
+    row = sel.iloc[0]
+    alpha, c = float(row["alpha"]), float(row["prefactor"])
+    s_min, s_max = float(sel["S"].min()), float(sel["S"].max())
+
+    def law(s: np.ndarray) -> np.ndarray:
+        return np.exp(-c * n * s**-alpha)
+
+    inside = np.geomspace(s_min, s_max, 40)
+    traces = [
+        go.Scatter(
+            x=inside,
+            y=law(inside),
+            mode="lines",
+            line={"color": colour, "dash": "dash"},
+            name=f"N={n} exp(-C N S^-α)",
+            legendgroup=f"N{n}",
+            showlegend=first,
+            hovertemplate="S=%{x:.3s}<br>p=%{y:.3g}<extra>fitted law</extra>",
+        )
+    ]
+    parts = []
+    if lo < s_min:
+        parts.append(np.geomspace(lo, s_min, 40))
+    if hi > s_max:
+        parts.append(np.geomspace(s_max, hi, 80))
+    if parts:
+        xs = np.concatenate([np.r_[part, np.nan] for part in parts])[:-1]  # a gap over the measured range
+        traces.append(
+            go.Scatter(
+                x=xs,
+                y=law(xs),
+                mode="lines",
+                line={"color": colour, "dash": "dash", "width": 1.5},
+                opacity=0.55,
+                connectgaps=False,
+                name=f"N={n} fitted law, extrapolated beyond the measured S",
+                legendgroup=f"N{n}",
+                showlegend=first,
+                meta="extrapolation",
+                hovertemplate="S=%{x:.3s}<br>p=%{y:.3g}<extra>extrapolated</extra>",
+            )
+        )
+    return traces
+
+
+def emergence(em: pd.DataFrame, *, title: str | None = None, extrapolate: bool = True) -> go.Figure:
     """Sequence success p_{N,k} against S (the sigmoid view of paper Figure 7): one subplot per
     (corpus, k), one colour per N; markers are the empirical fraction of N-token runs all within
     the top k, solid lines the independence prediction RBP_k^N, dashed lines the fitted
-    exp(-C N S^-α)."""
+    exp(-C N S^-α) (needs columns alpha and prefactor; otherwise p_fit at the measured sizes).
+
+    With `extrapolate`, the fitted law also runs beyond the measured sizes (`law_range`: until
+    the sigmoid has flattened, at most EXTRAPOLATION_DECADES decades), drawn faded and named
+    "extrapolated", with the measured range shaded, so the sigmoid's full shape can be seen."""
     _require(em, ["model", "S", "k", "N", "p_pred", "p_emp"], "emergence")
     corpora, ks, titles = _corpus_k_grid(em)
     ns = sorted(em["N"].unique())
+    has_law = {"alpha", "prefactor"} <= set(em.columns)
     fig = make_subplots(rows=len(corpora), cols=len(ks), subplot_titles=titles, shared_yaxes=True)
     pending: list = []
+    measured: list[tuple[int, int, float, float]] = []
     for r, corpus in enumerate(corpora, start=1):
         for c, k in enumerate(ks, start=1):
             cell = _cell(em, corpus, k)
             first = r == 1 and c == 1
+            lo = hi = None
+            if has_law and len(cell) and cell[["alpha", "prefactor"]].notna().all(axis=None):
+                s_min, s_max = float(cell["S"].min()), float(cell["S"].max())
+                lo, hi = (s_min, s_max)
+                if extrapolate:
+                    lo, hi = law_range(
+                        s_min, s_max, float(cell["alpha"].iloc[0]), float(cell["prefactor"].iloc[0]), ns
+                    )
+                    if lo < s_min or hi > s_max:
+                        measured.append((r, c, s_min, s_max))
             for i, n in enumerate(ns):
                 sel = cell[cell["N"] == n].sort_values("S")
                 colour = _colour(i)
@@ -337,7 +428,9 @@ def emergence(em: pd.DataFrame, *, title: str | None = None) -> go.Figure:
                         c,
                     )
                 )
-                if "p_fit" in sel.columns and sel["p_fit"].notna().any():
+                if lo is not None and len(sel):
+                    pending.extend((t, r, c) for t in _law_traces(sel, n, colour, first, lo, hi))
+                elif "p_fit" in sel.columns and sel["p_fit"].notna().any():
                     pending.append(
                         (
                             go.Scatter(
@@ -355,11 +448,29 @@ def emergence(em: pd.DataFrame, *, title: str | None = None) -> go.Figure:
                     )
     _flush(fig, pending)
     _log_axes(fig, len(corpora), len(ks), y_log=False)
+    for r, c, s_min, s_max in measured:
+        fig.add_vrect(
+            x0=s_min,
+            x1=s_max,
+            row=r,
+            col=c,
+            fillcolor="rgba(120,120,120,0.12)",
+            line_width=0,
+            layer="below",
+            annotation_text="measured",
+            annotation_position="top left",
+        )
     fig.update_xaxes(title_text="non-embedding parameters S", row=len(corpora))
     fig.update_yaxes(title_text="p_{N,k}", col=1)
     fig.update_yaxes(range=[0, 1.02])
+    default = "Emergence: sequence success p_{N,k} vs size (markers empirical, lines predicted)"
     fig.update_layout(
-        title=title or "Emergence: sequence success p_{N,k} vs size (markers empirical, lines predicted)",
+        title=(title or default)
+        + (
+            "<br><sup>faded dashed: fitted law extrapolated beyond the measured sizes (shaded)</sup>"
+            if measured
+            else ""
+        ),
         template=TEMPLATE,
         height=330 * len(corpora) + 120,
     )

@@ -1,13 +1,17 @@
 """Run every notebook with papermill and publish them as a browsable report.
 
 `run_report` executes each notebook of notebooks/ for the chosen family and corpora,
-writes the executed notebook and a self-contained HTML page (plotly.js embedded once
-per page, so it opens offline) into the output directory, and an index.html with one
-summary line per notebook. A notebook that fails is reported with the cell and the
-error; the others still run.
+writes the executed notebook and an HTML page into the output directory, and an index.html
+with each notebook's headline figure and table. A notebook that fails is reported with the
+cell and the error; the others still run.
 
-Notebooks hand results to the report through `save_table`: each table lands as CSV in
-the notebook's own output folder, and a table named "headline" becomes its summary line.
+The report opens offline and loads nothing from a CDN: the pages and the index share one
+plotly.min.js (from the installed plotly) and one MathJax (from jupyter-server-mathjax), both
+written once next to index.html (`write_assets`), and reference them by relative paths.
+
+Notebooks hand results to the report through `save_table` and `save_figure`: each table lands
+as CSV and each figure as plotly JSON in the notebook's own output folder; the table and the
+figure named "headline" are shown on the index, the table also as a one-line summary.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from __future__ import annotations
 import html
 import json
 import os
+import re
+import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -29,6 +35,10 @@ from rbplab.store.paths import notebooks_dir
 HEADLINE = "headline"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
+FIGURE_SUFFIX = ".plotly.json"
+PLOTLY_JS = "plotly.min.js"  # written once next to the pages, referenced by each of them
+MATHJAX_DIR = "mathjax"  # MathJax 2.7 copied from jupyter-server-mathjax, next to the pages
+MATHJAX_URL = f"{MATHJAX_DIR}/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full,Safe"
 
 
 def list_notebooks(directory: str | Path | None = None) -> list[Path]:
@@ -48,6 +58,19 @@ def save_table(frame: pd.DataFrame, name: str, output_dir: str | Path | None) ->
         folder.mkdir(parents=True, exist_ok=True)
         frame.to_csv(folder / f"{name}.csv", index=False)
     return frame
+
+
+def save_figure(fig, name: str, output_dir: str | Path | None):
+    """Write a plotly figure as <output_dir>/<name>.plotly.json (nothing when output_dir is None)
+    and return it unchanged, so a notebook cell can record and show it: the figure named
+    "headline" is drawn on the report's index. A FigureWidget is saved in its current state."""
+    if output_dir is not None:
+        import plotly.graph_objects as go
+
+        folder = Path(output_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{name}{FIGURE_SUFFIX}").write_text(go.Figure(fig).to_json(), encoding="utf-8")
+    return fig
 
 
 def headline_text(frame: pd.DataFrame, digits: int = 3) -> str:
@@ -73,6 +96,8 @@ class NotebookResult:
     html: str | None
     summary: str
     error: str | None = None  # "cell 7: ValueError: ..." when the run failed
+    table: str | None = None  # the headline table (CSV) the notebook saved, if any
+    figure: str | None = None  # the headline figure (plotly JSON) the notebook saved, if any
 
 
 @contextmanager
@@ -148,24 +173,35 @@ def execute_notebook(
         page = str(export_html(executed, out / f"{path.stem}.html"))
     summary = ""
     headline = tables / f"{HEADLINE}.csv"
-    if error is None and headline.is_file():
+    figure = tables / f"{HEADLINE}{FIGURE_SUFFIX}"
+    ok = error is None
+    if ok and headline.is_file():
         summary = headline_text(pd.read_csv(headline))
     return NotebookResult(
         notebook=path.stem,
-        ok=error is None,
+        ok=ok,
         seconds=seconds,
         executed=str(executed) if executed.is_file() else None,
         html=page,
         summary=summary,
         error=error,
+        table=str(headline) if ok and headline.is_file() else None,
+        figure=str(figure) if ok and figure.is_file() else None,
+    )
+
+
+def _figure_div(fig) -> str:
+    import plotly.io as pio
+
+    return pio.to_html(
+        fig, include_plotlyjs=False, full_html=False, validate=False, config={"responsive": True}
     )
 
 
 def _html_outputs(nb) -> None:
     """Make an executed notebook's outputs exportable: plotly figures become HTML divs (the
-    page loads plotly.js once), and widget views, which have no state after papermill, go."""
-    import plotly.io as pio
-
+    page loads the shared plotly.js), and widget views, which have no state after papermill, go."""
+    nb.metadata.pop("widgets", None)  # no widget state: the page must not fetch a widget renderer
     for cell in nb.cells:
         if cell.get("cell_type") != "code":
             continue
@@ -175,35 +211,120 @@ def _html_outputs(nb) -> None:
             if WIDGET_MIME in data:
                 continue
             if PLOTLY_MIME in data:
-                fig = data.pop(PLOTLY_MIME)
-                data["text/html"] = pio.to_html(
-                    fig, include_plotlyjs=False, full_html=False, validate=False, config={"responsive": True}
-                )
+                data["text/html"] = _figure_div(data.pop(PLOTLY_MIME))
                 data.pop("text/plain", None)
             kept.append(output)
         cell["outputs"] = kept
 
 
-def export_html(executed: str | Path, target: str | Path) -> Path:
-    """A self-contained HTML page of an executed notebook (plotly.js inlined)."""
-    import nbformat
-    from nbconvert import HTMLExporter
+def mathjax_source() -> Path:
+    """The MathJax 2.7 tree that jupyter-server-mathjax ships (the `notebooks` extra installs it)."""
+    try:
+        import jupyter_server_mathjax
+    except ImportError as err:
+        raise ImportError(
+            "the report's equations need a local MathJax: pip install 'rbplab[notebooks]' "
+            "(or jupyter-server-mathjax)"
+        ) from err
+    return Path(jupyter_server_mathjax.__file__).parent / "static"
+
+
+# The speech-rule engine and its maps (3.5 of MathJax's 9.6 MB) serve only the accessibility
+# explorer, which is off unless a reader turns it on in MathJax's menu (it then finds them
+# missing); typesetting never loads them (the browser test checks no local file is missing).
+_MATHJAX_SKIP = shutil.ignore_patterns("mathmaps", "mathjax-sre.js")
+
+
+def write_assets(folder: str | Path, *, mathjax: bool = True) -> dict[str, Path]:
+    """Write plotly.min.js and (with mathjax) the MathJax folder into `folder` unless they are
+    already there (same plotly.js, same MathJax.js), so a report holds one copy of each for all
+    its pages. Returns the paths written or found."""
     from plotly.offline import get_plotlyjs
 
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    plotly_js = folder / PLOTLY_JS
+    script = get_plotlyjs().encode("utf-8")
+    if not plotly_js.is_file() or plotly_js.stat().st_size != len(script):
+        plotly_js.write_bytes(script)
+    if not mathjax:
+        return {"plotly": plotly_js}
+    source = mathjax_source()
+    mathjax = folder / MATHJAX_DIR
+    entry = mathjax / "MathJax.js"
+    if not entry.is_file() or entry.read_bytes() != (source / "MathJax.js").read_bytes():
+        shutil.copytree(source, mathjax, dirs_exist_ok=True, ignore=_MATHJAX_SKIP)
+    return {"plotly": plotly_js, "mathjax": mathjax}
+
+
+# jupyter-server-mathjax ships the STIX-Web fonts only (as the classic notebook configured them),
+# so MathJax is told so before it loads; otherwise it asks for the TeX fonts that are not there.
+_MATHJAX_CONFIG = (
+    "<script>window.MathJax = {"
+    '"HTML-CSS": {availableFonts: [], preferredFont: null, webFont: "STIX-Web", imageFont: null}, '
+    'SVG: {font: "STIX-Web"}};</script>\n'
+)
+
+# nbconvert's lab template loads require.js (and would load mermaid) from a CDN. The pages need
+# neither, and with require.js present plotly.min.js registers as an AMD module instead of
+# window.Plotly, so the tag goes.
+_EMPTY_SCRIPT = re.compile(r'<script src="">\s*</script>\s*')
+
+
+def export_html(executed: str | Path, target: str | Path) -> Path:
+    """An HTML page of an executed notebook that opens offline: figures are plotly divs drawn by
+    the shared plotly.min.js and equations are typeset by the shared MathJax, both written next
+    to `target` (`write_assets`) and referenced by relative paths; nothing comes from a CDN."""
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    target = Path(target)
+    write_assets(target.parent)
     nb = nbformat.read(str(executed), as_version=4)
     _html_outputs(nb)
-    body, _ = HTMLExporter(template_name="lab").from_notebook_node(nb)
-    script = f'<script type="text/javascript">{get_plotlyjs()}</script>'
+    exporter = HTMLExporter(
+        template_name="lab",
+        mathjax_url=MATHJAX_URL,
+        require_js_url="",
+        mermaid_js_url="",
+        mermaid_layout_elk_js_url="",
+    )
+    body, _ = exporter.from_notebook_node(nb)
+    body = _EMPTY_SCRIPT.sub("", body)
+    body = body.replace("<!-- Load mathjax -->", _MATHJAX_CONFIG + "<!-- Load mathjax -->", 1)
+    script = f'<script type="text/javascript" src="{PLOTLY_JS}"></script>'
     body = body.replace("</head>", script + "\n</head>", 1) if "</head>" in body else script + body
-    target = Path(target)
     target.write_text(body, encoding="utf-8")
     return target
 
 
+def _headline_table_html(path: str | Path, digits: int = 4) -> str:
+    frame = pd.read_csv(path)
+    return frame.to_html(
+        index=False,
+        border=0,
+        classes="headline",
+        na_rep="n/a",
+        float_format=lambda v: f"{v:.{digits}g}",
+    )
+
+
+def _headline_figure_html(path: str | Path) -> str:
+    try:
+        return _figure_div(json.loads(Path(path).read_text(encoding="utf-8")))
+    except (OSError, ValueError) as err:
+        name = html.escape(Path(path).name)
+        return f'<p class="missing">figure {name} unreadable: {html.escape(str(err))}</p>'
+
+
 def write_index(results: list[NotebookResult], output_dir: str | Path, context: Mapping[str, object]) -> Path:
-    """index.html: the run's settings and one row per notebook (status, time, summary, links)."""
+    """index.html: the run's settings, one row per notebook (status, time, summary, links), then
+    one section per notebook with its headline figure (drawn by the shared plotly.min.js) and its
+    headline table."""
     out = Path(output_dir)
+    write_assets(out, mathjax=False)
     rows = []
+    sections = []
     for r in results:
         links = []
         if r.html:
@@ -212,28 +333,50 @@ def write_index(results: list[NotebookResult], output_dir: str | Path, context: 
             links.append(f'<a href="{html.escape(Path(r.executed).name)}">ipynb</a>')
         status = "ok" if r.ok else "FAILED"
         text = r.summary if r.ok else r.error or ""
+        anchor = html.escape(r.notebook)
         rows.append(
-            f'<tr class="{status.lower()}"><td>{html.escape(r.notebook)}</td><td>{status}</td>'
-            f"<td>{r.seconds:.1f} s</td><td>{html.escape(text)}</td><td>{' · '.join(links)}</td></tr>"
+            f'<tr class="{status.lower()}"><td><a href="#{anchor}">{html.escape(r.notebook)}</a></td>'
+            f"<td>{status}</td><td>{r.seconds:.1f} s</td><td>{html.escape(text)}</td>"
+            f"<td>{' · '.join(links)}</td></tr>"
         )
+        parts = [f'<section id="{anchor}" class="{status.lower()}"><h2>{html.escape(r.notebook)}</h2>']
+        if not r.ok:
+            parts.append(f'<p class="error">FAILED: {html.escape(r.error or "")}</p>')
+        if r.figure:
+            parts.append(f'<div class="figure">{_headline_figure_html(r.figure)}</div>')
+        if r.table:
+            parts.append(f'<div class="table">{_headline_table_html(r.table)}</div>')
+        if r.ok and not (r.figure or r.table):
+            parts.append('<p class="missing">no headline figure or table</p>')
+        if links:
+            parts.append(f"<p>full notebook: {' · '.join(links)}</p>")
+        parts.append("</section>")
+        sections.append("\n".join(parts))
     settings = "".join(
         f"<li><b>{html.escape(str(k))}</b>: {html.escape(json.dumps(v, default=str))}</li>"
         for k, v in context.items()
     )
     page = f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>rbplab report</title>
+<script type="text/javascript" src="{PLOTLY_JS}"></script>
 <style>
 body {{ font-family: system-ui, sans-serif; margin: 2em; }}
 table {{ border-collapse: collapse; }}
 td, th {{ border: 1px solid #ccc; padding: 0.4em 0.8em; text-align: left; }}
 tr.failed td {{ background: #fde8e8; }}
+table.headline td {{ text-align: right; font-variant-numeric: tabular-nums; }}
+section {{ margin-top: 2.5em; border-top: 1px solid #ddd; }}
+p.error {{ color: #a00; }}
+p.missing {{ color: #777; }}
 </style></head>
 <body><h1>rbplab report</h1>
 <p>Relative-based scaling law: notebooks executed with papermill on {time.strftime("%Y-%m-%d %H:%M %Z")}.</p>
 <ul>{settings}</ul>
 <table><tr><th>notebook</th><th>status</th><th>time</th><th>summary</th><th>outputs</th></tr>
 {"".join(rows)}
-</table></body></html>
+</table>
+{"".join(sections)}
+</body></html>
 """
     index = out / "index.html"
     index.write_text(page, encoding="utf-8")

@@ -266,14 +266,34 @@ class ScalingView(_CorpusMixin, _KMixin, _View):
         )
 
 
+VISIBLE_P = 0.05  # EmergenceView opens on the smallest k where the largest model's p_{N,k} exceeds this
+
+
+def visible_k(study: Study, n: int, corpus: str | None = None, threshold: float = VISIBLE_P) -> int:
+    """The smallest k of the view's log-scale k grid at which the largest model of `corpus`
+    (default: the study's first) succeeds on N-token runs with predicted probability
+    RBP_k^N > threshold, so the emergence figure opens on a p_{N,k} that is not ~0. |V| when
+    no smaller k qualifies (RBP_|V| = 1)."""
+    corpus = corpus if corpus is not None else study.corpora[0]
+    ks = [k for _, k in _k_options(study.vocab_size)]
+    points = study.points(ks, corpora=[corpus])
+    largest = points[points["S"] == points["S"].max()]
+    p = largest.groupby("k")["rbp"].max() ** n
+    above = p[p > threshold]
+    return int(above.index.min()) if len(above) else int(study.vocab_size)
+
+
 class EmergenceView(_CorpusMixin, _KMixin, _View):
     """Sequence success p_{N,k} against S with sliders for N (1..n_max) and k: the empirical
-    fraction of N-token runs inside the top k versus the independence prediction RBP_k^N."""
+    fraction of N-token runs inside the top k versus the independence prediction RBP_k^N, and
+    the fitted law exp(-C N S^-α), drawn beyond the measured sizes (faded, "extrapolated") so
+    its sigmoid shows. Without `k` the view opens on `visible_k`: the smallest k where the
+    largest model's p_{N,k} is above 5 %."""
 
     def __init__(
         self,
         study: Study,
-        k: int = 1,
+        k: int | None = None,
         n: int = 10,
         corpus: str | None = None,
         family: str | None = None,
@@ -283,9 +303,11 @@ class EmergenceView(_CorpusMixin, _KMixin, _View):
         super().__init__(study, family, live)
         if not 1 <= n <= n_max:
             raise ValueError(f"N must lie in [1, n_max={n_max}], got {n}")
+        self.corpus_dropdown = self._corpus_dropdown(corpus, allow_all=False)
+        if k is None:
+            k = visible_k(self.study, n, self.corpus_dropdown.value)
         self.k_slider = self._k_slider(k)
         self.n_slider = w.IntSlider(value=n, min=1, max=n_max, description="N", continuous_update=True)
-        self.corpus_dropdown = self._corpus_dropdown(corpus, allow_all=False)
         for control in (self.k_slider, self.n_slider, self.corpus_dropdown):
             control.observe(self.refresh, names="value")
         self.family_dropdown.observe(self._on_family, names="value")

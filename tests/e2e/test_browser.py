@@ -181,3 +181,93 @@ def test_notebook_runs_and_k_slider_updates_figure(lab: tuple[str, Path]) -> Non
     assert k_after > 1 and f"k={k_after:,}" in after["title"]
     assert after["y"] != before["y"]  # the points moved: RBP_k was looked up for the new k
     assert (SHOTS / "02_after_k_slider.png").stat().st_size > 10_000
+
+
+@pytest.fixture(scope="module")
+def offline_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A report folder as `run_report` writes it: a notebook page with an equation and a plotly
+    figure, and the index with a headline figure and table (no kernel needed to make them)."""
+    import nbformat
+    import pandas as pd
+    import plotly.graph_objects as go
+
+    from rbplab.viz import report
+
+    out = tmp_path_factory.mktemp("report")
+    nb = nbformat.v4.new_notebook()
+    figure = go.Figure(go.Scatter(x=[1e4, 1e5, 1e6], y=[0.2, 0.4, 0.6], name="p"))
+    code = nbformat.v4.new_code_cell("show(figure)")
+    code.outputs = [
+        nbformat.v4.new_output("display_data", data={report.PLOTLY_MIME: figure.to_plotly_json()})
+    ]
+    nb.cells = [
+        nbformat.v4.new_markdown_cell(
+            r"The law: $-\log \mathrm{RBP}_k \propto S^{-\alpha}$ and $$p_{N,k} = e^{-C N S^{-\alpha}}$$"
+        ),
+        code,
+    ]
+    nbformat.write(nb, out / "eq.ipynb")
+    page = report.export_html(out / "eq.ipynb", out / "eq.html")
+    tables = out / "eq"
+    report.save_table(pd.DataFrame({"family": ["micro"], "alpha": [0.0423]}), "headline", tables)
+    report.save_figure(figure, "headline", tables)
+    result = report.NotebookResult(
+        notebook="eq", ok=True, seconds=1.0, executed=str(out / "eq.ipynb"), html=str(page),
+        summary="micro: alpha=0.0423", table=str(tables / "headline.csv"),
+        figure=str(tables / "headline.plotly.json"),
+    )  # fmt: skip
+    report.write_index([result], out, {"families": ["micro"]})
+    return out
+
+
+def test_report_renders_offline(offline_report: Path) -> None:
+    """With every non-file request refused, the page typesets its equations with the report's
+    own MathJax and draws its figure with the shared plotly.min.js; the index draws the
+    headline figure. No page asks for a remote URL, and no local asset is missing."""
+    from playwright.sync_api import sync_playwright
+
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    remote: list[str] = []
+    failed: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            context = browser.new_context(viewport={"width": 1200, "height": 900})
+
+            def route(r) -> None:
+                if r.request.url.startswith("file:"):
+                    r.continue_()
+                else:
+                    remote.append(r.request.url)
+                    r.abort()
+
+            context.route("**/*", route)
+            page = context.new_page()
+            page.on("requestfailed", lambda request: failed.append(request.url))
+            page.goto((offline_report / "eq.html").as_uri())
+            typeset_js = "document.querySelectorAll('.MathJax, .MathJax_Display').length >= 2"
+            page.wait_for_function(f"window.MathJax && MathJax.Hub && {typeset_js}", timeout=60_000)
+            page.wait_for_function(
+                "!!(window.MathJax.Hub.queue && window.MathJax.Hub.queue.pending === 0)", timeout=60_000
+            )
+            page.wait_for_selector(".js-plotly-plot .scatterlayer .trace", timeout=30_000)
+            # MathJax typeset the TeX: its output holds the glyphs, the raw TeX is gone from view.
+            typeset = page.locator(".MathJax").first.inner_text()
+            assert "RBP" in typeset.replace("\n", "") and "\\mathrm" not in page.inner_text("body")
+            assert (
+                page.locator(".MathJax_Error, .MathJax_Message:visible").count() == 0
+                or not page.locator(".MathJax_Error").count()
+            )
+            page.screenshot(path=str(SHOTS / "03_offline_equation.png"), full_page=True)
+
+            index = context.new_page()
+            index.on("requestfailed", lambda request: failed.append(request.url))
+            index.goto((offline_report / "index.html").as_uri())
+            index.wait_for_selector("#eq .js-plotly-plot .scatterlayer .trace", timeout=30_000)
+            assert "0.0423" in index.locator("#eq table.headline").inner_text()
+            index.screenshot(path=str(SHOTS / "04_offline_index.png"), full_page=True)
+        finally:
+            browser.close()
+    assert remote == [], f"the report asked for remote URLs: {remote}"
+    missing = [url for url in failed if url.startswith("file:")]
+    assert missing == [], f"local assets missing: {missing}"

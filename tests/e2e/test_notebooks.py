@@ -108,6 +108,34 @@ def test_every_notebook_ran(run) -> None:
 
 
 @pytest.mark.slow
+def test_index_shows_headline_figures_and_tables(run) -> None:
+    table, out, _ = run
+    index = (out / "index.html").read_text()
+    with_figure = set(table.loc[table["figure"].notna(), "notebook"])
+    assert with_figure == {"01_rbp_vs_size", "02_k_sweep", "03_emergence", "04_lognormal"}
+    for name in ORDER:
+        section = index[index.index(f'<section id="{name}"') :]
+        section = section[: section.index("</section>")]
+        assert '<table class="dataframe headline">' in section, name
+        headline = _table(out, name, "headline")
+        for column in headline.columns:
+            assert f"<th>{column}</th>" in section, (name, column)
+        assert section.count("Plotly.newPlot") == (name in with_figure), name
+    # The emergence headline is the view's figure, with the fitted law extrapolated past the largest model.
+    fig = json.loads((out / "03_emergence" / "headline.plotly.json").read_text())
+    extrapolated = [t for t in fig["data"] if t.get("meta") == "extrapolation"]
+    assert extrapolated and extrapolated[0]["line"]["dash"] == "dash"
+    assert np.nanmax(_values(extrapolated[0]["x"]).astype(float)) > MEMBERS["S"].max()
+    # One plotly.js and one MathJax for the whole report; pages reference them, nothing remote.
+    assert [p.name for p in out.rglob("plotly*.js")] == ["plotly.min.js"]
+    for page in [out / "index.html"] + [out / f"{name}.html" for name in ORDER]:
+        text = page.read_text()
+        assert 'src="plotly.min.js"' in text and len(text) < 2_000_000, page.name
+        assert "cdn.plot.ly" not in text and "cdnjs" not in text, page.name
+    assert (out / report.MATHJAX_URL.split("?")[0]).is_file()
+
+
+@pytest.mark.slow
 def test_extraction_filled_the_cache(run) -> None:
     _, out, _ = run
     cache = _table(out, "05_extraction", "cache")

@@ -17,7 +17,47 @@ def study() -> Study:
 def test_emergence_grid(study: Study) -> None:
     em = study.emergence([1, 10], [1, 4, 8])
     fig = plots.emergence(em)
-    assert len(fig.layout.annotations) == 2 * 2  # corpora x ks
-    assert len(fig.data) == 2 * 2 * 3 * 3  # panels x N x (empirical, RBP^N, fitted)
+    titles = [a.text for a in fig.layout.annotations if "k=" in a.text]
+    assert titles == ["a · k=1", "a · k=10", "b · k=1", "b · k=10"]  # corpora x ks
+    assert [a.text for a in fig.layout.annotations if "k=" not in a.text] == ["measured"] * 4
+    assert len(fig.data) == 2 * 2 * 3 * 4  # panels x N x (empirical, RBP^N, fitted, extrapolated)
     lin = plots.emergence_linearised(em)
     assert all(np.all(np.isfinite(t.y)) for t in lin.data if t.mode == "markers")
+
+
+def test_fitted_law_is_extrapolated_beyond_the_measured_sizes(study: Study) -> None:
+    em = study.emergence([1, 10], [1, 4, 8], corpora=["a"])
+    s_max, s_min = em["S"].max(), em["S"].min()
+    fig = plots.emergence(em)
+    extrapolated = [t for t in fig.data if t.meta == "extrapolation"]
+    assert len(extrapolated) == 2 * 3  # one per panel and N
+    for trace in extrapolated:
+        assert trace.line.dash == "dash" and "extrapolated" in trace.name and trace.opacity < 1
+        x = np.asarray(trace.x, dtype=float)
+        inside = (x > s_min * 1.0001) & (x < s_max / 1.0001)
+        assert not inside.any()  # the measured range is drawn by the plain fitted-law trace
+        assert np.nanmax(x) > 10 * s_max  # it reaches well beyond the largest model
+    # The extrapolated values are the fitted law exp(-C N S^-alpha) with the RBP_k fit's C and alpha.
+    fits = study.fits([1], corpora=["a"]).iloc[0]
+    k1_n4 = [t for t in extrapolated if t.name.startswith("N=4 ")][0]
+    x, y = np.asarray(k1_n4.x, dtype=float), np.asarray(k1_n4.y, dtype=float)
+    ok = np.isfinite(x)
+    assert np.allclose(y[ok], np.exp(-fits["prefactor"] * 4 * x[ok] ** -fits["alpha"]))
+    # The sigmoid: rising towards 1 where the law flattens, shaded measured range, labelled title.
+    assert np.nanmax(y) > 0.5
+    assert len(fig.layout.shapes) == 2 and fig.layout.shapes[0].x1 == s_max
+    assert "extrapolated" in fig.layout.title.text
+    plain = plots.emergence(em, extrapolate=False)
+    assert not [t for t in plain.data if t.meta == "extrapolation"] and not plain.layout.shapes
+
+
+def test_law_range_limits() -> None:
+    # alpha = 0.5, C = 100: p = exp(-100 N / sqrt(S)) reaches 0.95 at S = (100 N / 0.0513)^2.
+    # Measured 1e4..1e6: down to p_{4} = 0.01 at S ~ 7.5e3, up to p_{1} = 0.95 at S ~ 3.8e6.
+    lo, hi = plots.law_range(1e4, 1e6, 0.5, 100.0, [1, 4], decades=20)
+    assert hi == pytest.approx((100 / -np.log(0.95)) ** 2)
+    assert lo == pytest.approx((400 / -np.log(0.01)) ** 2)
+    assert plots.law_range(1e3, 1e6, 0.5, 100.0, [1, 4]) == (1e3, pytest.approx(hi))  # never inside
+    capped = plots.law_range(1e4, 1e6, 0.5, 100.0, [1, 4], decades=0.1)  # at most 0.1 decades out
+    assert capped == (pytest.approx(10**3.9), pytest.approx(10**6.1))
+    assert plots.law_range(1e2, 1e4, -0.1, 100.0, [1]) == (1e2, 1e4)  # no rising law: nothing drawn

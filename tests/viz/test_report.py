@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import nbformat
@@ -17,7 +19,10 @@ def _notebook(path: Path, cells: list[str], parameters: str) -> Path:
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     param = nbformat.v4.new_code_cell(parameters)
     param.metadata["tags"] = ["parameters"]
-    nb.cells = [param] + [nbformat.v4.new_code_cell(c) for c in cells]
+    nb.cells = [param] + [
+        nbformat.v4.new_markdown_cell(c[3:]) if c.startswith("md:") else nbformat.v4.new_code_cell(c)
+        for c in cells
+    ]
     nbformat.write(nb, path)
     return path
 
@@ -38,6 +43,9 @@ def executed(tmp_path_factory: pytest.TempPathFactory) -> tuple[pd.DataFrame, li
             ")\n"
             "report.save_table(headline, 'headline', output_dir)\n"
             "print(os.environ.get('RBPLAB_STATIC_FIGURES'))",
+            "fig = go.Figure(go.Scatter(x=[10, 20], y=[0.5, 0.7], name='headline-trace'))\n"
+            "show(report.save_figure(fig, 'headline', output_dir))",
+            "md:The law: $-\\log \\mathrm{RBP}_k \\propto S^{-\\alpha}$",
         ],
         params,
     )
@@ -86,12 +94,39 @@ def test_parameters_and_headline_summary(executed) -> None:
     assert "1" in printed.split()  # the kernel was told to add static figures
 
 
-def test_html_is_self_contained_with_the_figure(executed) -> None:
+def _script_and_link_urls(page: str) -> list[str]:
+    return re.findall(r'<(?:script|link)[^>]*?(?:src|href)="([^"]*)"', page) + re.findall(
+        r'import\("([^"]*)"\)', page
+    )
+
+
+def test_pages_share_one_plotly_js_and_a_local_mathjax(executed) -> None:
     _, _, out = executed
+    assert sorted(p.name for p in out.rglob("plotly*.js")) == ["plotly.min.js"]  # one copy for the report
+    assert (out / "plotly.min.js").stat().st_size > 1_000_000
+    assert (out / "mathjax" / "MathJax.js").is_file()
+    assert (out / "mathjax" / "config" / "TeX-AMS-MML_HTMLorMML-full.js").is_file()
+    assert (out / "mathjax" / "fonts" / "HTML-CSS" / "STIX-Web").is_dir()
+    assert not list(out.rglob("mathmaps"))  # the accessibility explorer's speech rules stay out
+    for name in ("a_ok.html", "b_fails.html", "index.html"):
+        page = (out / name).read_text()
+        assert len(page) < 1_000_000, name  # plotly.js (4.8 MB) is referenced, not inlined
+        urls = _script_and_link_urls(page)
+        assert "plotly.min.js" in urls, name
+        assert not [u for u in urls if re.match(r"(https?:)?//", u)], (name, urls)  # nothing from a CDN
     page = (out / "a_ok.html").read_text()
-    assert page.count("Plotly.newPlot") == 1 and "application/vnd.plotly.v1+json" not in page
-    assert len(page) > 1_000_000  # plotly.js inlined, so it opens offline
-    assert "cdn.plot.ly" not in page.split("</head>")[-1]
+    assert report.MATHJAX_URL in _script_and_link_urls(page)
+    assert "cdnjs" not in page and "require.min.js" not in page
+    assert page.index('webFont: "STIX-Web"') < page.index(report.MATHJAX_URL)  # configured before loading
+    assert page.count("Plotly.newPlot") == 2 and "application/vnd.plotly.v1+json" not in page
+    assert "\\mathrm{RBP}_k" in page  # the equation is on the page for MathJax to typeset
+
+
+def test_assets_are_written_once(tmp_path: Path) -> None:
+    first = report.write_assets(tmp_path)
+    stamp = {k: p.stat().st_mtime_ns for k, p in first.items()}
+    again = report.write_assets(tmp_path)
+    assert {k: p.stat().st_mtime_ns for k, p in again.items()} == stamp
 
 
 def test_index_links_every_notebook(executed) -> None:
@@ -100,6 +135,24 @@ def test_index_links_every_notebook(executed) -> None:
     for name in ("a_ok.html", "a_ok.ipynb", "b_fails.html"):
         assert f'href="{name}"' in index
     assert "fam: alpha=0.25, tokens=123" in index and "FAILED" in index and "the corpus is empty" in index
+
+
+def test_index_shows_headline_figure_and_table(executed) -> None:
+    table, _, out = executed
+    ok = table.set_index("notebook").loc["a_ok"]
+    assert ok["figure"].endswith("headline.plotly.json") and ok["table"].endswith("headline.csv")
+    index = (out / "index.html").read_text()
+    section = index[index.index('<section id="a_ok"') :]
+    section = section[: section.index("</section>")]
+    # The figure: a plotly div with the saved trace, drawn by the shared plotly.min.js.
+    assert section.count("Plotly.newPlot") == 1 and "headline-trace" in section
+    assert '<script type="text/javascript" src="plotly.min.js"></script>' in index
+    # The table as HTML with its values.
+    assert '<table class="dataframe headline">' in section
+    for cell in ("<td>fam</td>", "<td>0.25</td>", "<td>123</td>", "<th>alpha</th>", "<th>tokens</th>"):
+        assert cell in section, cell
+    failed = index[index.index('<section id="b_fails"') :]
+    assert "FAILED: cell 4" in failed[: failed.index("</section>")]
 
 
 def test_unknown_notebook_is_an_error(tmp_path: Path) -> None:
@@ -123,8 +176,11 @@ def test_export_drops_stateless_widgets(tmp_path: Path) -> None:
     nb.cells = [cell]
     path = tmp_path / "w.ipynb"
     nbformat.write(nb, path)
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {}}}
+    nbformat.write(nb, path)
     page = report.export_html(path, tmp_path / "w.html").read_text()
     assert "VBox()" not in page and page.count("Plotly.newPlot") == 1
+    assert "html-manager" not in page  # no widget renderer fetched from a CDN
 
 
 def test_headline_text_and_save_table(tmp_path: Path) -> None:
@@ -135,3 +191,11 @@ def test_headline_text_and_save_table(tmp_path: Path) -> None:
     assert report.save_table(frame, "t", None) is frame and not any(tmp_path.iterdir())
     report.save_table(frame, "t", tmp_path / "sub")
     assert pd.read_csv(tmp_path / "sub" / "t.csv").shape == (2, 4)
+
+
+def test_save_figure(tmp_path: Path) -> None:
+    fig = go.Figure(go.Bar(x=["a", "b"], y=[1, 3]))
+    assert report.save_figure(fig, "f", None) is fig and not any(tmp_path.iterdir())
+    assert report.save_figure(fig, "f", tmp_path / "sub") is fig
+    saved = json.loads((tmp_path / "sub" / "f.plotly.json").read_text())
+    assert saved["data"][0]["type"] == "bar" and list(saved["data"][0]["x"]) == ["a", "b"]

@@ -101,6 +101,27 @@ def test_emergence_view_n_and_k(study: Study) -> None:
         view.set_n(500)
 
 
+def test_emergence_view_opens_on_a_visible_k(study: Study) -> None:
+    view = widgets.EmergenceView(study, n=10, corpus="b", live=False)
+    grid = [k for _, k in view.k_slider.options]
+    rbp = study.points(grid, corpora=["b"])
+    largest = rbp[rbp["S"] == rbp["S"].max()].set_index("k")["rbp"]
+    p = largest**10
+    # The smallest k of the slider's grid where the largest model's p_{10,k} exceeds 5 %.
+    assert p[view.k] > widgets.VISIBLE_P and (p[[k for k in grid if k < view.k]] <= widgets.VISIBLE_P).all()
+    assert view.k > 1  # at k = 1 the synthetic family's p_{10,1} is ~0: the old default showed nothing
+    assert p[1] < 0.01
+    pred = [t for t in view.figure.data if t.name == "N=10 RBP_k^N"][0]
+    assert max(pred.y) == pytest.approx(p[view.k])
+    # The fitted law runs beyond the largest model, dashed and named as an extrapolation.
+    extra = [t for t in view.figure.data if t.meta == "extrapolation"]
+    assert len(extra) == 1 and extra[0].line.dash == "dash" and "extrapolated" in extra[0].name
+    assert np.nanmax(np.asarray(extra[0].x, dtype=float)) > 10 * rbp["S"].max()
+    # At a larger N the visible k moves up; an explicit k is kept.
+    assert widgets.visible_k(study, 100, "b") > view.k
+    assert widgets.EmergenceView(study, k=1, n=10, corpus="b", live=False).k == 1
+
+
 def test_rank_distribution_view(study: Study) -> None:
     view = widgets.RankDistributionView(study)
     first = np.asarray(view.figure.data[0].y).copy()
