@@ -255,3 +255,13 @@ def available_revisions(model: str) -> list[str] | None:
 
 def natural_sorted(names: Sequence[str]) -> list[str]:
     return sorted(names, key=_natural)
+
+
+def log_checkpoint_steps(total_steps: int, n: int) -> list[int]:
+    """`n` intermediate checkpoint steps, log-spaced (doubling-like) below `total_steps`, plus the
+    final step: geometric from total/2^n to total. Used by scripts/train_micro.py."""
+    if total_steps < 1 or n < 0:
+        raise ValueError(f"need total_steps >= 1 and n >= 0, got {total_steps}, {n}")
+    first = max(1.0, total_steps / 2**n)
+    steps = {max(1, round(first * (total_steps / first) ** (i / n))) for i in range(n)} if n else set()
+    return sorted(s for s in steps if s < total_steps) + [total_steps]

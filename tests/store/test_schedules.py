@@ -103,3 +103,11 @@ def test_micro_tokens_per_step_is_the_training_scripts():
         and isinstance(node.targets[0], ast.Name)
     }
     assert values["SEQ"] * values["BATCH"] == schedules.MICRO_TOKENS_PER_STEP
+
+
+def test_log_checkpoint_steps_of_the_training_script():
+    assert schedules.log_checkpoint_steps(1562, 5) == [49, 98, 195, 390, 781, 1562]
+    assert schedules.log_checkpoint_steps(1600, 4) == [100, 200, 400, 800, 1600]
+    steps = schedules.log_checkpoint_steps(9, 4)  # few steps: distinct, below the final one
+    assert steps == sorted(set(steps)) and steps[-1] == 9 and len(steps) >= 4
+    assert schedules.log_checkpoint_steps(3, 0) == [3]
