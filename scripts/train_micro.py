@@ -8,7 +8,7 @@ evaluation corpora). Models are trained smallest first and each is saved as soon
 
   python scripts/train_micro.py pilot [--tokens 400000] [--only 0,3,5] [--lr-mults 0.5,1,2,4]
   python scripts/train_micro.py train [--tokens 3200000] [--lr-const 0.5] [--only i,j] [--threads 1]
-                                     [--checkpoints 5] [--out data/models] [--progress FILE]
+                                     [--checkpoints 4] [--out data/models] [--progress FILE]
 
 Checkpoints (issue 13): besides the final model (float32, in <out>/<name>/), `train` saves
 --checkpoints intermediate checkpoints at log-spaced steps (rbplab.store.schedules.log_checkpoint_steps:
@@ -367,7 +367,7 @@ def main() -> None:
     ap.add_argument("--only", default=None, help="comma-separated size indices (0-based)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", type=Path, default=MODELS, help="directory for model dirs and micro.json")
-    ap.add_argument("--checkpoints", type=int, default=5, help="intermediate checkpoints (log-spaced)")
+    ap.add_argument("--checkpoints", type=int, default=4, help="intermediate checkpoints (log-spaced)")
     ap.add_argument("--progress", type=Path, default=None, help="progress JSON (default build/...)")
     ap.add_argument("--resume-dir", type=Path, default=None, help="training states (default build/...)")
     ap.add_argument("--resume-every", type=int, default=200, help="steps between saved training states")
