@@ -8,21 +8,34 @@ evaluation corpora). Models are trained smallest first and each is saved as soon
 
   python scripts/train_micro.py pilot [--tokens 400000] [--only 0,3,5] [--lr-mults 0.5,1,2,4]
   python scripts/train_micro.py train [--tokens 3200000] [--lr-const 0.5] [--only i,j] [--threads 1]
+                                     [--checkpoints 4] [--out data/models] [--progress FILE]
+
+Checkpoints (issue 13): besides the final model (float32, in <out>/<name>/), `train` saves
+--checkpoints intermediate checkpoints at log-spaced steps (rbplab.store.schedules.log_checkpoint_steps:
+geometric from total/2^n to the final step) in bfloat16 as <out>/<name>/checkpoints/step-<n>/ (config and
+weights; they share the model's tokenizer) and writes <out>/<name>/checkpoints/schedule.json (steps,
+tokens per step = SEQ x BATCH), so `rbplab` loads them with revision="step-<n>" and knows D and C.
+Progress goes to --progress (JSON: per model state, step, checkpoints saved, loss), and the full
+training state (model, optimiser, step) is kept under --resume-dir every --resume-every steps and at
+each checkpoint: rerunning the same command continues where a killed run stopped (same data stream,
+same seed), and the state is deleted once the model is saved.
 
 The committed suite was trained with the defaults (3.2M tokens, lr_const 0.5, chosen by the pilot) as
 single-threaded processes in parallel (--only 0,2,3 / --only 1,5 / --only 4, each --threads 1): one
 thread per process is robust to CPU contention, and results do not depend on the split because every
 process builds the identical seeded data stream and each model is seeded the same way.
 
-Needs build/train/{train,valid}.jsonl (scripts/build_corpora.py) and data/tokenizer
-(scripts/train_tokenizer.py).
+Needs build/train/{train,valid}.jsonl (scripts/build_corpora.py; another folder with $RBPLAB_TRAIN_DIR)
+and data/tokenizer (scripts/train_tokenizer.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import math
+import os
 import random
 import sys
 import time
@@ -33,6 +46,8 @@ import numpy as np
 import torch
 from filelock import FileLock
 from transformers import AutoTokenizer, GPTNeoXConfig, GPTNeoXForCausalLM
+
+from rbplab.store.schedules import checkpoint_revision, log_checkpoint_steps, write_local_schedule
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAIN_DIR = ROOT / "build" / "train"
@@ -85,7 +100,7 @@ def nonembedding(model: GPTNeoXForCausalLM) -> int:
 
 # ---------------------------------------------------------------------------------------------- data
 def load_split(name: str) -> list[dict]:
-    path = TRAIN_DIR / f"{name}.jsonl"
+    path = Path(os.environ.get("RBPLAB_TRAIN_DIR", TRAIN_DIR)) / f"{name}.jsonl"
     if not path.exists():
         raise SystemExit(f"{path} not found: run scripts/build_corpora.py first")
     with open(path) as f:
@@ -175,7 +190,22 @@ def evaluate(model, rows: dict[str, torch.Tensor]) -> dict[str, dict[str, float]
     return res
 
 
-def train_one(size: Size, rows: torch.Tensor, lr: float, vocab: int, bos: int, log) -> tuple:
+def train_one(
+    size: Size,
+    rows: torch.Tensor,
+    lr: float,
+    vocab: int,
+    bos: int,
+    log,
+    save_at: tuple[int, ...] = (),
+    on_checkpoint=None,
+    resume_path: Path | None = None,
+    resume_every: int = 200,
+    on_progress=None,
+) -> tuple:
+    """Train one size; `on_checkpoint(step, model)` after each step count in `save_at` (steps done),
+    `on_progress(step, steps, ema)` every 50 steps; with `resume_path`, the training state is saved
+    there every `resume_every` steps and at checkpoints, and a matching saved state is resumed."""
     torch.manual_seed(SEED)
     model = GPTNeoXForCausalLM(make_config(size, vocab, bos))
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
@@ -187,9 +217,29 @@ def train_one(size: Size, rows: torch.Tensor, lr: float, vocab: int, bos: int, l
         eps=1e-8,
     )
     steps = len(rows) // BATCH
-    t0, ema, losses = time.time(), None, []
+    t0, ema, losses, start = time.time(), None, [], 0
+    identity = {"size": asdict(size), "lr": lr, "steps": steps, "rows": len(rows), "seed": SEED}
+    if resume_path is not None and resume_path.exists():
+        state = torch.load(resume_path, weights_only=True)
+        if state["identity"] == identity:
+            model.load_state_dict(state["model"])
+            opt.load_state_dict(state["opt"])
+            start, ema, losses = int(state["step"]), state["ema"], list(state["losses"])
+            log(f"  resumed d={size.d_model} L={size.n_layers} at step {start}/{steps} from {resume_path}")
+        else:
+            log(f"  {resume_path} belongs to another run ({state['identity']}); starting over")
+
+    def keep_state(done: int) -> None:
+        if resume_path is None:
+            return
+        resume_path.parent.mkdir(parents=True, exist_ok=True)
+        state = {"identity": identity, "step": done, "ema": ema, "losses": losses}
+        state |= {"model": model.state_dict(), "opt": opt.state_dict()}
+        torch.save(state, resume_path.with_suffix(".tmp"))
+        os.replace(resume_path.with_suffix(".tmp"), resume_path)
+
     model.train()
-    for step in range(steps):
+    for step in range(start, steps):
         for g in opt.param_groups:
             g["lr"] = lr_at(step, steps, lr)
         x = rows[step * BATCH : (step + 1) * BATCH]
@@ -204,6 +254,13 @@ def train_one(size: Size, rows: torch.Tensor, lr: float, vocab: int, bos: int, l
         if step % 50 == 0 or step == steps - 1:
             log(f"  d={size.d_model} L={size.n_layers} step {step + 1}/{steps} loss {loss.item():.3f} "
                 f"ema {ema:.3f} lr {g['lr']:.2e} {time.time() - t0:.0f}s")  # fmt: skip
+            if on_progress is not None:
+                on_progress(step + 1, steps, ema)
+        done = step + 1
+        if done in save_at and on_checkpoint is not None:
+            on_checkpoint(done, model)
+        if done < steps and (done in save_at or done % resume_every == 0):
+            keep_state(done)
     final_train = float(np.mean(losses[-max(1, steps // 20) :]))
     return model, time.time() - t0, final_train, steps
 
@@ -215,6 +272,12 @@ def model_card(entry: dict, config: GPTNeoXConfig) -> str:
         for src, v in entry["val"].items()
     )
     heads, tied = config.num_attention_heads, config.tie_word_embeddings
+    saved = entry.get("checkpoints") or [entry["steps"]]
+    checkpoints = (
+        ", ".join(f"step-{s}" for s in saved[:-1]) + " (bfloat16, checkpoints/); final"
+        if len(saved) > 1
+        else "final model only"
+    )
     rot = (getattr(config, "rope_parameters", None) or {}).get("partial_rotary_factor", 0.25)
     return f"""# {entry["name"]}
 
@@ -236,6 +299,7 @@ depth, so its members can be used to measure scaling laws offline. Not useful fo
 | peak LR | {entry["lr"]:.3e} = {entry["lr_const"]} / d_model, 5% warmup, cosine to 10% |
 | steps | {entry["steps"]} |
 | training time | {entry["train_seconds"]:.0f} s, {entry["threads"]} thread(s), torch {torch.__version__} |
+| checkpoints | {checkpoints} |
 | final training loss | {entry["final_train_loss"]:.4f} (mean of last 5% of steps) |
 
 ## Validation (held-out documents of the training sources)
@@ -253,6 +317,30 @@ Moby-Dick chapters (`prose`), ScanCode licence texts with the SPDX-listed ones a
 (data/corpora) are excluded from training at the document level; the document ids and hashes used are
 listed in data/models/micro.training-docs.json.gz.
 """
+
+
+def save_checkpoint(model, directory: Path) -> Path:
+    """An intermediate checkpoint in bfloat16 (config + safetensors, no tokenizer: it shares the model's)."""
+    half = copy.deepcopy(model).to(torch.bfloat16)
+    half.save_pretrained(directory, safe_serialization=True)
+    return directory
+
+
+class Progress:
+    """Training progress as JSON in `path` (shared by parallel processes: read-modify-write under a lock)."""
+
+    def __init__(self, path: Path, run: dict):
+        self.path, self.run = path, run
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+    def update(self, name: str, **fields) -> None:
+        with FileLock(str(self.path) + ".lock"):
+            data = json.loads(self.path.read_text()) if self.path.exists() else {"models": {}}
+            data["run"] = self.run
+            data["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+            data["models"].setdefault(name, {}).update(fields)
+            self.path.with_suffix(".tmp").write_text(json.dumps(data, indent=2) + "\n")
+            os.replace(self.path.with_suffix(".tmp"), self.path)
 
 
 def save(model, tok, entry: dict, root: Path) -> Path:
@@ -279,7 +367,12 @@ def main() -> None:
     ap.add_argument("--only", default=None, help="comma-separated size indices (0-based)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", type=Path, default=MODELS, help="directory for model dirs and micro.json")
+    ap.add_argument("--checkpoints", type=int, default=4, help="intermediate checkpoints (log-spaced)")
+    ap.add_argument("--progress", type=Path, default=None, help="progress JSON (default build/...)")
+    ap.add_argument("--resume-dir", type=Path, default=None, help="training states (default build/...)")
+    ap.add_argument("--resume-every", type=int, default=200, help="steps between saved training states")
     args = ap.parse_args()
+    (ROOT / "build").mkdir(exist_ok=True)
     torch.set_num_threads(args.threads)
     tok = AutoTokenizer.from_pretrained(TOKENIZER)
     vocab, bos = len(tok), tok.eos_token_id
@@ -311,15 +404,52 @@ def main() -> None:
                     f"{ {k: round(v['ce'], 3) for k, v in ev.items()} } {secs:.0f}s")  # fmt: skip
         return
     summary_path = args.out / "micro.json"
+    args.out.mkdir(parents=True, exist_ok=True)
+    run = {"tokens": data_info["tokens"], "lr_const": args.lr_const, "checkpoints": args.checkpoints}
+    run |= {"out": str(args.out), "tokens_per_step": SEQ * BATCH}
+    progress = Progress(args.progress or ROOT / "build" / "train_micro_progress.json", run)
+    resume_dir = args.resume_dir or ROOT / "build" / "train_micro_resume"
 
     for i in idx:
         size = SIZES[i]
         lr = args.lr_const / size.d_model
-        model, secs, tr, steps = train_one(size, rows, lr, vocab, bos, log)
+        torch.manual_seed(SEED)
+        name = size_name(i + 1, nonembedding(GPTNeoXForCausalLM(make_config(size, vocab, bos))))
+        out_dir = args.out / name
+        total = len(rows) // BATCH
+        schedule = log_checkpoint_steps(total, args.checkpoints)
+        saved: list[int] = []
+
+        def checkpoint(step: int, model, out_dir=out_dir, name=name, saved=saved) -> None:
+            save_checkpoint(model, out_dir / "checkpoints" / checkpoint_revision(step))
+            saved.append(step)
+            progress.update(name, checkpoints_saved=list(saved))
+            log(f"  checkpoint {name} {checkpoint_revision(step)}")
+
+        def report(step: int, steps: int, ema: float, name=name) -> None:
+            progress.update(name, state="training", step=step, steps=steps, loss_ema=round(ema, 4))
+
+        progress.update(name, state="training", step=0, steps=total, schedule=schedule)
+        model, secs, tr, steps = train_one(
+            size,
+            rows,
+            lr,
+            vocab,
+            bos,
+            log,
+            save_at=tuple(schedule[:-1]),
+            on_checkpoint=checkpoint,
+            resume_path=resume_dir / f"{name}.pt",
+            resume_every=args.resume_every,
+            on_progress=report,
+        )
+        saved[:] = sorted(
+            {s for s in schedule[:-1] if (out_dir / "checkpoints" / checkpoint_revision(s)).is_dir()}
+        )
         ev = evaluate(model, valid)
         s = nonembedding(model)
         entry = {
-            "name": size_name(i + 1, s),
+            "name": name,
             "S": s,
             "n_params": sum(p.numel() for p in model.parameters()),
             **asdict(size),
@@ -335,8 +465,15 @@ def main() -> None:
             "val_rbp1": ev["mean"]["rbp1"],
             "val": ev,
             "python": sys.version.split()[0],
+            "checkpoints": [*saved, steps],
+            "tokens_per_step": SEQ * BATCH,
         }
         out = save(model, tok, entry, args.out)
+        write_local_schedule(out, [*saved, steps], SEQ * BATCH)
+        (resume_dir / f"{name}.pt").unlink(missing_ok=True)
+        progress.update(
+            name, state="done", step=steps, checkpoints_saved=[*saved, steps], val_ce=ev["mean"]["ce"]
+        )
         # Two processes may train different sizes at once (one thread each): re-read under a lock.
         with FileLock(str(ROOT / "build" / "micro.json.lock")):
             summary = json.loads(summary_path.read_text()) if summary_path.exists() else {"models": []}

@@ -1,8 +1,16 @@
-"""Statistics of cached ranks: RBP_k, fits against S, k-sweeps, emergence, rank distributions.
+"""Statistics of cached ranks: RBP_k, fits against S (and D, C), k-sweeps, emergence, rank distributions.
 
 Pure numpy/scipy/pandas on `rbplab.core` types: no torch, no plotting, no file access.
 """
 
+from rbplab.analysis.data_scaling import (
+    JointLawFit,
+    compare_frontiers,
+    data_fits,
+    fit_joint_law,
+    frontier,
+    joint_fits,
+)
 from rbplab.analysis.emergence import sequence_fits, sequence_table
 from rbplab.analysis.fit import PowerLawFit, bootstrap_fits, extrapolation_check, fit_power_law, scaling_fits
 from rbplab.analysis.ksweep import k_sweep
@@ -10,12 +18,18 @@ from rbplab.analysis.lognormal import fit_lognormal
 from rbplab.analysis.metrics import RBPCurve, metrics_table, rbp, rbp_curve
 
 __all__ = [
+    "JointLawFit",
     "PowerLawFit",
     "RBPCurve",
     "bootstrap_fits",
+    "compare_frontiers",
+    "data_fits",
     "extrapolation_check",
+    "fit_joint_law",
     "fit_lognormal",
     "fit_power_law",
+    "frontier",
+    "joint_fits",
     "k_sweep",
     "metrics_table",
     "rbp",

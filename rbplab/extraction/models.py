@@ -161,7 +161,8 @@ def load_tokenizer(spec: ModelSpec, source: Source, revision: str | None = None)
     if spec.tokenizer:
         location, kwargs = spec.tokenizer, {}
     else:
-        location, kwargs = source.location, ({"revision": revision} if revision else {})
+        location = source.tokenizer_location or source.location
+        kwargs = {"revision": revision} if revision and not source.local else {}
         if source.gguf_file:
             if source.local and not _gguf_has_tokenizer(Path(source.location) / source.gguf_file):
                 raise ModelLoadError(
@@ -219,7 +220,8 @@ def describe_model(model: ModelSpec | str) -> Described:
     source = resolve_source(spec)
     check_remote_code(spec, source)
     commit = None if source.local else resolve_commit(source, spec.revision)
-    config = load_config(source, commit or spec.revision, spec.trust_remote_code)
+    # a local checkpoint is its own directory (resolve_source), so no revision is passed for it
+    config = load_config(source, commit or (None if source.local else spec.revision), spec.trust_remote_code)
     tokenizer = load_tokenizer(spec, source, commit)
     counts = parameter_counts(config)
     device = select_device(spec.device)
@@ -246,7 +248,7 @@ def describe_model(model: ModelSpec | str) -> Described:
         bos_token_id=tokenizer.bos_token_id,
         source=source.location if not source.gguf_file else f"{source.location}/{source.gguf_file}",
         gguf_file=source.gguf_file,
-        tokenizer=spec.tokenizer or source.location,
+        tokenizer=spec.tokenizer or source.tokenizer_location or source.location,
         tokenizer_fingerprint=tokenizer_fingerprint(tokenizer),
         softcap=logit_softcap(config),
         trust_remote_code=spec.trust_remote_code,
@@ -274,7 +276,7 @@ def load_weights(described: Described) -> torch.nn.Module:
 
     spec, source, info = described.spec, described.source, described.info
     kwargs: dict[str, Any] = {"dtype": DTYPES[info.dtype], "trust_remote_code": spec.trust_remote_code}
-    revision = described.commit or spec.revision
+    revision = described.commit or (None if source.local else spec.revision)
     if revision:
         kwargs["revision"] = revision
     if source.gguf_file:

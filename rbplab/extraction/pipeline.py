@@ -60,6 +60,7 @@ from rbplab.extraction.windows import (
     resolve_bos,
     tokenize_documents,
 )
+from rbplab.store import schedules
 from rbplab.store.cache import CacheCorruptedError, CacheEntry
 from rbplab.store.corpora import Corpus, LazyCorpus, open_corpus
 from rbplab.store.files import check_writable
@@ -315,7 +316,7 @@ def entry_manifest(
 ) -> dict:
     """The extractor's part of an entry's manifest: model, corpus, settings, provenance."""
     info = plan.described.info
-    return {
+    manifest = {
         "model": info.to_dict(),
         "corpus": {
             "name": plan.corpus.name,
@@ -346,6 +347,25 @@ def entry_manifest(
             "resumed_shards": resumed,
         },
     }
+    training = training_position(plan)
+    if training is not None:  # manifest only: cache keys of existing runs stay what they were
+        manifest["training"] = training
+    return manifest
+
+
+def training_position(plan: Plan) -> dict | None:
+    """Step, tokens seen D and compute C ~= 6 S D of the scored checkpoint, when its family's
+    checkpoint schedule (rbplab.store.schedules) knows them; None otherwise."""
+    info = plan.described.info
+    # registry name, then what the user named (a local model directory holding checkpoints/)
+    for name in dict.fromkeys((model_label(plan.described), plan.described.spec.name_or_path)):
+        try:
+            found = schedules.training_position(name, info.revision, info.n_nonembedding)
+        except (OSError, ValueError):
+            continue
+        if found is not None:
+            return found
+    return None
 
 
 def _progress(total: int, initial: int, label: str, enabled: bool) -> Any:

@@ -2,6 +2,10 @@
 
 A name is a registered short name, a local Hugging Face directory, a .gguf file (or a directory
 holding one), or an ``org/name`` hub id. Nothing here reads a config or a weight.
+
+A local model directory may hold training checkpoints (the micro-suite, scripts/train_micro.py):
+``<dir>/checkpoints/step-<n>/`` are loaded with ``revision="step-<n>"``, exactly as a hub revision
+(``checkpoint_directory``); the directory itself is the final checkpoint (``main``).
 """
 
 from __future__ import annotations
@@ -9,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+
+from rbplab.store.schedules import CHECKPOINTS_DIR, directory_schedule, natural_sorted
 
 
 class ModelLoadError(ValueError):
@@ -43,6 +49,7 @@ class Source:
     location: str  # hub id or absolute directory path
     gguf_file: str | None  # file name inside location
     local: bool
+    tokenizer_location: str | None = None  # when not `location` (checkpoints share their model's)
 
 
 def resolve_source(spec: ModelSpec) -> Source:
@@ -62,6 +69,13 @@ def resolve_source(spec: ModelSpec) -> Source:
         return Source(str(path.resolve().parent), path.name, True)
     if path.is_dir():
         directory = path.resolve()
+        if spec.revision and not spec.gguf_file:
+            checkpoint = checkpoint_directory(directory, spec.revision)
+            if checkpoint != directory:
+                has_tokenizer = any(
+                    (checkpoint / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json")
+                )
+                return Source(str(checkpoint), None, True, None if has_tokenizer else str(directory))
         if spec.gguf_file:
             if not (directory / spec.gguf_file).is_file():
                 raise ModelLoadError(f"GGUF file {spec.gguf_file!r} not found in {directory}")
@@ -80,6 +94,37 @@ def resolve_source(spec: ModelSpec) -> Source:
             "(expected a Hugging Face model directory saved with save_pretrained, or a GGUF file)"
         )
     return Source(name, spec.gguf_file, False)
+
+
+def checkpoint_directory(directory: str | Path, revision: str | None) -> Path:
+    """The folder holding `revision` of a local model directory.
+
+    None and ``main`` are the directory itself (the final model); ``step-<n>`` is
+    ``<directory>/checkpoints/step-<n>/`` (a model directory of its own, config.json and weights),
+    or the directory itself when its schedule says n is the final step. Anything else is a one-line
+    ModelLoadError listing the revisions that exist.
+    """
+    directory = Path(directory)
+    if revision is None or revision == "main":
+        return directory
+    checkpoints = directory / CHECKPOINTS_DIR
+    candidate = checkpoints / revision
+    if "/" not in revision and (candidate / "config.json").is_file():
+        return candidate
+    schedule = directory_schedule(directory)
+    final = schedule.revision(schedule.final_step) if schedule is not None else None
+    if revision == final:
+        return directory
+    stored = (
+        [p.name for p in checkpoints.iterdir() if (p / "config.json").is_file()]
+        if checkpoints.is_dir()
+        else []
+    )
+    available = natural_sorted(stored) + ([final] if final else []) + ["main"]
+    raise ModelLoadError(
+        f"{directory.name} has no revision {revision!r}; available: {', '.join(dict.fromkeys(available))} "
+        f"(checkpoints are the folders of {checkpoints})"
+    )
 
 
 def _registry_resolve(name: str) -> str:

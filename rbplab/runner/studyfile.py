@@ -2,12 +2,16 @@
 
     models = ["micro-1-25K", "micro-2-85K", "micro-3-200K"]   # and/or families = ["pythia"]
     corpora = ["humaneval", "prose"]
-    revisions = ["step1000", "step143000"]          # optional; or a table model -> list
+    revisions = ["step1000", "step143000"]          # optional; "log:8"; or a table model -> either
     [settings]                                      # rbplab.core.ExtractionSettings fields
     max_tokens = 8000
 
 Everything is checked on the driver, before any work starts: unknown keys, unknown families,
 models and corpora, and invalid settings are one-line errors naming the key and what is allowed.
+Revisions are checked against the model's checkpoint schedule (rbplab.store.schedules) where one
+is known (Pythia, the micro-suite): ``"log:N"`` picks N log-spaced existing checkpoints, and a
+revision that does not exist is an error listing the available ones. Models without a known
+schedule (other hub models) take revision names as given; they are checked when planned.
 The same file drives `rbplab run`, `rbplab report` and the notebooks' `study_file` parameter, so
 the grid that was run is the grid that is analysed.
 """
@@ -21,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from rbplab.core.settings import ExtractionSettings
-from rbplab.store import registry
+from rbplab.store import registry, schedules
 from rbplab.store.corpora import list_corpora
 
 if sys.version_info >= (3, 11):
@@ -132,8 +136,7 @@ def _revisions(value: Any, models: list[str], where: str) -> dict[str, tuple[str
     if value is None:
         return {}
     if isinstance(value, (list, str)):
-        chosen = tuple(_strings(value, "revisions"))
-        return {m: chosen for m in models}
+        return {m: _checked(m, value, "revisions", where) for m in models}
     if isinstance(value, Mapping):
         unknown = sorted(set(value) - set(models))
         if unknown:
@@ -141,8 +144,29 @@ def _revisions(value: Any, models: list[str], where: str) -> dict[str, tuple[str
                 f"{where}'revisions' names models not in the study: {', '.join(unknown)}; "
                 f"models: {', '.join(models)}"
             )
-        return {m: tuple(_strings(v, f"revisions.{m}")) for m, v in value.items()}
-    raise StudyFileError(f"{where}'revisions' must be a list or a table model -> list, got {value!r}")
+        return {m: _checked(m, v, f"revisions.{m}", where) for m, v in value.items()}
+    raise StudyFileError(
+        f"{where}'revisions' must be a list, \"log:N\" or a table model -> either, got {value!r}"
+    )
+
+
+def _checked(model: str, value: Any, key: str, where: str) -> tuple[str, ...]:
+    """`value` (names or "log:N") as revisions of `model`, checked against its schedule."""
+    names = _strings(value, key)
+    schedule = schedules.schedule_of(model)
+    spacing = [n for n in names if schedules.LOG_SPEC.match(n)]
+    if schedule is None:
+        if spacing:
+            raise StudyFileError(
+                f"{where}'{key}' = {spacing[0]!r} needs a checkpoint schedule, and none is known for "
+                f"{model}; list its revisions by name"
+            )
+        return tuple(names)
+    try:
+        chosen = [r for name in names for r in schedule.select(name)]
+    except schedules.UnknownRevisionError as err:
+        raise StudyFileError(f"{where}'{key}': {err}") from None
+    return tuple(dict.fromkeys(chosen))
 
 
 def read_study_file(path: str | Path) -> StudyFile:

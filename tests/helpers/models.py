@@ -239,3 +239,36 @@ def write_gguf(path: Path, model_dir: Path, tokenizer=None, placeholders: int = 
     writer.write_tensors_to_file()
     writer.close()
     return path
+
+
+def build_checkpointed(
+    path: Path, tokenizer, steps: tuple[int, int] = (10, 40), tokens_per_step: int = 64
+) -> Path:
+    """A tiny GPT-NeoX saved at two training steps in the micro-suite layout (scripts/train_micro.py):
+    the intermediate in `<path>/checkpoints/step-<n>/` in bfloat16 without a tokenizer, the final model
+    in `<path>` itself, and `checkpoints/schedule.json`. The two checkpoints have different weights."""
+    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+
+    from rbplab.store.schedules import checkpoint_revision, write_local_schedule
+
+    config = GPTNeoXConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=64,
+        tie_word_embeddings=False,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    early, final = steps
+    torch.manual_seed(early)
+    GPTNeoXForCausalLM(config).to(torch.bfloat16).save_pretrained(
+        path / "checkpoints" / checkpoint_revision(early)
+    )
+    torch.manual_seed(final)
+    GPTNeoXForCausalLM(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    write_local_schedule(path, steps, tokens_per_step)
+    return path

@@ -71,3 +71,50 @@ def test_bad_study_files_are_one_line_errors(tmp_path, text, message):
 def test_missing_study_file(tmp_path):
     with pytest.raises(StudyFileError, match="not found"):
         read_study_file(tmp_path / "nope.toml")
+
+
+def test_log_spaced_revisions_of_pythia_come_from_its_schedule(tmp_path):
+    text = 'models = ["pythia-70m", "pythia-160m"]\ncorpora = ["prose"]\nrevisions = "log:8"\n'
+    study = read_study_file(write(tmp_path, text))
+    chosen = study.revisions_of("pythia-70m")
+    assert len(chosen) == 8 and chosen[0] == "step1" and chosen[-1] == "step143000"
+    assert study.revisions_of("pythia-160m") == chosen
+
+
+def test_revisions_per_model_mix_names_and_spacing(tmp_path, tiny_tokenizer):
+    from helpers.models import build_checkpointed
+
+    local = build_checkpointed(tmp_path / "micro-t", tiny_tokenizer)
+    text = (
+        f'models = ["pythia-70m", "{local}"]\ncorpora = ["prose"]\n'
+        f'[revisions]\n"pythia-70m" = ["step1000", "log:2"]\n"{local}" = "log:2"\n'
+    )
+    study = read_study_file(write(tmp_path, text))
+    assert study.revisions_of("pythia-70m") == ("step1000", "step1", "step143000")
+    assert study.revisions_of(str(local)) == ("step-10", "step-40")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            'models = ["pythia-70m"]\ncorpora = ["prose"]\nrevisions = ["step1500"]\n',
+            "'revisions': pythia has no revision 'step1500'; available: step0, step1, .*step143000",
+        ),
+        (
+            'models = ["micro-1-25K"]\ncorpora = ["prose"]\nrevisions = ["step-1600"]\n',
+            "micro-1-25K has no revision 'step-1600'; available: step-1562",
+        ),
+        ('models = ["pythia-70m"]\ncorpora = ["prose"]\nrevisions = "log:999"\n', "between 1 and 153"),
+        ('models = ["gpt2"]\ncorpora = ["prose"]\nrevisions = "log:4"\n', "none is known for gpt2"),
+    ],
+)
+def test_unknown_revisions_are_rejected_on_the_driver(tmp_path, text, message):
+    with pytest.raises(StudyFileError, match=message) as err:
+        read_study_file(write(tmp_path, text))
+    assert "\n" not in str(err.value)
+
+
+def test_revisions_of_models_without_a_schedule_pass_as_given(tmp_path):
+    text = 'models = ["gpt2"]\ncorpora = ["prose"]\nrevisions = ["main", "abc123"]\n'
+    assert read_study_file(write(tmp_path, text)).revisions_of("gpt2") == ("main", "abc123")

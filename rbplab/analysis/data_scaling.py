@@ -1,0 +1,403 @@
+"""Scaling in training data and compute: loss against tokens seen D, the joint law L(S, D), and
+the compute-optimal frontier, for -log RBP_k and for cross-entropy alike.
+
+Tables are tidy: one row per (quantity, model, checkpoint) with columns S (non-embedding
+parameters), D (tokens seen, from the checkpoint schedule) and a positive `loss` (e.g. -log RBP_k
+or CE), plus grouping columns such as `quantity`, `corpus`, `k`. Three analyses:
+
+- `data_fits`: per size, loss = A * D^-beta by OLS in log-log space (the paper's fit in S, turned
+  to D), with t intervals;
+- `fit_joint_law` / `joint_fits`: L(S, D) = E + A S^-alpha + B D^-beta fitted as Hoffmann et al.
+  (2022, appendix D.2) did: Huber loss (delta = 1e-3) between log L and the log-sum-exp
+  parametrisation LSE(a - alpha log S, b - beta log D, e) (A = e^a, B = e^b, E = e^e), L-BFGS from
+  the best starts of a grid of initialisations; intervals from a bootstrap over checkpoints (rows
+  resampled with replacement) and, when per-document replicates of the losses are given
+  (`replicates`, e.g. from a paired document bootstrap), over documents too;
+- `frontier` / `compare_frontiers`: for each compute C = 6 S D, the S and D that minimise the
+  fitted law (numerically; the closed form is S_opt = G (C/6)^(beta/(alpha+beta)) with
+  G = (alpha A / (beta B))^(1/(alpha+beta))), and whether the frontier for one quantity (RBP_k)
+  differs from another's (CE) beyond their paired bootstrap intervals.
+
+Pure numpy/scipy/pandas: no model code, no storage, no plotting.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import minimize, minimize_scalar
+from scipy.special import logsumexp
+
+from rbplab.analysis.fit import fit_power_law
+
+HUBER_DELTA = 1e-3  # Hoffmann et al. (2022)
+PARAMS = ("E", "A", "B", "alpha", "beta")
+# Initialisation grid (Hoffmann et al. used alpha, beta in {0, 0.5, ..., 2}, e in {-1, -0.5, ..., 1.5},
+# a, b in {0, 5, ..., 25}); the objective is evaluated on the whole grid at once and L-BFGS starts
+# from the best `n_starts` points of it.
+GRID = {
+    "a": (0.0, 5.0, 10.0, 15.0, 20.0, 25.0),
+    "b": (0.0, 5.0, 10.0, 15.0, 20.0, 25.0),
+    "e": (-1.0, -0.5, 0.0, 0.5, 1.0, 1.5),
+    "alpha": (0.0, 0.5, 1.0, 1.5, 2.0),
+    "beta": (0.0, 0.5, 1.0, 1.5, 2.0),
+}
+DEFAULT_BY = ("family", "corpus", "quantity", "metric", "k")
+
+
+# ------------------------------------------------------------------------------------ loss vs D
+def data_fits(
+    table: pd.DataFrame, y: str = "loss", by: Iterable[str] | None = None, level: float = 0.95
+) -> pd.DataFrame:
+    """Per group and size S: loss = prefactor * D^-beta (OLS on logs, t interval for beta).
+
+    Rows with D = 0 (step 0: nothing seen yet) are left out. One row per (group, S) with beta,
+    its interval, prefactor, r2 and n (checkpoints used)."""
+    by = _groups(table, by, exclude=("S", "D", "model", "revision", "step"))
+    rows = []
+    for keys, part in table[table["D"] > 0].groupby([*by, "S"], sort=True, dropna=False):
+        keys = keys if isinstance(keys, tuple) else (keys,)
+        D, loss = part["D"].to_numpy(np.float64), part[y].to_numpy(np.float64)
+        try:
+            fit = fit_power_law(D, loss, level)
+        except ValueError as err:
+            rows.append({**dict(zip([*by, "S"], keys, strict=True)), "n": len(part), "note": str(err)})
+            continue
+        rows.append(
+            {
+                **dict(zip([*by, "S"], keys, strict=True)),
+                "beta": fit.alpha,
+                "beta_ci_low": fit.alpha_ci_low,
+                "beta_ci_high": fit.alpha_ci_high,
+                "prefactor": fit.prefactor,
+                "r2": fit.r2,
+                "n": fit.n,
+                "note": "",
+            }
+        )
+    columns = [*by, "S", "beta", "beta_ci_low", "beta_ci_high", "prefactor", "r2", "n", "note"]
+    return pd.DataFrame(rows).reindex(columns=columns)
+
+
+# ------------------------------------------------------------------------------ the joint law
+@dataclass(frozen=True)
+class JointLawFit:
+    """L(S, D) = E + A S^-alpha + B D^-beta, fitted by Huber loss on log L."""
+
+    E: float
+    A: float
+    B: float
+    alpha: float
+    beta: float
+    objective: float  # sum of Huber losses / delta at the optimum
+    n: int
+    converged: bool
+
+    def predict(self, S: float | np.ndarray, D: float | np.ndarray) -> np.ndarray:
+        S, D = np.asarray(S, dtype=np.float64), np.asarray(D, dtype=np.float64)
+        return self.E + self.A * S**-self.alpha + self.B * D**-self.beta
+
+    @property
+    def frontier_exponent(self) -> float:
+        """a in S_opt ~ C^a: beta / (alpha + beta) (D_opt ~ C^(1 - a))."""
+        return self.beta / (self.alpha + self.beta)
+
+    def optimal_size(self, C: float | np.ndarray) -> np.ndarray:
+        """Closed-form S_opt(C) for C = 6 S D: G (C/6)^(beta/(alpha+beta)),
+        G = (alpha A / (beta B))^(1/(alpha+beta))."""
+        G = (self.alpha * self.A / (self.beta * self.B)) ** (1 / (self.alpha + self.beta))
+        return G * (np.asarray(C, dtype=np.float64) / 6) ** self.frontier_exponent
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _objective(theta: np.ndarray, x: np.ndarray, y: np.ndarray, log_loss: np.ndarray, delta: float):
+    """Sum of Huber losses (scaled by 1/delta) of LSE(a - alpha x, b - beta y, e) - log L, and its
+    gradient in (a, b, e, alpha, beta). Plain numpy: scipy's logsumexp costs more than the rest."""
+    a, b, e, alpha, beta = theta
+    t1, t2 = a - alpha * x, b - beta * y
+    top = np.maximum(np.maximum(t1, t2), e)
+    w1, w2, w3 = np.exp(t1 - top), np.exp(t2 - top), np.exp(e - top)
+    total = w1 + w2 + w3
+    r = top + np.log(total) - log_loss
+    magnitude = np.abs(r)
+    value = np.sum(np.where(magnitude <= delta, 0.5 * r * r, delta * (magnitude - 0.5 * delta))) / delta
+    slope = np.clip(r, -delta, delta) / (delta * total)  # d huber / d r, times the softmax denominator
+    g1, g2, g3 = w1 * slope, w2 * slope, w3 * slope
+    grad = np.array([g1.sum(), g2.sum(), g3.sum(), -(g1 @ x), -(g2 @ y)])
+    return value, grad
+
+
+def _grid_values(
+    x: np.ndarray, y: np.ndarray, log_loss: np.ndarray, delta: float
+) -> tuple[np.ndarray, np.ndarray]:
+    points = np.array(list(itertools.product(*GRID.values())), dtype=np.float64)  # a, b, e, alpha, beta
+    a, b, e, alpha, beta = (points[:, i : i + 1] for i in range(5))
+    terms = np.stack([a - alpha * x, b - beta * y, np.broadcast_to(e, (len(points), len(x)))])
+    r = logsumexp(terms, axis=0) - log_loss
+    huber = np.where(np.abs(r) <= delta, 0.5 * r**2, delta * (np.abs(r) - 0.5 * delta)).sum(axis=1)
+    return points, huber / delta
+
+
+def fit_joint_law(
+    S: Sequence[float],
+    D: Sequence[float],
+    loss: Sequence[float],
+    delta: float = HUBER_DELTA,
+    n_starts: int = 8,
+    starts: Sequence[np.ndarray] = (),
+) -> JointLawFit:
+    """Fit L(S, D) = E + A S^-alpha + B D^-beta to positive losses (Hoffmann et al. 2022).
+
+    Minimises sum_i Huber_delta(LSE(a - alpha log S_i, b - beta log D_i, e) - log L_i) with L-BFGS
+    from the `n_starts` best points of the initialisation grid (`GRID`) and any extra `starts`
+    (a, b, e, alpha, beta); the best optimum is returned.
+    """
+    S, D, loss = (np.asarray(v, dtype=np.float64) for v in (S, D, loss))
+    if not (len(S) == len(D) == len(loss)):
+        raise ValueError("S, D and loss must have the same length")
+    if len(S) < 5:
+        raise ValueError(f"the joint law has 5 parameters; {len(S)} points cannot determine them")
+    if not (np.all(S > 0) and np.all(D > 0) and np.all(loss > 0) and np.all(np.isfinite(loss))):
+        raise ValueError("S, D and loss must be positive and finite (leave out step 0: D = 0)")
+    x, y, z = np.log(S), np.log(D), np.log(loss)
+    initial = list(starts)
+    if n_starts > 0 or not initial:
+        points, values = _grid_values(x, y, z, delta)
+        initial += list(points[np.argsort(values, kind="stable")[: max(n_starts, 1)]])
+    best = None
+    for theta0 in initial:
+        result = minimize(
+            _objective,
+            np.asarray(theta0, dtype=np.float64),
+            args=(x, y, z, delta),
+            jac=True,
+            method="L-BFGS-B",
+            options={"maxiter": 500, "ftol": 1e-10, "gtol": 1e-6},
+        )
+        if best is None or result.fun < best.fun:
+            best = result
+    a, b, e, alpha, beta = best.x
+    return JointLawFit(
+        E=float(np.exp(e)),
+        A=float(np.exp(a)),
+        B=float(np.exp(b)),
+        alpha=float(alpha),
+        beta=float(beta),
+        objective=float(best.fun),
+        n=len(S),
+        converged=bool(best.success),
+    )
+
+
+def _theta(fit: JointLawFit) -> np.ndarray:
+    return np.array([np.log(fit.A), np.log(fit.B), np.log(fit.E), fit.alpha, fit.beta])
+
+
+def bootstrap_joint(
+    S: Sequence[float],
+    D: Sequence[float],
+    losses: dict[str, np.ndarray],
+    n_boot: int = 200,
+    seed: int = 0,
+    replicates: dict[str, np.ndarray] | None = None,
+    delta: float = HUBER_DELTA,
+    n_starts: int = 8,
+    replicate_starts: int = 0,
+) -> tuple[dict[str, JointLawFit], dict[str, pd.DataFrame]]:
+    """Fits of every quantity in `losses` (name -> loss per point) and their bootstrap replicates.
+
+    Each replicate resamples the points (checkpoints) with replacement, the same rows for every
+    quantity, so differences between quantities are paired. With `replicates` (name -> array
+    [n_rep, n_points] of losses recomputed on resampled documents, the same documents for every
+    point), replicate i also takes its losses from row i mod n_rep: documents and checkpoints are
+    resampled together. The full-data fits start from the `n_starts` best grid points; replicate
+    fits from the full-data optimum and the `replicate_starts` best grid points of their own.
+    Returns (fits, name -> DataFrame of replicate parameters and frontier exponent).
+    """
+    S, D = np.asarray(S, dtype=np.float64), np.asarray(D, dtype=np.float64)
+    fits = {name: fit_joint_law(S, D, loss, delta, n_starts) for name, loss in losses.items()}
+    rng = np.random.default_rng(seed)
+    rows: dict[str, list[dict]] = {name: [] for name in losses}
+    for i in range(n_boot):
+        take = rng.integers(0, len(S), len(S))
+        if len(np.unique(take)) < 5:
+            continue
+        for name, loss in losses.items():
+            values = np.asarray(loss, dtype=np.float64)
+            if replicates is not None and name in replicates:
+                values = np.asarray(replicates[name], dtype=np.float64)[i % len(replicates[name])]
+            fit = fit_joint_law(
+                S[take], D[take], values[take], delta, replicate_starts, starts=[_theta(fits[name])]
+            )
+            rows[name].append(
+                {**{p: getattr(fit, p) for p in PARAMS}, "frontier_exponent": fit.frontier_exponent}
+            )
+    return fits, {name: pd.DataFrame(r) for name, r in rows.items()}
+
+
+def _interval(values: pd.Series, level: float) -> tuple[float, float]:
+    values = values.to_numpy(np.float64)
+    values = values[np.isfinite(values)]
+    if len(values) < 2:
+        return float("nan"), float("nan")
+    tail = (1 - level) / 2
+    return float(np.quantile(values, tail)), float(np.quantile(values, 1 - tail))
+
+
+def joint_fits(
+    table: pd.DataFrame,
+    y: str = "loss",
+    by: Iterable[str] | None = None,
+    n_boot: int = 200,
+    seed: int = 0,
+    level: float = 0.95,
+    n_starts: int = 8,
+) -> pd.DataFrame:
+    """The joint law per group (e.g. per quantity and corpus), one row each: E, A, B, alpha, beta,
+    the frontier exponent beta/(alpha+beta), each with a percentile bootstrap interval over
+    checkpoints (`_low`, `_high` columns), n (points) and n_boot (replicates that fitted)."""
+    by = _groups(table, by, exclude=("S", "D", "model", "revision", "step"))
+    rows = []
+    groups = (
+        table[table["D"] > 0].groupby(by, sort=True, dropna=False) if by else [((), table[table["D"] > 0])]
+    )
+    for keys, part in groups:
+        keys = keys if isinstance(keys, tuple) else (keys,)
+        fits, boots = bootstrap_joint(
+            part["S"], part["D"], {"loss": part[y].to_numpy(np.float64)}, n_boot, seed, n_starts=n_starts
+        )
+        fit, boot = fits["loss"], boots["loss"]
+        row = {**dict(zip(by, keys, strict=True))}
+        for name in (*PARAMS, "frontier_exponent"):
+            row[name] = getattr(fit, name)
+            row[f"{name}_low"], row[f"{name}_high"] = (
+                _interval(boot[name], level) if len(boot) else (np.nan, np.nan)
+            )
+        row.update(n=fit.n, n_boot=len(boot), converged=fit.converged)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------------- frontier
+def frontier(fit: JointLawFit, C: Sequence[float] | np.ndarray) -> pd.DataFrame:
+    """For each compute C (FLOPs, C = 6 S D): the S and D minimising the fitted law, found
+    numerically (bounded search over log S), and the loss there. Columns C, S_opt, D_opt, loss_opt."""
+    rows = []
+    for c in np.asarray(C, dtype=np.float64):
+        log_n = np.log(c / 6)  # log(S D)
+
+        def loss_at(log_s: float, log_n: float = log_n) -> float:
+            return float(fit.predict(np.exp(log_s), np.exp(log_n - log_s)))
+
+        result = minimize_scalar(loss_at, bounds=(0.0, log_n), method="bounded", options={"xatol": 1e-10})
+        s_opt = float(np.exp(result.x))
+        rows.append({"C": c, "S_opt": s_opt, "D_opt": c / (6 * s_opt), "loss_opt": float(result.fun)})
+    return pd.DataFrame(rows)
+
+
+def compare_frontiers(
+    S: Sequence[float],
+    D: Sequence[float],
+    losses: dict[str, np.ndarray],
+    reference: str,
+    C: float | None = None,
+    n_boot: int = 200,
+    seed: int = 0,
+    level: float = 0.95,
+    replicates: dict[str, np.ndarray] | None = None,
+) -> pd.DataFrame:
+    """Does the compute-optimal frontier of each quantity differ from `reference`'s (e.g. CE)?
+
+    One row per other quantity: its frontier exponent a = beta/(alpha+beta) (S_opt ~ C^a) and the
+    reference's, the paired difference with its bootstrap interval, log10 of the ratio of optimal
+    sizes at compute C (default: the geometric mean of 6 S D over the points) with its interval,
+    and `differs`: whether either interval excludes 0.
+    """
+    if reference not in losses or len(losses) < 2:
+        raise ValueError(f"losses must hold {reference!r} and at least one other quantity")
+    S, D = np.asarray(S, dtype=np.float64), np.asarray(D, dtype=np.float64)
+    C = float(np.exp(np.mean(np.log(6 * S * D)))) if C is None else float(C)
+    fits, boots = bootstrap_joint(S, D, losses, n_boot=n_boot, seed=seed, replicates=replicates)
+    rows = []
+    ref_fit, ref_boot = fits[reference], boots[reference]
+    for name, fit in fits.items():
+        if name == reference:
+            continue
+        boot = boots[name]
+        diff = boot["frontier_exponent"] - ref_boot["frontier_exponent"]
+        ratio = np.log10(_optimal_sizes(boot, C)) - np.log10(_optimal_sizes(ref_boot, C))
+        diff_low, diff_high = _interval(diff, level)
+        ratio_low, ratio_high = _interval(pd.Series(ratio), level)
+        rows.append(
+            {
+                "quantity": name,
+                "reference": reference,
+                "exponent": fit.frontier_exponent,
+                "reference_exponent": ref_fit.frontier_exponent,
+                "difference": fit.frontier_exponent - ref_fit.frontier_exponent,
+                "difference_low": diff_low,
+                "difference_high": diff_high,
+                "C": C,
+                "log10_size_ratio": float(np.log10(fit.optimal_size(C) / ref_fit.optimal_size(C))),
+                "log10_size_ratio_low": ratio_low,
+                "log10_size_ratio_high": ratio_high,
+                "differs": bool(not diff_low <= 0 <= diff_high or not ratio_low <= 0 <= ratio_high),
+                "n_boot": int(min(len(boot), len(ref_boot))),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _optimal_sizes(boot: pd.DataFrame, C: float) -> np.ndarray:
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        G = (boot["alpha"] * boot["A"] / (boot["beta"] * boot["B"])) ** (1 / (boot["alpha"] + boot["beta"]))
+        return (G * (C / 6) ** boot["frontier_exponent"]).to_numpy(np.float64)
+
+
+def _groups(table: pd.DataFrame, by: Iterable[str] | None, exclude: Sequence[str]) -> list[str]:
+    missing = [c for c in ("S", "D") if c not in table.columns]
+    if missing:
+        raise ValueError(f"table lacks columns {missing}; it needs S, D and the loss")
+    if by is not None:
+        return list(by)
+    return [c for c in DEFAULT_BY if c in table.columns and c not in exclude]
+
+
+def synthetic_law_table(
+    E: float = 1.7,
+    A: float = 300.0,
+    B: float = 900.0,
+    alpha: float = 0.34,
+    beta: float = 0.28,
+    sizes: Sequence[float] = (2e4, 8e4, 2e5, 6e5, 1.2e6, 2.7e6),
+    steps: Sequence[int] = (25, 50, 100, 200, 400, 800, 1562),
+    tokens_per_step: int = 2048,
+    noise: float = 0.01,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Points drawn from a known L(S, D) with multiplicative log-normal noise (sd `noise`): one row
+    per (size, checkpoint) with model, S, step, D, C = 6 S D and loss. For tests and for notebooks
+    when no checkpoints have been scored."""
+    rng = np.random.default_rng(seed)
+    S, step = np.meshgrid(
+        np.asarray(sizes, dtype=np.float64), np.asarray(steps, dtype=np.int64), indexing="ij"
+    )
+    S, step = S.ravel(), step.ravel()
+    D = step.astype(np.float64) * tokens_per_step
+    loss = (E + A * S**-alpha + B * D**-beta) * np.exp(rng.normal(0, noise, len(S)))
+    return pd.DataFrame(
+        {
+            "model": [f"size-{i}" for i in np.repeat(np.arange(len(sizes)), len(steps))],
+            "S": S,
+            "step": step,
+            "D": D,
+            "C": 6 * S * D,
+            "loss": loss,
+        }
+    )

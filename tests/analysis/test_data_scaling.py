@@ -1,0 +1,117 @@
+"""Scaling in data and compute: power laws in D per size, the joint law L(S, D) fitted as Hoffmann et al.
+(2022) did, its bootstrap intervals (coverage over repeated draws from a known law), and the
+compute-optimal frontier against its closed form."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rbplab.analysis.data_scaling import (
+    JointLawFit,
+    bootstrap_joint,
+    compare_frontiers,
+    data_fits,
+    fit_joint_law,
+    frontier,
+    joint_fits,
+    synthetic_law_table,
+)
+
+TRUTH = {"E": 1.7, "A": 300.0, "B": 900.0, "alpha": 0.34, "beta": 0.28}
+
+
+def test_noiseless_law_is_recovered_exactly():
+    table = synthetic_law_table(**TRUTH, noise=0.0)
+    fit = fit_joint_law(table["S"], table["D"], table["loss"])
+    for name, value in TRUTH.items():
+        assert getattr(fit, name) == pytest.approx(value, rel=1e-3), name
+    assert fit.converged and fit.n == len(table)
+
+
+@pytest.mark.slow  # ~1 minute on 2 busy cores
+def test_intervals_cover_the_truth_at_about_the_nominal_rate():
+    # 40 independent draws from a known law with 1% multiplicative noise; 95% percentile intervals
+    # from 30 bootstrap replicates over checkpoints. Measured coverage: E 0.90, alpha 0.925, beta 0.925;
+    # median alpha interval width 0.11.
+    covered = {name: 0 for name in ("E", "alpha", "beta")}
+    widths = []
+    draws = 40
+    for draw in range(draws):
+        table = synthetic_law_table(**TRUTH, noise=0.01, seed=100 + draw)
+        row = joint_fits(table, n_boot=30, seed=draw, n_starts=3).iloc[0]
+        for name in covered:
+            covered[name] += row[f"{name}_low"] <= TRUTH[name] <= row[f"{name}_high"]
+        widths.append(row["alpha_high"] - row["alpha_low"])
+    rates = {name: hits / draws for name, hits in covered.items()}
+    assert all(rate >= 0.8 for rate in rates.values()), rates
+    assert np.median(widths) < 0.2  # informative (alpha = 0.34), not merely wide
+
+
+def test_frontier_matches_the_closed_form():
+    law = JointLawFit(E=1.7, A=300.0, B=900.0, alpha=0.34, beta=0.28, objective=0.0, n=0, converged=True)
+    C = np.logspace(12, 20, 5)
+    table = frontier(law, C)
+    assert list(table.columns) == ["C", "S_opt", "D_opt", "loss_opt"]
+    np.testing.assert_allclose(table["S_opt"], law.optimal_size(C), rtol=1e-5)
+    np.testing.assert_allclose(6 * table["S_opt"] * table["D_opt"], C)
+    slope = np.polyfit(np.log(C), np.log(table["S_opt"]), 1)[0]
+    assert slope == pytest.approx(0.28 / (0.34 + 0.28), abs=1e-6)
+    # the optimum beats its neighbours at the same compute
+    for c, s, loss in zip(C, table["S_opt"], table["loss_opt"], strict=True):
+        for factor in (0.5, 2.0):
+            assert law.predict(s * factor, c / (6 * s * factor)) > loss
+
+
+def test_per_size_data_fits_find_the_d_exponent_of_a_pure_power_law():
+    rows = []
+    for S, beta in ((1e5, 0.2), (1e6, 0.4)):
+        D = np.logspace(4, 7, 6)
+        rows.append(
+            pd.DataFrame({"quantity": "ce", "S": S, "D": np.r_[0.0, D], "loss": np.r_[10.0, 50 * D**-beta]})
+        )
+    table = data_fits(pd.concat(rows))
+    assert list(table["S"]) == [1e5, 1e6] and list(table["n"]) == [6, 6]  # step 0 left out
+    np.testing.assert_allclose(table["beta"], [0.2, 0.4])
+    assert (table["beta_ci_low"] <= table["beta"]).all() and (table["beta"] <= table["beta_ci_high"]).all()
+
+
+def test_joint_fits_are_tidy_per_group():
+    a = synthetic_law_table(**TRUTH, noise=0.005, seed=1).assign(quantity="ce")
+    b = synthetic_law_table(**{**TRUTH, "beta": 0.4}, noise=0.005, seed=2).assign(quantity="neg_log_rbp1")
+    table = joint_fits(pd.concat([a, b]), n_boot=8, n_starts=3)
+    assert list(table["quantity"]) == ["ce", "neg_log_rbp1"]
+    assert {"E", "E_low", "E_high", "alpha", "beta", "frontier_exponent", "n", "n_boot"} <= set(table.columns)
+    assert table["beta"].to_numpy() == pytest.approx([0.28, 0.4], abs=0.03)
+
+
+def test_frontier_comparison_tells_different_laws_apart_and_equal_ones_not():
+    base = synthetic_law_table(**TRUTH, noise=0.005, seed=3)
+    same = synthetic_law_table(**TRUTH, noise=0.005, seed=4)["loss"].to_numpy()
+    steeper = synthetic_law_table(**{**TRUTH, "beta": 0.45}, noise=0.005, seed=5)["loss"].to_numpy()
+    losses = {"ce": base["loss"].to_numpy(), "same": same, "steeper": steeper}
+    table = compare_frontiers(base["S"], base["D"], losses, reference="ce", n_boot=30).set_index("quantity")
+    assert not table.loc["same", "differs"]
+    assert table.loc["steeper", "differs"] and table.loc["steeper", "difference"] > 0
+    low, high = table.loc["steeper", ["difference_low", "difference_high"]]
+    assert low <= table.loc["steeper", "difference"] <= high
+
+
+def test_document_replicates_enter_the_bootstrap():
+    table = synthetic_law_table(**TRUTH, noise=0.0)
+    loss = table["loss"].to_numpy()
+    rng = np.random.default_rng(0)
+    replicates = loss * np.exp(rng.normal(0, 0.02, (10, len(loss))))  # documents resampled: noisy losses
+    _, plain = bootstrap_joint(table["S"], table["D"], {"ce": loss}, n_boot=10, n_starts=3)
+    _, docs = bootstrap_joint(
+        table["S"], table["D"], {"ce": loss}, n_boot=10, n_starts=3, replicates={"ce": replicates}
+    )
+    assert docs["ce"]["alpha"].std() > 10 * plain["ce"]["alpha"].std()
+
+
+def test_unusable_input_is_refused():
+    with pytest.raises(ValueError, match="5 parameters"):
+        fit_joint_law([1, 2, 3], [1, 2, 3], [1, 2, 3])
+    with pytest.raises(ValueError, match="step 0"):
+        fit_joint_law([1e3] * 6, [0, 1, 2, 3, 4, 5], [1.0] * 6)

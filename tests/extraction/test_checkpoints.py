@@ -1,0 +1,62 @@
+"""Training checkpoints of a local model directory load through the revision argument, like hub revisions."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from helpers.models import build_checkpointed
+
+from rbplab.extraction.models import ModelLoadError, ModelSpec, describe_model, load_model
+from rbplab.extraction.sources import checkpoint_directory, resolve_source
+
+
+@pytest.fixture(scope="module")
+def checkpointed(tmp_path_factory, tiny_tokenizer):
+    return build_checkpointed(tmp_path_factory.mktemp("ckpt") / "micro-t", tiny_tokenizer)
+
+
+def test_revisions_resolve_to_checkpoint_folders(checkpointed):
+    assert checkpoint_directory(checkpointed, None) == checkpointed
+    assert checkpoint_directory(checkpointed, "main") == checkpointed
+    assert checkpoint_directory(checkpointed, "step-40") == checkpointed  # the final step is the model itself
+    assert checkpoint_directory(checkpointed, "step-10") == checkpointed / "checkpoints" / "step-10"
+    source = resolve_source(ModelSpec(str(checkpointed), revision="step-10"))
+    assert source.location == str(checkpointed.resolve() / "checkpoints" / "step-10")
+    assert source.tokenizer_location == str(checkpointed.resolve())  # checkpoints share the tokenizer
+
+
+def test_unknown_revision_is_one_line_listing_the_available_ones(checkpointed):
+    with pytest.raises(ModelLoadError) as err:
+        describe_model(ModelSpec(str(checkpointed), revision="step-20"))
+    message = str(err.value)
+    assert "\n" not in message and "no revision 'step-20'" in message
+    assert "available: step-10, step-40, main" in message
+
+
+def test_each_checkpoint_loads_its_own_weights(checkpointed):
+    early_model, early_tok, early = load_model(ModelSpec(str(checkpointed), revision="step-10"))
+    final_model, final_tok, final = load_model(ModelSpec(str(checkpointed), revision="step-40"))
+    assert early.revision == "step-10" and final.revision == "step-40"
+    assert early.fingerprint != final.fingerprint  # different weights, different cache keys
+    assert early.tokenizer_fingerprint == final.tokenizer_fingerprint
+    assert early.dtype == "float32"  # bfloat16 on disk, scored in float32 on CPU
+    ids = torch.tensor([[1, 2, 3, 4]])
+    with torch.inference_mode():
+        assert not torch.allclose(early_model(ids).logits, final_model(ids).logits)
+    main = describe_model(ModelSpec(str(checkpointed))).info
+    assert main.fingerprint == final.fingerprint  # main and the final step are the same weights
+
+
+def test_manifest_records_tokens_seen_and_compute_but_the_key_does_not(checkpointed, tiny_corpus, cache_dir):
+    from rbplab.extraction.pipeline import extract, plan_extraction
+
+    early = extract(
+        ModelSpec(str(checkpointed), revision="step-10"), tiny_corpus, cache_dir=cache_dir, progress=False
+    )
+    final = extract(str(checkpointed), tiny_corpus, cache_dir=cache_dir, progress=False)
+    S = early.manifest["model"]["n_nonembedding"]
+    assert early.manifest["training"] == {"step": 10, "tokens_per_step": 64, "D": 640, "C": 6.0 * S * 640}
+    assert final.manifest["training"]["step"] == 40 and final.manifest["training"]["D"] == 40 * 64
+    assert early.key != final.key
+    key_spec = plan_extraction(ModelSpec(str(checkpointed), revision="step-10"), tiny_corpus).key_spec
+    assert "training" not in key_spec and "D" not in str(sorted(key_spec["model"]))
