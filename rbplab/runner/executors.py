@@ -13,7 +13,7 @@ import os
 import socket
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rbplab.runner.units import WorkUnit
@@ -94,6 +94,36 @@ class RayOptions:
     cpus_per_task: float = 1
     max_retries: int = 3  # retries of tasks whose worker died (Ray's task retries)
     num_cpus: int | None = None  # for a local cluster started here
+    gpu_memory_gb: float | None = None  # per GPU; None: read from this machine's GPU 0 when it has one
+
+
+# Weights take this share of a GPU at most; activations, the float32 head copy and the rank
+# buffers need the rest.
+WEIGHT_SHARE_OF_GPU = 0.6
+
+
+def gpus_needed(weight_bytes: int, gpu_memory_bytes: float | None, minimum: float) -> float:
+    """GPUs for one unit: `minimum`, or more when the model's weights do not fit one GPU (the unit
+    then runs with device_map="auto" across them)."""
+    if not gpu_memory_bytes or minimum <= 0 or weight_bytes <= 0:
+        return minimum
+    return float(max(minimum, math.ceil(weight_bytes / (WEIGHT_SHARE_OF_GPU * gpu_memory_bytes))))
+
+
+def cluster_gpus(options: RayOptions) -> float:
+    ray = connect_ray(options)
+    return float(ray.cluster_resources().get("GPU", 0))
+
+
+def _gpu_memory(options: RayOptions) -> float | None:
+    if options.gpu_memory_gb:
+        return options.gpu_memory_gb * 2**30
+    try:
+        import torch
+
+        return float(torch.cuda.get_device_properties(0).total_memory) if torch.cuda.is_available() else None
+    except (ImportError, RuntimeError):
+        return None
 
 
 def _check_reachable(address: str, timeout: float = 3.0) -> None:
@@ -176,15 +206,22 @@ def run_ray(
     ray = connect_ray(options)
     gpus = options.gpus_per_task
     if gpus is None:
-        gpus = 1 if ray.cluster_resources().get("GPU", 0) > 0 else 0
-    task = ray.remote(_ray_task).options(
-        num_cpus=options.cpus_per_task,
-        num_gpus=gpus,
-        max_retries=options.max_retries,
-        retry_exceptions=False,  # a bad model fails the same way each time; a lost worker is retried
-    )
+        gpus = 1 if cluster_gpus(options) > 0 else 0
+    memory = _gpu_memory(options)
+    remote = ray.remote(_ray_task)
     threads = max(1, math.floor(options.cpus_per_task))
-    pending = {task.remote(unit, str(cache_dir), threads): unit for unit in units}
+    pending = {}
+    for unit in units:
+        need = gpus_needed(unit.weight_bytes, memory, gpus)
+        if need > 1 and unit.settings.device_map is None:  # too large for one GPU: spread it
+            unit = replace(unit, settings=unit.settings.with_changes(device_map="auto"))
+        task = remote.options(
+            num_cpus=options.cpus_per_task,
+            num_gpus=need,
+            max_retries=options.max_retries,
+            retry_exceptions=False,  # a bad model fails the same way each time; a lost worker is retried
+        )
+        pending[task.remote(unit, str(cache_dir), threads)] = unit
     outcomes: dict[int, UnitOutcome] = {}
     order = {id(u): i for i, u in enumerate(units)}
     # Progress is read from the shared cache (shards finished so far): no actor, no extra process.

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rbplab.runner.executors import RayOptions, UnitOutcome, connect_ray, run_local, run_processes, run_ray
+from rbplab.runner.executors import RayOptions, UnitOutcome, cluster_gpus, run_local, run_processes, run_ray
 from rbplab.runner.studyfile import StudyFile, read_study_file
 from rbplab.runner.units import DEFAULT_SHARDS_PER_UNIT, StudyPlan, plan_study, slice_units
 from rbplab.store.cache import CacheEntry
@@ -77,10 +77,14 @@ def run_study(
     if (task_index is None) != (num_tasks is None):
         raise ValueError("give both --task-index and --num-tasks (a SLURM array slice), or neither")
     study = study if isinstance(study, StudyFile) else read_study_file(study)
+    accelerator = False
     if executor == "ray":  # fail on a missing Ray or an unreachable cluster before any work
-        connect_ray(ray or RayOptions())
+        options = ray or RayOptions()
+        accelerator = (options.gpus_per_task or 0) > 0 or (
+            options.gpus_per_task is None and cluster_gpus(options) > 0
+        )
     root = cache_root(cache_dir)
-    plan = plan_study(study, root, shards_per_unit)
+    plan = plan_study(study, root, shards_per_unit, accelerator=accelerator)
     plan_seconds = time.perf_counter() - started
     units = plan.units if task_index is None else slice_units(plan.units, task_index, num_tasks)
     # Biggest units first, so the last ones to finish are short (work ~ tokens x size S).

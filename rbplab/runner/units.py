@@ -50,6 +50,7 @@ class WorkUnit:
     settings: ExtractionSettings
     shards: tuple[int, ...]
     n_tokens: int
+    weight_bytes: int = 0  # the model's weights in the dtype it runs in (GPU placement)
 
     @property
     def label(self) -> str:
@@ -72,9 +73,16 @@ class StudyPlan:
 
 
 def plan_study(
-    study: StudyFile, cache_dir: str | Path, shards_per_unit: int = DEFAULT_SHARDS_PER_UNIT
+    study: StudyFile,
+    cache_dir: str | Path,
+    shards_per_unit: int = DEFAULT_SHARDS_PER_UNIT,
+    accelerator: bool = False,
 ) -> StudyPlan:
-    """Every entry and work unit of `study` (units of entries already complete are skipped when run)."""
+    """Every entry and work unit of `study` (units of entries already complete are skipped when run).
+
+    accelerator: the units will run on GPUs while this driver may have none. The dtype "auto"
+    resolves to the checkpoint's own half type on a GPU and to float32 on a CPU, and the dtype is
+    part of the key, so the driver plans each model with the dtype a GPU worker will use."""
     if shards_per_unit < 1:
         raise ValueError(f"shards_per_unit must be a positive integer, got {shards_per_unit}")
     corpora = [open_corpus(c) for c in study.corpora]  # once per study, handed to every unit
@@ -83,8 +91,13 @@ def plan_study(
     for member in study.members:
         source = registry.resolve_model(member.source) if member.family else member.source
         for revision in study.revisions_of(member.model):
+            settings = study.settings
+            if accelerator and settings.dtype == "auto":
+                settings = settings.with_changes(
+                    dtype=accelerator_dtype(ModelSpec(source, revision=revision))
+                )
             for corpus in corpora:
-                plan = plan_extraction(ModelSpec(source, revision=revision), corpus, study.settings)
+                plan = plan_extraction(ModelSpec(source, revision=revision), corpus, settings)
                 entry = CacheEntry(cache_dir, plan.key_spec)
                 cached = entry.is_complete()
                 if cached:  # shard sizes from the manifest: a cached study is not re-tokenized
@@ -116,12 +129,25 @@ def plan_study(
                             source,
                             revision,
                             corpus,
-                            study.settings,
+                            settings,
                             indices,
                             sum(sizes[i] for i in indices),
+                            plan.described.info.n_params * BYTES_PER_PARAM[plan.described.info.dtype],
                         )
                     )
     return StudyPlan(tuple(entries), tuple(units))
+
+
+BYTES_PER_PARAM = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+def accelerator_dtype(spec: ModelSpec) -> str:
+    """The dtype "auto" resolves to on a GPU for this model (from its config; no weights, no GPU)."""
+    import torch
+
+    from rbplab.extraction.models import describe_model, resolve_dtype
+
+    return resolve_dtype("auto", torch.device("cuda"), describe_model(spec).config)
 
 
 def slice_units(units: tuple[WorkUnit, ...], task_index: int, num_tasks: int) -> tuple[WorkUnit, ...]:
