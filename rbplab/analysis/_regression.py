@@ -12,7 +12,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-DEFAULT_BY = ("family", "corpus", "ties", "metric", "k")
+from rbplab.core.columns import FIT_GROUP_COLUMNS
+
+DEFAULT_BY = FIT_GROUP_COLUMNS
 
 
 def t_quantile(level: float, df: int) -> float:

@@ -44,6 +44,7 @@ import pandas as pd
 from rbplab.analysis.bootstrap import doc_stats, weight_chunks
 from rbplab.analysis.fit import fit_power_law
 from rbplab.analysis.metrics import as_ks
+from rbplab.core.columns import RUN_COLUMNS, TIES
 from rbplab.core.runs import RunsLike, as_runs
 from rbplab.core.stats import TokenStats, check_ties
 
@@ -245,7 +246,7 @@ def sequence_table(
                     frame[f"{name}_low"], frame[f"{name}_high"] = np.nanquantile(boot, q, axis=0)
         frames.append(frame.assign(family=run.family, model=run.model, corpus=run.corpus, S=run.S, ties=ties))
     table = pd.concat(frames, ignore_index=True)
-    front = ["family", "model", "corpus", "S", "ties"]
+    front = [*RUN_COLUMNS, TIES]
     return table[front + [c for c in table.columns if c not in front]]
 
 

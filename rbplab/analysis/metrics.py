@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from rbplab.core.columns import METRIC_COLUMNS, RUN_COLUMNS
 from rbplab.core.runs import RunsLike, as_runs
 from rbplab.core.stats import TokenStats, check_ties
 
@@ -192,5 +193,5 @@ def metrics_table(runs: RunsLike, ks: Iterable[int] | None = None, ties: str = "
     if not frames:
         raise ValueError("metrics_table needs at least one run")
     table = pd.concat(frames, ignore_index=True)
-    front = ["family", "model", "corpus", "S", "metric", "k", "value", "loss"]
+    front = [*RUN_COLUMNS, *METRIC_COLUMNS]
     return table[front + [c for c in table.columns if c not in front]]

@@ -1,4 +1,5 @@
-"""The data contract at the bottom of rbplab: per-token statistics, runs, tie conventions, settings.
+"""The data contract at the bottom of rbplab: per-token statistics, runs, tie conventions, settings,
+the tidy tables' column names (`rbplab.core.columns`).
 
 Everything else may import from here; this package imports nothing of rbplab's.
 """
