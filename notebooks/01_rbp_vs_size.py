@@ -25,7 +25,7 @@
 # the law extrapolates to the largest model.
 
 # %%
-from rbplab.study import load_study, load_study_file, synthetic_study
+from rbplab.study import open_study
 from rbplab.viz import plots, report
 from rbplab.viz.widgets import ScalingView, show
 
@@ -43,12 +43,16 @@ ties = "pessimistic"  # rank convention: pessimistic (paper), optimistic (g + 1)
 n_boot = 200  # document-bootstrap replicates
 
 # %%
-if synthetic:
-    study = synthetic_study(ties=ties)
-elif study_file:
-    study = load_study_file(study_file, cache_dir=cache_dir, ties=ties)
-else:
-    study = load_study(families, corpora, settings, models=models, cache_dir=cache_dir, ties=ties)
+study = open_study(
+    families,
+    corpora,
+    settings,
+    models=models,
+    study_file=study_file,
+    synthetic=synthetic,
+    cache_dir=cache_dir,
+    ties=ties,
+)
 report.save_table(study.summary(), "runs", output_dir)
 
 # %% [markdown]

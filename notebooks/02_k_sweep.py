@@ -23,7 +23,7 @@
 
 # %%
 from rbplab.analysis import ksweep
-from rbplab.study import load_study, load_study_file, synthetic_study
+from rbplab.study import open_study
 from rbplab.viz import plots, report
 from rbplab.viz.widgets import ScalingView, show
 
@@ -42,12 +42,16 @@ large_fractions = [0.4, 0.6]  # k near |V| as fractions of |V| (paper: 20k and 3
 n_boot = 0  # document-bootstrap replicates for α(k) and R²(k); 0: OLS intervals only
 
 # %%
-if synthetic:
-    study = synthetic_study(ties=ties)
-elif study_file:
-    study = load_study_file(study_file, cache_dir=cache_dir, ties=ties)
-else:
-    study = load_study(families, corpora, settings, models=models, cache_dir=cache_dir, ties=ties)
+study = open_study(
+    families,
+    corpora,
+    settings,
+    models=models,
+    study_file=study_file,
+    synthetic=synthetic,
+    cache_dir=cache_dir,
+    ties=ties,
+)
 
 # %% [markdown]
 # ## Figure 6: fit quality and exponent as functions of k

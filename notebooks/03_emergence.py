@@ -23,7 +23,7 @@
 # that are all in the top k.
 
 # %%
-from rbplab.study import load_study, load_study_file, synthetic_study
+from rbplab.study import open_study
 from rbplab.viz import plots, report
 from rbplab.viz.widgets import EmergenceView, show
 
@@ -43,12 +43,16 @@ output_dir = None  # folder for the tables as CSV (the report sets it); None: do
 ties = "pessimistic"  # rank convention: pessimistic (paper), optimistic (g + 1) or expected
 
 # %%
-if synthetic:
-    study = synthetic_study(ties=ties)
-elif study_file:
-    study = load_study_file(study_file, cache_dir=cache_dir, ties=ties)
-else:
-    study = load_study(families, corpora, settings, models=models, cache_dir=cache_dir, ties=ties)
+study = open_study(
+    families,
+    corpora,
+    settings,
+    models=models,
+    study_file=study_file,
+    synthetic=synthetic,
+    cache_dir=cache_dir,
+    ties=ties,
+)
 
 # %% [markdown]
 # ## p_{N,k} against S: the sigmoid view

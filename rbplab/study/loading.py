@@ -136,3 +136,26 @@ def load_study_file(
                 )
                 runs.append(Run(member.family or "custom", label, _corpus_label(spec), S, stats))
     return Study(runs, ties=ties, level=level)
+
+
+def open_study(
+    families: str | Iterable[str] = "micro",
+    corpora: str | Corpus | LazyCorpus | Iterable[str | Corpus | LazyCorpus] | None = None,
+    settings: ExtractionSettings | Mapping[str, Any] | None = None,
+    *,
+    models: Iterable[str] | None = None,
+    study_file: str | Path | None = None,
+    synthetic: bool = False,
+    cache_dir: str | Path | None = None,
+    ties: str = "pessimistic",
+) -> Study:
+    """The study a notebook's parameters name, each source chosen explicitly: `synthetic` (made-up
+    models, `synthetic_study`), else a `study_file` (`load_study_file`), else families x corpora
+    through the cache (`load_study`)."""
+    if synthetic:
+        from rbplab.study.synthetic import synthetic_study
+
+        return synthetic_study(ties=ties)
+    if study_file:
+        return load_study_file(study_file, cache_dir=cache_dir, ties=ties)
+    return load_study(families, corpora, settings, models=models, cache_dir=cache_dir, ties=ties)
