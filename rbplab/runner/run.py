@@ -76,6 +76,8 @@ def run_study(
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
     if (task_index is None) != (num_tasks is None):
         raise ValueError("give both --task-index and --num-tasks (a SLURM array slice), or neither")
+    if num_tasks is not None:
+        slice_units((), task_index, num_tasks)  # checks the slice before any planning writes a spec
     study = study if isinstance(study, StudyFile) else read_study_file(study)
     accelerator = False
     if executor == "ray":  # fail on a missing Ray or an unreachable cluster before any work

@@ -44,6 +44,10 @@ def test_slices_are_disjoint_and_cover_every_unit(study_path, tmp_path):
     assert len(plan.units) > 6  # several units per entry
     with pytest.raises(ValueError, match="task index"):
         slice_units(plan.units, 3, 3)
+    empty = tmp_path / "untouched"
+    with pytest.raises(ValueError, match="task index"):  # refused before planning writes anything
+        run_study(study_path, cache_dir=empty, task_index=3, num_tasks=3, progress=False)
+    assert not empty.exists()
 
 
 def _rbplab(*args: str, cache: Path) -> subprocess.Popen:
