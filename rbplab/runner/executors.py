@@ -7,7 +7,6 @@ share with the driver: with Ray on several machines it must be a filesystem ever
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import socket
@@ -18,6 +17,7 @@ from pathlib import Path
 
 from rbplab.runner.units import WorkUnit
 from rbplab.runner.worker import UnitResult, run_unit
+from rbplab.store.cache import CacheEntry, CacheError
 
 RAY_HINT = "pip install 'rbplab[ray]'"
 
@@ -71,10 +71,10 @@ def run_processes(
         workers, mp_context=context, initializer=_init_process, initargs=(threads,)
     ) as pool:
         futures = {pool.submit(run_unit, unit, str(cache_dir)): i for i, unit in enumerate(units)}
-        pending, seen = set(futures), 0
+        pending, seen, opened = set(futures), 0, {}
         while pending:
             done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
-            total = _tokens_written(units, cache_dir)
+            total = _tokens_written(units, cache_dir, opened)
             if total > seen:
                 on_tokens(total - seen)
                 seen = total
@@ -185,17 +185,18 @@ def warm_up_workers(options: RayOptions, workers: int) -> int:
     return len(set(ray.get([task.remote(1.0) for _ in range(workers)])))
 
 
-def _tokens_written(units: Sequence[WorkUnit], cache_dir: Path) -> int:
+def _tokens_written(units: Sequence[WorkUnit], cache_dir: Path, entries: dict[str, CacheEntry]) -> int:
     """Scored tokens in the shards of `units` that exist so far, from the shards' checksum
-    records (for the progress bar only; data is never read this way)."""
+    records (for the progress bar only; data is never read this way). `entries` keeps the
+    opened entries from one poll to the next."""
     total = 0
     for unit in units:
-        folder = cache_dir / unit.key[:2] / unit.key
-        for index in unit.shards:
+        if unit.key not in entries:
             try:
-                total += int(json.loads((folder / f"shard-{index:05d}.parquet.sha256").read_text())["rows"])
-            except (OSError, ValueError, KeyError, TypeError):
+                entries[unit.key] = CacheEntry.open(unit.key, cache_dir)
+            except CacheError:
                 continue
+        total += sum(entries[unit.key].recorded_rows(index) for index in unit.shards)
     return total
 
 
@@ -225,10 +226,10 @@ def run_ray(
     outcomes: dict[int, UnitOutcome] = {}
     order = {id(u): i for i, u in enumerate(units)}
     # Progress is read from the shared cache (shards finished so far): no actor, no extra process.
-    seen = 0
+    seen, opened = 0, {}
     while pending:
         done, _ = ray.wait(list(pending), num_returns=len(pending), timeout=0.5)
-        total = _tokens_written(units, cache_dir)
+        total = _tokens_written(units, cache_dir, opened)
         if total > seen:
             on_tokens(total - seen)
             seen = total
@@ -241,7 +242,7 @@ def run_ray(
                 outcomes[order[id(unit)]] = UnitOutcome(unit, None, _one_line(cause))
                 if not isinstance(cause, Exception):
                     traceback.print_exception(cause)
-    total = _tokens_written(units, cache_dir)
+    total = _tokens_written(units, cache_dir, opened)
     if total > seen:
         on_tokens(total - seen)
     return [outcomes[i] for i in range(len(units))]

@@ -11,14 +11,11 @@ nothing: the retry, or the next run, computes what is missing.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from filelock import FileLock, Timeout
 
 from rbplab.extraction.pipeline import (
     Plan,
@@ -49,24 +46,6 @@ class UnitResult:
     # Where the time went: planning (config, tokenizer, tokenizing the corpus), loading weights,
     # scoring (forward pass and ranks), writing shards and the manifest.
     timings: dict[str, float] = field(default_factory=dict)
-
-
-@contextlib.contextmanager
-def shard_claim(entry: CacheEntry, index: int, wait: bool) -> Iterator[bool]:
-    """Hold the claim on shard `index` of `entry`; yields False when another process holds it
-    and `wait` is false. Claims are released when their process dies (flock)."""
-    path = entry.root / "locks" / f"{entry.key}.shard-{index:05d}.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(path))
-    try:
-        lock.acquire(timeout=-1 if wait else 0)
-    except Timeout:
-        yield False
-        return
-    try:
-        yield True
-    finally:
-        lock.release()
 
 
 def run_unit(
@@ -114,13 +93,13 @@ def run_unit(
 
     held_elsewhere = []
     for index in unit.shards:
-        with shard_claim(entry, index, wait=False) as mine:
+        with entry.shard_claim(index, wait=False) as mine:
             if mine:
                 compute(index)
             else:
                 held_elsewhere.append(index)
     for index in held_elsewhere:  # another worker is on it: wait, then make sure it landed
-        with shard_claim(entry, index, wait=True):
+        with entry.shard_claim(index, wait=True):
             compute(index)
     clock = time.perf_counter()
     finalized = finalize_if_complete(entry, plan, shards, clock - started, computed, computed_shards)

@@ -352,6 +352,35 @@ class CacheEntry:
         """Whether shard `index` exists and matches its checksum (reads and hashes that shard only)."""
         return self._shard_record(self.shard_path(index)) is not None
 
+    def recorded_rows(self, index: int) -> int:
+        """Rows that shard `index`'s checksum record claims (0 when it has none). Cheap and
+        unverified: for progress displays only, never for data."""
+        try:
+            return int(json.loads(self._checksum_path(self.shard_path(index)).read_text())["rows"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return 0
+
+    @contextlib.contextmanager
+    def shard_claim(self, index: int, wait: bool) -> Iterator[bool]:
+        """Hold the claim on computing shard `index` (one lock file per shard, so workers of one
+        entry never compute the same shard); yields False when another process holds it and
+        `wait` is false. Claims are released when their process dies (flock)."""
+        path = self.root / "locks" / f"{self.key}.shard-{index:05d}.lock"
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise location_error(err, path) from err
+        lock = FileLock(str(path))
+        try:
+            lock.acquire(timeout=-1 if wait else 0)
+        except Timeout:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            lock.release()
+
     def completed_shards(self) -> set[int]:
         """Indices of shards whose checksum verifies and whose metadata names this entry and index.
         Other shards are removed with a warning (an unchecksummed one only by the lock holder)."""
