@@ -17,6 +17,7 @@ Corpus specs accepted by `load_corpus`:
 
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import itertools
@@ -340,13 +341,16 @@ def _open_hub(name: str, max_documents: int | None, revision: str | None) -> Laz
         "licence": entry.licence,
     }
 
-    def load() -> Corpus:
-        import datasets
+    # A module-level function, not a closure: work units carry the corpus to other processes.
+    return LazyCorpus(f"hub:{name}", source, functools.partial(_load_hub_corpus, name, commit, limit, source))
 
-        rows = (entry.document(row) for row in _hub_rows(entry, commit))
-        return _build(f"hub:{name}", rows, {**source, "datasets_version": datasets.__version__}, limit)
 
-    return LazyCorpus(f"hub:{name}", source, load)
+def _load_hub_corpus(name: str, commit: str, limit: int | None, source: dict) -> Corpus:
+    import datasets
+
+    entry = HUB_CORPORA[name]
+    rows = (entry.document(row) for row in _hub_rows(entry, commit))
+    return _build(f"hub:{name}", rows, {**source, "datasets_version": datasets.__version__}, limit)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -282,3 +282,15 @@ def test_hub_corpus_key_is_its_identity_and_needs_no_documents(hub):
     }
     assert load_corpus(f"hub:wikipedia@{commit}", max_documents=2).key() == key  # loaded or not
     assert len(lazy) == 2 and lazy.loaded and lazy.load() is lazy.load()
+
+
+def test_lazy_hub_corpus_travels_to_other_processes(hub):
+    # Work units carry their corpus to worker processes (Ray, --workers): it must pickle, unread.
+    import pickle
+
+    from rbplab.store.corpora import open_corpus
+
+    lazy = open_corpus("hub:humaneval")
+    clone = pickle.loads(pickle.dumps(lazy))
+    assert not clone.loaded and clone.key() == lazy.key()
+    assert [d.id for d in clone.documents] == [d.id for d in lazy.documents]
