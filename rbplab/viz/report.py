@@ -23,6 +23,7 @@ import re
 import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -398,6 +399,7 @@ def run_report(
     html_export: bool = True,
     timeout: float | None = None,
     progress: Callable[[str], None] | None = print,
+    jobs: int | None = None,
     **overrides: object,
 ) -> pd.DataFrame:
     """Execute the notebooks for `family` (one name or several) on `corpora` (default: every
@@ -410,7 +412,7 @@ def run_report(
     study TOML whose grid the notebooks analyse instead of family/corpora/settings; parameters:
     extra papermill parameters (each notebook receives those it declares). Returns one row per
     notebook: notebook, ok, seconds, executed, html, summary, error. Failures do not raise;
-    check the `ok` column.
+    check the `ok` column. jobs: notebooks executed at once (default: one per CPU).
     """
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -437,14 +439,22 @@ def run_report(
     params.update(parameters or {})
     say = progress or (lambda _line: None)
     results = []
-    for i, path in enumerate(paths, start=1):
-        say(f"[{i}/{len(paths)}] {path.stem} ...")
-        result = execute_notebook(path, out, params, html_export=html_export, timeout=timeout)
-        results.append(result)
-        if result.ok:
-            say(f"[{i}/{len(paths)}] {path.stem}: ok in {result.seconds:.1f} s  {result.summary}")
-        else:
-            say(f"[{i}/{len(paths)}] {path.stem}: FAILED after {result.seconds:.1f} s at {result.error}")
+    # Notebooks are independent kernels: run as many at once as there are CPUs (results in order).
+    jobs = max(1, min(jobs or os.cpu_count() or 1, len(paths)))
+    with _static_figures(), ThreadPoolExecutor(jobs) as pool:
+        futures = []
+        for i, path in enumerate(paths, start=1):
+            say(f"[{i}/{len(paths)}] {path.stem} ...")
+            futures.append(
+                pool.submit(execute_notebook, path, out, params, html_export=html_export, timeout=timeout)
+            )
+        for i, (path, future) in enumerate(zip(paths, futures, strict=True), start=1):
+            result = future.result()
+            results.append(result)
+            if result.ok:
+                say(f"[{i}/{len(paths)}] {path.stem}: ok in {result.seconds:.1f} s  {result.summary}")
+            else:
+                say(f"[{i}/{len(paths)}] {path.stem}: FAILED after {result.seconds:.1f} s at {result.error}")
     index = write_index(results, out, params)
     n_failed = sum(not r.ok for r in results)
     say(f"report: {index}" + (f"  ({n_failed} of {len(results)} notebooks failed)" if n_failed else ""))
