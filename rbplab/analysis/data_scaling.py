@@ -301,9 +301,7 @@ def frontier(fit: JointLawFit, C: Sequence[float] | np.ndarray) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def law_surface(
-    fit: JointLawFit, S: Sequence[float], D: Sequence[float], n: int = 40
-) -> pd.DataFrame:
+def law_surface(fit: JointLawFit, S: Sequence[float], D: Sequence[float], n: int = 40) -> pd.DataFrame:
     """The fitted law on an n x n grid log-spaced over the ranges of `S` and `D` (e.g. the
     checkpoints'): columns S, D, C, loss, for iso-loss contours."""
     S, D = np.asarray(S, dtype=np.float64), np.asarray(D, dtype=np.float64)

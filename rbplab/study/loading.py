@@ -136,9 +136,7 @@ def load_study_file(
                     progress=False,
                 )
                 training = _training(manifest, member.model, revision, S, schedules) if revision else {}
-                runs.append(
-                    Run(member.family or "custom", label, _corpus_label(spec), S, stats, **training)
-                )
+                runs.append(Run(member.family or "custom", label, _corpus_label(spec), S, stats, **training))
     return Study(runs, ties=ties, level=level)
 
 
