@@ -301,6 +301,17 @@ def frontier(fit: JointLawFit, C: Sequence[float] | np.ndarray) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def law_surface(fit: JointLawFit, S: Sequence[float], D: Sequence[float], n: int = 40) -> pd.DataFrame:
+    """The fitted law on an n x n grid log-spaced over the ranges of `S` and `D` (e.g. the
+    checkpoints'): columns S, D, C, loss, for iso-loss contours."""
+    S, D = np.asarray(S, dtype=np.float64), np.asarray(D, dtype=np.float64)
+    s_grid = np.geomspace(S.min(), S.max(), n)
+    d_grid = np.geomspace(D[D > 0].min(), D.max(), n)
+    SS, DD = np.meshgrid(s_grid, d_grid, indexing="ij")
+    SS, DD = SS.ravel(), DD.ravel()
+    return pd.DataFrame({"S": SS, "D": DD, "C": 6 * SS * DD, "loss": fit.predict(SS, DD)})
+
+
 def compare_frontiers(
     S: Sequence[float],
     D: Sequence[float],

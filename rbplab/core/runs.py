@@ -16,27 +16,53 @@ from rbplab.core.stats import TokenStats
 
 @dataclass(frozen=True, eq=False)
 class Run:
-    """One model evaluated on one corpus; S is the non-embedding parameter count."""
+    """One model evaluated on one corpus; S is the non-embedding parameter count.
+
+    A training checkpoint also carries its revision, its step, the tokens it had seen D and its
+    compute C ~= 6 S D (from the cache manifest's ``training`` block or the checkpoint schedule);
+    None for a final model or where the schedule is unknown."""
 
     family: str
     model: str
     corpus: str
     S: float
     stats: TokenStats
+    revision: str | None = None
+    step: int | None = None
+    D: float | None = None
+    C: float | None = None
+
+    @property
+    def training(self) -> dict:
+        """revision, step, D, C (None where unknown)."""
+        return {"revision": self.revision, "step": self.step, "D": self.D, "C": self.C}
+
+
+TRAINING_FIELDS = ("revision", "step", "D", "C")
 
 
 RunsLike = Iterable[Run] | pd.DataFrame | Mapping[str, tuple[float, TokenStats]]
 
 
 def as_runs(runs: RunsLike) -> list[Run]:
-    """Accepts Run objects, a DataFrame with columns family, model, corpus, S, stats, or a
-    mapping model -> (S, TokenStats) (family "default", corpus "default")."""
+    """Accepts Run objects, a DataFrame with columns family, model, corpus, S, stats (and optionally
+    revision, step, D, C), or a mapping model -> (S, TokenStats) (family "default", corpus "default")."""
     if isinstance(runs, pd.DataFrame):
         missing = {"family", "model", "corpus", "S", "stats"} - set(runs.columns)
         if missing:
             raise ValueError(f"runs frame lacks {sorted(missing)}; needs family, model, corpus, S, stats")
-        rows = runs.itertuples()
-        out = [Run(str(r.family), str(r.model), str(r.corpus), float(r.S), r.stats) for r in rows]
+        present = [f for f in TRAINING_FIELDS if f in runs.columns]
+        out = [
+            Run(
+                str(r["family"]),
+                str(r["model"]),
+                str(r["corpus"]),
+                float(r["S"]),
+                r["stats"],
+                **{f: None if pd.isna(r[f]) else r[f] for f in present},
+            )
+            for r in runs.to_dict("records")
+        ]
     elif isinstance(runs, Mapping):
         out = [Run("default", str(m), "default", float(s), st) for m, (s, st) in runs.items()]
     else:

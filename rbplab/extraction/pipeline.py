@@ -460,11 +460,24 @@ def load_stats(
 
     A shard that fails its checksum on reading is reported, recomputed, and the entry read again.
     """
+    return load_run(model, corpus, settings, cache_dir=cache_dir, progress=progress, **overrides)[0]
+
+
+def load_run(
+    model: ModelSpec | str,
+    corpus: str | Corpus | LazyCorpus,
+    settings: ExtractionSettings | None = None,
+    *,
+    cache_dir: str | Path | None = None,
+    progress: bool = True,
+    **overrides: Any,
+) -> tuple[TokenStats, dict]:
+    """`load_stats` and the entry's manifest (e.g. its ``training`` block: step, D, C)."""
     settings = resolve_settings(settings, **overrides)
     result = extract(model, corpus, settings, cache_dir=cache_dir, progress=progress)
     try:
-        return CacheEntry(cache_dir, result.manifest["spec"]).read_stats()
+        return CacheEntry(cache_dir, result.manifest["spec"]).read_stats(), result.manifest
     except CacheCorruptedError as err:
-        warnings.warn(f"{err}; recomputing the damaged shards now", stacklevel=2)
+        warnings.warn(f"{err}; recomputing the damaged shards now", stacklevel=3)
     result = extract(model, corpus, settings, cache_dir=cache_dir, progress=progress)
-    return CacheEntry(cache_dir, result.manifest["spec"]).read_stats()
+    return CacheEntry(cache_dir, result.manifest["spec"]).read_stats(), result.manifest

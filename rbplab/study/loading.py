@@ -110,11 +110,12 @@ def load_study_file(
     """The study a study file names (`rbplab run STUDY.toml`), read from the cache: the grid that
     was run is the grid that is analysed. A model checkpoint is reported as ``model@revision``;
     a model outside the registry gets its S from its config (a local directory) and family
-    ``custom``."""
-    from rbplab.extraction.pipeline import load_stats
+    ``custom``. A checkpoint's run carries its revision, step, tokens seen D and compute C (from
+    the cache manifest's ``training`` block, else the model's checkpoint schedule)."""
+    from rbplab.extraction.pipeline import load_run
     from rbplab.extraction.sources import ModelSpec
     from rbplab.runner.studyfile import read_study_file
-    from rbplab.store import registry
+    from rbplab.store import registry, schedules
     from rbplab.store.sizes import nonembedding_params
 
     check_ties(ties)
@@ -127,15 +128,36 @@ def load_study_file(
         for revision in study.revisions_of(member.model):
             label = f"{member.model}@{revision}" if revision else member.model
             for spec, corpus in zip(study.corpora, opened, strict=True):
-                stats = load_stats(
+                stats, manifest = load_run(
                     ModelSpec(source, revision=revision),
                     corpus,
                     study.settings,
                     cache_dir=cache_dir,
                     progress=False,
                 )
-                runs.append(Run(member.family or "custom", label, _corpus_label(spec), S, stats))
+                training = _training(manifest, member.model, revision, S, schedules) if revision else {}
+                runs.append(Run(member.family or "custom", label, _corpus_label(spec), S, stats, **training))
     return Study(runs, ties=ties, level=level)
+
+
+def _training(manifest: Mapping, model: str, revision: str, S: float, schedules: Any) -> dict:
+    """revision, step, D, C of a checkpoint run: the manifest's ``training`` block, else the
+    schedule's (entries cached before manifests carried it)."""
+    block = manifest.get("training")
+    if block is None:
+        try:
+            block = schedules.training_position(model, revision, S)
+        except (OSError, ValueError):
+            block = None
+    block = block or {}
+    D = block.get("D")
+    return {
+        "revision": revision,
+        "step": None if block.get("step") is None else int(block["step"]),
+        "D": None if D is None else float(D),
+        # C from the run's S (the study's), so it matches the table it is drawn with
+        "C": None if D is None else 6.0 * S * float(D),
+    }
 
 
 def open_study(

@@ -19,7 +19,7 @@ from scipy import stats as sps
 from rbplab.analysis import bootstrap, fit, ksweep, lognormal, lognormal_theory, metrics
 from rbplab.analysis import emergence as _emergence
 from rbplab.analysis.metrics import RBPCurve
-from rbplab.core.runs import Run
+from rbplab.core.runs import TRAINING_FIELDS, Run
 from rbplab.core.stats import TokenStats, check_ties
 
 BAND_POINTS = 40
@@ -30,6 +30,13 @@ def as_list(value: object) -> list | None:
         return None
     # A single name, path or Corpus object is one item, not an iterable of items.
     return [value] if isinstance(value, (str, Path)) or hasattr(value, "documents") else list(value)
+
+
+def _training_column(runs: Sequence[Run], name: str) -> np.ndarray:
+    values = [getattr(r, name) for r in runs]
+    if name == "revision":
+        return np.array(values, dtype=object)
+    return np.array([np.nan if v is None else v for v in values], dtype=np.float64)
 
 
 @dataclass(eq=False)
@@ -134,7 +141,8 @@ class Study:
         self, ks: Iterable[int] | int, corpora: Sequence[str] | None = None, n_boot: int = 0, seed: int = 0
     ) -> pd.DataFrame:
         """RBP_k per run and k from the cached curves: family, corpus, model, S, k, rbp,
-        neg_log_rbp, n_tokens; with n_boot > 0 also the document-bootstrap percentile interval
+        neg_log_rbp, n_tokens (after S also revision, step, D, C when the study holds
+        checkpoints, `has_training`); with n_boot > 0 also the document-bootstrap percentile interval
         of -log RBP_k (neg_log_rbp_lo, neg_log_rbp_hi; `rbplab.analysis.bootstrap.bootstrap_ci`)."""
         ks = metrics.as_ks(ks, self.vocab_size)
         runs = self._runs(corpora)
@@ -155,6 +163,9 @@ class Study:
                 "n_tokens": np.repeat([len(r.stats) for r in runs], n),
             }
         )
+        if self.has_training:  # revision, step, D, C after S, only for studies of checkpoints
+            for offset, name in enumerate(TRAINING_FIELDS):
+                frame.insert(4 + offset, name, np.repeat(_training_column(runs, name), n))
         if n_boot > 0:
             lo, hi = [], []
             for r in runs:
@@ -224,16 +235,47 @@ class Study:
         return self.fits(ks, corpora)[cols]
 
     def summary(self) -> pd.DataFrame:
-        """Per run: family, corpus, model, S, n_tokens, n_docs, ce, mean_p, rbp_1."""
+        """Per run: family, corpus, model, S, n_tokens, n_docs, ce, mean_p, rbp_1 (after S also
+        revision, step, D, C when the study holds checkpoints, `has_training`)."""
         rows = []
+        training = self.has_training
         for r in self.runs:
             rows.append(
                 {"family": r.family, "corpus": r.corpus, "model": r.model, "S": r.S}
+                | (r.training if training else {})
                 | {"n_tokens": len(r.stats), "n_docs": r.stats.n_docs}
                 | {"ce": metrics.cross_entropy(r.stats), "mean_p": metrics.mean_target_probability(r.stats)}
                 | {"rbp_1": self.curves[(r.family, r.model, r.corpus)].rbp(1)}
             )
         return pd.DataFrame(rows)
+
+    def training_table(self, ks: Iterable[int] | int = (1, 10, 100)) -> pd.DataFrame:
+        """The checkpoints of the study, tidy for `rbplab.analysis.data_scaling`: one row per run
+        with a known D and per k: family, corpus, model (without its ``@revision``), S, revision,
+        step, D, C, k, neg_log_rbp, ce. E.g. ``data_scaling.data_fits(t, y="neg_log_rbp")`` or
+        ``joint_fits(t, y="ce", by=["family", "corpus", "k"])``. Empty (same columns) when no
+        run has a D."""
+        columns = [
+            "family", "corpus", "model", "S", "revision", "step", "D", "C", "k", "neg_log_rbp", "ce"
+        ]  # fmt: skip
+        runs = [r for r in self.runs if r.D is not None]
+        if not runs:
+            return pd.DataFrame(columns=columns)
+        ks = metrics.as_ks(ks, self.vocab_size)
+        sub = Study(runs, self.ties, self.level, curves=self.curves)
+        frame = sub.points(ks)
+        ce = {(r.family, r.model, r.corpus): metrics.cross_entropy(r.stats) for r in runs}
+        frame["ce"] = [ce[key] for key in zip(frame["family"], frame["model"], frame["corpus"], strict=True)]
+        frame["model"] = [
+            m[: -len(f"@{rev}")] if isinstance(rev, str) and m.endswith(f"@{rev}") else m
+            for m, rev in zip(frame["model"], frame["revision"], strict=True)
+        ]
+        return frame[columns]
+
+    @property
+    def has_training(self) -> bool:
+        """Whether some run is a training checkpoint (has a revision or a D)."""
+        return any(r.revision is not None or r.D is not None for r in self.runs)
 
     def curve_frame(
         self, ks: Iterable[int] | None = None, corpora: Sequence[str] | None = None

@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import pandas as pd
 
+from rbplab.analysis.data_scaling import synthetic_law_table
 from rbplab.analysis.lognormal import sample_lognormal_ranks
 from rbplab.core.runs import Run
 from rbplab.core.stats import TokenStats
@@ -46,3 +48,56 @@ def synthetic_study(
             stats = TokenStats.from_ranks(ranks, vocab_size, doc=doc, nll=nll)
             runs.append(Run(family, f"{family}-{i}", corpus, float(S), stats))
     return Study(runs, ties=ties)
+
+
+# The known laws of `synthetic_training_table`: -log RBP_k = E + A S^-alpha + B D^-beta with E, A, B
+# falling as powers of k, and cross-entropy with its own exponents.
+RBP_LAW = {"E": 0.6, "A": 8.0, "B": 20.0, "alpha": 0.30, "beta": 0.26, "k_power": 0.35}
+CE_LAW = {"E": 2.0, "A": 30.0, "B": 60.0, "alpha": 0.34, "beta": 0.28}
+SYNTHETIC_SIZES = (2e4, 8e4, 2e5, 6e5, 1.2e6, 2.7e6)
+SYNTHETIC_STEPS = (25, 50, 100, 200, 400, 800, 1562)
+
+
+def rbp_law(k: int) -> dict[str, float]:
+    """The known law of -log RBP_k in `synthetic_training_table`: E, A, B, alpha, beta."""
+    scale = float(k) ** -RBP_LAW["k_power"]
+    return {
+        "E": RBP_LAW["E"] * scale,
+        "A": RBP_LAW["A"] * scale,
+        "B": RBP_LAW["B"] * scale,
+        "alpha": RBP_LAW["alpha"],
+        "beta": RBP_LAW["beta"],
+    }
+
+
+def synthetic_training_table(
+    ks: Sequence[int] = (1, 10, 100),
+    sizes: Sequence[float] = SYNTHETIC_SIZES,
+    steps: Sequence[int] = SYNTHETIC_STEPS,
+    tokens_per_step: int = 2048,
+    noise: float = 0.01,
+    seed: int = 0,
+    family: str = "synthetic",
+    corpus: str = "known law",
+) -> pd.DataFrame:
+    """Checkpoints drawn from known laws L(S, D) (`rbp_law(k)` for -log RBP_k, `CE_LAW` for
+    cross-entropy) with log-normal noise, in the columns of `Study.training_table`: family,
+    corpus, model, S, revision, step, D, C, k, neg_log_rbp, ce. For notebooks when no checkpoints
+    have been scored, and for tests."""
+    common = {"sizes": sizes, "steps": steps, "tokens_per_step": tokens_per_step, "noise": noise}
+    ce = synthetic_law_table(**CE_LAW, **common, seed=seed)
+    frames = []
+    for i, k in enumerate(ks):
+        part = synthetic_law_table(**rbp_law(k), **common, seed=seed + 1 + i)
+        frames.append(
+            part.assign(
+                family=family,
+                corpus=corpus,
+                revision=[f"step-{s}" for s in part["step"]],
+                k=int(k),
+                neg_log_rbp=part["loss"],
+                ce=ce["loss"].to_numpy(),
+            )
+        )
+    columns = ["family", "corpus", "model", "S", "revision", "step", "D", "C", "k", "neg_log_rbp", "ce"]
+    return pd.concat(frames, ignore_index=True)[columns]

@@ -634,3 +634,172 @@ def ce_vs_rbp(ce: pd.DataFrame, *, title: str | None = None) -> go.Figure:
     fig.update_yaxes(title_text="loss (nats)", col=1)
     fig.update_layout(title=title or "Cross-entropy vs -log RBP_1", template=TEMPLATE, height=420)
     return fig
+
+
+# ---- training dynamics: loss against tokens seen D, the joint law L(S, D) --------------------------
+def _size_label(S: float) -> str:
+    return f"S={S:.3g}"
+
+
+def training_dynamics(
+    points: pd.DataFrame,
+    fits: pd.DataFrame | None = None,
+    *,
+    y: str = "neg_log_rbp",
+    y_label: str = "-log RBP_k",
+    step: float | None = None,
+    title: str | None = None,
+) -> go.Figure:
+    """Loss against tokens seen D per size (left) and against S at one training step (right).
+
+    points: S, D, step and the loss column `y` (one corpus and k: a `Study.training_table`
+    selection); fits: `rbplab.analysis.data_scaling.data_fits` rows (S, beta, prefactor, r2),
+    drawn as dashed power laws over each size's D range. `step` marks a checkpoint: a dotted
+    vertical line on the left and that checkpoint's points against S on the right."""
+    _require(points, ["S", "D", "step", y], "points")
+    points = points[points["D"] > 0]
+    sizes = sorted(points["S"].unique())
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        subplot_titles=["vs tokens seen D", "vs size S" + ("" if step is None else f" at step {step:g}")],
+        horizontal_spacing=0.1,
+    )
+    pending: list = []
+    for i, S in enumerate(sizes):
+        colour = _colour(i)
+        sel = points[points["S"] == S].sort_values("D")
+        pending.append(
+            (
+                go.Scatter(
+                    x=sel["D"],
+                    y=sel[y],
+                    mode="markers+lines",
+                    line={"color": colour, "width": 1},
+                    marker={"color": colour, "size": 7},
+                    text=sel["step"],
+                    hovertemplate="step %{text}<br>D=%{x:.3s}<br>loss=%{y:.4f}<extra></extra>",
+                    name=_size_label(S),
+                    legendgroup=str(S),
+                    meta="points",
+                ),
+                1,
+                1,
+            )
+        )
+        fr = fits[fits["S"] == S] if fits is not None and len(fits) else pd.DataFrame()
+        if len(fr) and np.isfinite(fr["beta"].iloc[0]):
+            row = fr.iloc[0]
+            grid = np.geomspace(sel["D"].min(), sel["D"].max(), 30)
+            pending.append(
+                (
+                    go.Scatter(
+                        x=grid,
+                        y=row["prefactor"] * grid ** -row["beta"],
+                        mode="lines",
+                        line={"color": colour, "dash": "dash"},
+                        name=f"{_size_label(S)} β={row['beta']:.3f} R²={row['r2']:.3f}",
+                        legendgroup=str(S),
+                        meta="fit",
+                    ),
+                    1,
+                    1,
+                )
+            )
+    if step is not None:
+        at = points[points["step"] == step].sort_values("S")
+        pending.append(
+            (
+                go.Scatter(
+                    x=at["S"],
+                    y=at[y],
+                    mode="markers+lines",
+                    marker={"color": "black", "size": 9},
+                    line={"color": "black", "width": 1},
+                    name=f"step {step:g}",
+                    meta="step",
+                ),
+                1,
+                2,
+            )
+        )
+        if len(at):
+            fig.add_vline(x=float(at["D"].iloc[0]), line_dash="dot", line_color="grey", row=1, col=1)
+    _flush(fig, pending)
+    _log_axes(fig, 1, 2)
+    fig.update_xaxes(title_text="tokens seen D", row=1, col=1)
+    fig.update_xaxes(title_text="non-embedding parameters S", row=1, col=2)
+    fig.update_yaxes(title_text=y_label, col=1)
+    fig.update_layout(title=title or f"{y_label} over training", height=460, template=TEMPLATE)
+    return fig
+
+
+def iso_loss(
+    surface: pd.DataFrame,
+    frontiers: pd.DataFrame | None = None,
+    points: pd.DataFrame | None = None,
+    *,
+    loss_label: str = "loss",
+    title: str | None = None,
+) -> go.Figure:
+    """Iso-loss contours of a fitted law L(S, D) over log10 D (x) and log10 S (y), with the
+    compute-optimal frontier of one or more quantities drawn on it.
+
+    surface: S, D, loss on a full grid (`rbplab.analysis.data_scaling.law_surface`);
+    frontiers: quantity, S_opt, D_opt (`data_scaling.frontier` rows, a `quantity` column added),
+    one line each, clipped to the surface's range; points: S, D of the measured checkpoints."""
+    _require(surface, ["S", "D", "loss"], "surface")
+    grid = surface.pivot_table(index="S", columns="D", values="loss", sort=True)
+    fig = go.Figure(
+        go.Contour(
+            x=np.log10(grid.columns.to_numpy(np.float64)),
+            y=np.log10(grid.index.to_numpy(np.float64)),
+            z=grid.to_numpy(np.float64),
+            colorscale="Viridis",
+            contours={"coloring": "heatmap", "showlabels": True},
+            colorbar={"title": loss_label},
+            name=loss_label,
+            meta="surface",
+            hovertemplate="log10 D=%{x:.2f}<br>log10 S=%{y:.2f}<br>loss=%{z:.4f}<extra></extra>",
+        )
+    )
+    traces = []
+    if frontiers is not None and len(frontiers):
+        _require(frontiers, ["quantity", "S_opt", "D_opt"], "frontiers")
+        s_lo, s_hi = surface["S"].min(), surface["S"].max()
+        d_lo, d_hi = surface["D"].min(), surface["D"].max()
+        for i, (quantity, part) in enumerate(frontiers.groupby("quantity", sort=False)):
+            inside = part[part["S_opt"].between(s_lo, s_hi) & part["D_opt"].between(d_lo, d_hi)]
+            traces.append(
+                go.Scatter(
+                    x=np.log10(inside["D_opt"].to_numpy(np.float64)),
+                    y=np.log10(inside["S_opt"].to_numpy(np.float64)),
+                    mode="lines",
+                    line={"color": ["white", "red", "orange", "black"][i % 4], "width": 3, "dash": "dash"},
+                    name=f"compute-optimal frontier: {quantity}",
+                    meta="frontier",
+                )
+            )
+    if points is not None and len(points):
+        pts = points[points["D"] > 0].drop_duplicates(["S", "D"])
+        traces.append(
+            go.Scatter(
+                x=np.log10(pts["D"].to_numpy(np.float64)),
+                y=np.log10(pts["S"].to_numpy(np.float64)),
+                mode="markers",
+                marker={"color": "white", "size": 6, "line": {"color": "black", "width": 1}},
+                name="checkpoints",
+                meta="points",
+            )
+        )
+    if traces:
+        fig.add_traces(traces)
+    fig.update_layout(
+        title=title or f"Fitted {loss_label}: iso-loss contours and the compute-optimal frontier",
+        xaxis_title="log10 tokens seen D",
+        yaxis_title="log10 non-embedding parameters S",
+        height=520,
+        template=TEMPLATE,
+        legend={"orientation": "h", "y": -0.2},
+    )
+    return fig

@@ -20,9 +20,11 @@ from contextlib import contextmanager
 
 import ipywidgets as w
 import numpy as np
+import pandas as pd
 import plotly.graph_objects as go
 from IPython.display import display
 
+from rbplab.analysis import data_scaling
 from rbplab.study import Study
 from rbplab.viz import plots
 
@@ -101,32 +103,16 @@ def _nearest(options: list[tuple[str, int]], k: int) -> int:
     return int(values[np.argmin(np.abs(np.log(values) - np.log(max(k, 1))))])
 
 
-class _View:
+class _FigureView:
     """Controls above a FigureWidget; subclasses build the figure for the current state."""
 
-    def __init__(self, study: Study, family: str | None = None, live: bool | None = None) -> None:
-        if not isinstance(study, Study):
-            raise TypeError(f"a view needs a rbplab.study.study.Study, got {type(study).__name__}")
-        self.full_study = study
-        options = ([ALL_FAMILIES] if len(study.families) > 1 else []) + study.families
-        value = family or options[0]
-        if value not in options:
-            raise ValueError(f"unknown family {family!r}; this study has {study.families}")
-        self.family_dropdown = w.Dropdown(options=options, value=value, description="family")
+    def __init__(self, live: bool | None = None) -> None:
         # Headless, nobody renders a FigureWidget (and importing it costs seconds): a plain
         # Figure takes the same in-place updates and is shown statically.
         self.live = live_frontend() if live is None else bool(live)
         self.figure = go.FigureWidget() if self.live else go.Figure()
         self._held = 0
         self.updates = 0  # how many times the figure was rebuilt (tests and the browser check it)
-
-    @property
-    def study(self) -> Study:
-        """The runs of the selected family (a view of the full study; curves are shared)."""
-        family = self.family_dropdown.value
-        if family == ALL_FAMILIES or self.full_study.families == [family]:
-            return self.full_study
-        return self.full_study.subset(families=family)
 
     def _controls(self) -> list[w.Widget]:
         raise NotImplementedError
@@ -150,11 +136,6 @@ class _View:
         finally:
             self._held -= 1
 
-    def set_family(self, family: str) -> None:
-        if family not in self.family_dropdown.options:
-            raise ValueError(f"unknown family {family!r}; choose from {list(self.family_dropdown.options)}")
-        self.family_dropdown.value = family
-
     @property
     def widget(self) -> w.VBox:
         """Controls above the live figure (views made with live=True)."""
@@ -171,6 +152,34 @@ class _View:
             display(self.widget)
         if not self.live or not live_frontend():
             show(self.figure)
+
+
+class _View(_FigureView):
+    """A view of a `Study`, with a family dropdown when it holds several families."""
+
+    def __init__(self, study: Study, family: str | None = None, live: bool | None = None) -> None:
+        if not isinstance(study, Study):
+            raise TypeError(f"a view needs a rbplab.study.study.Study, got {type(study).__name__}")
+        self.full_study = study
+        options = ([ALL_FAMILIES] if len(study.families) > 1 else []) + study.families
+        value = family or options[0]
+        if value not in options:
+            raise ValueError(f"unknown family {family!r}; this study has {study.families}")
+        self.family_dropdown = w.Dropdown(options=options, value=value, description="family")
+        super().__init__(live)
+
+    @property
+    def study(self) -> Study:
+        """The runs of the selected family (a view of the full study; curves are shared)."""
+        family = self.family_dropdown.value
+        if family == ALL_FAMILIES or self.full_study.families == [family]:
+            return self.full_study
+        return self.full_study.subset(families=family)
+
+    def set_family(self, family: str) -> None:
+        if family not in self.family_dropdown.options:
+            raise ValueError(f"unknown family {family!r}; choose from {list(self.family_dropdown.options)}")
+        self.family_dropdown.value = family
 
 
 class _CorpusMixin:
@@ -350,4 +359,104 @@ class RankDistributionView(_CorpusMixin, _View):
         corpus = self.corpus_dropdown.value
         return plots.rank_distribution(
             self.study.rank_pmf(corpus), title=f"{self.study.family} · {corpus}: rank distribution"
+        )
+
+
+TRAINING_COLUMNS = ("family", "corpus", "model", "S", "step", "D", "k", "neg_log_rbp", "ce")
+
+
+class TrainingView(_FigureView):
+    """-log RBP_k (or CE) over training: against tokens seen D per size with power-law fits, and
+    against S at one checkpoint, with sliders for k and the training step that redraw in place.
+
+    Takes a tidy checkpoint table (`Study.training_table(ks)` or
+    `rbplab.study.synthetic.synthetic_training_table`): the k slider offers the table's ks, the
+    step slider its steps; `quantity` "rbp" or "ce"."""
+
+    def __init__(
+        self,
+        table: pd.DataFrame,
+        k: int | None = None,
+        step: int | None = None,
+        corpus: str | None = None,
+        quantity: str = "rbp",
+        live: bool | None = None,
+    ) -> None:
+        missing = [c for c in TRAINING_COLUMNS if c not in table.columns]
+        if missing:
+            raise ValueError(f"a training table needs columns {missing}; see Study.training_table")
+        table = table[table["D"] > 0]
+        if table.empty:
+            raise ValueError("the training table has no checkpoint with D > 0")
+        if quantity not in ("rbp", "ce"):
+            raise ValueError(f"quantity must be 'rbp' or 'ce', got {quantity!r}")
+        super().__init__(live)
+        self.table = table
+        ks = sorted(int(v) for v in table["k"].unique())
+        steps = sorted(int(v) for v in table["step"].unique())
+        corpora = list(dict.fromkeys(table["corpus"]))
+        if k is not None and k not in ks:
+            raise ValueError(f"k={k} is not in the table; it has k in {ks}")
+        if step is not None and step not in steps:
+            raise ValueError(f"step {step} is not in the table; it has steps {steps}")
+        if corpus is not None and corpus not in corpora:
+            raise ValueError(f"unknown corpus {corpus!r}; the table has {corpora}")
+        self.k_slider = w.SelectionSlider(
+            options=[(f"{v:,}", v) for v in ks], value=ks[0] if k is None else k, description="k"
+        )
+        self.step_slider = w.SelectionSlider(
+            options=[(f"{v:,}", v) for v in steps],
+            value=steps[-1] if step is None else step,
+            description="step",
+            layout=w.Layout(width="480px"),
+        )
+        self.corpus_dropdown = w.Dropdown(options=corpora, value=corpus or corpora[0], description="corpus")
+        self.quantity_toggle = w.ToggleButtons(
+            options=[("-log RBP_k", "rbp"), ("CE", "ce")], value=quantity, description="loss"
+        )
+        for control in (self.k_slider, self.step_slider, self.corpus_dropdown, self.quantity_toggle):
+            control.observe(self.refresh, names="value")
+        self.refresh()
+
+    @property
+    def k(self) -> int:
+        return int(self.k_slider.value)
+
+    @property
+    def step(self) -> int:
+        return int(self.step_slider.value)
+
+    def set_k(self, k: int) -> None:
+        values = [v for _, v in self.k_slider.options]
+        if k not in values:
+            raise ValueError(f"k={k} is not in the table; choose from {values}")
+        self.k_slider.value = int(k)
+
+    def set_step(self, step: int) -> None:
+        values = [v for _, v in self.step_slider.options]
+        if step not in values:
+            raise ValueError(f"step {step} is not in the table; choose from {values}")
+        self.step_slider.value = int(step)
+
+    def set_corpus(self, corpus: str) -> None:
+        if corpus not in self.corpus_dropdown.options:
+            raise ValueError(f"unknown corpus {corpus!r}; choose from {list(self.corpus_dropdown.options)}")
+        self.corpus_dropdown.value = corpus
+
+    def _controls(self) -> list[w.Widget]:
+        return [self.corpus_dropdown, self.quantity_toggle, self.k_slider, self.step_slider]
+
+    def selection(self) -> pd.DataFrame:
+        """The rows the figure draws: the chosen corpus and k."""
+        t = self.table
+        return t[(t["corpus"] == self.corpus_dropdown.value) & (t["k"] == self.k)]
+
+    def build(self) -> go.Figure:
+        y = "neg_log_rbp" if self.quantity_toggle.value == "rbp" else "ce"
+        label = f"-log RBP_{self.k:,}" if y == "neg_log_rbp" else "CE (nats)"
+        sel = self.selection()
+        fits = data_scaling.data_fits(sel, y=y, by=["family", "corpus", "k"])
+        corpus = self.corpus_dropdown.value
+        return plots.training_dynamics(
+            sel, fits, y=y, y_label=label, step=self.step, title=f"{corpus}: {label} over training"
         )

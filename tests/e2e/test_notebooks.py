@@ -22,7 +22,14 @@ from rbplab.viz import report
 
 MAX_TOKENS = 2000
 CORPORA = ["humaneval", "wikipedia"]
-ORDER = ["05_extraction", "01_rbp_vs_size", "02_k_sweep", "03_emergence", "04_lognormal"]
+ORDER = [
+    "05_extraction",
+    "01_rbp_vs_size",
+    "02_k_sweep",
+    "03_emergence",
+    "04_lognormal",
+    "06_training_dynamics",
+]
 PLOTLY = "application/vnd.plotly.v1+json"
 
 
@@ -112,7 +119,13 @@ def test_index_shows_headline_figures_and_tables(run) -> None:
     table, out, _ = run
     index = (out / "index.html").read_text()
     with_figure = set(table.loc[table["figure"].notna(), "notebook"])
-    assert with_figure == {"01_rbp_vs_size", "02_k_sweep", "03_emergence", "04_lognormal"}
+    assert with_figure == {
+        "01_rbp_vs_size",
+        "02_k_sweep",
+        "03_emergence",
+        "04_lognormal",
+        "06_training_dynamics",
+    }
     for name in ORDER:
         section = index[index.index(f'<section id="{name}"') :]
         section = section[: section.index("</section>")]
@@ -215,3 +228,45 @@ def test_executed_notebooks_can_be_kept(run, tmp_path: Path) -> None:
         assert path.stat().st_size < 2_000_000, name
         shutil.copy(path, tmp_path / path.name)
         assert json.loads((tmp_path / path.name).read_text())["nbformat"] == 4
+
+
+HEADLINE_06 = ["corpus", "quantity", "alpha", "alpha_low", "alpha_high", "beta", "beta_low", "beta_high"]
+
+
+def _check_training_tables(tables: Path) -> None:
+    headline = pd.read_csv(tables / "headline.csv")
+    assert list(headline.columns) == [*HEADLINE_06, "frontier_exponent", "source"]
+    assert list(headline["quantity"]) == ["RBP_1", "RBP_100", "CE"]
+    assert np.isfinite(headline[[*HEADLINE_06[2:], "frontier_exponent"]]).all().all()
+    frontiers = pd.read_csv(tables / "frontiers.csv")
+    assert list(frontiers["quantity"]) == ["RBP_1", "RBP_100"] and (frontiers["reference"] == "CE").all()
+    assert np.isfinite(frontiers[["difference", "difference_low", "difference_high"]]).all().all()
+    fits = pd.read_csv(tables / "data_fits.csv")
+    assert np.isfinite(fits["beta"]).all() and (fits["beta"] > 0).all()
+    assert (tables / "headline.plotly.json").is_file()
+
+
+@pytest.mark.slow
+def test_training_notebook_on_a_synthetic_law(tmp_path: Path) -> None:
+    """06 headless with synthetic=True: the joint law of a known L(S, D), its tables finite."""
+    result = report.execute_notebook(
+        report.notebooks_dir() / "06_training_dynamics.ipynb", tmp_path, {"synthetic": True, "n_boot": 20}
+    )
+    assert result.ok, result.error
+    _check_training_tables(tmp_path / "06_training_dynamics")
+    assert set(pd.read_csv(tmp_path / "06_training_dynamics" / "headline.csv")["source"]) == {"synthetic"}
+    executed = (tmp_path / "06_training_dynamics.ipynb").read_text()
+    assert "Synthetic data." in executed and "synthetic = True" in executed
+    assert len(_plotly_outputs(tmp_path, "06_training_dynamics")) == 5  # 3 vs D, surface, slider view
+
+
+@pytest.mark.slow
+def test_training_notebook_falls_back_to_a_known_law_without_checkpoints(run) -> None:
+    table, out, _ = run
+    row = table.loc[table["notebook"] == "06_training_dynamics"].iloc[0]
+    assert row["seconds"] < 30
+    _check_training_tables(out / "06_training_dynamics")
+    executed = (out / "06_training_dynamics.ipynb").read_text()
+    assert "Synthetic data." in executed and "no study file with checkpoints" in executed
+    checkpoints = _table(out, "06_training_dynamics", "checkpoints")
+    assert sorted(set(checkpoints["S"])) == pytest.approx(sorted(set(MEMBERS["S"])))  # the family's sizes

@@ -1,0 +1,182 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     notebook_metadata_filter: kernelspec,jupytext
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 6 · Relative-based scaling in training data and compute
+#
+# The paper varies only the model size S. Here the second axis is the number of training tokens
+# seen D, read from the checkpoint schedule of each revision: per size, $-\log \mathrm{RBP}_k$ and
+# the cross-entropy (CE) against D with power-law fits; the joint law
+# $L(S, D) = E + A S^{-\alpha} + B D^{-\beta}$ fitted as Hoffmann et al. (2022) did (Huber loss on
+# $\log L$, many initialisations, bootstrap intervals over checkpoints); and the compute-optimal
+# frontier (for each compute $C = 6 S D$, the S and D minimising the fitted law) for RBP_k versus CE.
+
+# %%
+import numpy as np
+import pandas as pd
+from IPython.display import Markdown, display
+
+from rbplab.analysis import data_scaling
+from rbplab.store import registry
+from rbplab.study import load_study_file
+from rbplab.study.synthetic import synthetic_training_table
+from rbplab.viz import plots, report
+from rbplab.viz.widgets import TrainingView, show
+
+# %% tags=["parameters"]
+families = ["micro"]  # model families of the registry; their sizes shape the synthetic fallback
+ks = [1, 10, 100]  # thresholds for RBP_k; the joint law is fitted at the smallest and largest k
+settings = {}  # extraction settings (unused here: checkpoints come from a study file)
+synthetic = False  # True: checkpoints drawn from a known law (no model runs)
+study_file = None  # a study TOML naming checkpoints (revisions like log:8, `rbplab run`): analyse them
+cache_dir = None  # None: $RBPLAB_CACHE or ~/.cache/rbplab
+output_dir = None  # folder for the tables as CSV (the report sets it); None: do not write
+ties = "pessimistic"  # rank convention: pessimistic (paper), optimistic (g + 1) or expected
+n_boot = 200  # bootstrap replicates over checkpoints for the joint fits and the frontier comparison
+
+# %%
+table, reason = None, None
+if synthetic:
+    reason = "`synthetic = True`"
+elif study_file:
+    table = load_study_file(study_file, cache_dir=cache_dir, ties=ties).training_table(ks)
+    enough = len(table) and table.groupby(["corpus", "k"])["D"].nunique().min() >= 2
+    if not enough:
+        table, reason = None, f"the study file {study_file} names no checkpoints with known D"
+else:
+    reason = (
+        "no study file with checkpoints was given (the families' final models alone have no "
+        'data axis; list checkpoints with `revisions = "log:8"` in a study file)'
+    )
+if table is None:
+    sizes = None
+    try:
+        sizes = sorted({S for f in families or [] for S in registry.family_models(f)["S"]})
+    except (registry.UnknownFamilyError, FileNotFoundError, ValueError):
+        sizes = None
+    table = synthetic_training_table(ks=ks, **({"sizes": sizes} if sizes and len(sizes) >= 3 else {}))
+    display(
+        Markdown(
+            f"**Synthetic data.** This notebook analyses checkpoints drawn from a *known* law "
+            f"(`rbplab.study.synthetic.synthetic_training_table`) because {reason}. The fits below "
+            "should recover that law; they say nothing about real models."
+        )
+    )
+source = "synthetic" if table["family"].eq("synthetic").all() else "checkpoints"
+report.save_table(table, "checkpoints", output_dir)
+k_low, k_high = min(ks), max(ks)
+
+# %% [markdown]
+# ## Loss versus tokens seen D, per size
+# OLS in log-log space per size: $L = a D^{-\beta}$, with the t-interval of $\beta$ over checkpoints.
+
+# %%
+per_size = [
+    data_scaling.data_fits(table, y="neg_log_rbp").assign(quantity="-log RBP_k"),
+    data_scaling.data_fits(table[table["k"] == k_low], y="ce").assign(quantity="CE", k=np.nan),
+]
+data_fit_table = report.save_table(pd.concat(per_size, ignore_index=True), "data_fits", output_dir)
+data_fit_table
+
+# %%
+corpus = table["corpus"].iloc[0]
+for k in (k_low, k_high):
+    sel = table[(table["corpus"] == corpus) & (table["k"] == k)]
+    fits = data_scaling.data_fits(sel, y="neg_log_rbp")
+    show(plots.training_dynamics(sel, fits, y_label=f"-log RBP_{k}", title=f"{corpus}: -log RBP_{k} vs D"))
+sel = table[(table["corpus"] == corpus) & (table["k"] == k_low)]
+show(
+    plots.training_dynamics(
+        sel, data_scaling.data_fits(sel, y="ce"), y="ce", y_label="CE", title=f"{corpus}: CE vs D"
+    )
+)
+
+# %% [markdown]
+# ## The joint law L(S, D)
+# One row per corpus and quantity: E, A, B, α (size exponent), β (data exponent) and the frontier
+# exponent a = β/(α+β) (S_opt ∝ C^a), each with a percentile bootstrap interval over checkpoints.
+
+# %%
+quantities = {
+    f"RBP_{k_low}": ("neg_log_rbp", k_low),
+    f"RBP_{k_high}": ("neg_log_rbp", k_high),
+    "CE": ("ce", k_low),
+}
+rows = []
+for name, (column, k) in quantities.items():
+    part = table[table["k"] == k].assign(quantity=name)
+    rows.append(data_scaling.joint_fits(part, y=column, by=["family", "corpus", "quantity"], n_boot=n_boot))
+joint = report.save_table(pd.concat(rows, ignore_index=True), "joint_fits", output_dir)
+joint
+
+# %% [markdown]
+# ## Iso-loss contours and the compute-optimal frontier
+# The fitted $-\log \mathrm{RBP}_1$ surface over (D, S); dashed lines are the compute-optimal
+# frontiers of RBP_1 and of CE (each from its own fitted law), markers the checkpoints.
+
+# %%
+sel = table[(table["corpus"] == corpus) & (table["k"] == k_low)]
+# the rows of each quantity on this corpus: the same checkpoints, in the same order
+parts = {name: table[(table["corpus"] == corpus) & (table["k"] == k)] for name, (_, k) in quantities.items()}
+laws = {
+    name: data_scaling.fit_joint_law(parts[name]["S"], parts[name]["D"], parts[name][column])
+    for name, (column, _) in quantities.items()
+}
+surface = data_scaling.law_surface(laws[f"RBP_{k_low}"], sel["S"], sel["D"])
+C = np.geomspace(surface["C"].min(), surface["C"].max(), 40)
+frontiers = pd.concat(
+    [data_scaling.frontier(laws[name], C).assign(quantity=name) for name in (f"RBP_{k_low}", "CE")],
+    ignore_index=True,
+)
+surface_figure = plots.iso_loss(
+    surface, frontiers, sel, loss_label=f"-log RBP_{k_low}", title=f"{corpus}: fitted -log RBP_{k_low}(S, D)"
+)
+show(report.save_figure(surface_figure, "headline", output_dir))
+
+# %% [markdown]
+# ## Does the frontier of RBP_k differ from CE's?
+# Paired bootstrap over checkpoints (the same resample for every quantity): the difference of the
+# frontier exponents and log10 of the ratio of optimal sizes at the median compute, with intervals.
+# `differs` is True only when an interval excludes 0.
+
+# %%
+losses = {name: parts[name][column].to_numpy() for name, (column, _) in quantities.items()}
+comparison = data_scaling.compare_frontiers(sel["S"], sel["D"], losses, reference="CE", n_boot=n_boot)
+report.save_table(comparison.assign(corpus=corpus, source=source), "frontiers", output_dir)
+
+# %% [markdown]
+# ## Explore
+# Slide k and the training step: left, the loss of every size against D with its power-law fit
+# and the chosen step marked; right, the loss against S at that step.
+
+# %%
+TrainingView(table, k=k_low)
+
+# %%
+headline = joint[
+    [
+        "corpus",
+        "quantity",
+        "alpha",
+        "alpha_low",
+        "alpha_high",
+        "beta",
+        "beta_low",
+        "beta_high",
+        "frontier_exponent",
+    ]
+].assign(source=source)
+report.save_table(headline, "headline", output_dir)
