@@ -71,19 +71,17 @@ def run_processes(
         workers, mp_context=context, initializer=_init_process, initargs=(threads,)
     ) as pool:
         futures = {pool.submit(run_unit, unit, str(cache_dir)): i for i, unit in enumerate(units)}
-        pending, seen, opened = set(futures), 0, {}
+        pending, progress = set(futures), _CacheProgress(units, cache_dir, on_tokens)
         while pending:
             done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
-            total = _tokens_written(units, cache_dir, opened)
-            if total > seen:
-                on_tokens(total - seen)
-                seen = total
+            progress.poll()
             for future in done:
                 i = futures[future]
                 try:
                     outcomes[i] = UnitOutcome(units[i], future.result(), None)
                 except Exception as err:  # noqa: BLE001 - reported per unit; a re-run resumes
                     outcomes[i] = UnitOutcome(units[i], None, _one_line(err))
+    progress.poll()
     return [outcomes[i] for i in range(len(units))]
 
 
@@ -185,19 +183,28 @@ def warm_up_workers(options: RayOptions, workers: int) -> int:
     return len(set(ray.get([task.remote(1.0) for _ in range(workers)])))
 
 
-def _tokens_written(units: Sequence[WorkUnit], cache_dir: Path, entries: dict[str, CacheEntry]) -> int:
-    """Scored tokens in the shards of `units` that exist so far, from the shards' checksum
-    records (for the progress bar only; data is never read this way). `entries` keeps the
-    opened entries from one poll to the next."""
-    total = 0
-    for unit in units:
-        if unit.key not in entries:
-            try:
-                entries[unit.key] = CacheEntry.open(unit.key, cache_dir)
-            except CacheError:
-                continue
-        total += sum(entries[unit.key].recorded_rows(index) for index in unit.shards)
-    return total
+class _CacheProgress:
+    """Reports scored tokens as the units' shards appear in the shared cache, read from the
+    shards' checksum records (for the progress bar only; data is never read this way). Workers in
+    other processes or on other machines need no channel back to the driver."""
+
+    def __init__(self, units: Sequence[WorkUnit], cache_dir: Path, on_tokens: Callable[[int], object]):
+        self.units, self.cache_dir, self.on_tokens = units, cache_dir, on_tokens
+        self.entries: dict[str, CacheEntry] = {}
+        self.seen = 0
+
+    def poll(self) -> None:
+        total = 0
+        for unit in self.units:
+            if unit.key not in self.entries:
+                try:
+                    self.entries[unit.key] = CacheEntry.open(unit.key, self.cache_dir)
+                except CacheError:
+                    continue
+            total += sum(self.entries[unit.key].recorded_rows(index) for index in unit.shards)
+        if total > self.seen:
+            self.on_tokens(total - self.seen)
+            self.seen = total
 
 
 def run_ray(
@@ -212,7 +219,7 @@ def run_ray(
     remote = ray.remote(_ray_task)
     threads = max(1, math.floor(options.cpus_per_task))
     pending = {}
-    for unit in units:
+    for i, unit in enumerate(units):
         need = gpus_needed(unit.weight_bytes, memory, gpus)
         if need > 1 and unit.settings.device_map is None:  # too large for one GPU: spread it
             unit = replace(unit, settings=unit.settings.with_changes(device_map="auto"))
@@ -222,27 +229,21 @@ def run_ray(
             max_retries=options.max_retries,
             retry_exceptions=False,  # a bad model fails the same way each time; a lost worker is retried
         )
-        pending[task.remote(unit, str(cache_dir), threads)] = unit
+        # Outcomes are filed by position: a unit spread over GPUs above is a new object.
+        pending[task.remote(unit, str(cache_dir), threads)] = i
     outcomes: dict[int, UnitOutcome] = {}
-    order = {id(u): i for i, u in enumerate(units)}
-    # Progress is read from the shared cache (shards finished so far): no actor, no extra process.
-    seen, opened = 0, {}
+    progress = _CacheProgress(units, cache_dir, on_tokens)
     while pending:
         done, _ = ray.wait(list(pending), num_returns=len(pending), timeout=0.5)
-        total = _tokens_written(units, cache_dir, opened)
-        if total > seen:
-            on_tokens(total - seen)
-            seen = total
+        progress.poll()
         for ref in done:
-            unit = pending.pop(ref)
+            i = pending.pop(ref)
             try:
-                outcomes[order[id(unit)]] = UnitOutcome(unit, ray.get(ref), None)
+                outcomes[i] = UnitOutcome(units[i], ray.get(ref), None)
             except Exception as err:  # noqa: BLE001 - a task error is reported per unit
                 cause = getattr(err, "cause", None) or err
-                outcomes[order[id(unit)]] = UnitOutcome(unit, None, _one_line(cause))
+                outcomes[i] = UnitOutcome(units[i], None, _one_line(cause))
                 if not isinstance(cause, Exception):
                     traceback.print_exception(cause)
-    total = _tokens_written(units, cache_dir, opened)
-    if total > seen:
-        on_tokens(total - seen)
+    progress.poll()
     return [outcomes[i] for i in range(len(units))]
