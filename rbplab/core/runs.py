@@ -14,6 +14,11 @@ import pandas as pd
 from rbplab.core.stats import TokenStats
 
 
+def run_label(model: str, revision: str | None) -> str:
+    """The name a run is reported under: the model, or ``model@revision`` for a checkpoint."""
+    return f"{model}@{revision}" if revision else model
+
+
 @dataclass(frozen=True, eq=False)
 class Run:
     """One model evaluated on one corpus; S is the non-embedding parameter count.

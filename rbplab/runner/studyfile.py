@@ -50,6 +50,11 @@ class StudyMember:
     source: str
     S: float | None
 
+    def loadable(self) -> str:
+        """What the model loader is handed: a registry source resolved (in-repo models become
+        absolute paths); a model outside the registry as given."""
+        return registry.resolve_model(self.source) if self.family else self.source
+
 
 @dataclass(frozen=True)
 class StudyFile:

@@ -12,11 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from rbplab.core.runs import run_label
 from rbplab.core.settings import ExtractionSettings
 from rbplab.extraction.pipeline import plan_extraction, plan_shards
 from rbplab.extraction.sources import ModelSpec
 from rbplab.runner.studyfile import StudyFile
-from rbplab.store import registry
 from rbplab.store.cache import CacheEntry
 from rbplab.store.corpora import Corpus, LazyCorpus, open_corpus
 
@@ -54,7 +54,7 @@ class WorkUnit:
 
     @property
     def label(self) -> str:
-        return f"{self.model}@{self.revision}" if self.revision else self.model
+        return run_label(self.model, self.revision)
 
     @property
     def name(self) -> str:
@@ -89,7 +89,7 @@ def plan_study(
     entries: list[EntryPlan] = []
     units: list[WorkUnit] = []
     for member in study.members:
-        source = registry.resolve_model(member.source) if member.family else member.source
+        source = member.loadable()
         for revision in study.revisions_of(member.model):
             settings = study.settings
             if accelerator and settings.dtype == "auto":

@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from rbplab.core.runs import Run
+from rbplab.core.runs import Run, run_label
 from rbplab.core.settings import ExtractionSettings, resolve_settings
 from rbplab.core.stats import check_ties
 from rbplab.store.corpora import Corpus, LazyCorpus, open_corpus
@@ -115,7 +115,7 @@ def load_study_file(
     from rbplab.extraction.pipeline import load_run
     from rbplab.extraction.sources import ModelSpec
     from rbplab.runner.studyfile import read_study_file
-    from rbplab.store import registry, schedules
+    from rbplab.store import schedules
     from rbplab.store.sizes import nonembedding_params
 
     check_ties(ties)
@@ -123,10 +123,10 @@ def load_study_file(
     opened = [open_corpus(c) for c in study.corpora]
     runs = []
     for member in study.members:
-        source = registry.resolve_model(member.source) if member.family else member.source
+        source = member.loadable()
         S = member.S if member.S is not None else float(nonembedding_params(source))
         for revision in study.revisions_of(member.model):
-            label = f"{member.model}@{revision}" if revision else member.model
+            label = run_label(member.model, revision)
             for spec, corpus in zip(study.corpora, opened, strict=True):
                 stats, manifest = load_run(
                     ModelSpec(source, revision=revision),
