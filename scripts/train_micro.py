@@ -72,7 +72,7 @@ class Size:
 SIZES = [Size(32, 2, 2), Size(48, 3, 3), Size(64, 4, 4), Size(96, 5, 4), Size(128, 6, 4), Size(192, 6, 6)]
 
 
-def make_config(size: Size, vocab_size: int, bos: int) -> GPTNeoXConfig:
+def make_config(size: Size, vocab_size: int, bos: int, tie: bool = False) -> GPTNeoXConfig:
     return GPTNeoXConfig(
         vocab_size=vocab_size,
         hidden_size=size.d_model,
@@ -86,7 +86,7 @@ def make_config(size: Size, vocab_size: int, bos: int) -> GPTNeoXConfig:
         hidden_act="gelu",
         attention_dropout=0.0,
         hidden_dropout=0.0,
-        tie_word_embeddings=False,
+        tie_word_embeddings=tie,
         initializer_range=0.02,
         bos_token_id=bos,
         eos_token_id=bos,
@@ -202,12 +202,13 @@ def train_one(
     resume_path: Path | None = None,
     resume_every: int = 200,
     on_progress=None,
+    tie: bool = False,
 ) -> tuple:
     """Train one size; `on_checkpoint(step, model)` after each step count in `save_at` (steps done),
     `on_progress(step, steps, ema)` every 50 steps; with `resume_path`, the training state is saved
     there every `resume_every` steps and at checkpoints, and a matching saved state is resumed."""
     torch.manual_seed(SEED)
-    model = GPTNeoXForCausalLM(make_config(size, vocab, bos))
+    model = GPTNeoXForCausalLM(make_config(size, vocab, bos, tie))
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     opt = torch.optim.AdamW(
@@ -218,7 +219,7 @@ def train_one(
     )
     steps = len(rows) // BATCH
     t0, ema, losses, start = time.time(), None, [], 0
-    identity = {"size": asdict(size), "lr": lr, "steps": steps, "rows": len(rows), "seed": SEED}
+    identity = {"size": asdict(size), "lr": lr, "steps": steps, "rows": len(rows), "seed": SEED, "tie": tie}
     if resume_path is not None and resume_path.exists():
         state = torch.load(resume_path, weights_only=True)
         if state["identity"] == identity:
@@ -279,6 +280,7 @@ def model_card(entry: dict, config: GPTNeoXConfig) -> str:
         else "final model only"
     )
     rot = (getattr(config, "rope_parameters", None) or {}).get("partial_rotary_factor", 0.25)
+    before = entry.get("val_ce_float32", entry["val_ce"])
     return f"""# {entry["name"]}
 
 Tiny causal language model of the rbplab **micro** suite (GPT-NeoX / Pythia architecture), trained from
@@ -300,6 +302,7 @@ depth, so its members can be used to measure scaling laws offline. Not useful fo
 | steps | {entry["steps"]} |
 | training time | {entry["train_seconds"]:.0f} s, {entry["threads"]} thread(s), torch {torch.__version__} |
 | checkpoints | {checkpoints} |
+| final weights | {entry.get("weights_dtype", "float32")} (validation CE before rounding: {before:.4f}) |
 | final training loss | {entry["final_train_loss"]:.4f} (mean of last 5% of steps) |
 
 ## Validation (held-out documents of the training sources)
@@ -366,6 +369,15 @@ def main() -> None:
     ap.add_argument("--lr-mults", default="0.5,1,2", help="pilot: multipliers of --lr-const")
     ap.add_argument("--only", default=None, help="comma-separated size indices (0-based)")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument(
+        "--final-dtype",
+        choices=["bfloat16", "float32"],
+        default="bfloat16",
+        help="dtype of the saved final weights (bfloat16 keeps the suite with checkpoints under 60 MB)",
+    )
+    ap.add_argument(
+        "--tie", action="store_true", help="tie input/output embeddings (the pilot found it worse)"
+    )
     ap.add_argument("--out", type=Path, default=MODELS, help="directory for model dirs and micro.json")
     ap.add_argument("--checkpoints", type=int, default=4, help="intermediate checkpoints (log-spaced)")
     ap.add_argument("--progress", type=Path, default=None, help="progress JSON (default build/...)")
@@ -391,21 +403,23 @@ def main() -> None:
         f"== {args.mode} {time.strftime('%H:%M:%S')} tokens={data_info['tokens']} data={data_info['sources']}"
     )
     idx = [int(i) for i in args.only.split(",")] if args.only else list(range(len(SIZES)))
+    tie = args.tie
     if args.mode == "pilot":
         for i in idx:
             for m in (float(x) for x in args.lr_mults.split(",")):
                 c = args.lr_const * m
                 model, secs, tr, _ = train_one(
-                    SIZES[i], rows, c / SIZES[i].d_model, vocab, bos, lambda s: None
+                    SIZES[i], rows, c / SIZES[i].d_model, vocab, bos, lambda s: None, tie=tie
                 )
                 ev = evaluate(model, valid)
-                log(f"pilot size={i} {asdict(SIZES[i])} S={nonembedding(model)} lr_const={c:.3g} "
+                log(f"pilot size={i} {asdict(SIZES[i])} tie={tie} S={nonembedding(model)} lr_const={c:.3g} "
                     f"train={tr:.4f} val_ce={ev['mean']['ce']:.4f} val_rbp1={ev['mean']['rbp1']:.4f} "
                     f"{ {k: round(v['ce'], 3) for k, v in ev.items()} } {secs:.0f}s")  # fmt: skip
         return
     summary_path = args.out / "micro.json"
     args.out.mkdir(parents=True, exist_ok=True)
     run = {"tokens": data_info["tokens"], "lr_const": args.lr_const, "checkpoints": args.checkpoints}
+    run |= {"tie_word_embeddings": tie, "final_dtype": args.final_dtype}
     run |= {"out": str(args.out), "tokens_per_step": SEQ * BATCH}
     progress = Progress(args.progress or ROOT / "build" / "train_micro_progress.json", run)
     resume_dir = args.resume_dir or ROOT / "build" / "train_micro_resume"
@@ -414,7 +428,7 @@ def main() -> None:
         size = SIZES[i]
         lr = args.lr_const / size.d_model
         torch.manual_seed(SEED)
-        name = size_name(i + 1, nonembedding(GPTNeoXForCausalLM(make_config(size, vocab, bos))))
+        name = size_name(i + 1, nonembedding(GPTNeoXForCausalLM(make_config(size, vocab, bos, tie))))
         out_dir = args.out / name
         total = len(rows) // BATCH
         schedule = log_checkpoint_steps(total, args.checkpoints)
@@ -442,11 +456,16 @@ def main() -> None:
             resume_path=resume_dir / f"{name}.pt",
             resume_every=args.resume_every,
             on_progress=report,
+            tie=tie,
         )
         saved[:] = sorted(
             {s for s in schedule[:-1] if (out_dir / "checkpoints" / checkpoint_revision(s)).is_dir()}
         )
-        ev = evaluate(model, valid)
+        ev_float32 = evaluate(model, valid)
+        if args.final_dtype == "bfloat16":
+            # Evaluate the weights as they are saved (and as rbplab loads them: upcast to float32).
+            model = model.to(torch.bfloat16).to(torch.float32)
+        ev = evaluate(model, valid) if args.final_dtype != "float32" else ev_float32
         s = nonembedding(model)
         entry = {
             "name": name,
@@ -464,11 +483,13 @@ def main() -> None:
             "val_ce": ev["mean"]["ce"],
             "val_rbp1": ev["mean"]["rbp1"],
             "val": ev,
+            "val_ce_float32": ev_float32["mean"]["ce"],
+            "weights_dtype": args.final_dtype,
             "python": sys.version.split()[0],
             "checkpoints": [*saved, steps],
             "tokens_per_step": SEQ * BATCH,
         }
-        out = save(model, tok, entry, args.out)
+        out = save(model.to(getattr(torch, args.final_dtype)), tok, entry, args.out)
         write_local_schedule(out, [*saved, steps], SEQ * BATCH)
         (resume_dir / f"{name}.pt").unlink(missing_ok=True)
         progress.update(

@@ -51,7 +51,12 @@ def configure_extract(p: argparse.ArgumentParser) -> None:
         "--max-documents", type=positive_int, help="use only the first N documents of each corpus"
     )
     model = p.add_argument_group("model loading")
-    model.add_argument("--revision", help="hub revision (branch, tag, commit) for every --model/--family")
+    model.add_argument(
+        "--revision",
+        help="revision(s) of every --model/--family: a hub branch, tag or commit, a checkpoint "
+        "(step143000, step-781), several separated by commas, or log:N (N log-spaced checkpoints "
+        "from the model's schedule, e.g. log:5)",
+    )
     model.add_argument("--gguf-file", help="GGUF file name inside a model directory")
     model.add_argument("--tokenizer", help="tokenizer source (required for a GGUF file without one)")
     model.add_argument(
@@ -165,18 +170,24 @@ def run_extract(args: argparse.Namespace) -> int:
         # An existing cache that cannot be written (a shared, read-only mount) still serves hits;
         # a run that needs to write fails with this same error before loading any weights.
 
+    from rbplab.core.runs import run_label
     from rbplab.extraction.grid import extract_many
     from rbplab.extraction.sources import ModelSpec
+    from rbplab.store.schedules import select_revisions
 
+    wanted = [r for r in (args.revision or "").split(",") if r.strip()]
+    # Revisions are checked against every model's schedule before any weights are loaded.
+    revisions = {label: select_revisions(label, wanted) if wanted else [None] for label, _ in models}
     specs = {
-        label: ModelSpec(
+        run_label(label, revision): ModelSpec(
             name_or_path=source,
-            revision=args.revision,
+            revision=revision,
             gguf_file=args.gguf_file,
             tokenizer=args.tokenizer,
             trust_remote_code=args.trust_remote_code,
         )
         for label, source in models
+        for revision in revisions[label]
     }
 
     def say(row: dict) -> None:

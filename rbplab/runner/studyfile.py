@@ -157,21 +157,10 @@ def _revisions(value: Any, models: list[str], where: str) -> dict[str, tuple[str
 
 def _checked(model: str, value: Any, key: str, where: str) -> tuple[str, ...]:
     """`value` (names or "log:N") as revisions of `model`, checked against its schedule."""
-    names = _strings(value, key)
-    schedule = schedules.schedule_of(model)
-    spacing = [n for n in names if schedules.LOG_SPEC.match(n)]
-    if schedule is None:
-        if spacing:
-            raise StudyFileError(
-                f"{where}'{key}' = {spacing[0]!r} needs a checkpoint schedule, and none is known for "
-                f"{model}; list its revisions by name"
-            )
-        return tuple(names)
     try:
-        chosen = [r for name in names for r in schedule.select(name)]
+        return tuple(schedules.select_revisions(model, _strings(value, key)))
     except schedules.UnknownRevisionError as err:
         raise StudyFileError(f"{where}'{key}': {err}") from None
-    return tuple(dict.fromkeys(chosen))
 
 
 def read_study_file(path: str | Path) -> StudyFile:

@@ -247,6 +247,28 @@ def training_position(model: str, revision: str | None, S: float | None = None) 
     return position
 
 
+def select_revisions(model: str, value: str | Sequence[str]) -> list[str]:
+    """The revisions of `model` that `value` names: one name, a list of names, or ``"log:N"``.
+
+    With a known schedule every name is checked (`UnknownRevisionError` lists the available ones)
+    and ``log:N`` picks N log-spaced checkpoints; without one, names pass through unchecked (a hub
+    branch, tag or commit) and ``log:N`` is an error, since there is nothing to space."""
+    names = [value] if isinstance(value, str) else list(value)
+    if not names or not all(isinstance(n, str) and n.strip() for n in names):
+        raise UnknownRevisionError(f"revisions must be non-empty names or 'log:N', got {value!r}")
+    names = [n.strip() for n in names]
+    schedule = schedule_of(model)
+    if schedule is None:
+        spacing = [n for n in names if LOG_SPEC.match(n)]
+        if spacing:
+            raise UnknownRevisionError(
+                f"{spacing[0]!r} needs a checkpoint schedule, and none is known for {model}; "
+                "name its revisions instead"
+            )
+        return list(dict.fromkeys(names))
+    return list(dict.fromkeys(r for name in names for r in schedule.select(name)))
+
+
 def available_revisions(model: str) -> list[str] | None:
     """Revisions of `model` by its schedule, or None when no schedule is known."""
     schedule = schedule_of(model)

@@ -5,7 +5,7 @@ A cache hit only reads parquet; missing runs are extracted first (`rbplab.extrac
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,7 @@ def load_study(
     settings: ExtractionSettings | Mapping[str, Any] | None = None,
     *,
     models: Iterable[str] | None = None,
+    revisions: str | Sequence[str] | None = None,
     cache_dir: str | Path | None = None,
     ties: str = "pessimistic",
     level: float = 0.95,
@@ -53,7 +54,9 @@ def load_study(
     """Rank statistics of every model of `families` on every corpus, through the cache.
 
     families: registry family names (`rbplab families`); models: optional subset of their
-    short names; corpora: bundled names, ``hub:<name>`` or paths (default: every bundled
+    short names; revisions: checkpoints of every model, by name or ``"log:N"`` (N log-spaced ones
+    from its schedule), reported as ``model@revision`` with step, D and C (default: the final
+    model); corpora: bundled names, ``hub:<name>`` or paths (default: every bundled
     corpus); settings: how the runs were scored (`rbplab.core.ExtractionSettings`; its fields
     may also be given as keywords, e.g. max_tokens=2000). Runs missing from the cache are
     extracted (`rbplab.extraction.load_stats`), so the first call may run models; later calls
@@ -65,8 +68,9 @@ def load_study(
     fams = as_list(families) or []
     if not fams:
         raise ValueError("give at least one model family, e.g. 'micro'")
-    from rbplab.extraction.pipeline import load_stats
-    from rbplab.store import registry
+    from rbplab.extraction.pipeline import load_run
+    from rbplab.extraction.sources import ModelSpec
+    from rbplab.store import registry, schedules
 
     corpus_specs = as_list(corpora) or default_corpora()
     if not corpus_specs:
@@ -80,6 +84,11 @@ def load_study(
                 f"models {unknown} are not in families {fams}; members: {list(members['model'])}"
             )
         members = members[members["model"].isin(wanted)]
+    # Every revision is checked against its schedule before any model runs.
+    chosen = {
+        row.model: schedules.select_revisions(row.model, revisions) if revisions is not None else [None]
+        for row in members.itertuples()
+    }
     say = progress if callable(progress) else None
     # Each corpus is opened once per study and the object handed to every model: a hub corpus
     # resolves its commit here and reads its documents only if some run is not cached, once.
@@ -87,16 +96,20 @@ def load_study(
     runs = []
     for spec, corpus in zip(corpus_specs, opened, strict=True):
         for row in members.itertuples():
-            if say:
-                say(f"{row.family}/{row.model} on {_corpus_label(spec)}")
-            stats = load_stats(
-                registry.resolve_source(row.source),
-                corpus,
-                settings,
-                cache_dir=cache_dir,
-                progress=progress is True,
-            )
-            runs.append(Run(row.family, row.model, _corpus_label(spec), float(row.S), stats))
+            for revision in chosen[row.model]:
+                label = run_label(row.model, revision)
+                if say:
+                    say(f"{row.family}/{label} on {_corpus_label(spec)}")
+                stats, manifest = load_run(
+                    ModelSpec(registry.resolve_source(row.source), revision=revision),
+                    corpus,
+                    settings,
+                    cache_dir=cache_dir,
+                    progress=progress is True,
+                )
+                S = float(row.S)
+                training = _training(manifest, row.model, revision, S, schedules) if revision else {}
+                runs.append(Run(row.family, label, _corpus_label(spec), S, stats, **training))
     return Study(runs, ties=ties, level=level)
 
 

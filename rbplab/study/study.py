@@ -8,6 +8,7 @@ tables come out tidy, in the column conventions of `rbplab.viz.plots`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,17 @@ def as_list(value: object) -> list | None:
         return None
     # A single name, path or Corpus object is one item, not an iterable of items.
     return [value] if isinstance(value, (str, Path)) or hasattr(value, "documents") else list(value)
+
+
+def _size_law_groups(points: pd.DataFrame) -> list[str]:
+    """Groups of one size law: a study of checkpoints has one per training step."""
+    return ["family", "corpus", "k", *(["step"] if "step" in points.columns else [])]
+
+
+def _base_model(run: Run) -> str:
+    """The model's name without its ``@revision``."""
+    suffix = f"@{run.revision}"
+    return run.model[: -len(suffix)] if run.revision and run.model.endswith(suffix) else run.model
 
 
 def _training_column(runs: Sequence[Run], name: str) -> np.ndarray:
@@ -185,10 +197,11 @@ class Study:
     ) -> pd.DataFrame:
         """Power law -log RBP_k = A S^-alpha per family, corpus and k (`rbplab.analysis.fit.scaling_fits`):
         alpha, prefactor, r2, alpha_se, alpha_ci_low/high, leave-one-out range, n_models, note.
-        `points` (from `points(ks, corpora)`) saves recomputing them."""
+        In a study of checkpoints the law is fitted per training step (a `step` column), never
+        across them. `points` (from `points(ks, corpora)`) saves recomputing them."""
         points = self.points(ks, corpora) if points is None else points
         table = points.assign(loss=points["neg_log_rbp"])
-        return fit.scaling_fits(table, y="loss", by=["family", "corpus", "k"], level=self.level)
+        return fit.scaling_fits(table, y="loss", by=_size_law_groups(points), level=self.level)
 
     def bands(
         self,
@@ -200,12 +213,14 @@ class Study:
         """The fitted line and its band on a grid of S spanning each family: family, corpus,
         k, S, fit, lo, hi on the -log RBP_k scale. kind="confidence": where the law's line
         lies (t interval of the OLS mean in log space); kind="prediction": where a new
-        model of size S would fall (adds the scatter of models around the line)."""
+        model of size S would fall (adds the scatter of models around the line). Per training
+        step (a `step` column) in a study of checkpoints, like `fits`."""
         if kind not in ("confidence", "prediction"):
             raise ValueError(f"kind must be 'confidence' or 'prediction', got {kind!r}")
         points = self.points(ks, corpora) if points is None else points
         rows = []
-        for (family, corpus, k), frame in points.groupby(["family", "corpus", "k"], sort=False):
+        by = _size_law_groups(points)
+        for key, frame in points.groupby(by, sort=False, dropna=False):
             S, y = frame["S"].to_numpy(np.float64), frame["neg_log_rbp"].to_numpy(np.float64)
             try:
                 pl = fit.fit_power_law(S, y, self.level)
@@ -219,12 +234,9 @@ class Study:
                 se = pl.residual_sd * np.sqrt(1 / pl.n + (x - pl.log_s_mean) ** 2 / pl.log_s_sxx)
                 half = sps.t.ppf((1 + self.level) / 2, pl.n - 2) * se if pl.n > 2 else np.nan
                 lo, hi = pl.predict(grid) * np.exp(-half), pl.predict(grid) * np.exp(half)
-            rows.append(
-                pd.DataFrame(
-                    {"family": family, "corpus": corpus, "k": k, "S": grid, "fit": pl.predict(grid)}
-                ).assign(lo=lo, hi=hi)
-            )
-        cols = ["family", "corpus", "k", "S", "fit", "lo", "hi"]
+            labels = dict(zip(by, key, strict=True))
+            rows.append(pd.DataFrame({**labels, "S": grid, "fit": pl.predict(grid)}).assign(lo=lo, hi=hi))
+        cols = [*by, "S", "fit", "lo", "hi"]
         return pd.concat(rows, ignore_index=True)[cols] if rows else pd.DataFrame(columns=cols)
 
     def fit_table(
@@ -271,6 +283,28 @@ class Study:
             for m, rev in zip(frame["model"], frame["revision"], strict=True)
         ]
         return frame[columns]
+
+    def at_step(self, step: int | None = None) -> Study:
+        """The runs at one training step, for the size-only analyses (k-sweeps, emergence,
+        lognormal) on a study of checkpoints: `step`, or with None each model's last checkpoint
+        in the study (a run without a step counts as final)."""
+        if step is None:
+            last: dict[tuple[str, str, str], float] = {}
+            for r in self.runs:
+                key = (r.family, _base_model(r), r.corpus)
+                position = math.inf if r.step is None else r.step
+                last[key] = max(last.get(key, -math.inf), position)
+            runs = [
+                r
+                for r in self.runs
+                if (math.inf if r.step is None else r.step) == last[(r.family, _base_model(r), r.corpus)]
+            ]
+        else:
+            runs = [r for r in self.runs if r.step == step]
+            if not runs:
+                steps = sorted({r.step for r in self.runs if r.step is not None})
+                raise ValueError(f"no run at step {step}; this study has steps {steps}")
+        return Study(runs, self.ties, self.level, curves=self.curves)
 
     @property
     def has_training(self) -> bool:

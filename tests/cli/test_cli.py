@@ -328,3 +328,24 @@ def test_gguf_without_tokenizer(capsys, gguf_files, tiny_tokenizer_dir, tmp_path
     assert "no embedded tokenizer" in err and "--tokenizer" in err and err.count("\n") == 1
     status, out, _ = run(capsys, *base, "--tokenizer", str(tiny_tokenizer_dir))
     assert status == 0 and "extracted" in out
+
+
+def test_extract_takes_checkpoint_revisions_and_log_spacing(capsys, tmp_path, tiny_tokenizer):
+    from helpers.models import DOCUMENTS, build_checkpointed
+
+    model = build_checkpointed(tmp_path / "ckpt", tiny_tokenizer)
+    capsys.readouterr()  # transformers' save progress bars
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in DOCUMENTS))
+    base = ["extract", "-m", str(model), "-c", str(docs), "--context-length", "32", "--no-progress"]
+    base += ["--cache-dir", str(tmp_path / "cache")]
+    status, _, err = run(capsys, *base, "--revision", "step-10,step-20")
+    assert status == 1 and err.count("\n") == 1
+    assert "no revision 'step-20'; available: step-10, step-40" in err
+    assert not (tmp_path / "cache").exists() or list_entries(tmp_path / "cache").empty
+    status, out, _ = run(capsys, *base, "--revision", "log:2")
+    assert status == 0
+    labels = [line.split("\t")[0] for line in out.splitlines() if "\t" in line]
+    assert labels == [f"{model}@step-10", f"{model}@step-40"]
+    status, _, err = run(capsys, *base[:2], "someone/some-model", *base[3:], "--revision", "log:3")
+    assert status == 1 and "'log:3' needs a checkpoint schedule" in err

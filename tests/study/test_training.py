@@ -86,3 +86,75 @@ def test_runs_frames_pass_training_fields_through(checkpoint_study: Study) -> No
     run = Run("f", "m", "c", 1.0, checkpoint_study.runs[0].stats)
     assert run.training == {"revision": None, "step": None, "D": None, "C": None}
     assert Study([run]).training_table(1).empty
+
+
+def _registered_checkpoints(root, tokenizer, monkeypatch):
+    """A data folder whose registry has one family, "tiny", of one checkpointed model."""
+    from rbplab.store.sizes import nonembedding_params
+
+    data = root / "data"
+    model = build_checkpointed(data / "models" / "tiny-1", tokenizer)
+    S = nonembedding_params(model)
+    (data / "families.csv").write_text(
+        "family,model,source,S,n_params,vocab_size,head_rows,max_context,tied,architecture\n"
+        f"tiny,tiny-1,data/models/tiny-1,{S},{S},{len(tokenizer)},{len(tokenizer)},64,False,"
+        "GPTNeoXForCausalLM\n"
+    )
+    (root / "docs.jsonl").write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in DOCUMENTS))
+    monkeypatch.setenv("RBPLAB_DATA", str(data))
+    return root / "docs.jsonl"
+
+
+def test_load_study_takes_revisions_as_a_study_file_does(tmp_path, monkeypatch, tiny_tokenizer) -> None:
+    from rbplab.study import load_study
+
+    docs = _registered_checkpoints(tmp_path, tiny_tokenizer, monkeypatch)
+    cache = tmp_path / "cache"
+    with pytest.raises(ValueError, match=r"no revision 'step-20'; available: step-10, step-40"):
+        load_study("tiny", [str(docs)], revisions=["step-20"], cache_dir=cache, context_length=32)
+    assert not cache.exists()  # checked before anything ran
+    study = load_study("tiny", [str(docs)], revisions="log:2", cache_dir=cache, context_length=32)
+    got = sorted((r.model, r.revision, r.step, r.D) for r in study.runs)
+    assert got == [("tiny-1@step-10", "step-10", 10, 640.0), ("tiny-1@step-40", "step-40", 40, 2560.0)]
+    (tmp_path / "study.toml").write_text(
+        f'families = ["tiny"]\ncorpora = ["{docs}"]\nrevisions = "log:2"\n[settings]\ncontext_length = 32\n'
+    )
+    from_file = load_study_file(tmp_path / "study.toml", cache_dir=cache)
+    for run in study.runs:  # the same cache entries, so the same ranks
+        twin = next(r for r in from_file.runs if r.model == run.model)
+        assert (twin.stats.n_greater == run.stats.n_greater).all() and twin.D == run.D
+
+
+def test_size_law_is_fitted_per_training_step_never_across_steps() -> None:
+    import numpy as np
+    from helpers.factories import random_stats
+
+    rng = np.random.default_rng(3)
+    sizes, steps = (1e4, 1e5, 1e6), (100, 800)
+    runs = [
+        Run(
+            "f",
+            f"m{i}@step-{step}",
+            "c",
+            S,
+            random_stats(rng),
+            revision=f"step-{step}",
+            step=step,
+            D=step * 64.0,
+        )
+        for step in steps
+        for i, S in enumerate(sizes)
+    ]
+    study = Study(runs)
+    fits = study.fits(1)
+    assert sorted(fits["step"]) == list(steps) and (fits["n_models"] == 3).all()
+    for step in steps:
+        chosen = [r for r in runs if r.step == step]
+        top1 = np.array([np.mean(r.stats.n_greater + r.stats.n_equal <= 1) for r in chosen])  # pessimistic
+        slope = np.polyfit(np.log(sizes), np.log(-np.log(top1)), 1)[0]
+        assert fits.loc[fits["step"] == step, "alpha"].item() == pytest.approx(-slope)
+    assert set(study.bands(1)["step"]) == set(steps)
+    assert {r.step for r in study.at_step().runs} == {800}
+    assert [r.model for r in study.at_step(100).runs] == ["m0@step-100", "m1@step-100", "m2@step-100"]
+    with pytest.raises(ValueError, match=r"no run at step 5; this study has steps \[100, 800\]"):
+        study.at_step(5)
