@@ -42,6 +42,7 @@ ks = [1, 10, 100]  # thresholds for RBP_k; the joint law is fitted at the smalle
 settings = {}  # extraction settings (unused here: checkpoints come from a study file)
 synthetic = False  # True: checkpoints drawn from a known law (no model runs)
 study_file = None  # a study TOML naming checkpoints (revisions like log:8, `rbplab run`): analyse them
+checkpoints = None  # or the checkpoints' study table as a dict (the demo's); wins over study_file
 cache_dir = None  # None: $RBPLAB_CACHE or ~/.cache/rbplab
 output_dir = None  # folder for the tables as CSV (the report sets it); None: do not write
 ties = "pessimistic"  # rank convention: pessimistic (paper), optimistic (g + 1) or expected
@@ -51,11 +52,12 @@ n_boot = 200  # bootstrap replicates over checkpoints for the joint fits and the
 table, reason = None, None
 if synthetic:
     reason = "`synthetic = True`"
-elif study_file:
-    table = load_study_file(study_file, cache_dir=cache_dir, ties=ties).training_table(ks)
+elif checkpoints or study_file:
+    grid = checkpoints or study_file
+    table = load_study_file(grid, cache_dir=cache_dir, ties=ties).training_table(ks)
     enough = len(table) and table.groupby(["corpus", "k"])["D"].nunique().min() >= 2
     if not enough:
-        table, reason = None, f"the study file {study_file} names no checkpoints with known D"
+        table, reason = None, f"the study {grid} names no checkpoints with known D"
 else:
     reason = (
         "no study file with checkpoints was given (the families' final models alone have no "

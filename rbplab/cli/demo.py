@@ -15,12 +15,17 @@ import pandas as pd
 import transformers
 
 from rbplab.core.settings import ExtractionSettings
-from rbplab.runner import parse_study, run_study
+from rbplab.runner import StudyFileError, parse_study, run_study
 from rbplab.store.files import cache_root
 from rbplab.study import default_corpora, load_study
 from rbplab.viz.report import run_report
 
 DEMO_KS = (1, 10, 100)
+# The data axis: the micro-suite's four intermediate checkpoints and its final models, each corpus
+# cut to its first DEMO_CHECKPOINT_TOKENS tokens so 24 more models x 4 corpora cost a fraction of
+# the full-corpus runs above (a full-corpus checkpoint study is `rbplab run studies/...toml`).
+DEMO_REVISIONS = "log:5"
+DEMO_CHECKPOINT_TOKENS = 16_384
 
 
 def run_demo(
@@ -50,6 +55,7 @@ def run_demo(
     if not run.ok:
         raise RuntimeError(f"{len(run.failures)} extraction unit(s) failed: {run.failures[0]}")
     stages = {"planning (driver)": run.plan_seconds} | {f"{k} (units)": v for k, v in run.timings.items()}
+    checkpoints = _score_checkpoints(family, corpora, settings, root, stages)
     clock = time.perf_counter()
     study = load_study(family, corpora, settings, cache_dir=root)
     stages["reading the cache"] = time.perf_counter() - clock
@@ -81,7 +87,14 @@ def run_demo(
     if notebooks:
         print()
         clock = time.perf_counter()
-        results = run_report(family, corpora, output_dir=out, cache_dir=root, settings=settings)
+        results = run_report(
+            family,
+            corpora,
+            output_dir=out,
+            cache_dir=root,
+            settings=settings,
+            parameters={"checkpoints": checkpoints},
+        )
         stages["notebooks"] = time.perf_counter() - clock
         failed = results[~results["ok"]]
         if len(failed):
@@ -91,3 +104,29 @@ def run_demo(
     print(f"outputs: {out}  (index.html, fits.csv, per_model.csv)")
     print(f"cache:   {root}")
     return fits
+
+
+def _score_checkpoints(
+    family: str, corpora: list[str], settings: ExtractionSettings, root: Path, stages: dict[str, float]
+) -> dict | None:
+    """Score the family's checkpoints (the data axis of notebook 06); the study table, or None when
+    the family has no checkpoint schedule to space."""
+    cap = min(settings.max_tokens or DEMO_CHECKPOINT_TOKENS, DEMO_CHECKPOINT_TOKENS)
+    table = {
+        "families": [family],
+        "corpora": corpora,
+        "revisions": DEMO_REVISIONS,
+        "settings": settings.with_changes(max_tokens=cap).to_dict(changed_only=True),
+    }
+    try:
+        grid = parse_study(table)
+    except StudyFileError as err:
+        print(f"data axis skipped: {err}")
+        return None
+    print(f"\ndata axis: {DEMO_REVISIONS} checkpoints per model, first {cap} tokens of each corpus")
+    run = run_study(grid, cache_dir=root, workers=os.cpu_count() or 1)
+    if not run.ok:
+        raise RuntimeError(f"{len(run.failures)} checkpoint unit(s) failed: {run.failures[0]}")
+    stages["checkpoints: planning (driver)"] = run.plan_seconds
+    stages["checkpoints: units"] = sum(run.timings.values())
+    return table

@@ -114,25 +114,26 @@ def load_study(
 
 
 def load_study_file(
-    path: str | Path,
+    path: str | Path | Mapping[str, Any],
     *,
     cache_dir: str | Path | None = None,
     ties: str = "pessimistic",
     level: float = 0.95,
 ) -> Study:
     """The study a study file names (`rbplab run STUDY.toml`), read from the cache: the grid that
-    was run is the grid that is analysed. A model checkpoint is reported as ``model@revision``;
-    a model outside the registry gets its S from its config (a local directory) and family
+    was run is the grid that is analysed. `path` may also be the file's table as a dict (e.g.
+    ``{"families": ["micro"], "corpora": ["prose"], "revisions": "log:5"}``). A model checkpoint
+    is reported as ``model@revision``; a model outside the registry gets its S from its config (a local directory) and family
     ``custom``. A checkpoint's run carries its revision, step, tokens seen D and compute C (from
     the cache manifest's ``training`` block, else the model's checkpoint schedule)."""
     from rbplab.extraction.pipeline import load_run
     from rbplab.extraction.sources import ModelSpec
-    from rbplab.runner.studyfile import read_study_file
+    from rbplab.runner.studyfile import parse_study, read_study_file
     from rbplab.store import schedules
     from rbplab.store.sizes import nonembedding_params
 
     check_ties(ties)
-    study = read_study_file(path)
+    study = parse_study(path) if isinstance(path, Mapping) else read_study_file(path)
     opened = [open_corpus(c) for c in study.corpora]
     runs = []
     for member in study.members:
