@@ -124,8 +124,9 @@ def load_study_file(
     was run is the grid that is analysed. `path` may also be the file's table as a dict (e.g.
     ``{"families": ["micro"], "corpora": ["prose"], "revisions": "log:5"}``). A model checkpoint
     is reported as ``model@revision``; a model outside the registry gets its S from its config
-    (a local directory) and family ``custom``. A checkpoint's run carries its revision, step, tokens seen D and compute C (from
-    the cache manifest's ``training`` block, else the model's checkpoint schedule)."""
+    (a local directory) and family ``custom``. A checkpoint's run carries its revision, step,
+    tokens seen D and compute C (from the cache manifest's ``training`` block, else the model's
+    checkpoint schedule)."""
     from rbplab.extraction.pipeline import load_run
     from rbplab.extraction.sources import ModelSpec
     from rbplab.runner.studyfile import parse_study, read_study_file
