@@ -250,6 +250,38 @@ def _interval(values: pd.Series, level: float) -> tuple[float, float]:
     return float(np.quantile(values, tail)), float(np.quantile(values, 1 - tail))
 
 
+def joint_law_table(
+    S: Sequence[float],
+    D: Sequence[float],
+    losses: dict[str, np.ndarray],
+    n_boot: int = 200,
+    seed: int = 0,
+    level: float = 0.95,
+    replicates: dict[str, np.ndarray] | None = None,
+    n_starts: int = 8,
+) -> pd.DataFrame:
+    """The joint law of each quantity in `losses` (name -> loss per point), one row each
+    (`quantity`): E, A, B, alpha, beta, the frontier exponent beta/(alpha+beta), each with a
+    percentile bootstrap interval (`_low`, `_high`) over checkpoints and, given `replicates`
+    (`bootstrap_joint`), over documents too; n (points), n_boot (replicates that fitted), and
+    `resampled` ("checkpoints" or "checkpoints and documents")."""
+    fits, boots = bootstrap_joint(S, D, losses, n_boot, seed, replicates=replicates, n_starts=n_starts)
+    rows = []
+    for name, fit in fits.items():
+        boot = boots[name]
+        row: dict = {"quantity": name}
+        for param in (*PARAMS, "frontier_exponent"):
+            row[param] = getattr(fit, param)
+            row[f"{param}_low"], row[f"{param}_high"] = (
+                _interval(boot[param], level) if len(boot) else (np.nan, np.nan)
+            )
+        with_documents = replicates is not None and name in replicates
+        row.update(n=fit.n, n_boot=len(boot), converged=fit.converged)
+        row["resampled"] = "checkpoints and documents" if with_documents else "checkpoints"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def joint_fits(
     table: pd.DataFrame,
     y: str = "loss",
@@ -259,9 +291,9 @@ def joint_fits(
     level: float = 0.95,
     n_starts: int = 8,
 ) -> pd.DataFrame:
-    """The joint law per group (e.g. per quantity and corpus), one row each: E, A, B, alpha, beta,
-    the frontier exponent beta/(alpha+beta), each with a percentile bootstrap interval over
-    checkpoints (`_low`, `_high` columns), n (points) and n_boot (replicates that fitted)."""
+    """The joint law per group of a tidy table (e.g. per quantity and corpus), one row each:
+    `joint_law_table`'s columns with the group's keys in front of them (bootstrap over
+    checkpoints; pass document replicates to `joint_law_table` for both)."""
     by = _groups(table, by, exclude=("S", "D", "model", "revision", "step"))
     rows = []
     groups = (
@@ -269,19 +301,11 @@ def joint_fits(
     )
     for keys, part in groups:
         keys = keys if isinstance(keys, tuple) else (keys,)
-        fits, boots = bootstrap_joint(
-            part["S"], part["D"], {"loss": part[y].to_numpy(np.float64)}, n_boot, seed, n_starts=n_starts
-        )
-        fit, boot = fits["loss"], boots["loss"]
-        row = {**dict(zip(by, keys, strict=True))}
-        for name in (*PARAMS, "frontier_exponent"):
-            row[name] = getattr(fit, name)
-            row[f"{name}_low"], row[f"{name}_high"] = (
-                _interval(boot[name], level) if len(boot) else (np.nan, np.nan)
-            )
-        row.update(n=fit.n, n_boot=len(boot), converged=fit.converged)
-        rows.append(row)
-    return pd.DataFrame(rows)
+        row = joint_law_table(
+            part["S"], part["D"], {"loss": part[y].to_numpy(np.float64)}, n_boot, seed, level, None, n_starts
+        ).drop(columns=["quantity", "resampled"])
+        rows.append(row.assign(**dict(zip(by, keys, strict=True)))[[*by, *row.columns]])
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=by)
 
 
 # ----------------------------------------------------------------------------------- frontier

@@ -284,6 +284,28 @@ class Study:
         ]
         return frame[columns]
 
+    def training_replicates(
+        self, corpus: str, ks: Iterable[int] | int, n_rep: int = 200, seed: int = 0
+    ) -> dict[object, np.ndarray]:
+        """Paired document-bootstrap replicates of the checkpoints' losses on one corpus, for
+        `data_scaling.bootstrap_joint` / `joint_law_table` / `compare_frontiers` (``replicates``):
+        {k: -log RBP_k, "ce": CE}, each an array (n_rep, n_checkpoints) whose columns follow the
+        rows of `training_table` for that corpus at one k. Every checkpoint is re-evaluated on the
+        same document resample, so the errors of sizes and steps stay paired."""
+        runs = [r for r in self.runs if r.D is not None and r.corpus == corpus]
+        if not runs:
+            raise ValueError(f"no checkpoint with a known D on corpus {corpus!r}; corpora: {self.corpora}")
+        ks = metrics.as_ks(ks, self.vocab_size)
+        n_docs = max(r.stats.n_docs for r in runs)
+        docs = [bootstrap.doc_stats(r.stats, ks, self.ties, n_docs) for r in runs]
+        reps = bootstrap.replicate_arrays(docs, n_rep, seed)
+        out: dict[object, np.ndarray] = {}
+        with np.errstate(divide="ignore"):
+            for j, k in enumerate(ks):
+                out[int(k)] = -np.log(np.stack([r["rbp"][:, j] for r in reps], axis=1))
+        out["ce"] = np.stack([r["ce"] for r in reps], axis=1)
+        return out
+
     def at_step(self, step: int | None = None) -> Study:
         """The runs at one training step, for the size-only analyses (k-sweeps, emergence,
         lognormal) on a study of checkpoints: `step`, or with None each model's last checkpoint

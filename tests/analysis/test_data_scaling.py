@@ -16,6 +16,7 @@ from rbplab.analysis.data_scaling import (
     fit_joint_law,
     frontier,
     joint_fits,
+    joint_law_table,
     synthetic_law_table,
 )
 
@@ -108,6 +109,19 @@ def test_document_replicates_enter_the_bootstrap():
         table["S"], table["D"], {"ce": loss}, n_boot=10, n_starts=3, replicates={"ce": replicates}
     )
     assert docs["ce"]["alpha"].std() > 10 * plain["ce"]["alpha"].std()
+    rows = joint_law_table(
+        table["S"],
+        table["D"],
+        {"ce": loss, "same": loss},
+        n_boot=10,
+        replicates={"ce": replicates},
+        n_starts=3,
+    ).set_index("quantity")
+    assert rows.loc["ce", "resampled"] == "checkpoints and documents"
+    assert rows.loc["same", "resampled"] == "checkpoints"
+    for name, boot in (("ce", docs["ce"]), ("same", plain["ce"])):  # the same replicates, summarised
+        assert rows.loc[name, "alpha_low"] == pytest.approx(np.quantile(boot["alpha"], 0.025))
+        assert rows.loc[name, "alpha_high"] == pytest.approx(np.quantile(boot["alpha"], 0.975))
 
 
 def test_unusable_input_is_refused():

@@ -158,3 +158,26 @@ def test_size_law_is_fitted_per_training_step_never_across_steps() -> None:
     assert [r.model for r in study.at_step(100).runs] == ["m0@step-100", "m1@step-100", "m2@step-100"]
     with pytest.raises(ValueError, match=r"no run at step 5; this study has steps \[100, 800\]"):
         study.at_step(5)
+
+
+def test_training_replicates_resample_the_same_documents_for_every_checkpoint(checkpoint_study) -> None:
+    import numpy as np
+
+    from rbplab.analysis.bootstrap import bootstrap_weights
+
+    reps = checkpoint_study.training_replicates("docs", [1, 5], n_rep=7, seed=3)
+    table = checkpoint_study.training_table([1, 5])
+    runs = {r.revision: r for r in checkpoint_study.runs}
+    order = list(table.loc[table["k"] == 1, "revision"])
+    n_docs = max(r.stats.n_docs for r in runs.values())
+    weights = bootstrap_weights(n_docs, 7, seed=3)  # replicate b counts each document's draws
+    for column, revision in enumerate(order):
+        stats = runs[revision].stats
+        w = weights[:, stats.doc]  # per token: its document's weight
+        rank = stats.n_greater + stats.n_equal  # pessimistic
+        for k in (1, 5):
+            expected = -np.log((w * (rank <= k)).sum(1) / w.sum(1))
+            assert reps[k][:, column] == pytest.approx(expected)
+        assert reps["ce"][:, column] == pytest.approx((w * stats.nll).sum(1) / w.sum(1))
+    with pytest.raises(ValueError, match="no checkpoint with a known D on corpus 'nope'"):
+        checkpoint_study.training_replicates("nope", 1)
