@@ -49,15 +49,16 @@ ties = "pessimistic"  # rank convention: pessimistic (paper), optimistic (g + 1)
 n_boot = 200  # bootstrap replicates over checkpoints for the joint fits and the frontier comparison
 
 # %%
-table, reason = None, None
+table, reason, study = None, None, None
 if synthetic:
     reason = "`synthetic = True`"
 elif checkpoints or study_file:
     grid = checkpoints or study_file
-    table = load_study_file(grid, cache_dir=cache_dir, ties=ties).training_table(ks)
+    study = load_study_file(grid, cache_dir=cache_dir, ties=ties)
+    table = study.training_table(ks)
     enough = len(table) and table.groupby(["corpus", "k"])["D"].nunique().min() >= 2
     if not enough:
-        table, reason = None, f"the study {grid} names no checkpoints with known D"
+        table, study, reason = None, None, f"the study {grid} names no checkpoints with known D"
 else:
     reason = (
         "no study file with checkpoints was given (the families' final models alone have no "
@@ -109,7 +110,9 @@ show(
 # %% [markdown]
 # ## The joint law L(S, D)
 # One row per corpus and quantity: E, A, B, α (size exponent), β (data exponent) and the frontier
-# exponent a = β/(α+β) (S_opt ∝ C^a), each with a percentile bootstrap interval over checkpoints.
+# exponent a = β/(α+β) (S_opt ∝ C^a), each with a percentile bootstrap interval. On scored
+# checkpoints every replicate resamples the checkpoints and, paired across all of them, the
+# corpus's documents (`resampled` says which).
 
 # %%
 quantities = {
@@ -117,10 +120,30 @@ quantities = {
     f"RBP_{k_high}": ("neg_log_rbp", k_high),
     "CE": ("ce", k_low),
 }
+
+
+def checkpoint_losses(corpus_name):
+    """S, D, losses and document replicates of one corpus (points with D > 0, table order)."""
+    parts = {
+        name: table[(table["corpus"] == corpus_name) & (table["k"] == k)]
+        for name, (_, k) in quantities.items()
+    }
+    first = parts[f"RBP_{k_low}"]
+    keep = first["D"].to_numpy() > 0  # step 0 has seen no data: no place on a log axis
+    losses = {name: parts[name][column].to_numpy()[keep] for name, (column, _) in quantities.items()}
+    replicates = None
+    if study is not None:
+        reps = study.training_replicates(corpus_name, [k_low, k_high], n_rep=n_boot)
+        by_name = {f"RBP_{k_low}": reps[k_low], f"RBP_{k_high}": reps[k_high], "CE": reps["ce"]}
+        replicates = {name: r[:, keep] for name, r in by_name.items()}
+    return first["S"].to_numpy()[keep], first["D"].to_numpy()[keep], losses, replicates
+
+
 rows = []
-for name, (column, k) in quantities.items():
-    part = table[table["k"] == k].assign(quantity=name)
-    rows.append(data_scaling.joint_fits(part, y=column, by=["family", "corpus", "quantity"], n_boot=n_boot))
+for name in table["corpus"].unique():
+    S, D, losses, replicates = checkpoint_losses(name)
+    law = data_scaling.joint_law_table(S, D, losses, n_boot=n_boot, replicates=replicates)
+    rows.append(law.assign(family=table["family"].iloc[0], corpus=name))
 joint = report.save_table(pd.concat(rows, ignore_index=True), "joint_fits", output_dir)
 joint
 
@@ -130,14 +153,10 @@ joint
 # frontiers of RBP_1 and of CE (each from its own fitted law), markers the checkpoints.
 
 # %%
-sel = table[(table["corpus"] == corpus) & (table["k"] == k_low)]
-# the rows of each quantity on this corpus: the same checkpoints, in the same order
-parts = {name: table[(table["corpus"] == corpus) & (table["k"] == k)] for name, (_, k) in quantities.items()}
-laws = {
-    name: data_scaling.fit_joint_law(parts[name]["S"], parts[name]["D"], parts[name][column])
-    for name, (column, _) in quantities.items()
-}
-surface = data_scaling.law_surface(laws[f"RBP_{k_low}"], sel["S"], sel["D"])
+S, D, losses, replicates = checkpoint_losses(corpus)
+laws = {name: data_scaling.fit_joint_law(S, D, loss) for name, loss in losses.items()}
+sel = table[(table["corpus"] == corpus) & (table["k"] == k_low) & (table["D"] > 0)]
+surface = data_scaling.law_surface(laws[f"RBP_{k_low}"], S, D)
 C = np.geomspace(surface["C"].min(), surface["C"].max(), 40)
 frontiers = pd.concat(
     [data_scaling.frontier(laws[name], C).assign(quantity=name) for name in (f"RBP_{k_low}", "CE")],
@@ -150,14 +169,19 @@ show(report.save_figure(surface_figure, "headline", output_dir))
 
 # %% [markdown]
 # ## Does the frontier of RBP_k differ from CE's?
-# Paired bootstrap over checkpoints (the same resample for every quantity): the difference of the
-# frontier exponents and log10 of the ratio of optimal sizes at the median compute, with intervals.
-# `differs` is True only when an interval excludes 0.
+# Paired bootstrap (the same checkpoints and documents for every quantity): the difference of the
+# frontier exponents and log10 of the ratio of optimal sizes at the median compute, with intervals,
+# on every corpus. `differs` is True only when an interval excludes 0.
 
 # %%
-losses = {name: parts[name][column].to_numpy() for name, (column, _) in quantities.items()}
-comparison = data_scaling.compare_frontiers(sel["S"], sel["D"], losses, reference="CE", n_boot=n_boot)
-report.save_table(comparison.assign(corpus=corpus, source=source), "frontiers", output_dir)
+comparison = []
+for name in table["corpus"].unique():
+    S_c, D_c, losses_c, replicates_c = checkpoint_losses(name)
+    rows_c = data_scaling.compare_frontiers(
+        S_c, D_c, losses_c, reference="CE", n_boot=n_boot, replicates=replicates_c
+    )
+    comparison.append(rows_c.assign(corpus=name, source=source))
+report.save_table(pd.concat(comparison, ignore_index=True), "frontiers", output_dir)
 
 # %% [markdown]
 # ## Explore
@@ -178,7 +202,9 @@ headline = joint[
         "beta",
         "beta_low",
         "beta_high",
+        "E",
         "frontier_exponent",
+        "resampled",
     ]
 ].assign(source=source)
 report.save_table(headline, "headline", output_dir)

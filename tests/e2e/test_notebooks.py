@@ -235,11 +235,12 @@ HEADLINE_06 = ["corpus", "quantity", "alpha", "alpha_low", "alpha_high", "beta",
 
 def _check_training_tables(tables: Path) -> None:
     headline = pd.read_csv(tables / "headline.csv")
-    assert list(headline.columns) == [*HEADLINE_06, "frontier_exponent", "source"]
+    assert list(headline.columns) == [*HEADLINE_06, "E", "frontier_exponent", "resampled", "source"]
     assert list(headline["quantity"]) == ["RBP_1", "RBP_100", "CE"]
     assert np.isfinite(headline[[*HEADLINE_06[2:], "frontier_exponent"]]).all().all()
     frontiers = pd.read_csv(tables / "frontiers.csv")
-    assert list(frontiers["quantity"]) == ["RBP_1", "RBP_100"] and (frontiers["reference"] == "CE").all()
+    per_corpus = frontiers.groupby("corpus")["quantity"].agg(list)
+    assert all(q == ["RBP_1", "RBP_100"] for q in per_corpus) and (frontiers["reference"] == "CE").all()
     assert np.isfinite(frontiers[["difference", "difference_low", "difference_high"]]).all().all()
     fits = pd.read_csv(tables / "data_fits.csv")
     assert np.isfinite(fits["beta"]).all() and (fits["beta"] > 0).all()
