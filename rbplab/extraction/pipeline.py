@@ -49,6 +49,7 @@ from rbplab.extraction.models import (
     load_weights,
 )
 from rbplab.extraction.ranks import FloatHead, check_finite, rank_stats
+from rbplab.extraction.sources import keyed_revision
 from rbplab.extraction.windows import (
     PAD_MULTIPLE,
     BosDecision,
@@ -155,7 +156,7 @@ def plan_extraction(
         "model": {
             "name": model_label(described),
             "fingerprint": info.fingerprint,
-            "revision": info.revision,
+            "revision": keyed_revision(described.spec, described.source),
             "gguf_file": info.gguf_file,
             "dtype": info.dtype,
         },

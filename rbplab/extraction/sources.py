@@ -96,6 +96,17 @@ def resolve_source(spec: ModelSpec) -> Source:
     return Source(name, spec.gguf_file, False)
 
 
+def keyed_revision(spec: ModelSpec, source: Source) -> str | None:
+    """The revision as it enters a cache key. A local model directory's final checkpoint named
+    by revision (``main``, or its last ``step-<n>``) is the directory itself, so it keys as no
+    revision and shares the final model's cache entries; hub revisions are kept as given."""
+    if spec.revision is None or not source.local:
+        return spec.revision
+    itself = resolve_source(replace(spec, revision=None))
+    same = (itself.location, itself.gguf_file) == (source.location, source.gguf_file)
+    return None if same else spec.revision
+
+
 def checkpoint_directory(directory: str | Path, revision: str | None) -> Path:
     """The folder holding `revision` of a local model directory.
 

@@ -60,3 +60,34 @@ def test_manifest_records_tokens_seen_and_compute_but_the_key_does_not(checkpoin
     assert early.key != final.key
     key_spec = plan_extraction(ModelSpec(str(checkpointed), revision="step-10"), tiny_corpus).key_spec
     assert "training" not in key_spec and "D" not in str(sorted(key_spec["model"]))
+
+
+MICRO_STEPS = [98, 195, 390, 781, 1562]  # scripts/train_micro.py --checkpoints 4 over 1,562 steps
+
+
+@pytest.mark.parametrize("model", ["micro-1-25K", "micro-2-85K"])
+def test_bundled_micro_checkpoints_load_by_revision(model):
+    from rbplab.extraction.pipeline import plan_extraction
+    from rbplab.store import cache_key, schedules
+
+    schedule = schedules.schedule_of(model)
+    assert list(schedule.steps) == MICRO_STEPS and schedule.tokens_per_step == 2048
+    assert schedules.select_revisions(model, "log:5") == [f"step-{s}" for s in MICRO_STEPS]
+    early, _, early_info = load_model(ModelSpec(model, revision="step-98"))
+    final, _, final_info = load_model(ModelSpec(model))
+    assert early_info.dtype == final_info.dtype == "float32"  # stored in bfloat16, scored in float32
+    assert early_info.fingerprint != final_info.fingerprint
+    ids = torch.tensor([[5, 17, 300, 9]])
+    with torch.inference_mode():
+        assert not torch.allclose(early(ids).logits, final(ids).logits)
+    # The final step by name is the model itself: the same cache entry as no revision at all.
+    last = plan_extraction(ModelSpec(model, revision="step-1562"), "humaneval", max_tokens=100)
+    assert cache_key(last.key_spec) == cache_key(plan_extraction(model, "humaneval", max_tokens=100).key_spec)
+
+
+def test_bundled_checkpoints_keep_the_repository_lean():
+    from rbplab.store.paths import data_dir
+
+    files = list((data_dir() / "models").glob("micro-*/checkpoints/step-*/*"))
+    assert len(files) == 6 * 4 * 2  # config + bfloat16 weights per checkpoint, no tokenizer copies
+    assert sum(f.stat().st_size for f in files) <= 60e6
