@@ -99,6 +99,7 @@ def run_demo(
         failed = results[~results["ok"]]
         if len(failed):
             print(f"{len(failed)} notebook(s) failed: {', '.join(failed['notebook'])}")
+        _print_data_axis(out / "06_training_dynamics" / "headline.csv", checkpoints is not None)
     print("\ntime by stage: " + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in stages.items()))
     print(f"done in {time.perf_counter() - started:.0f} s")
     print(f"outputs: {out}  (index.html, fits.csv, per_model.csv)")
@@ -130,3 +131,14 @@ def _score_checkpoints(
     stages["checkpoints: planning (driver)"] = run.plan_seconds
     stages["checkpoints: units"] = sum(run.timings.values())
     return table
+
+
+def _print_data_axis(headline: Path, scored: bool) -> None:
+    """Notebook 06's joint laws, when it ran on the scored checkpoints."""
+    if not (scored and headline.is_file()):
+        return
+    table = pd.read_csv(headline)
+    columns = ["corpus", "quantity", "alpha", "alpha_low", "alpha_high", "beta", "beta_low", "beta_high"]
+    with pd.option_context("display.width", 160, "display.float_format", "{:.3g}".format):
+        print("\nJoint law L(S, D) = E + A S^-alpha + B D^-beta on the checkpoints (95% intervals):")
+        print(table[columns].to_string(index=False))
