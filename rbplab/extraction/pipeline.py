@@ -318,7 +318,8 @@ def entry_manifest(
     """The extractor's part of an entry's manifest: model, corpus, settings, provenance."""
     info = plan.described.info
     manifest = {
-        "model": info.to_dict(),
+        # the revision as keyed: a local model's final checkpoint named by step is the model itself
+        "model": info.to_dict() | {"revision": plan.key_spec["model"]["revision"]},
         "corpus": {
             "name": plan.corpus.name,
             "content_hash": plan.corpus.content_hash(),

@@ -328,6 +328,16 @@ class Study:
                 raise ValueError(f"no run at step {step}; this study has steps {steps}")
         return Study(runs, self.ties, self.level, curves=self.curves)
 
+    def _one_step(self, what: str) -> None:
+        """Size-only analyses compare models at one training step: refuse a mix of steps."""
+        steps = {r.step for r in self.runs}
+        if len(steps) > 1:
+            shown = ", ".join("final" if s is None else str(s) for s in sorted(steps, key=lambda s: s or 0))
+            raise ValueError(
+                f"{what} compares model sizes at one training step, and this study holds steps {shown}; "
+                "take one with study.at_step() (each model's last) or study.at_step(step)"
+            )
+
     @property
     def has_training(self) -> bool:
         """Whether some run is a training checkpoint (has a revision or a D)."""
@@ -342,16 +352,19 @@ class Study:
 
     def ksweep(self, ks: Iterable[int] | None = None, n_boot: int = 0, seed: int = 0) -> pd.DataFrame:
         """alpha(k), R²(k) over k (`rbplab.analysis.ksweep.k_sweep`), regimes labelled."""
+        self._one_step("the k-sweep")
         return ksweep.k_sweep(self.runs, ks=ks, ties=self.ties, level=self.level, n_boot=n_boot, seed=seed)
 
     def bootstrap(self, ks: Iterable[int] = (1, 10, 100), n_boot: int = 200, seed: int = 0) -> pd.DataFrame:
         """Document-bootstrap uncertainty of alpha and R² (`rbplab.analysis.fit.bootstrap_fits`)."""
+        self._one_step("the bootstrap of the size law")
         return fit.bootstrap_fits(
             self.runs, ks=ks, ties=self.ties, n_boot=n_boot, seed=seed, level=self.level
         )
 
     def extrapolation(self, ks: Iterable[int] = (1, 10, 100), n_holdout: int = 1) -> pd.DataFrame:
         """Fit all but the largest model(s), predict them (`rbplab.analysis.fit.extrapolation_check`)."""
+        self._one_step("extrapolation")
         table = self.points(ks).assign(loss=lambda f: f["neg_log_rbp"], metric="rbp")
         return fit.extrapolation_check(
             table, n_holdout=n_holdout, by=["family", "corpus", "k"], level=self.level
@@ -371,6 +384,7 @@ class Study:
         linearised coordinates x = N S^-alpha, neg_log_p_emp, neg_log_p_pred; the ratios
         against RBP_k^N and the two matched baselines (ratio, ratio_position, ratio_doc), with
         document-bootstrap intervals when n_boot > 0 (p_emp_low/high, ratio*_low/high)."""
+        self._one_step("emergence")
         ks = metrics.as_ks(ks, self.vocab_size)
         ns = np.atleast_1d(np.asarray(ns, dtype=np.int64))
         runs = self._runs(corpora)
@@ -398,6 +412,7 @@ class Study:
     ) -> pd.DataFrame:
         """Fits of -log p_{N,k} against S per N, and the joint law C N S^-alpha
         (`rbplab.analysis.emergence.sequence_fits`)."""
+        self._one_step("emergence")
         table = _emergence.sequence_table(
             self.runs, ns=ns, ks=metrics.as_ks(ks, self.vocab_size), ties=self.ties
         )
@@ -414,6 +429,7 @@ class Study:
 
     def lognormal_scaling(self) -> pd.DataFrame:
         """How mu, sigma and mu/sigma scale with S (`rbplab.analysis.lognormal_theory.parameter_scaling`)."""
+        self._one_step("lognormal scaling")
         return lognormal_theory.parameter_scaling(self.lognormal())
 
     def rank_pmf(self, corpus: str, n_bins: int = 70) -> pd.DataFrame:
@@ -458,6 +474,7 @@ class Study:
         the rank entropy of the discretised model, the appendix-B reading of CE)
         (`rbplab.analysis.lognormal_theory.simulate_scaling`, source "lognormal"). Columns family, corpus,
         S, quantity, value, source."""
+        self._one_step("the CE comparison")
         table = self.lognormal()
         frames = [
             table.melt(
@@ -496,6 +513,7 @@ class Study:
         The theory's "CE" is the rank entropy (`rbplab.analysis.lognormal_theory`). Its curves
         are deterministic functions of the fitted trends, so their alpha has no t-interval
         (alpha_ci_low/high are NaN for source "lognormal")."""
+        self._one_step("the CE exponents")
         # Without the model column: the theory's curve is a grid of S values, not models.
         comp = self.ce_comparison().drop(columns="model")
         fits = fit.scaling_fits(

@@ -158,6 +158,9 @@ def test_size_law_is_fitted_per_training_step_never_across_steps() -> None:
     assert [r.model for r in study.at_step(100).runs] == ["m0@step-100", "m1@step-100", "m2@step-100"]
     with pytest.raises(ValueError, match=r"no run at step 5; this study has steps \[100, 800\]"):
         study.at_step(5)
+    with pytest.raises(ValueError, match=r"the k-sweep compares model sizes at one training step.*100, 800"):
+        study.ksweep([1, 10])
+    assert set(study.at_step().ksweep([1, 10])["k"]) == {1, 10}
 
 
 def test_training_replicates_resample_the_same_documents_for_every_checkpoint(checkpoint_study) -> None:
