@@ -31,19 +31,26 @@ def test_noiseless_law_is_recovered_exactly():
     assert fit.converged and fit.n == len(table)
 
 
-@pytest.mark.slow  # ~1 minute on 2 busy cores
-def test_intervals_cover_the_truth_at_about_the_nominal_rate():
+# The synthetic notebooks' CE law: a small size term (A S^-alpha ~ 0.2 next to E = 2), where alpha is
+# hardest to pin down. Measured coverage over the same 40 draws: E, alpha, beta 0.95 each; median alpha
+# interval width 0.17.
+CE_LIKE = {"E": 2.0, "A": 30.0, "B": 60.0, "alpha": 0.34, "beta": 0.28}
+
+
+@pytest.mark.slow  # ~1 minute per law on 2 busy cores
+@pytest.mark.parametrize("truth", [TRUTH, CE_LIKE], ids=["rbp-like", "ce-like"])
+def test_intervals_cover_the_truth_at_about_the_nominal_rate(truth):
     # 40 independent draws from a known law with 1% multiplicative noise; 95% percentile intervals
-    # from 30 bootstrap replicates over checkpoints. Measured coverage: E 0.90, alpha 0.925, beta 0.925;
-    # median alpha interval width 0.11.
+    # from 30 bootstrap replicates over checkpoints. Measured coverage (TRUTH): E 0.90, alpha 0.925,
+    # beta 0.925; median alpha interval width 0.11.
     covered = {name: 0 for name in ("E", "alpha", "beta")}
     widths = []
     draws = 40
     for draw in range(draws):
-        table = synthetic_law_table(**TRUTH, noise=0.01, seed=100 + draw)
+        table = synthetic_law_table(**truth, noise=0.01, seed=100 + draw)
         row = joint_fits(table, n_boot=30, seed=draw, n_starts=3).iloc[0]
         for name in covered:
-            covered[name] += row[f"{name}_low"] <= TRUTH[name] <= row[f"{name}_high"]
+            covered[name] += row[f"{name}_low"] <= truth[name] <= row[f"{name}_high"]
         widths.append(row["alpha_high"] - row["alpha_low"])
     rates = {name: hits / draws for name, hits in covered.items()}
     assert all(rate >= 0.8 for rate in rates.values()), rates
