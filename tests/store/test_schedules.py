@@ -87,10 +87,11 @@ def test_micro_schedule_from_the_training_scripts_layout(tmp_path):
         schedule.select(["step-1500"])
 
 
-def test_committed_micro_models_know_their_final_step():
+def test_committed_micro_models_know_their_checkpoints():
     schedule = schedules.schedule_of("micro-1-25K")
-    assert schedule is not None and schedule.revisions() == ["step-1562"]
-    assert schedule.tokens("main") == 1562 * 2048
+    assert schedule is not None
+    assert schedule.revisions() == ["step-98", "step-195", "step-390", "step-781", "step-1562"]
+    assert schedule.tokens("main") == 1562 * 2048 and schedule.tokens("step-98") == 98 * 2048
 
 
 def test_micro_tokens_per_step_is_the_training_scripts():
