@@ -195,8 +195,15 @@ def fit_joint_law(
     )
 
 
+# A coefficient that underflowed to 0 (E drifts to 0 when the data show no floor) restarts from
+# e^-30 instead of log(0) = -inf, from which L-BFGS cannot move: every replicate would return it.
+_LOG_FLOOR = -30.0
+
+
 def _theta(fit: JointLawFit) -> np.ndarray:
-    return np.array([np.log(fit.A), np.log(fit.B), np.log(fit.E), fit.alpha, fit.beta])
+    with np.errstate(divide="ignore"):
+        logs = np.log([fit.A, fit.B, fit.E])
+    return np.array([*np.maximum(logs, _LOG_FLOOR), fit.alpha, fit.beta])
 
 
 def bootstrap_joint(

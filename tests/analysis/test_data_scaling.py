@@ -136,3 +136,14 @@ def test_unusable_input_is_refused():
         fit_joint_law([1, 2, 3], [1, 2, 3], [1, 2, 3])
     with pytest.raises(ValueError, match="step 0"):
         fit_joint_law([1e3] * 6, [0, 1, 2, 3, 4, 5], [1.0] * 6)
+
+
+def test_replicates_still_fit_when_the_floor_vanishes():
+    # Without an irreducible loss the fitted E underflows to 0; replicates must not restart from
+    # log(0) (where L-BFGS cannot move and every replicate would return the full-data fit).
+    # The micro-suite's sizes and checkpoints, a law without floor; this draw's fit has E == 0.0.
+    grid = {"sizes": (25472, 84912, 200064, 559392, 1189888, 2669568), "steps": (98, 195, 390, 781, 1562)}
+    table = synthetic_law_table(E=0.0, A=0.5, B=30.0, alpha=0.3, beta=0.35, noise=0.01, seed=8, **grid)
+    fits, boots = bootstrap_joint(table["S"], table["D"], {"x": table["loss"].to_numpy()}, n_boot=20)
+    assert fits["x"].E == 0.0
+    assert boots["x"]["alpha"].std() > 1e-3 and boots["x"]["beta"].std() > 1e-3

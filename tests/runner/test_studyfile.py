@@ -103,7 +103,8 @@ def test_revisions_per_model_mix_names_and_spacing(tmp_path, tiny_tokenizer):
         ),
         (
             'models = ["micro-1-25K"]\ncorpora = ["prose"]\nrevisions = ["step-1600"]\n',
-            "micro-1-25K has no revision 'step-1600'; available: step-98, step-195, step-390, step-781, step-1562",
+            "micro-1-25K has no revision 'step-1600'; available: step-98, step-195, step-390, "
+            "step-781, step-1562",
         ),
         ('models = ["pythia-70m"]\ncorpora = ["prose"]\nrevisions = "log:999"\n', "between 1 and 153"),
         ('models = ["gpt2"]\ncorpora = ["prose"]\nrevisions = "log:4"\n', "none is known for gpt2"),
