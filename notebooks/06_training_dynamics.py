@@ -171,7 +171,9 @@ show(report.save_figure(surface_figure, "headline", output_dir))
 # ## Does the frontier of RBP_k differ from CE's?
 # Paired bootstrap (the same checkpoints and documents for every quantity): the difference of the
 # frontier exponents and log10 of the ratio of optimal sizes at the median compute, with intervals,
-# on every corpus. `differs` is True only when an interval excludes 0.
+# on every corpus. `differs` is True only when an interval excludes 0; `extrapolated` is True when
+# either optimum (S_opt, D_opt at that compute) lies outside the scored sizes and checkpoints, where
+# the size ratio is the fitted laws' extrapolation rather than a measurement.
 
 # %%
 comparison = []

@@ -359,7 +359,9 @@ def compare_frontiers(
     One row per other quantity: its frontier exponent a = beta/(alpha+beta) (S_opt ~ C^a) and the
     reference's, the paired difference with its bootstrap interval, log10 of the ratio of optimal
     sizes at compute C (default: the geometric mean of 6 S D over the points) with its interval,
-    and `differs`: whether either interval excludes 0.
+    the two optimal sizes there (S_opt, reference_S_opt), `extrapolated`: whether either optimum
+    lies outside the (S, D) range of the points (then the size ratio is an extrapolation of the
+    fitted laws, not a measurement), and `differs`: whether either interval excludes 0.
     """
     if reference not in losses or len(losses) < 2:
         raise ValueError(f"losses must hold {reference!r} and at least one other quantity")
@@ -368,6 +370,11 @@ def compare_frontiers(
     fits, boots = bootstrap_joint(S, D, losses, n_boot=n_boot, seed=seed, replicates=replicates)
     rows = []
     ref_fit, ref_boot = fits[reference], boots[reference]
+
+    def outside(law: JointLawFit) -> bool:
+        s_opt = float(law.optimal_size(C))
+        return not (S.min() <= s_opt <= S.max() and D.min() <= C / (6 * s_opt) <= D.max())
+
     for name, fit in fits.items():
         if name == reference:
             continue
@@ -389,6 +396,9 @@ def compare_frontiers(
                 "log10_size_ratio": float(np.log10(fit.optimal_size(C) / ref_fit.optimal_size(C))),
                 "log10_size_ratio_low": ratio_low,
                 "log10_size_ratio_high": ratio_high,
+                "S_opt": float(fit.optimal_size(C)),
+                "reference_S_opt": float(ref_fit.optimal_size(C)),
+                "extrapolated": bool(outside(fit) or outside(ref_fit)),
                 "differs": bool(not diff_low <= 0 <= diff_high or not ratio_low <= 0 <= ratio_high),
                 "n_boot": int(min(len(boot), len(ref_boot))),
             }

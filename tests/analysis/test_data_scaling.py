@@ -104,6 +104,17 @@ def test_frontier_comparison_tells_different_laws_apart_and_equal_ones_not():
     assert table.loc["steeper", "differs"] and table.loc["steeper", "difference"] > 0
     low, high = table.loc["steeper", ["difference_low", "difference_high"]]
     assert low <= table.loc["steeper", "difference"] <= high
+    # Where the optimum lies: a law whose optimum at C = 6 x 2e5 x 1e6 is S = 2e5, D = 1e6 (inside
+    # the sizes and checkpoints: alpha A S^-alpha = beta B D^-beta there); at C = 1e20 both lie outside.
+    alpha, beta, A = TRUTH["alpha"], TRUTH["beta"], TRUTH["A"]
+    law = {**TRUTH, "B": alpha * A * 2e5**-alpha * 1e6**beta / beta}
+    draws = [synthetic_law_table(**law, noise=0.005, seed=seed)["loss"].to_numpy() for seed in (6, 7)]
+    balanced = {"ce": draws[0], "same": draws[1]}
+    inside = compare_frontiers(base["S"], base["D"], balanced, reference="ce", C=1.2e12, n_boot=5)
+    assert inside["reference_S_opt"].item() == pytest.approx(2e5, rel=0.5)
+    assert not inside["extrapolated"].item()
+    far = compare_frontiers(base["S"], base["D"], balanced, reference="ce", C=1e20, n_boot=5)
+    assert far["extrapolated"].all()
 
 
 def test_document_replicates_enter_the_bootstrap():
