@@ -207,6 +207,7 @@ headline = joint[
         "E",
         "frontier_exponent",
         "resampled",
+        "note",
     ]
 ].assign(source=source)
 report.save_table(headline, "headline", output_dir)

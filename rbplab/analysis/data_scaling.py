@@ -47,6 +47,7 @@ GRID = {
     "beta": (0.0, 0.5, 1.0, 1.5, 2.0),
 }
 DEFAULT_BY = ("family", "corpus", "quantity", "metric", "k")
+FLOOR_RATIO = 1e-6  # a fitted E below this share of the smallest loss is the boundary E = 0
 
 
 # ------------------------------------------------------------------------------------ loss vs D
@@ -270,8 +271,10 @@ def joint_law_table(
     """The joint law of each quantity in `losses` (name -> loss per point), one row each
     (`quantity`): E, A, B, alpha, beta, the frontier exponent beta/(alpha+beta), each with a
     percentile bootstrap interval (`_low`, `_high`) over checkpoints and, given `replicates`
-    (`bootstrap_joint`), over documents too; n (points), n_boot (replicates that fitted), and
-    `resampled` ("checkpoints" or "checkpoints and documents")."""
+    (`bootstrap_joint`), over documents too; n (points), n_boot (replicates that fitted),
+    `resampled` ("checkpoints" or "checkpoints and documents") and `note`, set when E went to its
+    boundary 0 (the points show no irreducible floor): E is then not identified, and replicates
+    that start there stay there, so its interval says nothing."""
     fits, boots = bootstrap_joint(S, D, losses, n_boot, seed, replicates=replicates, n_starts=n_starts)
     rows = []
     for name, fit in fits.items():
@@ -285,6 +288,8 @@ def joint_law_table(
         with_documents = replicates is not None and name in replicates
         row.update(n=fit.n, n_boot=len(boot), converged=fit.converged)
         row["resampled"] = "checkpoints and documents" if with_documents else "checkpoints"
+        floorless = fit.E < FLOOR_RATIO * float(np.min(losses[name]))
+        row["note"] = "E -> 0: no floor in the data, E not identified" if floorless else None
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -310,7 +315,7 @@ def joint_fits(
         keys = keys if isinstance(keys, tuple) else (keys,)
         row = joint_law_table(
             part["S"], part["D"], {"loss": part[y].to_numpy(np.float64)}, n_boot, seed, level, None, n_starts
-        ).drop(columns=["quantity", "resampled"])
+        ).drop(columns=["quantity", "resampled", "note"])
         rows.append(row.assign(**dict(zip(by, keys, strict=True)))[[*by, *row.columns]])
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=by)
 

@@ -158,3 +158,11 @@ def test_replicates_still_fit_when_the_floor_vanishes():
     fits, boots = bootstrap_joint(table["S"], table["D"], {"x": table["loss"].to_numpy()}, n_boot=20)
     assert fits["x"].E == 0.0
     assert boots["x"]["alpha"].std() > 1e-3 and boots["x"]["beta"].std() > 1e-3
+    rows = joint_law_table(table["S"], table["D"], {"x": table["loss"].to_numpy()}, n_boot=5)
+    assert rows["note"].item() == "E -> 0: no floor in the data, E not identified"
+    with_floor = synthetic_law_table(**TRUTH, noise=0.01, seed=4)
+    assert (
+        joint_law_table(with_floor["S"], with_floor["D"], {"x": with_floor["loss"]}, n_boot=5)["note"]
+        .isna()
+        .all()
+    )

@@ -242,7 +242,7 @@ HEADLINE_06 = ["corpus", "quantity", "alpha", "alpha_low", "alpha_high", "beta",
 
 def _check_training_tables(tables: Path) -> None:
     headline = pd.read_csv(tables / "headline.csv")
-    assert list(headline.columns) == [*HEADLINE_06, "E", "frontier_exponent", "resampled", "source"]
+    assert list(headline.columns) == [*HEADLINE_06, "E", "frontier_exponent", "resampled", "note", "source"]
     assert list(headline["quantity"]) == ["RBP_1", "RBP_100", "CE"]
     assert np.isfinite(headline[[*HEADLINE_06[2:], "frontier_exponent"]]).all().all()
     frontiers = pd.read_csv(tables / "frontiers.csv")
