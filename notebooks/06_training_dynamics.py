@@ -206,8 +206,6 @@ headline = joint[
         "beta_high",
         "E",
         "frontier_exponent",
-        "resampled",
-        "note",
     ]
 ].assign(source=source)
 report.save_table(headline, "headline", output_dir)
