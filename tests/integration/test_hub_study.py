@@ -52,7 +52,7 @@ def test_cli_extract_family_at_a_revision_keys_on_its_commit(hub, hub_registry, 
     argv = ["extract", "--family", "pythia", "--revision", "step1000", "--corpus", "hub:humaneval"]
     assert cli.main([*argv, "--cache-dir", str(cache), "--no-progress"]) == 0
     label, corpus, _, state, short_key, path = capsys.readouterr().out.strip().split("\t")
-    assert (label, corpus, state) == ("pythia-14m", "hub:humaneval", "extracted")
+    assert (label, corpus, state) == ("pythia-14m@step1000", "hub:humaneval", "extracted")
     commit = hub.commit(PYTHIA, "step1000")
     humaneval = open_corpus("hub:humaneval")
     spec = plan_extraction(ModelSpec(PYTHIA, revision="step1000"), humaneval).key_spec
