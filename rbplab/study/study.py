@@ -44,10 +44,12 @@ def _base_model(run: Run) -> str:
     return run.model[: -len(suffix)] if run.revision and run.model.endswith(suffix) else run.model
 
 
-def _training_column(runs: Sequence[Run], name: str) -> np.ndarray:
+def _training_column(runs: Sequence[Run], name: str):
     values = [getattr(r, name) for r in runs]
     if name == "revision":
         return np.array(values, dtype=object)
+    if name == "step":  # an optimiser step is a count: integers, <NA> where unknown
+        return pd.array(values, dtype="Int64")
     return np.array([np.nan if v is None else v for v in values], dtype=np.float64)
 
 
@@ -177,7 +179,7 @@ class Study:
         )
         if self.has_training:  # revision, step, D, C after S, only for studies of checkpoints
             for offset, name in enumerate(TRAINING_FIELDS):
-                frame.insert(4 + offset, name, np.repeat(_training_column(runs, name), n))
+                frame.insert(4 + offset, name, _training_column(runs, name).repeat(n))
         if n_boot > 0:
             lo, hi = [], []
             for r in runs:
