@@ -19,6 +19,12 @@ def run_label(model: str, revision: str | None) -> str:
     return f"{model}@{revision}" if revision else model
 
 
+def model_of_label(label: str, revision: str | None) -> str:
+    """The model a run label names (`run_label` undone): `label` without its ``@revision``."""
+    suffix = f"@{revision}"
+    return label[: -len(suffix)] if isinstance(revision, str) and label.endswith(suffix) else label
+
+
 @dataclass(frozen=True, eq=False)
 class Run:
     """One model evaluated on one corpus; S is the non-embedding parameter count.

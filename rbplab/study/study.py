@@ -20,7 +20,7 @@ from scipy import stats as sps
 from rbplab.analysis import bootstrap, fit, ksweep, lognormal, lognormal_theory, metrics
 from rbplab.analysis import emergence as _emergence
 from rbplab.analysis.metrics import RBPCurve
-from rbplab.core.runs import TRAINING_FIELDS, Run
+from rbplab.core.runs import TRAINING_FIELDS, Run, model_of_label
 from rbplab.core.stats import TokenStats, check_ties
 
 BAND_POINTS = 40
@@ -36,12 +36,6 @@ def as_list(value: object) -> list | None:
 def _size_law_groups(points: pd.DataFrame) -> list[str]:
     """Groups of one size law: a study of checkpoints has one per training step."""
     return ["family", "corpus", "k", *(["step"] if "step" in points.columns else [])]
-
-
-def _base_model(run: Run) -> str:
-    """The model's name without its ``@revision``."""
-    suffix = f"@{run.revision}"
-    return run.model[: -len(suffix)] if run.revision and run.model.endswith(suffix) else run.model
 
 
 def _training_column(runs: Sequence[Run], name: str):
@@ -281,8 +275,7 @@ class Study:
         ce = {(r.family, r.model, r.corpus): metrics.cross_entropy(r.stats) for r in runs}
         frame["ce"] = [ce[key] for key in zip(frame["family"], frame["model"], frame["corpus"], strict=True)]
         frame["model"] = [
-            m[: -len(f"@{rev}")] if isinstance(rev, str) and m.endswith(f"@{rev}") else m
-            for m, rev in zip(frame["model"], frame["revision"], strict=True)
+            model_of_label(m, rev) for m, rev in zip(frame["model"], frame["revision"], strict=True)
         ]
         return frame[columns]
 
@@ -313,16 +306,17 @@ class Study:
         lognormal) on a study of checkpoints: `step`, or with None each model's last checkpoint
         in the study (a run without a step counts as final)."""
         if step is None:
+
+            def key(r: Run) -> tuple[str, str, str]:
+                return (r.family, model_of_label(r.model, r.revision), r.corpus)
+
+            def position(r: Run) -> float:
+                return math.inf if r.step is None else r.step
+
             last: dict[tuple[str, str, str], float] = {}
             for r in self.runs:
-                key = (r.family, _base_model(r), r.corpus)
-                position = math.inf if r.step is None else r.step
-                last[key] = max(last.get(key, -math.inf), position)
-            runs = [
-                r
-                for r in self.runs
-                if (math.inf if r.step is None else r.step) == last[(r.family, _base_model(r), r.corpus)]
-            ]
+                last[key(r)] = max(last.get(key(r), -math.inf), position(r))
+            runs = [r for r in self.runs if position(r) == last[key(r)]]
         else:
             runs = [r for r in self.runs if r.step == step]
             if not runs:
