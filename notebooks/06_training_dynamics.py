@@ -139,10 +139,13 @@ def checkpoint_losses(corpus_name):
     return first["S"].to_numpy()[keep], first["D"].to_numpy()[keep], losses, replicates
 
 
-rows = []
+# One bootstrap per corpus, read twice: here for the laws, below for the frontier comparison.
+bootstraps, rows = {}, []
 for name in table["corpus"].unique():
     S, D, losses, replicates = checkpoint_losses(name)
-    law = data_scaling.joint_law_table(S, D, losses, n_boot=n_boot, replicates=replicates)
+    fits, boots = data_scaling.bootstrap_joint(S, D, losses, n_boot=n_boot, replicates=replicates)
+    bootstraps[name] = (S, D, fits, boots)
+    law = data_scaling.law_rows(fits, boots, losses, replicates=replicates)
     rows.append(law.assign(family=table["family"].iloc[0], corpus=name))
 joint = report.save_table(pd.concat(rows, ignore_index=True), "joint_fits", output_dir)
 joint
@@ -153,8 +156,7 @@ joint
 # frontiers of RBP_1 and of CE (each from its own fitted law), markers the checkpoints.
 
 # %%
-S, D, losses, replicates = checkpoint_losses(corpus)
-laws = {name: data_scaling.fit_joint_law(S, D, loss) for name, loss in losses.items()}
+S, D, laws, _ = bootstraps[corpus]
 sel = table[(table["corpus"] == corpus) & (table["k"] == k_low) & (table["D"] > 0)]
 surface = data_scaling.law_surface(laws[f"RBP_{k_low}"], S, D)
 C = np.geomspace(surface["C"].min(), surface["C"].max(), 40)
@@ -176,13 +178,10 @@ show(report.save_figure(surface_figure, "headline", output_dir))
 # the size ratio is the fitted laws' extrapolation rather than a measurement.
 
 # %%
-comparison = []
-for name in table["corpus"].unique():
-    S_c, D_c, losses_c, replicates_c = checkpoint_losses(name)
-    rows_c = data_scaling.compare_frontiers(
-        S_c, D_c, losses_c, reference="CE", n_boot=n_boot, replicates=replicates_c
-    )
-    comparison.append(rows_c.assign(corpus=name, source=source))
+comparison = [
+    data_scaling.frontier_rows(fits, boots, S, D, reference="CE").assign(corpus=name, source=source)
+    for name, (S, D, fits, boots) in bootstraps.items()
+]
 report.save_table(pd.concat(comparison, ignore_index=True), "frontiers", output_dir)
 
 # %% [markdown]

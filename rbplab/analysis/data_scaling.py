@@ -7,16 +7,19 @@ or CE), plus grouping columns such as `quantity`, `corpus`, `k`. Three analyses:
 
 - `data_fits`: per size, loss = A * D^-beta by OLS in log-log space (the paper's fit in S, turned
   to D), with t intervals;
-- `fit_joint_law` / `joint_fits`: L(S, D) = E + A S^-alpha + B D^-beta fitted as Hoffmann et al.
-  (2022, appendix D.2) did: Huber loss (delta = 1e-3) between log L and the log-sum-exp
-  parametrisation LSE(a - alpha log S, b - beta log D, e) (A = e^a, B = e^b, E = e^e), L-BFGS from
-  the best starts of a grid of initialisations; intervals from a bootstrap over checkpoints (rows
-  resampled with replacement) and, when per-document replicates of the losses are given
-  (`replicates`, e.g. from a paired document bootstrap), over documents too;
+- `fit_joint_law` / `joint_law_table` / `joint_fits`: L(S, D) = E + A S^-alpha + B D^-beta fitted as
+  Hoffmann et al. (2022, appendix D.2) did: Huber loss (delta = 1e-3) between log L and the
+  log-sum-exp parametrisation LSE(a - alpha log S, b - beta log D, e) (A = e^a, B = e^b, E = e^e),
+  L-BFGS from the best starts of a grid of initialisations; intervals from a bootstrap over
+  checkpoints (rows resampled with replacement) and, when per-document replicates of the losses are
+  given (`replicates`, e.g. from a paired document bootstrap), over documents too;
 - `frontier` / `compare_frontiers`: for each compute C = 6 S D, the S and D that minimise the
   fitted law (numerically; the closed form is S_opt = G (C/6)^(beta/(alpha+beta)) with
   G = (alpha A / (beta B))^(1/(alpha+beta))), and whether the frontier for one quantity (RBP_k)
   differs from another's (CE) beyond their paired bootstrap intervals.
+
+`joint_law_table` and `compare_frontiers` each bootstrap; `law_rows` and `frontier_rows` give the
+same tables from one `bootstrap_joint` result, so a study bootstraps once and reads both.
 
 Pure numpy/scipy/pandas: no model code, no storage, no plotting.
 """
@@ -276,6 +279,18 @@ def joint_law_table(
     boundary 0 (the points show no irreducible floor): E is then not identified, and replicates
     that start there stay there, so its interval says nothing."""
     fits, boots = bootstrap_joint(S, D, losses, n_boot, seed, replicates=replicates, n_starts=n_starts)
+    return law_rows(fits, boots, losses, level, replicates)
+
+
+def law_rows(
+    fits: dict[str, JointLawFit],
+    boots: dict[str, pd.DataFrame],
+    losses: dict[str, np.ndarray],
+    level: float = 0.95,
+    replicates: dict[str, np.ndarray] | None = None,
+) -> pd.DataFrame:
+    """`joint_law_table`'s rows from a `bootstrap_joint` result (fits, boots) of `losses` (and
+    `replicates`, if it was given them): summarise one bootstrap several ways without refitting."""
     rows = []
     for name, fit in fits.items():
         boot = boots[name]
@@ -370,19 +385,36 @@ def compare_frontiers(
     """
     if reference not in losses or len(losses) < 2:
         raise ValueError(f"losses must hold {reference!r} and at least one other quantity")
+    fits, boots = bootstrap_joint(S, D, losses, n_boot=n_boot, seed=seed, replicates=replicates)
+    return frontier_rows(fits, boots, S, D, reference, C, level)
+
+
+def frontier_rows(
+    fits: dict[str, JointLawFit],
+    boots: dict[str, pd.DataFrame],
+    S: Sequence[float],
+    D: Sequence[float],
+    reference: str,
+    C: float | None = None,
+    level: float = 0.95,
+) -> pd.DataFrame:
+    """`compare_frontiers`'s rows from a `bootstrap_joint` result (fits, boots) of points (S, D):
+    summarise one bootstrap several ways without refitting."""
+    if reference not in fits or len(fits) < 2:
+        raise ValueError(f"fits must hold {reference!r} and at least one other quantity")
     S, D = np.asarray(S, dtype=np.float64), np.asarray(D, dtype=np.float64)
     C = float(np.exp(np.mean(np.log(6 * S * D)))) if C is None else float(C)
-    fits, boots = bootstrap_joint(S, D, losses, n_boot=n_boot, seed=seed, replicates=replicates)
     rows = []
     ref_fit, ref_boot = fits[reference], boots[reference]
 
-    def outside(law: JointLawFit) -> bool:
-        s_opt = float(law.optimal_size(C))
+    def outside(s_opt: float) -> bool:
         return not (S.min() <= s_opt <= S.max() and D.min() <= C / (6 * s_opt) <= D.max())
 
+    ref_s_opt = float(ref_fit.optimal_size(C))
     for name, fit in fits.items():
         if name == reference:
             continue
+        s_opt = float(fit.optimal_size(C))
         boot = boots[name]
         diff = boot["frontier_exponent"] - ref_boot["frontier_exponent"]
         ratio = np.log10(_optimal_sizes(boot, C)) - np.log10(_optimal_sizes(ref_boot, C))
@@ -398,12 +430,12 @@ def compare_frontiers(
                 "difference_low": diff_low,
                 "difference_high": diff_high,
                 "C": C,
-                "log10_size_ratio": float(np.log10(fit.optimal_size(C) / ref_fit.optimal_size(C))),
+                "log10_size_ratio": float(np.log10(s_opt / ref_s_opt)),
                 "log10_size_ratio_low": ratio_low,
                 "log10_size_ratio_high": ratio_high,
-                "S_opt": float(fit.optimal_size(C)),
-                "reference_S_opt": float(ref_fit.optimal_size(C)),
-                "extrapolated": bool(outside(fit) or outside(ref_fit)),
+                "S_opt": s_opt,
+                "reference_S_opt": ref_s_opt,
+                "extrapolated": outside(s_opt) or outside(ref_s_opt),
                 "differs": bool(not diff_low <= 0 <= diff_high or not ratio_low <= 0 <= ratio_high),
                 "n_boot": int(min(len(boot), len(ref_boot))),
             }
