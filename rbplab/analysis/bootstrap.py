@@ -13,8 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from rbplab.analysis.metrics import as_ks, summary
+from rbplab.analysis.metrics import RunData, as_ks, n_tokens, summary
 from rbplab.core.stats import TokenStats, check_ties
+from rbplab.core.summary import EntrySummary, document_hits, document_totals
 
 UNITS = ("document", "token")
 _CHUNK_ELEMENTS = 1 << 22  # bootstrap weight block size (~32 MB of float64)
@@ -52,7 +53,7 @@ class DocStats:
 
 
 def expected_hits(stats: TokenStats, ks: np.ndarray, ties: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per-token membership in the top k as (j0, tied_index, tied_fraction).
+    """Per-token membership in the top k as (j0, tied_index, tied_fraction), for the token bootstrap.
 
     Untied tokens are in the top ks[j] exactly for j >= j0; "expected" tied tokens
     (rows tied_index) contribute tied_fraction[i, j] = clip((ks[j] - g) / e, 0, 1)."""
@@ -68,29 +69,37 @@ def expected_hits(stats: TokenStats, ks: np.ndarray, ties: str) -> tuple[np.ndar
     return j0, tied, frac
 
 
+def _padded(values: np.ndarray, n_docs: int) -> np.ndarray:
+    out = np.zeros((n_docs, *values.shape[1:]), dtype=np.float64)
+    out[: len(values)] = values
+    return out
+
+
 def doc_stats(
-    stats: TokenStats, ks: Iterable[int] | None = None, ties: str = "pessimistic", n_docs: int | None = None
+    data: RunData, ks: Iterable[int] | None = None, ties: str = "pessimistic", n_docs: int | None = None
 ) -> DocStats:
-    """Per-document sufficient statistics; `n_docs` pads to a corpus-wide document count so
-    several models of one corpus can share bootstrap weights."""
-    ks = as_ks(ks, stats.vocab_size)
-    n_docs = stats.n_docs if n_docs is None else int(n_docs)
-    if n_docs < stats.n_docs:
-        raise ValueError(f"n_docs={n_docs} is smaller than the documents present ({stats.n_docs})")
-    n_k = len(ks)
-    j0, tied, frac = expected_hits(stats, ks, ties)
-    counts = np.bincount(stats.doc * (n_k + 1) + j0, minlength=n_docs * (n_k + 1)).reshape(n_docs, n_k + 1)
-    hits = np.cumsum(counts, axis=1)[:, :n_k].astype(np.float64)
-    for j in range(n_k if len(tied) else 0):
-        hits[:, j] += np.bincount(stats.doc[tied], weights=frac[:, j], minlength=n_docs)
+    """Per-document sufficient statistics of a run's tokens or of its cached summary (which keeps
+    them at its thresholds, `rbplab.core.summary.summary_ks`); `n_docs` pads to a corpus-wide
+    document count so several models of one corpus can share bootstrap weights."""
+    check_ties(ties)
+    ks = as_ks(ks, data.vocab_size)
+    n_docs = data.n_docs if n_docs is None else int(n_docs)
+    if n_docs < data.n_docs:
+        raise ValueError(f"n_docs={n_docs} is smaller than the documents present ({data.n_docs})")
+    if isinstance(data, EntrySummary):
+        hits = data.doc_hits(ks, ties)
+        tokens, nll, p = data.doc_tokens, data.doc_nll, data.doc_p
+    else:
+        hits = document_hits(data, ks, ties)
+        tokens, nll, p = document_totals(data)
     return DocStats(
         ks=ks,
-        hits=hits,
-        n_tokens=np.bincount(stats.doc, minlength=n_docs).astype(np.float64),
-        nll_sum=np.bincount(stats.doc, weights=stats.nll, minlength=n_docs),
-        p_sum=np.bincount(stats.doc, weights=np.exp(-stats.nll), minlength=n_docs),
+        hits=_padded(hits, n_docs),
+        n_tokens=_padded(tokens, n_docs),
+        nll_sum=_padded(nll, n_docs),
+        p_sum=_padded(p, n_docs),
         ties=ties,
-        vocab_size=stats.vocab_size,
+        vocab_size=data.vocab_size,
     )
 
 
@@ -147,14 +156,18 @@ def _token_replicates(stats: TokenStats, ks: np.ndarray, ties: str, n_boot: int,
     return out
 
 
-def _replicates(stats: TokenStats, ks: np.ndarray, ties: str, n_boot: int, seed: int, unit: str) -> dict:
+def _replicates(data: RunData, ks: np.ndarray, ties: str, n_boot: int, seed: int, unit: str) -> dict:
     if unit not in UNITS:
         raise ValueError(f"unit must be one of {UNITS}, got {unit!r}")
-    if n_boot < 2 or len(stats) == 0:
-        raise ValueError(f"need n_boot >= 2 and at least one token (n_boot={n_boot}, tokens={len(stats)})")
+    if n_boot < 2 or n_tokens(data) == 0:
+        raise ValueError(
+            f"need n_boot >= 2 and at least one token (n_boot={n_boot}, tokens={n_tokens(data)})"
+        )
     if unit == "document":
-        return replicate_arrays([doc_stats(stats, ks, ties)], n_boot, seed)[0]
-    return _token_replicates(stats, ks, check_ties(ties), n_boot, seed)
+        return replicate_arrays([doc_stats(data, ks, ties)], n_boot, seed)[0]
+    if not isinstance(data, TokenStats):
+        raise ValueError("the token bootstrap resamples tokens: give the run's TokenStats (study.stats(...))")
+    return _token_replicates(data, ks, check_ties(ties), n_boot, seed)
 
 
 def _columns(arrays: dict[str, np.ndarray], ks: np.ndarray) -> tuple[list[str], list, np.ndarray]:
@@ -169,7 +182,7 @@ def _loss(metric: np.ndarray, value: np.ndarray) -> np.ndarray:
 
 
 def bootstrap_metrics(
-    stats: TokenStats,
+    stats: RunData,
     ks: Iterable[int] | None = (1, 10, 100),
     ties: str = "pessimistic",
     n_boot: int = 1000,
@@ -196,7 +209,7 @@ def bootstrap_metrics(
 
 
 def bootstrap_ci(
-    stats: TokenStats,
+    stats: RunData,
     ks: Iterable[int] | None = (1, 10, 100),
     ties: str = "pessimistic",
     n_boot: int = 1000,

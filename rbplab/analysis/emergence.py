@@ -30,6 +30,13 @@ their full-data values, an approximation that matters only with few documents). 
 must be consecutive (TokenStats.position differs by one), so gaps in scoring break windows.
 Under "expected" ties a window succeeds with probability prod_i clip((k - g_i)/e_i, 0, 1) and
 h_d is the sum of these per-token probabilities.
+
+Under the 0/1 conventions everything comes from a run's summary (`rbplab.core.summary`): window
+counts from its segments, successes from its hit-run histograms (pooled for the estimate, per
+document at `DOC_RUN_KS` for the bootstrap), the permutation baseline from per-document hits and
+the position baseline from per-bucket hit rates and the segments' positions. The products of
+fractional probabilities under "expected" ties do not reduce to run lengths: that convention reads
+the run's tokens (from the cache when the run holds only its summary).
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from __future__ import annotations
 import warnings
 import zlib
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -47,6 +55,7 @@ from rbplab.analysis.metrics import as_ks
 from rbplab.core.columns import RUN_COLUMNS, TIES
 from rbplab.core.runs import RunsLike, as_runs
 from rbplab.core.stats import TokenStats, check_ties
+from rbplab.core.summary import EntrySummary, hit_probability, position_bucket
 
 DEFAULT_NS = (1, 2, 4, 8, 16, 32)
 DEFAULT_KS = (1, 10, 100)
@@ -54,13 +63,7 @@ DEFAULT_KS = (1, 10, 100)
 
 def top_k_probability(stats: TokenStats, k: int, ties: str = "pessimistic") -> np.ndarray:
     """Per-token probability of ranking within the top k (0/1 except for expected ties)."""
-    check_ties(ties)
-    g, e = stats.n_greater, stats.n_equal
-    if ties == "pessimistic":
-        return (g + e <= k).astype(np.float64)
-    if ties == "optimistic":
-        return (g + 1 <= k).astype(np.float64)
-    return np.clip((k - g) / e, 0.0, 1.0)
+    return hit_probability(stats.n_greater, stats.n_equal, k, ties)
 
 
 def _run_remaining(stats: TokenStats) -> np.ndarray:
@@ -78,15 +81,6 @@ def window_starts(stats: TokenStats, n: int) -> np.ndarray:
     if n < 1:
         raise ValueError(f"N must be >= 1, got {n}")
     return np.flatnonzero(_run_remaining(stats) >= n)
-
-
-def position_bucket(position: np.ndarray) -> np.ndarray:
-    """Bucket of each token position for the position-matched baseline: positions 0..15 on
-    their own, then four buckets per doubling (16-19, 20-22, 23-26, 27-31, 32-38, ...)."""
-    pos = np.asarray(position, dtype=np.float64)
-    with np.errstate(divide="ignore"):
-        late = 16 + np.floor(4 * np.log2(np.maximum(pos, 16) / 16)).astype(np.int64)
-    return np.where(pos < 16, pos.astype(np.int64), late)
 
 
 def _prefix_sums(stats: TokenStats, k: int, ties: str) -> tuple[np.ndarray, np.ndarray | None]:
@@ -126,11 +120,79 @@ def window_success(
     return start, success if frac is None else success * frac[start]
 
 
+def _permutation_draws(per_doc: np.ndarray, h: np.ndarray, n_d: np.ndarray, n: int) -> np.ndarray:
+    """Expected all-hit windows per document if its tokens were shuffled: per_doc windows times
+    prod_{j<n} (h_d - j) / (n_d - j)."""
+    j = np.arange(n)[:, None]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        draw = np.where(n_d > j, np.clip(h - j, 0, None) / (n_d - j), 0.0)
+    return per_doc * np.prod(draw, axis=0)
+
+
+def _position_windows(prefix, doc: np.ndarray, valid: np.ndarray, n: int, m: int, n_docs: int) -> np.ndarray:
+    """Per-document sum over valid windows of the product of their position-bucket hit rates."""
+    hit_p, frac_p = _all_windows(prefix, n, m)
+    ok_p = valid & hit_p
+    w_p = None if frac_p is None else frac_p[ok_p]
+    return np.bincount(doc[ok_p], weights=w_p, minlength=n_docs).astype(np.float64)
+
+
+def _segment_tokens(summary: EntrySummary) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Document, position and remaining run length of every scored token, from the segments (the
+    positions only: no rank or nll is needed or kept)."""
+    length = summary.seg_length
+    first = np.r_[0, np.cumsum(length)[:-1]]
+    offset = np.arange(int(length.sum())) - np.repeat(first, length)
+    return (
+        np.repeat(summary.seg_doc, length),
+        np.repeat(summary.seg_start, length) + offset,
+        np.repeat(length, length) - offset,
+    )
+
+
+def _summary_window_sums(
+    summary: EntrySummary, ns: Sequence[int], ks: np.ndarray, ties: str, n_docs: int, per_document: bool
+):
+    """`_window_doc_sums` from a summary under a 0/1 convention. With per_document False the
+    successes are pooled (hit runs at any k of the summary's grid) and every array has one row,
+    their sum over documents; with True they are per document (k in `DOC_RUN_KS`)."""
+    doc, position, rem = _segment_tokens(summary)
+    bucket = position_bucket(position)
+    b_count = summary.bucket_tokens.astype(np.float64)
+    b_hits = summary.bucket_hit_counts(ks, ties)
+    h_d = summary.doc_hits(ks, ties)
+    n_d = np.zeros(n_docs)
+    n_d[: summary.n_docs] = summary.doc_tokens
+    h_all = np.zeros((n_docs, len(ks)))
+    h_all[: summary.n_docs] = h_d
+    pos_prefixes = []
+    for j in range(len(ks)):
+        with np.errstate(invalid="ignore"):
+            rate = b_hits[:, j] / b_count
+        pos_prefixes.append(_prefix_of(np.nan_to_num(rate)[bucket]))
+    counts, succ, perm, posm = [], [], [], []
+    for n in (int(v) for v in ns):
+        m = max(len(doc) - n + 1, 0)
+        valid = rem[:m] >= n
+        windows = np.clip(summary.seg_length - n + 1, 0, None)
+        per_doc = np.bincount(summary.seg_doc, weights=windows, minlength=n_docs).astype(np.float64)
+        for j, k in enumerate(ks):
+            runs = summary.hit_runs(ties, int(k), per_document=per_document)
+            counts.append(per_doc)
+            succ.append(runs.doc_windows(n, n_docs) if per_document else np.array([runs.windows(n)]))
+            perm.append(_permutation_draws(per_doc, h_all[:, j], n_d, n))
+            posm.append(_position_windows(pos_prefixes[j], doc[:m], valid, n, m, n_docs))
+    arrays = tuple(np.column_stack(a) for a in (counts, succ, perm, posm))
+    if per_document:
+        return arrays
+    return tuple(a if a.shape[0] == 1 else a.sum(axis=0, keepdims=True) for a in arrays)
+
+
 def _window_doc_sums(stats: TokenStats, ns: Sequence[int], ks: np.ndarray, ties: str, n_docs: int):
     """Per-document window counts, successes and the two baselines' expected successes
     (within-document permutation, position-matched), each (n_docs, len(ns) * len(ks)),
-    N-major. Run lengths are found once, prefix sums once per k, and each (N, k) costs a few
-    passes."""
+    N-major, from the tokens (any tie convention). Run lengths are found once, prefix sums once
+    per k, and each (N, k) costs a few passes."""
     rem = _run_remaining(stats)
     qs = [top_k_probability(stats, int(k), ties) for k in ks]
     prefixes = [_prefix_of(q) for q in qs]
@@ -155,14 +217,8 @@ def _window_doc_sums(stats: TokenStats, ns: Sequence[int], ks: np.ndarray, ties:
             weights = None if frac is None else frac[ok]
             counts.append(per_doc)
             succ.append(np.bincount(doc[ok], weights=weights, minlength=n_docs).astype(np.float64))
-            j = np.arange(n)[:, None]
-            with np.errstate(invalid="ignore", divide="ignore"):
-                draw = np.where(n_d > j, np.clip(h - j, 0, None) / (n_d - j), 0.0)
-            perm.append(per_doc * np.prod(draw, axis=0))
-            hit_p, frac_p = _all_windows(pos_prefix, n, m)
-            ok_p = valid & hit_p
-            w_p = None if frac_p is None else frac_p[ok_p]
-            posm.append(np.bincount(doc[ok_p], weights=w_p, minlength=n_docs).astype(np.float64))
+            perm.append(_permutation_draws(per_doc, h, n_d, n))
+            posm.append(_position_windows(pos_prefix, doc, valid, n, m, n_docs))
     return tuple(np.column_stack(a) for a in (counts, succ, perm, posm))
 
 
@@ -175,6 +231,17 @@ def _sequence_metrics(w, succ, counts, perm, posm, docs, k_idx, n_col) -> tuple[
         p_emp = s / (w @ counts)
         rbp = docs.evaluate(w)["rbp"][:, k_idx]
         return p_emp, rbp, p_emp / rbp**n_col, s / (w @ perm), s / (w @ posm)
+
+
+def _pooled(docs):
+    """DocStats of one pseudo-document holding every document's sums (point estimates only)."""
+    return replace(
+        docs,
+        hits=docs.hits.sum(axis=0, keepdims=True),
+        n_tokens=docs.n_tokens.sum(keepdims=True),
+        nll_sum=docs.nll_sum.sum(keepdims=True),
+        p_sum=docs.p_sum.sum(keepdims=True),
+    )
 
 
 def _as_ns(ns: Iterable[int]) -> np.ndarray:
@@ -216,16 +283,27 @@ def sequence_table(
     ns = _as_ns(ns)
     q = [(1 - level) / 2, (1 + level) / 2]
     frames = []
+    check_ties(ties)
     for run in as_runs(runs):
-        st = run.stats
-        k_arr = as_ks(ks, st.vocab_size)
-        n_docs = st.n_docs
-        docs = doc_stats(st, k_arr, ties, n_docs)
-        counts, succ, perm, posm = _window_doc_sums(st, ns, k_arr, ties, n_docs)
+        k_arr = as_ks(ks, run.vocab_size)
+        n_docs = run.n_docs
+        if ties == "expected":  # products of fractional probabilities: read the tokens
+            st = run.token_stats()
+            docs = doc_stats(st, k_arr, ties, n_docs)
+            counts, succ, perm, posm = _window_doc_sums(st, ns, k_arr, ties, n_docs)
+        else:
+            docs = doc_stats(run.summary, k_arr, ties, n_docs)
+            counts, succ, perm, posm = _summary_window_sums(
+                run.summary, ns, k_arr, ties, n_docs, per_document=n_boot > 0
+            )
         n_col = np.repeat(ns, len(k_arr))
         k_idx = np.tile(np.arange(len(k_arr)), len(ns))
         sums = (succ, counts, perm, posm, docs, k_idx, n_col)
-        p_emp, rbp, ratio, ratio_doc, ratio_pos = (a[0] for a in _sequence_metrics(np.ones(n_docs), *sums))
+        if counts.shape[0] == 1:  # pooled over documents: the documents' hits summed too
+            docs = _pooled(docs)
+            sums = (succ, counts, perm, posm, docs, k_idx, n_col)
+        ones = np.ones(counts.shape[0])
+        p_emp, rbp, ratio, ratio_doc, ratio_pos = (a[0] for a in _sequence_metrics(ones, *sums))
         n_win = counts.sum(axis=0)
         with np.errstate(divide="ignore", invalid="ignore"):
             frame = pd.DataFrame(

@@ -287,7 +287,7 @@ def bootstrap_fits(
     ks_all = None if ks is None else as_ks(ks, np.iinfo(np.int64).max)
     fam_ks = {}
     for fam in {r.family for r in runs}:
-        v_min = min(r.stats.vocab_size for r in runs if r.family == fam)
+        v_min = min(r.vocab_size for r in runs if r.family == fam)
         fam_ks[fam] = standard_ks(v_min) if ks_all is None else ks_all[ks_all <= v_min]
         if not len(fam_ks[fam]):
             raise ValueError(f"no k in {list(ks_all)} fits family {fam!r} (smallest vocabulary {v_min})")
@@ -295,7 +295,7 @@ def bootstrap_fits(
     rows = []
     for corpus in sorted({r.corpus for r in runs}):
         c_runs = [r for r in runs if r.corpus == corpus]
-        n_docs = max(r.stats.n_docs for r in c_runs)
+        n_docs = max(r.n_docs for r in c_runs)
         docs = [doc_stats(r.stats, fam_ks[r.family], ties, n_docs) for r in c_runs]
         seq = np.random.SeedSequence([seed, zlib.crc32(corpus.encode())])
         if share_documents:

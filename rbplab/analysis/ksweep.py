@@ -71,7 +71,7 @@ def k_sweep(
             table = metrics_table(runs, None, ties)
         else:  # each run gets the thresholds its vocabulary allows
             ks = np.unique(np.asarray(list(ks), dtype=np.int64))
-            table = pd.concat([metrics_table([r], ks[ks <= r.stats.vocab_size], ties) for r in runs])
+            table = pd.concat([metrics_table([r], ks[ks <= r.vocab_size], ties) for r in runs])
     for col in ("metric", "k", "vocab_size"):
         if col not in table.columns:
             raise ValueError(f"k_sweep needs a metrics_table with column {col!r}")

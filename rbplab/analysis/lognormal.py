@@ -34,6 +34,10 @@ from scipy import optimize, special
 from rbplab.analysis._cells import LOG_SQRT_2PI, cell_edges, dot, log_cell
 from rbplab.analysis.metrics import RBPCurve, rank_histogram
 from rbplab.core.stats import TokenStats
+from rbplab.core.summary import EntrySummary
+
+# What a rank distribution can be fitted from: tokens, their summary, a curve or a histogram.
+RankData = TokenStats | EntrySummary | RBPCurve | np.ndarray
 
 DISTRIBUTIONS = ("lognormal", "loglogistic", "power_law")
 
@@ -98,8 +102,8 @@ class RankDistributionFit:
         return np.exp(log_pmf(self.distribution, self.params, self.vocab_size))
 
 
-def _histogram(data: TokenStats | RBPCurve | np.ndarray, ties: str) -> tuple[np.ndarray, int]:
-    if isinstance(data, TokenStats):
+def _histogram(data: RankData, ties: str) -> tuple[np.ndarray, int]:
+    if isinstance(data, (TokenStats, EntrySummary)):
         hist = rank_histogram(data, ties)
     elif isinstance(data, RBPCurve):
         hist = data.histogram
@@ -152,25 +156,21 @@ def _fit_location_scale(distribution: str, hist: np.ndarray, vocab_size: int) ->
     return RankDistributionFit(distribution, params, loglik, float(n), vocab_size, bool(best.success), se)
 
 
-def fit_lognormal(data: TokenStats | RBPCurve | np.ndarray, ties: str = "pessimistic") -> RankDistributionFit:
+def fit_lognormal(data: RankData, ties: str = "pessimistic") -> RankDistributionFit:
     """MLE of the discretised truncated lognormal (params mu, sigma of the log-rank) from
     TokenStats, an RBPCurve, or a rank histogram h[r], r = 0..|V|."""
     hist, vocab = _histogram(data, ties)
     return _fit_location_scale("lognormal", hist, vocab)
 
 
-def fit_loglogistic(
-    data: TokenStats | RBPCurve | np.ndarray, ties: str = "pessimistic"
-) -> RankDistributionFit:
+def fit_loglogistic(data: RankData, ties: str = "pessimistic") -> RankDistributionFit:
     """MLE of the discretised truncated log-logistic (params m, scale of the log-rank): the
     lognormal's shape with exponential instead of Gaussian tails in log-rank."""
     hist, vocab = _histogram(data, ties)
     return _fit_location_scale("loglogistic", hist, vocab)
 
 
-def fit_rank_power_law(
-    data: TokenStats | RBPCurve | np.ndarray, ties: str = "pessimistic"
-) -> RankDistributionFit:
+def fit_rank_power_law(data: RankData, ties: str = "pessimistic") -> RankDistributionFit:
     """MLE of the truncated discrete power law P(R = r) = r^-s / sum_{j<=|V|} j^-s (param s)."""
     hist, vocab = _histogram(data, ties)
     n = hist.sum()
@@ -190,9 +190,7 @@ def fit_rank_power_law(
     )
 
 
-def fit_psi_lognormal(
-    data: TokenStats | RBPCurve | np.ndarray, ties: str = "pessimistic"
-) -> RankDistributionFit:
+def fit_psi_lognormal(data: RankData, ties: str = "pessimistic") -> RankDistributionFit:
     """MLE of appendix B's own model, P(R = k) = psi(k) / sum_{j<=|V|} psi(j) with the lognormal
     density psi evaluated at the integers (eq. 10, truncated at |V|), params mu and sigma.
 
@@ -230,9 +228,7 @@ def fit_psi_lognormal(
     return RankDistributionFit("psi_lognormal", params, loglik, n, vocab, bool(best.success))
 
 
-def compare_rank_distributions(
-    data: TokenStats | RBPCurve | np.ndarray, ties: str = "pessimistic"
-) -> pd.DataFrame:
+def compare_rank_distributions(data: RankData, ties: str = "pessimistic") -> pd.DataFrame:
     """Fit lognormal, log-logistic and power law; one row per distribution with its
     parameters (mu, sigma, m, scale, s; NaN where not applicable), loglik, loglik_per_token,
     llr_per_token_vs_lognormal (< 0: the lognormal fits better), max_cdf_error = max_k

@@ -136,20 +136,20 @@ def lognormal_table(runs: RunsLike, ties: str = "pessimistic") -> pd.DataFrame:
     entropy of the rank distribution, not a cross-entropy)."""
     rows = []
     for run in as_runs(runs):
-        hist = rank_histogram(run.stats, ties)
+        hist = rank_histogram(run.stats, ties)  # tokens or their summary: the same histogram
         comp = compare_rank_distributions(hist).set_index("distribution")
         ln = comp.loc["lognormal"]
         psi = fit_psi_lognormal(hist).params
         pred = (
-            _own_predictions(ln["mu"], ln["sigma"], psi["mu"], psi["sigma"], run.stats.vocab_size)
+            _own_predictions(ln["mu"], ln["sigma"], psi["mu"], psi["sigma"], run.vocab_size)
             .iloc[0]
             .drop(["mu", "sigma", "mu_over_sigma", "vocab_size"])
         )
         rows.append(
             {"family": run.family, "model": run.model, "corpus": run.corpus, "S": run.S, "ties": ties}
             | {
-                "vocab_size": run.stats.vocab_size,
-                "n_tokens": len(run.stats),
+                "vocab_size": run.vocab_size,
+                "n_tokens": run.n_tokens,
                 "mu": ln["mu"],
                 "sigma": ln["sigma"],
                 "mu_over_sigma": ln["mu"] / ln["sigma"],

@@ -31,10 +31,11 @@ import pandas as pd
 from rbplab.core.columns import METRIC_COLUMNS, RUN_COLUMNS
 from rbplab.core.runs import RunsLike, as_runs
 from rbplab.core.stats import TokenStats, check_ties
+from rbplab.core.summary import PAPER_KS, EntrySummary, RankPairs
 
 METRICS = ("rbp", "ce", "mean_p")
-# Paper thresholds (sections 4.1-4.3) on top of the log grid, so figures can be reproduced.
-PAPER_KS = (1, 10, 50, 100, 20_000, 30_000)
+# Statistics of one run: its tokens in memory, or the summary the cache keeps (`rbplab.core.summary`).
+RunData = TokenStats | EntrySummary
 
 
 def log_spaced_ks(vocab_size: int, n: int = 40) -> np.ndarray:
@@ -67,27 +68,35 @@ def as_ks(ks: Iterable[int] | int | None, vocab_size: int) -> np.ndarray:
     return arr
 
 
-def rank_histogram(stats: TokenStats, ties: str = "pessimistic") -> np.ndarray:
+def n_tokens(data: RunData) -> int:
+    return len(data) if isinstance(data, TokenStats) else data.n_tokens
+
+
+def rank_pairs(data: RunData) -> RankPairs:
+    """The distinct (n_greater, n_equal) pairs with counts and nll sums."""
+    return data.pairs if isinstance(data, EntrySummary) else RankPairs.of(data)
+
+
+def rank_histogram(data: RunData, ties: str = "pessimistic") -> np.ndarray:
     """h[r] = number of tokens with rank r, r = 0..|V| (h[0] = 0), as float64.
 
     Under "expected" ties a token tied with e-1 others puts 1/e on each of its e possible
     ranks, so h is the expected histogram under random tie-breaking (fractional)."""
     check_ties(ties)
-    size = stats.vocab_size + 1
-    ng, ne = stats.n_greater, stats.n_equal
+    size = data.vocab_size + 1
+    pairs = rank_pairs(data)
+    g, e, count = pairs.greater, pairs.equal, pairs.count.astype(np.float64)
+    # bincount of empty weights returns integers: every result is cast to float64
     if ties == "pessimistic":
-        return np.bincount(ng + ne, minlength=size).astype(np.float64)
-    hist = np.zeros(size, dtype=np.float64)
-    if ties == "optimistic" or len(ne) == 0 or ne.max() == 1:
-        hist[1:] = np.bincount(ng, minlength=size - 1)[: size - 1]
-        return hist
-    tied = ne > 1
-    hist[1:] = np.bincount(ng[~tied], minlength=size - 1)[: size - 1]
-    g, e = ng[tied], ne[tied]
-    w = 1.0 / e
-    # Difference array: +1/e at rank g+1, -1/e after rank g+e; its cumsum is the tied tokens' pmf.
-    diff = np.bincount(g + 1, weights=w, minlength=size + 1)
-    diff -= np.bincount(g + e + 1, weights=w, minlength=size + 1)
+        return np.bincount(g + e, weights=count, minlength=size).astype(np.float64)
+    if ties == "optimistic" or not np.any(e > 1):
+        return np.bincount(g + 1, weights=count, minlength=size).astype(np.float64)
+    tied = e > 1
+    hist = np.bincount(g[~tied] + 1, weights=count[~tied], minlength=size).astype(np.float64)
+    w = count[tied] / e[tied]
+    # Difference array: +1/e per token at rank g+1, -1/e after rank g+e; its cumsum is the tied pmf.
+    diff = np.bincount(g[tied] + 1, weights=w, minlength=size + 1)
+    diff -= np.bincount(g[tied] + e[tied] + 1, weights=w, minlength=size + 1)
     hist += np.cumsum(diff)[:size]
     return hist
 
@@ -136,24 +145,30 @@ class RBPCurve:
             return pd.DataFrame({"k": ks, "rbp": rbp, "neg_log_rbp": -np.log(rbp)})
 
 
-def rbp_curve(stats: TokenStats, ties: str = "pessimistic") -> RBPCurve:
+def rbp_curve(data: RunData, ties: str = "pessimistic") -> RBPCurve:
     """RBP_k for all k = 1..|V| from one bincount and one cumsum."""
-    return RBPCurve(np.cumsum(rank_histogram(stats, ties)), len(stats), stats.vocab_size, ties)
+    return RBPCurve(np.cumsum(rank_histogram(data, ties)), n_tokens(data), data.vocab_size, ties)
 
 
-def rbp(stats: TokenStats, k: float | Iterable[int], ties: str = "pessimistic") -> float | np.ndarray:
+def rbp(data: RunData, k: float | Iterable[int], ties: str = "pessimistic") -> float | np.ndarray:
     """RBP_k at one k (float) or several (array)."""
-    return rbp_curve(stats, ties).rbp(np.asarray(k) if not np.isscalar(k) else k)
+    return rbp_curve(data, ties).rbp(np.asarray(k) if not np.isscalar(k) else k)
 
 
-def cross_entropy(stats: TokenStats) -> float:
+def cross_entropy(data: RunData) -> float:
     """Mean negative log-likelihood of the targets in nats (NaN when nll is unknown)."""
-    return float(np.mean(stats.nll)) if len(stats) else float("nan")
+    if not n_tokens(data):
+        return float("nan")
+    return float(np.mean(data.nll)) if isinstance(data, TokenStats) else data.nll_sum / data.n_tokens
 
 
-def mean_target_probability(stats: TokenStats) -> float:
+def mean_target_probability(data: RunData) -> float:
     """Mean probability the model gives the target token, E[p(t)]."""
-    return float(np.mean(np.exp(-stats.nll))) if len(stats) else float("nan")
+    if not n_tokens(data):
+        return float("nan")
+    if isinstance(data, TokenStats):
+        return float(np.mean(np.exp(-data.nll)))
+    return float(data.doc_p.sum() / data.n_tokens)
 
 
 def _metric_frame(rbp_values: np.ndarray, ks: np.ndarray, ce: float, mean_p: float) -> pd.DataFrame:
@@ -170,17 +185,17 @@ def _metric_frame(rbp_values: np.ndarray, ks: np.ndarray, ce: float, mean_p: flo
     )
 
 
-def summary(stats: TokenStats, ks: Iterable[int] | None = None, ties: str = "pessimistic") -> pd.DataFrame:
+def summary(data: RunData, ks: Iterable[int] | None = None, ties: str = "pessimistic") -> pd.DataFrame:
     """Long table: one row per metric ("rbp" per k, "ce", "mean_p") with value and loss,
     plus n_tokens, n_docs, vocab_size and ties."""
-    ks = as_ks(ks, stats.vocab_size)
+    ks = as_ks(ks, data.vocab_size)
     frame = _metric_frame(
-        np.asarray(rbp_curve(stats, ties).rbp(ks), dtype=np.float64),
+        np.asarray(rbp_curve(data, ties).rbp(ks), dtype=np.float64),
         ks,
-        cross_entropy(stats),
-        mean_target_probability(stats),
+        cross_entropy(data),
+        mean_target_probability(data),
     )
-    return frame.assign(n_tokens=len(stats), n_docs=stats.n_docs, vocab_size=stats.vocab_size, ties=ties)
+    return frame.assign(n_tokens=n_tokens(data), n_docs=data.n_docs, vocab_size=data.vocab_size, ties=ties)
 
 
 def metrics_table(runs: RunsLike, ks: Iterable[int] | None = None, ties: str = "pessimistic") -> pd.DataFrame:

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
 
 from rbplab.core.stats import TokenStats
+from rbplab.core.summary import EntrySummary, summarize
 
 
 def run_label(model: str, revision: str | None) -> str:
@@ -29,19 +31,42 @@ def model_of_label(label: str, revision: str | None) -> str:
 class Run:
     """One model evaluated on one corpus; S is the non-embedding parameter count.
 
-    A training checkpoint also carries its revision, its step, the tokens it had seen D and its
-    compute C ~= 6 S D (from the cache manifest's ``training`` block or the checkpoint schedule);
-    None for a final model or where the schedule is unknown."""
+    `stats` is the run's per-token statistics (`TokenStats`) or, for a run read from the cache,
+    only their summary (`EntrySummary`): every analysis reads `summary`, and `token_stats()`
+    reads tokens only when asked. A training checkpoint also carries its revision, its step, the
+    tokens it had seen D and its compute C ~= 6 S D (from the cache manifest's ``training`` block
+    or the checkpoint schedule); None for a final model or where the schedule is unknown."""
 
     family: str
     model: str
     corpus: str
     S: float
-    stats: TokenStats
+    stats: TokenStats | EntrySummary
     revision: str | None = None
     step: int | None = None
     D: float | None = None
     C: float | None = None
+
+    @cached_property
+    def summary(self) -> EntrySummary:
+        """The run's sufficient statistics (computed on first use when the run holds tokens)."""
+        return self.stats if isinstance(self.stats, EntrySummary) else summarize(self.stats)
+
+    def token_stats(self) -> TokenStats:
+        """The per-token statistics: held in memory, or read from the cache now."""
+        return self.stats if isinstance(self.stats, TokenStats) else self.stats.token_stats()
+
+    @property
+    def vocab_size(self) -> int:
+        return self.stats.vocab_size
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.stats) if isinstance(self.stats, TokenStats) else self.stats.n_tokens
+
+    @property
+    def n_docs(self) -> int:
+        return self.stats.n_docs
 
     @property
     def training(self) -> dict:
@@ -79,8 +104,10 @@ def as_runs(runs: RunsLike) -> list[Run]:
     else:
         out = list(runs)
     for run in out:
-        if not isinstance(run, Run) or not isinstance(run.stats, TokenStats):
-            raise TypeError(f"expected Run(family, model, corpus, S, stats: TokenStats), got {run!r}")
+        if not isinstance(run, Run) or not isinstance(run.stats, (TokenStats, EntrySummary)):
+            raise TypeError(
+                f"expected Run(family, model, corpus, S, stats: TokenStats or EntrySummary), got {run!r}"
+            )
         if not np.isfinite(run.S) or run.S <= 0:
             raise ValueError(f"model {run.model!r}: S must be a positive number, got {run.S}")
     keys = [(r.family, r.model, r.corpus) for r in out]

@@ -3,7 +3,7 @@
 
 An archive is untrusted input. Import never lets tarfile place anything: each member must be a
 regular file named ``<key>/<cache file name>`` (spec.json, manifest.json, shard-NNNNN.parquet
-and its .sha256), and is copied to a path built from those validated parts inside a temporary
+and its .sha256, the summary and its .sha256), and is copied to a path built from those validated parts inside a temporary
 directory within the cache root. Every entry is then checked with every rule of
 `rbplab.store.cache` (key derived from spec.json, shard names, records, row counts, mirrored
 settings, checksums, shard metadata). Only when all of them pass does each entry become
@@ -31,8 +31,13 @@ from rbplab.store.cache import (
     shard_name,
 )
 from rbplab.store.files import cache_root, check_writable, location_error
+from rbplab.store.summaries import SUMMARY_FILE
 
-_MEMBER_RE = re.compile(r"^([0-9a-f]{64})/(spec\.json|manifest\.json|shard-(\d{5,})\.parquet(\.sha256)?)$")
+_MEMBER_RE = re.compile(
+    r"^([0-9a-f]{64})/(spec\.json|manifest\.json|shard-(\d{5,})\.parquet(\.sha256)?|"
+    + re.escape(SUMMARY_FILE)
+    + r"(\.sha256)?)$"
+)
 
 
 class ArchiveError(CacheError):
@@ -68,6 +73,8 @@ def export_entries(keys: list[str], output: str | Path, *, root: str | Path | No
                 names = ["spec.json"]
                 for index in range(n_shards):
                     names += [shard_name(index), shard_name(index) + ".sha256"]
+                if (entry.path / SUMMARY_FILE).is_file():  # verified by problems() above
+                    names += [SUMMARY_FILE, SUMMARY_FILE + ".sha256"]
                 for name in [*names, "manifest.json"]:
                     path = entry.path / name
                     info = tarfile.TarInfo(f"{key}/{name}")
@@ -128,7 +135,7 @@ def _unpack(archive: Path, staging: Path) -> list[str]:
                 if match is None or not member.isfile():
                     raise ArchiveError(
                         f"refusing archive {archive}: member {member.name!r} is not a cache file "
-                        "(only <key>/spec.json, manifest.json and shard files are allowed)"
+                        "(only <key>/spec.json, manifest.json, shard and summary files are allowed)"
                     )
                 key, name, index = match.group(1), match.group(2), match.group(3)
                 if index is not None and not name.startswith(shard_name(int(index))):

@@ -7,6 +7,9 @@ dict the extractor builds, plus RANK_FORMAT_VERSION) and lives in
     spec.json                  the spec the key was computed from (written first)
     shard-00000.parquet        per-token rows (columns: SHARD_SCHEMA)
     shard-00000.parquet.sha256 {"sha256", "rows", "bytes"} of that shard, written after it
+    summary-v1.parquet         the entry's sufficient statistics (`rbplab.store.summaries`),
+    summary-v1.parquet.sha256  written from the verified shards just before the manifest (an
+                               entry cached before summaries existed gets them on first read)
     manifest.json              written last: its presence means the entry is complete
 
 Every file is written to a temporary name, fsynced and atomically renamed
@@ -42,9 +45,12 @@ extracting the same (model, corpus, settings) never interleave their shards.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
+import os
 import re
+import stat
 import sys
 import warnings
 from collections.abc import Iterable, Iterator
@@ -59,7 +65,9 @@ import pyarrow.parquet as pq
 from filelock import FileLock, Timeout
 
 from rbplab.core.stats import TokenStats
+from rbplab.core.summary import SUMMARY_VERSION, EntrySummary, summarize
 from rbplab.store.files import atomic_write, cache_root, check_writable, location_error
+from rbplab.store.summaries import SUMMARY_FILE, SummaryError, parse_summary, summary_bytes
 
 RANK_FORMAT_VERSION = 1
 
@@ -80,7 +88,13 @@ SHARD_SCHEMA = pa.schema(
 _KEY_RE = re.compile(r"^[0-9a-f]{64}$")
 _SHARD_RE = re.compile(r"^shard-(\d{5,})\.parquet$")
 _HEX_RE = re.compile(r"^[0-9a-f]+$")
-_TEMP_RE = re.compile(r"^\.(spec\.json|manifest\.json|shard-\d{5,}\.parquet(\.sha256)?)\.tmp-\d+-[0-9a-f]+$")
+_TEMP_RE = re.compile(
+    r"^\.(spec\.json|manifest\.json|(shard-\d{5,}|summary-v\d+)\.parquet(\.sha256)?)\.tmp-\d+-[0-9a-f]+$"
+)
+# A summary file (and its record) larger than this per token, plus a fixed allowance, is refused
+# unread: a summary holds at most a few numbers per distinct rank, document and segment.
+_SUMMARY_BYTES_PER_TOKEN = 64
+_SUMMARY_BYTES_FIXED = 64 * 2**20
 
 MIN_PREFIX = 8  # shortest key prefix `remove_entries` accepts
 
@@ -118,7 +132,7 @@ def shard_name(index: int) -> str:
 
 def is_cache_file(name: str) -> bool:
     """Whether `name` is a file name the cache itself writes inside an entry directory."""
-    if name in ("spec.json", "manifest.json") or _TEMP_RE.match(name):
+    if name in ("spec.json", "manifest.json", SUMMARY_FILE, SUMMARY_FILE + ".sha256") or _TEMP_RE.match(name):
         return True
     base = name[: -len(".sha256")] if name.endswith(".sha256") else name
     match = _SHARD_RE.match(base)
@@ -436,14 +450,18 @@ class CacheEntry:
         if done != list(range(len(done))):
             missing = sorted(set(range(done[-1] + 1)) - set(done))
             raise CacheError(f"cannot finalize cache entry {self.key[:12]}: shards {missing} are missing")
-        shards = []
+        shards, tables = [], []
         for index in done:
             shard = self.shard_path(index)
             record = self._shard_record(shard)
             if record is None:
                 raise CacheError(f"cache entry {self.key[:12]}: shard {index} changed while finalizing")
-            record.pop("_data")
+            tables.append(_token_table(record.pop("_data")))
             shards.append({"index": index, "file": shard.name, **record})
+        # The summary is derived here, by whoever completes the entry (a Ray worker, a SLURM task),
+        # from the shards just verified; the manifest records its checksum.
+        summary_record = self._write_summary(self._stats_of(pa.concat_tables(tables), manifest))
+        del tables
         producers = sorted({s["producer"] for s in shards if s.get("producer")})
         provenance = {**_versions(), **manifest.get("provenance", {}), "producers": producers}
         full = {
@@ -453,6 +471,7 @@ class CacheEntry:
             "rank_format_version": RANK_FORMAT_VERSION,
             "n_tokens": sum(s["rows"] for s in shards),
             "shards": shards,
+            "summary": summary_record,
             "created": manifest.get("created") or datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "provenance": provenance,
         }
@@ -623,6 +642,10 @@ class CacheEntry:
                 problem, _ = self._shard_problem(record)
                 if problem is not None:
                     problems.append(problem)
+            if not problems:
+                problem, _ = self._summary_problem(manifest)
+                if problem is not None:
+                    problems.append(problem)
             return problems
         problems = []
         spec_problem = self._spec_problem()
@@ -665,13 +688,106 @@ class CacheEntry:
         return self._read_tables(columns).to_pandas()
 
     def read_stats(self) -> TokenStats:
-        frame = self.read_frame(["doc_index", "position", "n_greater", "n_equal", "nll"])
+        return self._stats_of(self._read_tables(list(_TOKEN_COLUMNS)))
+
+    def _vocab_size(self, manifest: dict | None = None) -> int:
         vocab = _lookup(self.spec, ("vocab", "size"))
-        vocab_size = int(vocab) if vocab is not _MISSING else ranked_vocab_size(self.manifest())
-        return TokenStats.from_frame(frame, vocab_size, doc_column="doc_index")
+        return int(vocab) if vocab is not _MISSING else ranked_vocab_size(manifest or self.manifest())
+
+    def _stats_of(self, table: pa.Table, manifest: dict | None = None) -> TokenStats:
+        frame = table.select(list(_TOKEN_COLUMNS)).to_pandas()
+        return TokenStats.from_frame(frame, self._vocab_size(manifest), doc_column="doc_index")
+
+    # -- the summary ---------------------------------------------------------------------------
+    @property
+    def summary_path(self) -> Path:
+        return self.path / SUMMARY_FILE
+
+    def _write_summary(self, stats: TokenStats) -> dict:
+        """Write the summary of `stats`, then its record; returns the record."""
+        data = summary_bytes(summarize(stats), self.key)
+        record = {"sha256": _sha256(data), "bytes": len(data), "version": SUMMARY_VERSION}
+        checksum = self._checksum_path(self.summary_path)
+        checksum.unlink(missing_ok=True)  # a summary being replaced must never verify against it
+        atomic_write(self.summary_path, data)
+        atomic_write(checksum, _dump(record))
+        return record
+
+    def _summary_problem(self, manifest: dict) -> tuple[str | None, EntrySummary | None]:
+        """(None, summary) when the summary file passes every check; (reason, None) otherwise;
+        (None, None) when there is none."""
+        path, checksum = self.summary_path, self._checksum_path(self.summary_path)
+        if not path.exists() and not path.is_symlink():
+            return None, None
+        limit = _SUMMARY_BYTES_FIXED + _SUMMARY_BYTES_PER_TOKEN * int(manifest["n_tokens"])
+        try:
+            data = _read_regular(path, limit)
+            record = json.loads(_read_regular(checksum, 4096))
+        except (OSError, ValueError) as err:
+            return f"its summary cannot be read ({err})", None
+        if not isinstance(record, dict) or record.get("sha256") != _sha256(data):
+            return "its summary failed its checksum", None
+        listed = manifest.get("summary")
+        if isinstance(listed, dict) and listed.get("sha256") != record["sha256"]:
+            return "its summary is not the one the manifest records", None
+        try:
+            summary = parse_summary(
+                data, self.key, self._vocab_size(manifest), int(manifest["n_tokens"]), self.read_stats
+            )
+        except SummaryError as err:
+            return f"its summary is refused: {err}", None
+        return None, summary
+
+    def summary(self) -> EntrySummary:
+        """The entry's summary, every check passed; tokens are read only through its
+        `token_stats()`. A missing summary (an entry cached before summaries existed) or one that
+        fails a check is derived again from the verified shards, once, and stored; in a read-only
+        cache it is kept in memory, with a one-line notice."""
+        manifest = self.manifest()
+        problem, summary = self._summary_problem(manifest)
+        if summary is not None:
+            return summary
+        if problem is not None:
+            warnings.warn(
+                f"cache entry {self.key[:12]}: {problem}; deriving it again from the shards", stacklevel=2
+            )
+        stats = self.read_stats()
+        derived = summarize(stats).complete()
+        try:
+            check_writable(self.root)
+            with self.lock():
+                record = self._write_summary(stats)
+                if manifest.get("summary") != record:  # the derived summary is the truth: record it
+                    atomic_write(self.manifest_path, _dump({**manifest, "summary": record}))
+        except (OSError, Timeout) as err:
+            warnings.warn(
+                f"cache entry {self.key[:12]}: summary derived in memory, not stored ({err})", stacklevel=2
+            )
+        return dataclasses.replace(derived, stats=None, load_tokens=self.read_stats)
 
 
 _MISSING = object()
+_TOKEN_COLUMNS = ("doc_index", "position", "n_greater", "n_equal", "nll")
+
+
+def _token_table(data: bytes) -> pa.Table:
+    return pq.read_table(pa.BufferReader(data), columns=list(_TOKEN_COLUMNS))
+
+
+def _read_regular(path: Path, limit: int) -> bytes:
+    """The bytes of `path` if it is a regular file (not a link, FIFO or device) of at most
+    `limit` bytes; OSError otherwise. Never blocks on a special file."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(f"{path.name} is not a regular file")
+        if info.st_size > limit:
+            raise OSError(f"{path.name} is {info.st_size} bytes, more than the {limit} allowed")
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read(limit + 1)
+    finally:
+        os.close(fd)
 
 
 def _lookup(data: Any, path: tuple[str, ...]) -> Any:

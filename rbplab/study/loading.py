@@ -1,10 +1,14 @@
-"""Loading a `Study` through the extraction cache: every model of some families on some corpora.
+"""Loading a `Study` from the extraction cache: every model of some families on some corpora.
 
-A cache hit only reads parquet; missing runs are extracted first (`rbplab.extraction`).
+Each run is its cache entry's summary (`rbplab.core.summary`), never its tokens, so a study opens
+in memory that grows with the number of entries, not of tokens. Runs missing from the cache are an
+error that names them, unless `extract=True` asks for them to be computed (`rbplab.extraction`):
+analysis never runs a model behind the user's back.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -38,6 +42,66 @@ def _corpus_label(spec: object) -> str:
     return Path(spec).name.split(".")[0]
 
 
+class MissingRunsError(ValueError):
+    """Some runs of a study are not in the cache and extraction was not asked for."""
+
+
+def _describe_missing(missing: list[str], cache_dir: str | Path | None) -> str:
+    shown = ", ".join(missing[:6]) + (f" and {len(missing) - 6} more" if len(missing) > 6 else "")
+    where = f" in {cache_dir}" if cache_dir is not None else ""
+    return (
+        f"{len(missing)} run(s) are not in the cache{where}: {shown}; compute them with extract=True "
+        "(rbplab fit/report --extract, or rbplab extract / rbplab run STUDY.toml)"
+    )
+
+
+def _read_runs(
+    items: list[dict], settings: ExtractionSettings, cache_dir, extract: bool, progress
+) -> list[Run]:
+    """One run per item (family, model, source, revision, S, corpus label and object), each read
+    as its entry's summary; missing entries are extracted only when `extract` is true."""
+    from rbplab.extraction.pipeline import extract as run_extraction
+    from rbplab.extraction.pipeline import plan_extraction
+    from rbplab.extraction.sources import ModelSpec
+    from rbplab.store import schedules
+    from rbplab.store.cache import CacheCorruptedError, CacheEntry
+
+    say = progress if callable(progress) else None
+    planned = []
+    for item in items:
+        spec = ModelSpec(item["source"], revision=item["revision"])
+        plan = plan_extraction(spec, item["corpus"], settings)
+        planned.append((item, spec, CacheEntry(cache_dir, plan.key_spec)))
+    missing = [
+        f"{run_label(item['model'], item['revision'])} on {item['label']}"
+        for item, _, entry in planned
+        if not entry.is_complete()
+    ]
+    if missing and not extract:
+        raise MissingRunsError(_describe_missing(missing, cache_dir))
+    runs = []
+    for item, spec, entry in planned:
+        label = run_label(item["model"], item["revision"])
+        if say:
+            say(f"{item['family']}/{label} on {item['label']}")
+        if not entry.is_complete():
+            run_extraction(spec, item["corpus"], settings, cache_dir=cache_dir, progress=progress is True)
+        try:
+            summary = entry.summary()
+        except CacheCorruptedError as err:
+            if not extract:
+                raise MissingRunsError(
+                    f"{err}; recompute it with extract=True (or rbplab cache repair)"
+                ) from None
+            warnings.warn(f"{err}; recomputing the damaged shards now", stacklevel=3)
+            run_extraction(spec, item["corpus"], settings, cache_dir=cache_dir, progress=progress is True)
+            summary = entry.summary()
+        S, revision = item["S"], item["revision"]
+        training = _training(entry.manifest(), item["model"], revision, S, schedules) if revision else {}
+        runs.append(Run(item["family"], label, item["label"], S, summary, **training))
+    return runs
+
+
 def load_study(
     families: str | Iterable[str] = "micro",
     corpora: str | Corpus | LazyCorpus | Iterable[str | Corpus | LazyCorpus] | None = None,
@@ -49,27 +113,27 @@ def load_study(
     ties: str = "pessimistic",
     level: float = 0.95,
     progress: bool | Callable[[str], None] = False,
+    extract: bool = False,
     **overrides: Any,
 ) -> Study:
-    """Rank statistics of every model of `families` on every corpus, through the cache.
+    """Rank statistics of every model of `families` on every corpus, read from the cache.
 
     families: registry family names (`rbplab families`); models: optional subset of their
     short names; revisions: checkpoints of every model, by name or ``"log:N"`` (N log-spaced ones
     from its schedule), reported as ``model@revision`` with step, D and C (default: the final
     model); corpora: bundled names, ``hub:<name>`` or paths (default: every bundled
     corpus); settings: how the runs were scored (`rbplab.core.ExtractionSettings`; its fields
-    may also be given as keywords, e.g. max_tokens=2000). Runs missing from the cache are
-    extracted (`rbplab.extraction.load_stats`), so the first call may run models; later calls
-    only read parquet. `progress` may be True (extraction progress bars) or a callable
-    receiving one line per run. Made-up studies come from `synthetic_study`, not from here.
+    may also be given as keywords, e.g. max_tokens=2000). Each run is read as its cache entry's
+    summary (no token is held; `Study.stats` reads one run's tokens when asked). Runs missing
+    from the cache are a `MissingRunsError` naming them, or with ``extract=True`` are extracted
+    first (`rbplab.extraction.extract`). `progress` may be True (extraction progress bars) or a
+    callable receiving one line per run. Made-up studies come from `synthetic_study`.
     """
     check_ties(ties)
     settings = resolve_settings(settings, **overrides)
     fams = as_list(families) or []
     if not fams:
         raise ValueError("give at least one model family, e.g. 'micro'")
-    from rbplab.extraction.pipeline import load_run
-    from rbplab.extraction.sources import ModelSpec
     from rbplab.store import registry, schedules
 
     corpus_specs = as_list(corpora) or default_corpora()
@@ -89,28 +153,24 @@ def load_study(
         row.model: schedules.select_revisions(row.model, revisions) if revisions is not None else [None]
         for row in members.itertuples()
     }
-    say = progress if callable(progress) else None
     # Each corpus is opened once per study and the object handed to every model: a hub corpus
     # resolves its commit here and reads its documents only if some run is not cached, once.
     opened = [spec if isinstance(spec, (Corpus, LazyCorpus)) else open_corpus(spec) for spec in corpus_specs]
-    runs = []
-    for spec, corpus in zip(corpus_specs, opened, strict=True):
-        for row in members.itertuples():
-            for revision in chosen[row.model]:
-                label = run_label(row.model, revision)
-                if say:
-                    say(f"{row.family}/{label} on {_corpus_label(spec)}")
-                stats, manifest = load_run(
-                    ModelSpec(registry.resolve_source(row.source), revision=revision),
-                    corpus,
-                    settings,
-                    cache_dir=cache_dir,
-                    progress=progress is True,
-                )
-                S = float(row.S)
-                training = _training(manifest, row.model, revision, S, schedules) if revision else {}
-                runs.append(Run(row.family, label, _corpus_label(spec), S, stats, **training))
-    return Study(runs, ties=ties, level=level)
+    items = [
+        {
+            "family": row.family,
+            "model": row.model,
+            "source": registry.resolve_source(row.source),
+            "revision": revision,
+            "S": float(row.S),
+            "label": _corpus_label(spec),
+            "corpus": corpus,
+        }
+        for spec, corpus in zip(corpus_specs, opened, strict=True)
+        for row in members.itertuples()
+        for revision in chosen[row.model]
+    ]
+    return Study(_read_runs(items, settings, cache_dir, extract, progress), ties=ties, level=level)
 
 
 def load_study_file(
@@ -119,39 +179,41 @@ def load_study_file(
     cache_dir: str | Path | None = None,
     ties: str = "pessimistic",
     level: float = 0.95,
+    extract: bool = False,
+    progress: bool | Callable[[str], None] = False,
 ) -> Study:
     """The study a study file names (`rbplab run STUDY.toml`), read from the cache: the grid that
-    was run is the grid that is analysed. `path` may also be the file's table as a dict (e.g.
+    was run is the grid that is analysed (missing runs: as `load_study`, extract=True computes
+    them). `path` may also be the file's table as a dict (e.g.
     ``{"families": ["micro"], "corpora": ["prose"], "revisions": "log:5"}``). A model checkpoint
     is reported as ``model@revision``; a model outside the registry gets its S from its config
     (a local directory) and family ``custom``. A checkpoint's run carries its revision, step,
     tokens seen D and compute C (from the cache manifest's ``training`` block, else the model's
     checkpoint schedule)."""
-    from rbplab.extraction.pipeline import load_run
-    from rbplab.extraction.sources import ModelSpec
     from rbplab.runner.studyfile import parse_study, read_study_file
-    from rbplab.store import schedules
     from rbplab.store.sizes import nonembedding_params
 
     check_ties(ties)
     study = parse_study(path) if isinstance(path, Mapping) else read_study_file(path)
     opened = [open_corpus(c) for c in study.corpora]
-    runs = []
+    items = []
     for member in study.members:
         source = member.loadable()
         S = member.S if member.S is not None else float(nonembedding_params(source))
         for revision in study.revisions_of(member.model):
-            label = run_label(member.model, revision)
             for spec, corpus in zip(study.corpora, opened, strict=True):
-                stats, manifest = load_run(
-                    ModelSpec(source, revision=revision),
-                    corpus,
-                    study.settings,
-                    cache_dir=cache_dir,
-                    progress=False,
+                items.append(
+                    {
+                        "family": member.family or "custom",
+                        "model": member.model,
+                        "source": source,
+                        "revision": revision,
+                        "S": S,
+                        "label": _corpus_label(spec),
+                        "corpus": corpus,
+                    }
                 )
-                training = _training(manifest, member.model, revision, S, schedules) if revision else {}
-                runs.append(Run(member.family or "custom", label, _corpus_label(spec), S, stats, **training))
+    runs = _read_runs(items, study.settings, cache_dir, extract, progress)
     return Study(runs, ties=ties, level=level)
 
 
@@ -185,14 +247,17 @@ def open_study(
     synthetic: bool = False,
     cache_dir: str | Path | None = None,
     ties: str = "pessimistic",
+    extract: bool = False,
 ) -> Study:
     """The study a notebook's parameters name, each source chosen explicitly: `synthetic` (made-up
     models, `synthetic_study`), else a `study_file` (`load_study_file`), else families x corpora
-    through the cache (`load_study`)."""
+    from the cache (`load_study`); `extract` as there."""
     if synthetic:
         from rbplab.study.synthetic import synthetic_study
 
         return synthetic_study(ties=ties)
     if study_file:
-        return load_study_file(study_file, cache_dir=cache_dir, ties=ties)
-    return load_study(families, corpora, settings, models=models, cache_dir=cache_dir, ties=ties)
+        return load_study_file(study_file, cache_dir=cache_dir, ties=ties, extract=extract)
+    return load_study(
+        families, corpora, settings, models=models, cache_dir=cache_dir, ties=ties, extract=extract
+    )

@@ -1,9 +1,10 @@
 """A study: families x corpora of cached rank statistics, ready for analysis and widgets.
 
-`load_study` pulls one `TokenStats` per (model, corpus) through the extraction cache
-(a cache hit runs no model) and `Study` precomputes each run's RBP curve, so RBP_k at
-any k is an O(1) lookup and a slider callback only refits a handful of points. All
-tables come out tidy, in the column conventions of `rbplab.viz.plots`.
+`load_study` reads one summary per (model, corpus) from the cache (`rbplab.core.summary`: a few
+hundred kilobytes whatever the number of tokens; a cache hit runs no model and reads no token) and
+`Study` precomputes each run's RBP curve, so RBP_k at any k is an O(1) lookup and a slider callback
+only refits a handful of points. Tokens are read only when asked for (`Study.stats`). All tables
+come out tidy, in the column conventions of `rbplab.viz.plots`.
 """
 
 from __future__ import annotations
@@ -99,14 +100,13 @@ class Study:
     @property
     def vocab_size(self) -> int:
         """The smallest |V| of the runs: the largest k at which every model can be compared."""
-        return min(r.stats.vocab_size for r in self.runs)
+        return min(r.vocab_size for r in self.runs)
 
     @property
     def models(self) -> pd.DataFrame:
         """family, model, S, vocab_size; one row per model, by family then S."""
         rows = [
-            {"family": r.family, "model": r.model, "S": r.S, "vocab_size": r.stats.vocab_size}
-            for r in self.runs
+            {"family": r.family, "model": r.model, "S": r.S, "vocab_size": r.vocab_size} for r in self.runs
         ]
         return (
             pd.DataFrame(rows)
@@ -115,9 +115,11 @@ class Study:
         )
 
     def stats(self, model: str, corpus: str, family: str | None = None) -> TokenStats:
+        """The per-token statistics of one run (read from the cache now when the study holds only
+        its summary)."""
         for r in self.runs:
             if r.model == model and r.corpus == corpus and (family is None or r.family == family):
-                return r.stats
+                return r.token_stats()
         raise KeyError(
             f"no run for model {model!r} on corpus {corpus!r}; models: {list(self.models['model'])}"
         )
@@ -168,7 +170,7 @@ class Study:
                 "k": np.tile(ks, len(runs)),
                 "rbp": rbp,
                 "neg_log_rbp": neg_log,
-                "n_tokens": np.repeat([len(r.stats) for r in runs], n),
+                "n_tokens": np.repeat([r.n_tokens for r in runs], n),
             }
         )
         if self.has_training:  # revision, step, D, C after S, only for studies of checkpoints
@@ -251,7 +253,7 @@ class Study:
             rows.append(
                 {"family": r.family, "corpus": r.corpus, "model": r.model, "S": r.S}
                 | (r.training if training else {})
-                | {"n_tokens": len(r.stats), "n_docs": r.stats.n_docs}
+                | {"n_tokens": r.n_tokens, "n_docs": r.n_docs}
                 | {"ce": metrics.cross_entropy(r.stats), "mean_p": metrics.mean_target_probability(r.stats)}
                 | {"rbp_1": self.curves[(r.family, r.model, r.corpus)].rbp(1)}
             )
@@ -291,7 +293,7 @@ class Study:
         if not runs:
             raise ValueError(f"no checkpoint with a known D on corpus {corpus!r}; corpora: {self.corpora}")
         ks = metrics.as_ks(ks, self.vocab_size)
-        n_docs = max(r.stats.n_docs for r in runs)
+        n_docs = max(r.n_docs for r in runs)
         docs = [bootstrap.doc_stats(r.stats, ks, self.ties, n_docs) for r in runs]
         reps = bootstrap.replicate_arrays(docs, n_rep, seed)
         out: dict[object, np.ndarray] = {}

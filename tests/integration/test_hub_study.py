@@ -73,7 +73,7 @@ def test_study_reads_each_hub_corpus_once_and_runs_offline_once_cached(hub, hub_
         for name, repo in zip(("wikipedia", "hotpotqa"), DATASETS, strict=True)
     ]
     families = ["pythia", "opt", "qwen2.5"]
-    study = load_study(families, corpora, cache_dir=cache)
+    study = load_study(families, corpora, cache_dir=cache, extract=True)
     assert len(study.runs) == 6 and study.corpora == ["hub:wikipedia", "hub:hotpotqa"]
     assert sorted(reads) == sorted(DATASETS)  # 3 models x 2 corpora, each corpus read once
 
@@ -85,7 +85,7 @@ def test_study_reads_each_hub_corpus_once_and_runs_offline_once_cached(hub, hub_
     assert reads == []
     for before, after in zip(study.runs, again.runs, strict=True):
         assert (before.model, before.corpus) == (after.model, after.corpus)
-        assert (before.stats.n_greater == after.stats.n_greater).all()
+        assert (before.token_stats().n_greater == after.token_stats().n_greater).all()
 
 
 def test_study_on_the_default_revision_reads_nothing_once_cached(hub, hub_registry, tmp_path, reads):
@@ -93,7 +93,7 @@ def test_study_on_the_default_revision_reads_nothing_once_cached(hub, hub_regist
     branch is resolved from the local refs/; a cached study still reads no dataset file."""
     cache = tmp_path / "cache"
     with pytest.warns(UserWarning, match="not pinned"):
-        load_study(["pythia"], ["hub:hotpotqa"], cache_dir=cache)
+        load_study(["pythia"], ["hub:hotpotqa"], cache_dir=cache, extract=True)
     assert reads == ["hotpotqa/hotpot_qa"]
     repo = repo_dir(hub.root, "hotpotqa/hotpot_qa", "datasets")
     shutil.rmtree(repo / "snapshots" / hub.commit("hotpotqa/hotpot_qa") / "distractor")

@@ -180,7 +180,7 @@ def test_load_study_reads_through_the_extraction_cache(
     )
     monkeypatch.setattr(registry, "family_models", lambda family: members)
     lines: list[str] = []
-    study = load_study("tiny", tiny_corpus, cache_dir=cache_dir, progress=lines.append)
+    study = load_study("tiny", tiny_corpus, cache_dir=cache_dir, progress=lines.append, extract=True)
     assert lines == ["tiny/tiny-gpt2 on tiny", "tiny/tiny-neox on tiny"]
     assert study.corpora == ["tiny"] and list(study.models["S"]) == [1000, 4000]
     direct = extract.load_stats(str(gpt2_dir), tiny_corpus, cache_dir=cache_dir, progress=False)

@@ -27,7 +27,7 @@ def checkpoint_study(tmp_path_factory, tiny_tokenizer) -> Study:
         f'models = ["{local}"]\ncorpora = ["docs.jsonl"]\nrevisions = "log:2"\n'
         "[settings]\ncontext_length = 32\n"
     )
-    return load_study_file(root / "study.toml", cache_dir=root / "cache")
+    return load_study_file(root / "study.toml", cache_dir=root / "cache", extract=True)
 
 
 def test_checkpoint_runs_carry_revision_steps_tokens_and_compute(checkpoint_study: Study) -> None:
@@ -113,7 +113,9 @@ def test_load_study_takes_revisions_as_a_study_file_does(tmp_path, monkeypatch, 
     with pytest.raises(ValueError, match=r"no revision 'step-20'; available: step-10, step-40"):
         load_study("tiny", [str(docs)], revisions=["step-20"], cache_dir=cache, context_length=32)
     assert not cache.exists()  # checked before anything ran
-    study = load_study("tiny", [str(docs)], revisions="log:2", cache_dir=cache, context_length=32)
+    study = load_study(
+        "tiny", [str(docs)], revisions="log:2", cache_dir=cache, context_length=32, extract=True
+    )
     got = sorted((r.model, r.revision, r.step, r.D) for r in study.runs)
     assert got == [("tiny-1@step-10", "step-10", 10, 640.0), ("tiny-1@step-40", "step-40", 40, 2560.0)]
     (tmp_path / "study.toml").write_text(
@@ -122,7 +124,7 @@ def test_load_study_takes_revisions_as_a_study_file_does(tmp_path, monkeypatch, 
     from_file = load_study_file(tmp_path / "study.toml", cache_dir=cache)
     for run in study.runs:  # the same cache entries, so the same ranks
         twin = next(r for r in from_file.runs if r.model == run.model)
-        assert (twin.stats.n_greater == run.stats.n_greater).all() and twin.D == run.D
+        assert (twin.token_stats().n_greater == run.token_stats().n_greater).all() and twin.D == run.D
 
 
 def test_size_law_is_fitted_per_training_step_never_across_steps() -> None:
@@ -150,7 +152,9 @@ def test_size_law_is_fitted_per_training_step_never_across_steps() -> None:
     assert sorted(fits["step"]) == list(steps) and (fits["n_models"] == 3).all()
     for step in steps:
         chosen = [r for r in runs if r.step == step]
-        top1 = np.array([np.mean(r.stats.n_greater + r.stats.n_equal <= 1) for r in chosen])  # pessimistic
+        top1 = np.array(
+            [np.mean(r.token_stats().n_greater + r.token_stats().n_equal <= 1) for r in chosen]
+        )  # pessimistic
         slope = np.polyfit(np.log(sizes), np.log(-np.log(top1)), 1)[0]
         assert fits.loc[fits["step"] == step, "alpha"].item() == pytest.approx(-slope)
     assert set(study.bands(1)["step"]) == set(steps)
@@ -175,7 +179,7 @@ def test_training_replicates_resample_the_same_documents_for_every_checkpoint(ch
     n_docs = max(r.stats.n_docs for r in runs.values())
     weights = bootstrap_weights(n_docs, 7, seed=3)  # replicate b counts each document's draws
     for column, revision in enumerate(order):
-        stats = runs[revision].stats
+        stats = runs[revision].token_stats()
         w = weights[:, stats.doc]  # per token: its document's weight
         rank = stats.n_greater + stats.n_equal  # pessimistic
         for k in (1, 5):

@@ -1,0 +1,375 @@
+"""An entry's summary: the sufficient statistics every analysis reads, computed once from its tokens.
+
+A cache entry holds one row per scored token (`TokenStats`, ~60 bytes each in memory); every table
+and figure of rbplab needs only a few reductions of them. `summarize` computes those reductions
+once, where the tokens are (the worker that finalises the entry), and the store keeps them beside
+the shards (`rbplab.store.summaries`), so a study of a thousand entries opens without reading a
+token. Each part is there for an analysis that reads it:
+
+  pairs      the distinct (n_greater, n_equal) pairs with their token count and nll sum. The exact
+             rank distribution under every tie convention (pessimistic g + e, optimistic g + 1,
+             expected: 1/e on each of g+1..g+e), so RBP_k at every k from 1 to |V|, the k-sweep,
+             the lognormal / rank-pmf fits, MRR and the per-rank nll sums of a cross-entropy
+             decomposition (`rbplab.analysis.metrics`, `lognormal_theory`). Sparse: one row per
+             distinct pair, never a dense |V| array.
+  documents  per document (the corpus's dense index, 0..n_docs-1): scored tokens, nll sum,
+             target-probability sum and hits at each k of `ks` under each tie convention: the
+             document bootstrap (`rbplab.analysis.bootstrap`), the within-document permutation
+             baseline of emergence.
+  segments   (document, first position, length) of every run of consecutive scored positions:
+             the number of N-token windows for every N, and the token positions of the
+             position-matched emergence baseline (`rbplab.analysis.emergence`).
+  buckets    scored tokens and hits per position bucket (`position_bucket`) at each k: the
+             position-matched baseline's hit rates.
+  hit runs   histograms of the lengths of maximal runs of consecutive hits inside segments,
+             pooled over documents at each k of `ks`, and per document at `doc_run_ks`: windows of
+             N all-hit tokens = sum over runs of max(0, L - N + 1), so every N comes from one
+             histogram (emergence's p_{N,k}, pooled for the point estimate, per document for its
+             bootstrap).
+  totals     n_tokens, sum nll, sum nll^2 (the nll moments: CE and its spread).
+
+Emergence under "expected" ties (a window succeeds with a product of fractional probabilities) does
+not reduce to run lengths; it reads the tokens (`rbplab.analysis.emergence` says so).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rbplab.core.stats import TIES, TokenStats, check_ties
+
+SUMMARY_VERSION = 1
+# The paper's thresholds (sections 4.1-4.3), part of every grid so its figures can be reproduced.
+PAPER_KS = (1, 10, 50, 100, 20_000, 30_000)
+# Per-document hit runs (the emergence bootstrap) are kept at these thresholds only: they are the
+# largest part of a summary, and the 1-2-5 steps to 1,000 cover the k of sequence-level tasks.
+DOC_RUN_KS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
+RUN_TIES = ("pessimistic", "optimistic")  # the conventions whose hits are 0/1, so runs exist
+
+
+def summary_ks(vocab_size: int) -> np.ndarray:
+    """The thresholds at which a summary keeps per-document and per-bucket hits: 8 log-spaced per
+    decade, the 1-2-5 steps and the paper's thresholds, below |V| (RBP_|V| = 1 is known)."""
+    decades = np.arange(0, 7 + 1e-9, 1 / 8)
+    grid = np.round(10**decades).astype(np.int64)
+    steps = (np.array([1, 2, 5])[None, :] * 10 ** np.arange(7)[:, None]).ravel()
+    ks = np.union1d(np.union1d(grid, steps), PAPER_KS).astype(np.int64)
+    ks = ks[ks < vocab_size]
+    return ks if len(ks) else np.array([1], dtype=np.int64)
+
+
+def position_bucket(position: np.ndarray) -> np.ndarray:
+    """Bucket of each token position for the position-matched baseline: positions 0..15 on
+    their own, then four buckets per doubling (16-19, 20-22, 23-26, 27-31, 32-38, ...)."""
+    pos = np.asarray(position, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        late = 16 + np.floor(4 * np.log2(np.maximum(pos, 16) / 16)).astype(np.int64)
+    return np.where(pos < 16, pos.astype(np.int64), late)
+
+
+def hit_probability(n_greater: np.ndarray, n_equal: np.ndarray, k: float, ties: str) -> np.ndarray:
+    """Per-token probability of ranking within the top k (0/1 except for expected ties)."""
+    check_ties(ties)
+    if ties == "pessimistic":
+        return (n_greater + n_equal <= k).astype(np.float64)
+    if ties == "optimistic":
+        return (n_greater + 1 <= k).astype(np.float64)
+    return np.clip((k - n_greater) / n_equal, 0.0, 1.0)
+
+
+@dataclass(frozen=True, eq=False)
+class RankPairs:
+    """The distinct (n_greater, n_equal) pairs of an entry, sorted, with count and nll sum."""
+
+    greater: np.ndarray  # int64
+    equal: np.ndarray  # int64 >= 1
+    count: np.ndarray  # int64 >= 1
+    nll_sum: np.ndarray  # float64
+
+    @classmethod
+    def of(cls, stats: TokenStats) -> RankPairs:
+        g, e, nll = stats.n_greater, stats.n_equal, stats.nll
+        size = stats.vocab_size + 1
+        # Untied tokens (nearly all) by bincount, O(n + |V|); the few tied ones by sorting.
+        untied = e == 1
+        count = np.bincount(g[untied], minlength=size)
+        sums = np.bincount(g[untied], weights=nll[untied], minlength=size)
+        g1 = np.flatnonzero(count)
+        greater, equal, counts, nll_sums = [g1], [np.ones(len(g1), np.int64)], [count[g1]], [sums[g1]]
+        if not untied.all():
+            key = g[~untied] * size + e[~untied]
+            uniq, inverse, tied_count = np.unique(key, return_inverse=True, return_counts=True)
+            greater.append(uniq // size)
+            equal.append(uniq % size)
+            counts.append(tied_count)
+            nll_sums.append(np.bincount(inverse, weights=nll[~untied], minlength=len(uniq)))
+        greater, equal = np.concatenate(greater), np.concatenate(equal)
+        order = np.lexsort((equal, greater))
+        return cls(
+            greater[order].astype(np.int64),
+            equal[order].astype(np.int64),
+            np.concatenate(counts)[order].astype(np.int64),
+            np.concatenate(nll_sums)[order].astype(np.float64),
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class HitRuns:
+    """Lengths of maximal runs of consecutive hits and how many runs have each length; `doc` is
+    the document of each row for per-document histograms, None when pooled over documents."""
+
+    length: np.ndarray  # int64 >= 1
+    count: np.ndarray  # int64 >= 1
+    doc: np.ndarray | None = None
+
+    def windows(self, n: int) -> float:
+        """Windows of n consecutive hits: sum over runs of max(0, L - n + 1)."""
+        return float(np.sum(self.count * np.clip(self.length - n + 1, 0, None)))
+
+    def doc_windows(self, n: int, n_docs: int) -> np.ndarray:
+        """Windows of n consecutive hits per document (needs `doc`)."""
+        if self.doc is None:
+            raise ValueError("these hit runs are pooled over documents")
+        weights = self.count * np.clip(self.length - n + 1, 0, None)
+        return np.bincount(self.doc, weights=weights, minlength=n_docs).astype(np.float64)
+
+
+@dataclass(frozen=True, eq=False)
+class EntrySummary:
+    """The sufficient statistics of one cache entry (module docstring); no per-token array.
+
+    Built by `summarize` from tokens, or read back by `rbplab.store.summaries`. `hits` maps each
+    tie convention to an (n_docs, len(ks)) array of per-document hits; `bucket_hits` does the same
+    per position bucket for the 0/1 conventions; `runs` maps (ties, k) to pooled `HitRuns` for
+    every k of `ks` and `doc_runs` to per-document ones at `doc_run_ks`."""
+
+    vocab_size: int
+    n_tokens: int
+    nll_sq_sum: float
+    pairs: RankPairs
+    ks: np.ndarray
+    doc_tokens: np.ndarray  # int64 (n_docs,)
+    doc_nll: np.ndarray  # float64 (n_docs,)
+    doc_p: np.ndarray  # float64 (n_docs,)
+    hits: dict[str, np.ndarray]
+    seg_doc: np.ndarray
+    seg_start: np.ndarray
+    seg_length: np.ndarray
+    bucket_tokens: np.ndarray
+    bucket_hits: dict[str, np.ndarray]
+    runs: dict[tuple[str, int], HitRuns]
+    doc_runs: dict[tuple[str, int], HitRuns]
+    # The tokens, when the summary was computed from tokens held in memory: parts and thresholds
+    # not computed yet are then computed on first use (synthetic studies, tests, own pipelines).
+    stats: TokenStats | None = field(default=None, repr=False)
+    # Where a summary read from the cache finds its tokens when a user asks for them
+    # (`token_stats`); never called behind the user's back.
+    load_tokens: Callable[[], TokenStats] | None = field(default=None, repr=False)
+
+    def token_stats(self) -> TokenStats:
+        """The entry's per-token statistics: in memory, or read from the cache now."""
+        if self.stats is not None:
+            return self.stats
+        if self.load_tokens is None:
+            raise ValueError("this summary has no tokens attached (it was read without its cache entry)")
+        return self.load_tokens()
+
+    def complete(self) -> EntrySummary:
+        """Every hit-run histogram of the grid computed (what the store writes)."""
+        for ties in RUN_TIES:
+            for k in self.ks:
+                self.hit_runs(ties, int(k))
+                if k in DOC_RUN_KS:
+                    self.hit_runs(ties, int(k), per_document=True)
+        return self
+
+    @property
+    def n_docs(self) -> int:
+        return len(self.doc_tokens)
+
+    @property
+    def doc_run_ks(self) -> np.ndarray:
+        """Thresholds of the per-document hit runs: `DOC_RUN_KS` within the grid."""
+        return np.array([k for k in DOC_RUN_KS if k in set(self.ks.tolist())], dtype=np.int64)
+
+    @property
+    def has_ties(self) -> bool:
+        return bool(np.any(self.pairs.equal > 1))
+
+    @property
+    def nll_sum(self) -> float:
+        return float(self.pairs.nll_sum.sum())
+
+    def doc_hits(self, ks: Iterable[int], ties: str) -> np.ndarray:
+        """Per-document (expected) hits at each of `ks`, shape (n_docs, len(ks)); every k must be
+        one of the summary's thresholds or at least |V| (all tokens are hits)."""
+        return self._at_ks(ks, check_ties(ties), per_document=True)
+
+    def bucket_hit_counts(self, ks: Iterable[int], ties: str) -> np.ndarray:
+        """Hits per position bucket at each of `ks` (0/1 conventions), shape (n_buckets, len(ks))."""
+        if ties not in RUN_TIES:
+            raise ValueError(f"position-bucket hits are kept for {RUN_TIES}, not {ties!r}")
+        return self._at_ks(ks, ties, per_document=False)
+
+    def _at_ks(self, ks: Iterable[int], ties: str, per_document: bool) -> np.ndarray:
+        table = self.hits[ties] if per_document else self.bucket_hits[ties]
+        total = self.doc_tokens if per_document else self.bucket_tokens
+        ks = np.asarray(list(ks), dtype=np.int64)
+        index = np.searchsorted(self.ks, ks)
+        found = (index < len(self.ks)) & (self.ks[np.minimum(index, len(self.ks) - 1)] == ks)
+        full = ks >= self.vocab_size
+        missing = ks[~found & ~full]
+        if len(missing) and self.stats is not None:  # tokens in memory: compute what the grid lacks
+            groups = self.stats.doc if per_document else position_bucket(self.stats.position)
+            return _cumulative_hits(groups, len(total), self.stats, ks, ties).astype(np.float64)
+        if len(missing):
+            what = "per-document hits" if per_document else "position-bucket hits"
+            raise KeyError(
+                f"{what} are kept at k in {_grid_text(self.ks)} (and k >= |V| = {self.vocab_size}); "
+                f"k = {', '.join(map(str, missing[:5]))} is not one of them"
+            )
+        out = np.empty((table.shape[0], len(ks)), dtype=np.float64)
+        out[:, found] = table[:, index[found]]
+        out[:, full & ~found] = np.asarray(total, dtype=np.float64)[:, None]  # every token is a hit
+        return out
+
+    def hit_runs(self, ties: str, k: int, per_document: bool = False) -> HitRuns:
+        """Pooled (or per-document) hit-run histogram at threshold k under a 0/1 convention."""
+        if ties not in RUN_TIES:
+            raise ValueError(f"hit runs exist for {RUN_TIES} ties, not {ties!r}")
+        table, grid = (self.doc_runs, self.doc_run_ks) if per_document else (self.runs, self.ks)
+        found = table.get((ties, int(k)))
+        if found is None and self.stats is not None:  # tokens in memory: compute on first use
+            st = self.stats
+            rank = st.n_greater + st.n_equal if ties == "pessimistic" else st.n_greater + 1
+            breaks = segment_breaks(st.doc, st.position)
+            found = _hit_runs(rank <= k, breaks, st.doc if per_document else None)
+            table[(ties, int(k))] = found
+        if found is None:
+            what = "per-document hit runs (the emergence bootstrap)" if per_document else "hit runs"
+            raise KeyError(f"{what} are kept at k in {_grid_text(grid)}; k = {k} is not one of them")
+        return found
+
+
+def _grid_text(ks: np.ndarray) -> str:
+    shown = ", ".join(f"{k:,}" for k in ks[:40])
+    return "{" + shown + (", ..." if len(ks) > 40 else "") + "}"
+
+
+def _threshold_index(stats: TokenStats, ks: np.ndarray, ties: str) -> np.ndarray:
+    """j0 per token: the token ranks within ks[j] exactly for j >= j0 (0/1 conventions)."""
+    rank = stats.n_greater + stats.n_equal if ties == "pessimistic" else stats.n_greater + 1
+    return np.searchsorted(ks, rank, side="left")
+
+
+def _cumulative_hits(groups: np.ndarray, n_groups: int, stats: TokenStats, ks: np.ndarray, ties: str):
+    """(n_groups, len(ks)) hits per group (document or bucket); fractional under expected ties."""
+    n_k = len(ks)
+    if ties == "expected":
+        tied = np.flatnonzero(stats.n_equal > 1)
+        j0 = _threshold_index(stats, ks, "pessimistic")
+        j0[tied] = n_k  # handled fractionally below
+    else:
+        tied = np.zeros(0, dtype=np.int64)
+        j0 = _threshold_index(stats, ks, ties)
+    counts = np.bincount(groups * (n_k + 1) + j0, minlength=n_groups * (n_k + 1)).reshape(n_groups, n_k + 1)
+    hits = np.cumsum(counts, axis=1)[:, :n_k]
+    if ties != "expected":
+        return hits.astype(np.int64)
+    hits = hits.astype(np.float64)
+    if len(tied):
+        g, e = stats.n_greater[tied], stats.n_equal[tied]
+        frac = np.clip((ks[None, :] - g[:, None]) / e[:, None], 0.0, 1.0)
+        for j in range(n_k):
+            hits[:, j] += np.bincount(groups[tied], weights=frac[:, j], minlength=n_groups)
+    return hits
+
+
+def document_hits(stats: TokenStats, ks: np.ndarray, ties: str, n_docs: int | None = None) -> np.ndarray:
+    """(n_docs, len(ks)) hits per document at thresholds `ks` (sorted), as float64."""
+    n_docs = stats.n_docs if n_docs is None else n_docs
+    return _cumulative_hits(stats.doc, n_docs, stats, np.asarray(ks, np.int64), check_ties(ties)).astype(
+        np.float64
+    )
+
+
+def document_totals(stats: TokenStats, n_docs: int | None = None) -> tuple[np.ndarray, ...]:
+    """Per document: scored tokens (int64), nll sum and target-probability sum (float64)."""
+    n_docs = stats.n_docs if n_docs is None else n_docs
+    doc, nll = stats.doc, stats.nll
+    return (
+        np.bincount(doc, minlength=n_docs).astype(np.int64),
+        np.bincount(doc, weights=nll, minlength=n_docs),
+        np.bincount(doc, weights=np.exp(-nll), minlength=n_docs),
+    )
+
+
+def segment_breaks(doc: np.ndarray, position: np.ndarray) -> np.ndarray:
+    """True where a token starts a new run of consecutive scored positions of one document."""
+    brk = np.ones(len(doc), dtype=bool)
+    brk[1:] = (doc[1:] != doc[:-1]) | (position[1:] != position[:-1] + 1)
+    return brk
+
+
+def _hit_runs(hit: np.ndarray, brk: np.ndarray, doc: np.ndarray | None) -> HitRuns:
+    """Maximal runs of True in `hit` that do not cross a segment break."""
+    n = len(hit)
+    starts = hit & (brk | np.r_[True, ~hit[:-1]]) if n else np.zeros(0, dtype=bool)
+    start_idx = np.flatnonzero(starts)
+    if not len(start_idx):
+        empty = np.zeros(0, dtype=np.int64)
+        return HitRuns(empty, empty, None if doc is None else empty)
+    # A run ends before the next miss or the next break after its start.
+    stop = ~hit | brk
+    stop[0] = False
+    stops = np.r_[np.flatnonzero(stop), n]
+    ends = stops[np.searchsorted(stops, start_idx, side="right")]
+    length = ends - start_idx
+    if doc is None:
+        values, counts = np.unique(length, return_counts=True)
+        return HitRuns(values.astype(np.int64), counts.astype(np.int64))
+    key = doc[start_idx] * (n + 1) + length
+    values, counts = np.unique(key, return_counts=True)
+    return HitRuns(values % (n + 1), counts.astype(np.int64), values // (n + 1))
+
+
+def summarize(stats: TokenStats, ks: Iterable[int] | None = None) -> EntrySummary:
+    """The summary of one entry's tokens (module docstring). `ks` adds thresholds to the grid
+    (`summary_ks`), e.g. for an analysis of tokens held in memory at a k the grid lacks."""
+    vocab = stats.vocab_size
+    grid = summary_ks(vocab)
+    if ks is not None:
+        extra = np.asarray(list(ks), dtype=np.int64)
+        grid = np.union1d(grid, extra[(extra >= 1) & (extra < vocab)]).astype(np.int64)
+    n_docs = stats.n_docs
+    doc, position = stats.doc, stats.position
+    brk = segment_breaks(doc, position)
+    first = np.flatnonzero(brk)
+    bucket = position_bucket(position)
+    n_buckets = int(bucket.max()) + 1 if len(bucket) else 0
+    hits = {t: _cumulative_hits(doc, n_docs, stats, grid, t) for t in TIES}
+    bucket_hits = {t: _cumulative_hits(bucket, n_buckets, stats, grid, t) for t in RUN_TIES}
+    nll = stats.nll
+    doc_tokens, doc_nll, doc_p = document_totals(stats, n_docs)
+    return EntrySummary(
+        vocab_size=vocab,
+        n_tokens=len(stats),
+        nll_sq_sum=float(np.dot(nll, nll)) if len(nll) else 0.0,
+        pairs=RankPairs.of(stats),
+        ks=grid,
+        doc_tokens=doc_tokens,
+        doc_nll=doc_nll,
+        doc_p=doc_p,
+        hits=hits,
+        seg_doc=doc[first].astype(np.int64),
+        seg_start=position[first].astype(np.int64),
+        seg_length=np.diff(np.r_[first, len(doc)]).astype(np.int64),
+        bucket_tokens=np.bincount(bucket, minlength=n_buckets).astype(np.int64),
+        bucket_hits=bucket_hits,
+        runs={},  # hit runs are computed on first use (`complete` computes them all)
+        doc_runs={},
+        stats=stats,
+    )

@@ -1,0 +1,269 @@
+"""Studies from entry summaries: the same numbers as the per-token analysis, stored and refused like shards.
+
+The reference is the per-token code as it was before summaries (`helpers.token_reference`), run on
+the tokens the cache holds; the summary side reads the summary file back from disk.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from helpers.token_reference import bootstrap as ref_bootstrap
+from helpers.token_reference import emergence as ref_emergence
+from helpers.token_reference import metrics as ref_metrics
+from helpers.untrusted import read_only, snapshot
+
+from rbplab.analysis import bootstrap, emergence, metrics
+from rbplab.core import Run, TokenStats
+from rbplab.core.summary import DOC_RUN_KS, summarize, summary_ks
+from rbplab.store.cache import CacheEntry, list_entries
+from rbplab.store.summaries import SUMMARY_FILE, SummaryError, parse_summary, summary_bytes
+from rbplab.study import Study, load_study
+from rbplab.study.loading import MissingRunsError
+
+MICRO = ["micro-1-25K", "micro-3-200K", "micro-5-1.2M"]
+SETTINGS = {"max_tokens": 6000, "shard_tokens": 2048, "context_length": 256}
+TIES = ("pessimistic", "optimistic", "expected")
+KS = [1, 2, 10, 50, 100, 1000]
+NS = [1, 2, 4, 8, 16]
+
+
+def _tied_stats(seed: int = 0) -> TokenStats:
+    """Ranks with ties on ~15 % of tokens and gaps in the scored positions, over 40 documents."""
+    rng = np.random.default_rng(seed)
+    n, vocab = 30_000, 2_000
+    doc = np.sort(rng.integers(0, 40, n))
+    position = np.concatenate([np.arange((doc == d).sum()) for d in range(40)])
+    position = position + (position > 50) * 3  # a gap after position 50 of every document
+    greater = np.minimum(np.floor(np.exp(rng.normal(1.0, 2.0, n))).astype(np.int64), vocab - 5)
+    equal = np.where(rng.random(n) < 0.15, rng.integers(2, 5, n), 1)
+    nll = rng.gamma(2.0, 1.5, n)
+    return TokenStats(doc, position, greater, equal, nll, vocab)
+
+
+@pytest.fixture(scope="module")
+def micro_cache(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("summaries") / "cache"
+    load_study("micro", "humaneval", SETTINGS, models=MICRO, cache_dir=root, extract=True)
+    return root
+
+
+def _entries(root: Path) -> list[CacheEntry]:
+    return [CacheEntry.open(key, root) for key in list_entries(root)["key"]]
+
+
+def _stored(stats: TokenStats):
+    key = "f" * 64
+    data = summary_bytes(summarize(stats), key)
+    return parse_summary(data, key, stats.vocab_size, len(stats)), data
+
+
+def _assert_frames(new: pd.DataFrame, old: pd.DataFrame) -> None:
+    assert list(new.columns) == list(old.columns)
+    pd.testing.assert_frame_equal(new.reset_index(drop=True), old.reset_index(drop=True), rtol=1e-12, atol=0)
+
+
+def _token_sets(micro_cache: Path) -> list[TokenStats]:
+    return [e.read_stats() for e in _entries(micro_cache)] + [_tied_stats()]
+
+
+@pytest.mark.parametrize("ties", TIES)
+def test_rank_distribution_and_documents_equal_the_token_reference(micro_cache, ties) -> None:
+    for stats in _token_sets(micro_cache):
+        summary, _ = _stored(stats)
+        np.testing.assert_allclose(
+            metrics.rank_histogram(summary, ties),
+            ref_metrics.rank_histogram(stats, ties),
+            rtol=1e-12,
+            atol=1e-9,
+        )
+        assert metrics.cross_entropy(summary) == pytest.approx(ref_metrics.cross_entropy(stats), rel=1e-12)
+        assert metrics.mean_target_probability(summary) == pytest.approx(
+            ref_metrics.mean_target_probability(stats), rel=1e-12
+        )
+        ks = summary_ks(stats.vocab_size)
+        new, old = bootstrap.doc_stats(summary, ks, ties), ref_bootstrap.doc_stats(stats, ks, ties)
+        for field in ("hits", "n_tokens", "nll_sum", "p_sum"):
+            np.testing.assert_allclose(getattr(new, field), getattr(old, field), rtol=1e-12, atol=1e-9)
+        _assert_frames(
+            bootstrap.bootstrap_ci(summary, [1, 10, 100], ties, n_boot=40, seed=3),
+            ref_bootstrap.bootstrap_ci(stats, [1, 10, 100], ties, n_boot=40, seed=3),
+        )
+
+
+@pytest.mark.parametrize("ties", TIES)
+def test_emergence_from_summaries_equals_the_token_reference(micro_cache, ties) -> None:
+    for stats in _token_sets(micro_cache):
+        summary, _ = _stored(stats)
+        if ties == "expected":  # the token fallback: attach the tokens as the cache would
+            summary = type(summary)(**{**summary.__dict__, "load_tokens": lambda st=stats: st})
+        ks = [k for k in KS if k < stats.vocab_size]
+        for n_boot in (0, 30):
+            new = emergence.sequence_table([Run("f", "m", "c", 1e6, summary)], NS, ks, ties, n_boot=n_boot)
+            old = ref_emergence.sequence_table([Run("f", "m", "c", 1e6, stats)], NS, ks, ties, n_boot=n_boot)
+            _assert_frames(new, old)
+
+
+def test_study_from_the_cache_holds_no_tokens_and_gives_the_in_memory_tables(micro_cache) -> None:
+    cached = load_study("micro", "humaneval", SETTINGS, models=MICRO, cache_dir=micro_cache)
+    assert all(not isinstance(r.stats, TokenStats) for r in cached.runs)
+    in_memory = Study([Run(r.family, r.model, r.corpus, r.S, r.token_stats()) for r in cached.runs])
+    for study in (cached, in_memory):
+        assert len(study.stats("micro-1-25K", "humaneval")) == 6000  # tokens on request
+    tables = {
+        "points": lambda s: s.points([1, 10, 100], n_boot=30),
+        "fits": lambda s: s.fits([1, 10, 50, 100]),
+        "bands": lambda s: s.bands([1, 10]),
+        "fit_table": lambda s: s.fit_table([1, 10, 100]),
+        "ksweep": lambda s: s.ksweep(n_boot=10),
+        "bootstrap": lambda s: s.bootstrap([1, 10, 100], n_boot=40),
+        "extrapolation": lambda s: s.extrapolation([1, 10, 100]),
+        "emergence": lambda s: s.emergence([1, 10, 100], [1, 2, 4, 8, 16, 32], n_boot=20),
+        "emergence_fits": lambda s: s.emergence_fits(),
+        "lognormal": lambda s: s.lognormal(),
+        "rank_pmf": lambda s: s.rank_pmf("humaneval"),
+        "ce_comparison": lambda s: s.ce_comparison(),
+        "summary": lambda s: s.summary(),
+    }
+    for name, table in tables.items():
+        try:
+            _assert_frames(table(cached), table(in_memory))
+        except AssertionError as err:
+            raise AssertionError(f"{name}: {err}") from None
+
+
+def test_summary_is_written_with_the_entry_and_recorded_in_its_manifest(micro_cache) -> None:
+    for entry in _entries(micro_cache):
+        record = json.loads((entry.path / (SUMMARY_FILE + ".sha256")).read_text())
+        assert entry.manifest()["summary"] == record
+        assert record["bytes"] == (entry.path / SUMMARY_FILE).stat().st_size
+        assert entry.problems() == []
+
+
+def test_missing_runs_are_refused_in_one_line_unless_extract(micro_cache, tmp_path) -> None:
+    with pytest.raises(MissingRunsError, match=r"1 run\(s\) are not in the cache.*micro-2-85K on humaneval"):
+        load_study(
+            "micro", "humaneval", SETTINGS, models=["micro-1-25K", "micro-2-85K"], cache_dir=micro_cache
+        )
+    assert len(list_entries(micro_cache)) == len(MICRO)  # nothing was computed
+
+
+def _copy_cache(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    return dst
+
+
+def test_old_entry_gets_its_summary_on_first_read_and_keeps_its_key(micro_cache, tmp_path) -> None:
+    root = _copy_cache(micro_cache, tmp_path / "cache")
+    keys = set(list_entries(root)["key"])
+    for entry in _entries(root):  # as written before summaries existed
+        (entry.path / SUMMARY_FILE).unlink()
+        (entry.path / (SUMMARY_FILE + ".sha256")).unlink()
+        manifest = json.loads(entry.manifest_path.read_text())
+        del manifest["summary"]
+        entry.manifest_path.write_text(json.dumps(manifest))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # deriving a missing summary is silent
+        study = load_study("micro", "humaneval", SETTINGS, models=MICRO, cache_dir=root)
+    assert set(list_entries(root)["key"]) == keys
+    for entry in _entries(root):
+        assert (entry.path / SUMMARY_FILE).is_file() and entry.problems() == []
+    reference = load_study("micro", "humaneval", SETTINGS, models=MICRO, cache_dir=micro_cache)
+    _assert_frames(study.fit_table([1, 10]), reference.fit_table([1, 10]))
+
+
+def test_read_only_cache_derives_summaries_in_memory(micro_cache, tmp_path) -> None:
+    root = _copy_cache(micro_cache, tmp_path / "cache")
+    for entry in _entries(root):
+        (entry.path / SUMMARY_FILE).unlink()
+    before = snapshot(root)
+    with read_only(root), pytest.warns(UserWarning, match="summary derived in memory, not stored"):
+        study = load_study("micro", "humaneval", SETTINGS, models=MICRO, cache_dir=root)
+    assert snapshot(root) == before
+    reference = load_study("micro", "humaneval", SETTINGS, models=MICRO, cache_dir=micro_cache)
+    _assert_frames(study.points([1, 10, 100]), reference.points([1, 10, 100]))
+
+
+def _rewrite(entry: CacheEntry, data: bytes, record_manifest: bool) -> None:
+    from rbplab.store.cache import _sha256
+
+    (entry.path / SUMMARY_FILE).write_bytes(data)
+    record = {"sha256": _sha256(data), "bytes": len(data), "version": 1}
+    (entry.path / (SUMMARY_FILE + ".sha256")).write_text(json.dumps(record))
+    manifest = json.loads(entry.manifest_path.read_text())
+    if record_manifest:
+        manifest["summary"] = record
+    else:
+        manifest.pop("summary", None)
+    entry.manifest_path.write_text(json.dumps(manifest))
+
+
+def _tampered_cases(a: CacheEntry, b: CacheEntry):
+    """(description, bytes, record in manifest too, expected reason)."""
+    stats = a.read_stats()
+    good = summary_bytes(summarize(stats), a.key)
+    foreign = (b.path / SUMMARY_FILE).read_bytes()
+    wrong = summarize(stats)
+    wrong.pairs.count[0] += 1  # one token too many, checksums made to match
+    return [
+        ("garbage", b"not parquet at all", True, "not a readable parquet file"),
+        ("another entry's summary", foreign, True, "written for another entry"),
+        (
+            "counts changed, checksums fixed",
+            summary_bytes(wrong, a.key),
+            False,
+            "do not sum to the token count",
+        ),
+        ("valid bytes, other record", good, None, "failed its checksum"),
+    ]
+
+
+def test_damaged_foreign_or_tampered_summaries_are_refused_and_derived_again(micro_cache, tmp_path) -> None:
+    root = _copy_cache(micro_cache, tmp_path / "cache")
+    a, b = _entries(root)[:2]
+    truth = load_study("micro", "humaneval", SETTINGS, models=MICRO, cache_dir=micro_cache).fit_table([1, 10])
+    for what, data, in_manifest, reason in _tampered_cases(a, b):
+        if in_manifest is None:  # right bytes, but the record names other bytes
+            (a.path / SUMMARY_FILE).write_bytes(data)
+            (a.path / (SUMMARY_FILE + ".sha256")).write_text(json.dumps({"sha256": "0" * 64}))
+        else:
+            _rewrite(a, data, in_manifest)
+        problems = a.problems()
+        assert len(problems) == 1 and reason in problems[0], (what, problems)
+        with pytest.warns(UserWarning, match=reason):
+            study = load_study("micro", "humaneval", SETTINGS, models=MICRO, cache_dir=root)
+        _assert_frames(study.fit_table([1, 10]), truth)
+        assert a.problems() == [], what  # derived again and stored
+
+
+def test_summary_that_is_a_fifo_or_a_link_out_of_the_entry_is_refused_without_blocking(micro_cache, tmp_path):
+    root = _copy_cache(micro_cache, tmp_path / "cache")
+    entry = _entries(root)[0]
+    outside = tmp_path / "elsewhere.parquet"
+    shutil.copy(entry.path / SUMMARY_FILE, outside)
+    for make in (lambda p: os.mkfifo(p), lambda p: p.symlink_to(outside)):
+        (entry.path / SUMMARY_FILE).unlink()
+        make(entry.path / SUMMARY_FILE)
+        problems = entry.problems()
+        assert len(problems) == 1 and "summary cannot be read" in problems[0]
+
+
+def test_parse_summary_checks_what_it_derives() -> None:
+    stats = _tied_stats(1)
+    summary, data = _stored(stats)
+    assert summary.has_ties and summary.doc_run_ks.tolist() == [k for k in DOC_RUN_KS if k < stats.vocab_size]
+    with pytest.raises(SummaryError, match="does not hold 29999 tokens"):
+        parse_summary(data, "f" * 64, stats.vocab_size, len(stats) - 1)
+    with pytest.raises(SummaryError, match=r"\|V\| is not"):
+        parse_summary(data, "f" * 64, stats.vocab_size + 1, len(stats))
+    with pytest.raises(KeyError, match="k = 3 is not one of them"):
+        summary.hit_runs("pessimistic", 3, per_document=True)
+    size = len(summary_bytes(summarize(stats), "f" * 64))
+    assert size < 300_000  # 30,000 tokens, 40 documents: a few hundred KB at most
