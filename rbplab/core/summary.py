@@ -180,11 +180,37 @@ class EntrySummary:
     def complete(self) -> EntrySummary:
         """Every hit-run histogram of the grid computed (what the store writes)."""
         for ties in RUN_TIES:
-            for k in self.ks:
-                self.hit_runs(ties, int(k))
-                if k in DOC_RUN_KS:
-                    self.hit_runs(ties, int(k), per_document=True)
+            self._compute_runs(ties, [int(k) for k in self.ks])
         return self
+
+    def _compute_runs(self, ties: str, ks: list[int], only_per_document: bool = False) -> None:
+        """Pooled hit runs at `ks` (and per document where k is in `DOC_RUN_KS`) from the tokens
+        in memory; the ranks and segment breaks are computed once for all of them."""
+        if only_per_document:
+            wanted = [k for k in ks if (ties, k) not in self.doc_runs]
+        else:
+            wanted = [k for k in ks if (ties, k) not in self.runs]
+            wanted += [
+                k for k in ks if k in DOC_RUN_KS and (ties, k) not in self.doc_runs and k not in wanted
+            ]
+        if not wanted or self.stats is None:
+            return
+        if ties == "pessimistic" and not self.has_ties:  # the same hits as optimistic
+            self._compute_runs("optimistic", wanted, only_per_document)
+            for table in (self.runs, self.doc_runs):
+                for k in wanted:
+                    if ("optimistic", k) in table:
+                        table[(ties, k)] = table[("optimistic", k)]
+            return
+        st = self.stats
+        rank = st.n_greater + st.n_equal if ties == "pessimistic" else st.n_greater + 1
+        breaks = segment_breaks(st.doc, st.position)
+        for k in wanted:
+            hit = rank <= k
+            if not only_per_document:
+                self.runs[(ties, k)] = _hit_runs(hit, breaks, None)
+            if k in DOC_RUN_KS or only_per_document:
+                self.doc_runs[(ties, k)] = _hit_runs(hit, breaks, st.doc)
 
     @property
     def n_docs(self) -> int:
@@ -243,11 +269,8 @@ class EntrySummary:
         table, grid = (self.doc_runs, self.doc_run_ks) if per_document else (self.runs, self.ks)
         found = table.get((ties, int(k)))
         if found is None and self.stats is not None:  # tokens in memory: compute on first use
-            st = self.stats
-            rank = st.n_greater + st.n_equal if ties == "pessimistic" else st.n_greater + 1
-            breaks = segment_breaks(st.doc, st.position)
-            found = _hit_runs(rank <= k, breaks, st.doc if per_document else None)
-            table[(ties, int(k))] = found
+            self._compute_runs(ties, [int(k)], only_per_document=per_document)
+            found = table.get((ties, int(k)))
         if found is None:
             what = "per-document hit runs (the emergence bootstrap)" if per_document else "hit runs"
             raise KeyError(f"{what} are kept at k in {_grid_text(grid)}; k = {k} is not one of them")
@@ -315,25 +338,30 @@ def segment_breaks(doc: np.ndarray, position: np.ndarray) -> np.ndarray:
 
 
 def _hit_runs(hit: np.ndarray, brk: np.ndarray, doc: np.ndarray | None) -> HitRuns:
-    """Maximal runs of True in `hit` that do not cross a segment break."""
+    """Maximal runs of True in `hit` that do not cross a segment break: the gaps between
+    consecutive stoppers (a miss or the first token of a segment), plus the stopper itself when it
+    is a hit that opens a segment. Three passes over the tokens, whatever the number of runs."""
     n = len(hit)
-    starts = hit & (brk | np.r_[True, ~hit[:-1]]) if n else np.zeros(0, dtype=bool)
-    start_idx = np.flatnonzero(starts)
-    if not len(start_idx):
+    stoppers = np.flatnonzero(~hit | brk)
+    if not len(stoppers):
         empty = np.zeros(0, dtype=np.int64)
         return HitRuns(empty, empty, None if doc is None else empty)
-    # A run ends before the next miss or the next break after its start.
-    stop = ~hit | brk
-    stop[0] = False
-    stops = np.r_[np.flatnonzero(stop), n]
-    ends = stops[np.searchsorted(stops, start_idx, side="right")]
-    length = ends - start_idx
+    length = np.diff(np.r_[stoppers, n]) - 1 + hit[stoppers]
+    keep = length > 0
+    length, first = length[keep], stoppers[keep]
+    width = int(length.max(initial=0)) + 1
+    rows = 1 if doc is None else int(doc[-1]) + 1
+    key = length if doc is None else doc[first] * width + length
+    if rows * width <= 4 * n + 1024:  # a histogram by bincount is cheaper than sorting
+        counts = np.bincount(key, minlength=rows * width)
+        values = np.flatnonzero(counts)
+        counts = counts[values]
+    else:
+        values, counts = np.unique(key, return_counts=True)
+    values, counts = values.astype(np.int64), counts.astype(np.int64)
     if doc is None:
-        values, counts = np.unique(length, return_counts=True)
-        return HitRuns(values.astype(np.int64), counts.astype(np.int64))
-    key = doc[start_idx] * (n + 1) + length
-    values, counts = np.unique(key, return_counts=True)
-    return HitRuns(values % (n + 1), counts.astype(np.int64), values // (n + 1))
+        return HitRuns(values, counts)
+    return HitRuns(values % width, counts, values // width)
 
 
 def summarize(stats: TokenStats, ks: Iterable[int] | None = None) -> EntrySummary:
