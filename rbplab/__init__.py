@@ -29,6 +29,8 @@ _LAZY = {
     "ModelSpec": "rbplab.extraction",
     "Study": "rbplab.study",
     "load_study": "rbplab.study",
+    "load_entries": "rbplab.study",
+    "ExtractionSettings": "rbplab.core",
 }
 
 __all__ = ["TokenStats", *_LAZY]

@@ -4,13 +4,22 @@
 cache; `synthetic_study` makes one of made-up models, to try every view without a model.
 """
 
-from rbplab.study.loading import default_corpora, load_study, load_study_file, open_study
+from rbplab.study.loading import (
+    MissingRunsError,
+    default_corpora,
+    load_entries,
+    load_study,
+    load_study_file,
+    open_study,
+)
 from rbplab.study.study import Study
 from rbplab.study.synthetic import synthetic_study
 
 __all__ = [
+    "MissingRunsError",
     "Study",
     "default_corpora",
+    "load_entries",
     "load_study",
     "load_study_file",
     "open_study",

@@ -217,6 +217,47 @@ def load_study_file(
     return Study(runs, ties=ties, level=level)
 
 
+ENTRY_COLUMNS = ("key", "family", "model", "corpus", "S")
+
+
+def load_entries(
+    entries: pd.DataFrame | Iterable[str],
+    *,
+    cache_dir: str | Path | None = None,
+    ties: str = "pessimistic",
+    level: float = 0.95,
+) -> Study:
+    """The study of some cache entries, named by key: a table with columns key, family, model,
+    corpus, S (and optionally revision, step, D, C), or keys alone, labelled from their manifests
+    (model name, corpus name, S; family "custom"). Reads each entry's summary and nothing else:
+    no model code is imported and no model or corpus is opened, so a grid of thousands of entries
+    (`rbplab cache ls`, or a table a runner wrote) opens in memory that grows with the entries."""
+    from rbplab.store.cache import CacheEntry
+
+    check_ties(ties)
+    if isinstance(entries, pd.DataFrame):
+        missing = sorted(set(ENTRY_COLUMNS) - set(entries.columns))
+        if missing:
+            raise ValueError(f"an entry table needs columns {list(ENTRY_COLUMNS)}; it lacks {missing}")
+        rows = entries.to_dict("records")
+    else:
+        rows = [{"key": key} for key in ([entries] if isinstance(entries, str) else entries)]
+    runs = []
+    for row in rows:
+        entry = CacheEntry.open(str(row["key"]), cache_dir)
+        manifest = entry.manifest()
+        model = manifest.get("model") or {}
+        labels = {
+            "family": row.get("family", "custom"),
+            "model": row.get("model", model.get("name")),
+            "corpus": row.get("corpus", (manifest.get("corpus") or {}).get("name")),
+            "S": float(row.get("S", model.get("n_nonembedding") or float("nan"))),
+        }
+        training = {f: row[f] for f in ("revision", "step", "D", "C") if f in row and not pd.isna(row[f])}
+        runs.append(Run(**labels, stats=entry.summary(), **training))
+    return Study(runs, ties=ties, level=level)
+
+
 def _training(manifest: Mapping, model: str, revision: str, S: float, schedules: Any) -> dict:
     """revision, step, D, C of a checkpoint run: the manifest's ``training`` block, else the
     schedule's (entries cached before manifests carried it)."""

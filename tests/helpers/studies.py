@@ -26,3 +26,8 @@ def write_study(tmp_path: Path, gpt2_dir: Path, neox_dir: Path, llama_dir: Path)
 
 def shard_bytes(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("shard-*.parquet"))}
+
+
+def summary_bytes(root: Path) -> dict[str, bytes]:
+    """Every entry's summary file, by path (the store writes one when an entry is finalised)."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("summary-v*.parquet"))}

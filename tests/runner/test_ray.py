@@ -15,7 +15,7 @@ import sys
 import time
 
 import pytest
-from helpers.studies import SETTINGS, shard_bytes
+from helpers.studies import SETTINGS, shard_bytes, summary_bytes
 
 from rbplab.core import ExtractionSettings
 from rbplab.runner import ExecutorError, run_study
@@ -93,6 +93,9 @@ def test_ray_equals_local_byte_for_byte(netns, study_path, tmp_path):
         r["state"] == "computed" for r in table
     )
     assert shard_bytes(tmp_path / "ray") == shard_bytes(tmp_path / "local")
+    # each entry's summary is written by the worker that finalised it, the same bytes as locally
+    assert len(summary_bytes(tmp_path / "ray")) == len(table)
+    assert summary_bytes(tmp_path / "ray") == summary_bytes(tmp_path / "local")
 
 
 @needs_ray

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers.studies import SETTINGS, shard_bytes
+from helpers.studies import SETTINGS, shard_bytes, summary_bytes
 
 from rbplab.core import ExtractionSettings
 from rbplab.extraction import extract
@@ -108,6 +108,8 @@ def test_worker_processes_equal_one_process(study_path, tmp_path):
     assert one.ok and two.ok and (two.table["state"] == "computed").all()
     assert list(two.table["key"]) == list(one.table["key"])
     assert shard_bytes(tmp_path / "two") == shard_bytes(tmp_path / "one")
+    assert len(summary_bytes(tmp_path / "two")) == len(two.table)
+    assert summary_bytes(tmp_path / "two") == summary_bytes(tmp_path / "one")
     producers = {
         p
         for key in two.table["key"]

@@ -1,0 +1,217 @@
+"""Opening studies from entry summaries versus holding every token: memory and time, printed.
+
+Two benchmarks, each variant in a fresh process so peak RSS is its own (RSS is read with
+`resource.getrusage`; "above baseline" subtracts the RSS after the imports):
+
+  demo   the demo's study (micro family x the bundled corpora, a cache filled by `make demo`):
+         load + fit_table + ksweep + bootstrap(200) + emergence + training_table, once from
+         summaries (`load_study`) and once holding every token (the runs' TokenStats read from the
+         same cache, as studies were built before summaries); prints seconds per stage and RSS.
+
+             .venv/bin/python benchmarks/bench_study.py demo --cache ~/.cache/rbplab
+
+  grid   a synthetic grid written through the store's own API (CacheEntry.write_shard + finalize,
+         so every entry's summary is derived as a worker would): random lognormal ranks at
+         |V| = 151,936, `--tokens` per entry; then opens the first N entries (`load_entries`) for
+         each N of `--entries` and reports seconds and RSS, and the summary size per entry.
+         Writing is resumable: entries already complete are kept (progress in WRITE_DIR/progress.txt).
+
+             .venv/bin/python benchmarks/bench_study.py grid --dir /tmp/grid --entries 100 300 1000 \\
+                 --tokens 1000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+VOCAB = 151_936
+SHARD_TOKENS = 1 << 16
+
+
+def _rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kilobytes on Linux
+
+
+def _child(args: list[str]) -> dict:
+    out = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+# ---- demo ------------------------------------------------------------------------------------
+def demo_variant(cache: str, variant: str) -> dict:
+    from rbplab.core import Run
+    from rbplab.study import Study, default_corpora, load_study
+
+    base = _rss_mb()
+    times = {}
+    clock = time.perf_counter()
+    study = load_study("micro", default_corpora(), cache_dir=cache)
+    if variant == "tokens":  # every run's tokens in memory, as a study held them before summaries
+        study = Study([Run(r.family, r.model, r.corpus, r.S, r.token_stats()) for r in study.runs])
+    times["load"] = time.perf_counter() - clock
+    stages = {
+        "fit_table": lambda: study.fit_table([1, 10, 100]),
+        "ksweep": lambda: study.ksweep(),
+        "bootstrap(200)": lambda: study.bootstrap([1, 10, 100], n_boot=200),
+        "emergence": lambda: study.emergence([1, 10, 100], [1, 2, 4, 8, 16, 32], n_boot=200),
+        "training_table": lambda: study.training_table([1, 10, 100]),
+    }
+    results = {}
+    for name, stage in stages.items():
+        clock = time.perf_counter()
+        results[name] = stage()
+        times[name] = time.perf_counter() - clock
+    digest = {
+        name: float(pd.util.hash_pandas_object(t.round(12), index=False).sum() % 10**9)
+        for name, t in results.items()
+    }
+    n_tokens = sum(r.n_tokens for r in study.runs)
+    return {"base_mb": base, "peak_mb": _rss_mb(), "times": times, "tokens": n_tokens, "digest": digest}
+
+
+def run_demo(cache: str) -> None:
+    rows = {v: _child(["_demo", cache, v]) for v in ("summaries", "tokens")}
+    print(f"demo study: {rows['summaries']['tokens']:,} scored tokens, cache {cache}")
+    stages = list(rows["summaries"]["times"])
+    print(f"{'stage':<16}" + "".join(f"{v:>14}" for v in rows) + "     ratio")
+    for stage in stages:
+        a, b = (rows[v]["times"][stage] for v in ("summaries", "tokens"))
+        print(f"{stage:<16}{a:>13.2f}s{b:>13.2f}s  {b / a:>7.1f}x")
+    total = {v: sum(rows[v]["times"].values()) for v in rows}
+    ratio = total["tokens"] / total["summaries"]
+    print(f"{'total':<16}{total['summaries']:>13.2f}s{total['tokens']:>13.2f}s  {ratio:>7.1f}x")
+    for v, row in rows.items():
+        print(
+            f"{v}: peak RSS {row['peak_mb']:.0f} MB, {row['peak_mb'] - row['base_mb']:.0f} MB above "
+            f"the import baseline ({row['base_mb']:.0f} MB)"
+        )
+    same = rows["summaries"]["digest"] == rows["tokens"]["digest"]
+    print(f"tables identical (rounded to 1e-12) in both variants: {same}")
+
+
+# ---- grid ------------------------------------------------------------------------------------
+def _entry_spec(i: int, n_tokens: int) -> dict:
+    return {"synthetic_grid": i, "tokens": n_tokens, "vocab": {"size": VOCAB}}
+
+
+def _tokens(i: int, n_tokens: int, n_docs: int = 1000) -> pd.DataFrame:
+    """Lognormal ranks (the paper's shape) whose location falls with the entry's model size."""
+    rng = np.random.default_rng(i)
+    size_index = i % 10
+    ranks = np.floor(np.exp(rng.normal(2.0 - 0.08 * size_index, 2.2, n_tokens))).astype(np.int64)
+    ranks = np.clip(ranks, 1, VOCAB)
+    tied = rng.random(n_tokens) < 0.002
+    equal = np.where(tied & (ranks < VOCAB), 2, 1)
+    per_doc = n_tokens // n_docs
+    doc = np.minimum(np.arange(n_tokens) // per_doc, n_docs - 1)
+    position = np.arange(n_tokens) - doc * per_doc
+    return pd.DataFrame(
+        {
+            "doc_index": doc.astype(np.int32),
+            "doc_id": pd.Series(doc).astype(str),
+            "position": position.astype(np.int32),
+            "target_id": rng.integers(0, VOCAB, n_tokens).astype(np.int32),
+            "n_greater": (ranks - 1).astype(np.int32),
+            "n_equal": equal.astype(np.int32),
+            "nll": rng.gamma(2.0, 1.5, n_tokens).astype(np.float32),
+        }
+    )
+
+
+def write_grid(root: Path, n_entries: int, n_tokens: int) -> list[str]:
+    from rbplab.store.cache import CacheEntry
+
+    root.mkdir(parents=True, exist_ok=True)
+    progress = root / "progress.txt"
+    keys, clock = [], time.perf_counter()
+    for i in range(n_entries):
+        entry = CacheEntry(root, _entry_spec(i, n_tokens))
+        keys.append(entry.key)
+        if entry.is_complete():
+            continue
+        frame = _tokens(i, n_tokens)
+        with entry.lock():
+            for index, start in enumerate(range(0, n_tokens, SHARD_TOKENS)):
+                entry.write_shard(index, frame.iloc[start : start + SHARD_TOKENS])
+            size = 1e9 * (1 + i % 10)
+            entry.finalize(
+                {
+                    "vocab_size": VOCAB,
+                    "model": {"name": f"synthetic-{i % 10}", "n_nonembedding": size},
+                    "corpus": {"name": f"corpus-{i // 10}"},
+                }
+            )
+        if i % 10 == 9:
+            progress.write_text(
+                f"{i + 1}/{n_entries} entries of {n_tokens} tokens, {time.perf_counter() - clock:.0f} s\n"
+            )
+    return keys
+
+
+def grid_variant(root: str, n_tokens: int, n: int) -> dict:
+    from rbplab.study import load_entries
+
+    keys = write_grid(Path(root), n, n_tokens)  # all present: only derives the keys
+    base = _rss_mb()
+    clock = time.perf_counter()
+    study = load_entries(keys, cache_dir=root)
+    seconds = time.perf_counter() - clock
+    fit = study.fit_table([1, 10, 100])
+    assert len(fit)
+    return {"base_mb": base, "peak_mb": _rss_mb(), "seconds": seconds, "runs": len(study.runs)}
+
+
+def run_grid(root: Path, entries: list[int], n_tokens: int) -> None:
+    from rbplab.store.summaries import SUMMARY_FILE
+
+    clock = time.perf_counter()
+    keys = write_grid(root, max(entries), n_tokens)
+    print(f"wrote/kept {len(keys)} entries of {n_tokens:,} tokens in {time.perf_counter() - clock:.0f} s")
+    sizes = [(root / k[:2] / k / SUMMARY_FILE).stat().st_size for k in keys]
+    print(f"summary size per entry: median {np.median(sizes) / 1e6:.3f} MB, max {max(sizes) / 1e6:.3f} MB")
+    print(f"{'entries':>8}{'tokens':>16}{'open s':>10}{'peak RSS':>12}{'above base':>12}")
+    for n in entries:
+        row = _child(["_grid", str(root), str(n_tokens), str(n)])
+        print(
+            f"{n:>8}{n * n_tokens:>16,}{row['seconds']:>10.1f}{row['peak_mb']:>10.0f}MB"
+            f"{row['peak_mb'] - row['base_mb']:>10.0f}MB"
+        )
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "_demo":
+        print(json.dumps(demo_variant(sys.argv[2], sys.argv[3])))
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "_grid":
+        print(json.dumps(grid_variant(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))))
+        return
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="what", required=True)
+    demo = sub.add_parser("demo")
+    demo.add_argument("--cache", required=True)
+    grid = sub.add_parser("grid")
+    grid.add_argument("--dir", required=True, type=Path)
+    grid.add_argument("--entries", nargs="+", type=int, default=[100, 300, 1000])
+    grid.add_argument("--tokens", type=int, default=1_000_000)
+    args = parser.parse_args()
+    if args.what == "demo":
+        run_demo(args.cache)
+    else:
+        run_grid(args.dir, sorted(args.entries), args.tokens)
+
+
+if __name__ == "__main__":
+    main()
