@@ -384,6 +384,9 @@ p.missing {{ color: #777; }}
     return index
 
 
+EXTRACTION_NOTEBOOK = "05_extraction"
+
+
 def run_report(
     family: str | Iterable[str] = "micro",
     corpora: str | Iterable[str] | None = None,
@@ -439,15 +442,17 @@ def run_report(
     params.update(parameters or {})
     say = progress or (lambda _line: None)
     results = []
-    # Notebooks are independent kernels: run as many at once as there are CPUs (results in order).
+    # Notebooks are independent kernels: run as many at once as there are CPUs (results in order),
+    # except the extraction notebook, which fills the cache the others read (they never extract).
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(paths)))
     with _static_figures(), ThreadPoolExecutor(jobs) as pool:
         futures = []
         for i, path in enumerate(paths, start=1):
             say(f"[{i}/{len(paths)}] {path.stem} ...")
-            futures.append(
-                pool.submit(execute_notebook, path, out, params, html_export=html_export, timeout=timeout)
-            )
+            future = pool.submit(execute_notebook, path, out, params, html_export=html_export, timeout=timeout)
+            if path.stem == EXTRACTION_NOTEBOOK:
+                future.result()
+            futures.append(future)
         for i, (path, future) in enumerate(zip(paths, futures, strict=True), start=1):
             result = future.result()
             results.append(result)
