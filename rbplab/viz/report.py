@@ -449,7 +449,9 @@ def run_report(
         futures = []
         for i, path in enumerate(paths, start=1):
             say(f"[{i}/{len(paths)}] {path.stem} ...")
-            future = pool.submit(execute_notebook, path, out, params, html_export=html_export, timeout=timeout)
+            future = pool.submit(
+                execute_notebook, path, out, params, html_export=html_export, timeout=timeout
+            )
             if path.stem == EXTRACTION_NOTEBOOK:
                 future.result()
             futures.append(future)
