@@ -10,7 +10,7 @@ $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	# torch is pinned in pyproject.toml (the CPU wheel); constraints.txt pins the rest for reproducibility.
-	$(BIN)/pip install --quiet -c constraints.txt -e '.[notebooks,dev,ray]'
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[notebooks,dev,ray,export]'
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -30,6 +30,8 @@ _LAZY = {
     "Study": "rbplab.study",
     "load_study": "rbplab.study",
     "load_entries": "rbplab.study",
+    "load_results": "rbplab.study.results",
+    "save_results": "rbplab.study.results",
     "ExtractionSettings": "rbplab.core",
 }
 

@@ -1,7 +1,20 @@
 """Figures, widgets and reports drawn from a study's tidy tables.
 
 Import the module you need (`from rbplab.viz import plots, widgets, report`): plotly and
-ipywidgets load only then.
+ipywidgets load only then. `rbplab.viz.save(fig, "figure3.pdf")` writes a figure for a paper
+(`rbplab.viz.export`).
 """
 
-__all__ = ["plots", "report", "widgets"]
+from importlib import import_module
+from typing import Any
+
+__all__ = ["export", "layout", "plots", "report", "save", "tables", "widgets"]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy, like the modules themselves: `import rbplab.viz` imports no plotly.
+    if name == "save":
+        return import_module("rbplab.viz.export").save
+    if name in __all__:
+        return import_module(f"rbplab.viz.{name}")
+    raise AttributeError(f"module 'rbplab.viz' has no attribute {name!r}")

@@ -1,0 +1,107 @@
+"""The results file: written by save_results / the report, read back by rbplab.load_results."""
+
+from __future__ import annotations
+
+import json
+from importlib import metadata
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import rbplab
+from rbplab.store.cache import CacheEntry
+from rbplab.study import synthetic_study
+from rbplab.study.results import ResultsError, load_results, matching_keys, save_results
+
+
+@pytest.fixture(scope="module")
+def study():
+    return synthetic_study(n_tokens=2000, corpora=("a", "b"))
+
+
+def test_round_trip(study, tmp_path):
+    path = save_results(
+        study,
+        tmp_path / "results.json",
+        ks=[1, 10],
+        settings={"max_tokens": 2000},
+        find_keys=False,
+        tables={"extra": pd.DataFrame({"x": [1.5, np.nan], "name": ["p", None]})},
+        headlines={"01_rbp_vs_size": "α = 0.08 [0.07, 0.09]"},
+    )
+    document = json.loads(path.read_text())  # strict JSON: NaN is written as null
+    assert document["format"] == "rbplab-results" and document["tables"]["extra"]["rows"][1] == [None, None]
+    results = rbplab.load_results(path)
+    assert results.grid["families"] == ["synthetic"] and results.grid["corpora"] == ["a", "b"]
+    assert results.grid["ties"] == "pessimistic" and results.grid["level"] == 0.95
+    assert results.settings["max_tokens"] == 2000 and results.settings["context_length"] is None
+    assert results.versions["numpy"] == metadata.version("numpy") and results.versions["python"]
+    fits = study.fit_table([1, 10])
+    back = results.table("fits")
+    assert list(back.columns) == list(fits.columns)
+    assert np.array_equal(back["alpha"].to_numpy(), fits["alpha"].to_numpy())  # every digit kept
+    assert back["k"].tolist() == [1, 10, 1, 10]
+    assert (
+        results.runs[["model", "corpus"]].values.tolist()
+        == study.summary()[["model", "corpus"]].values.tolist()
+    )
+    assert results.headlines == {"01_rbp_vs_size": "α = 0.08 [0.07, 0.09]"}
+    with pytest.raises(KeyError, match=r"they have \['extra', 'fits'\]"):
+        results.table("ksweep")
+
+
+def test_bad_files_are_one_line_errors(tmp_path):
+    missing = tmp_path / "nope.json"
+    with pytest.raises(ResultsError, match="cannot read results file"):
+        load_results(missing)
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(ResultsError, match="is not JSON"):
+        load_results(tmp_path / "bad.json")
+    (tmp_path / "other.json").write_text('{"results": {}}')
+    with pytest.raises(ResultsError, match="not an rbplab results file"):
+        load_results(tmp_path / "other.json")
+    (tmp_path / "newer.json").write_text('{"format": "rbplab-results", "version": 99}')
+    with pytest.raises(ResultsError, match="version 99"):
+        load_results(tmp_path / "newer.json")
+
+
+def _entry(root, model, corpus, revision=None, max_tokens=None):
+    spec = {
+        "model": {"name": model, "revision": revision},
+        "corpus": {"name": corpus},
+        "max_tokens": max_tokens,
+        "windows": {"context_length": 32},
+    }
+    entry = CacheEntry(root, spec)
+    frame = pd.DataFrame(
+        {
+            "doc_index": [0],
+            "doc_id": ["d"],
+            "position": [1],
+            "target_id": [2],
+            "n_greater": [0],
+            "n_equal": [1],
+            "nll": [0.5],
+        }
+    )
+    with entry.lock():
+        entry.write_shard(0, frame)
+        entry.finalize({"vocab_size": 10})
+    return entry.key
+
+
+def test_cache_keys_only_when_one_entry_matches(tmp_path):
+    full = _entry(tmp_path, "m1", "prose")
+    capped = _entry(tmp_path, "m1", "prose", max_tokens=100)
+    checkpoint = _entry(tmp_path, "m1", "prose", revision="step-10", max_tokens=100)
+    runs = pd.DataFrame(
+        {
+            "model": ["m1", "m1@step-10", "m2"],
+            "corpus": ["prose", "prose", "prose"],
+            "revision": [None, "step-10", None],
+        }
+    )
+    assert matching_keys(runs, {}, tmp_path) == [full, None, None]  # the uncapped settings
+    assert matching_keys(runs, {"max_tokens": 100}, tmp_path) == [capped, checkpoint, None]
+    assert matching_keys(runs, None, tmp_path) == [None, checkpoint, None]  # settings unknown: ambiguous
