@@ -25,24 +25,35 @@
 # the law extrapolates to the largest model.
 
 # %%
+from typing import Optional
+
 from rbplab.study import open_study
-from rbplab.viz import plots, report
+from rbplab.viz import headlines, plots, report
+from rbplab.viz.parameters import as_mapping, as_names, as_numbers
 from rbplab.viz.widgets import ScalingView, show
 
 # %% tags=["parameters"]
-families = ["micro"]  # model families of the registry (`rbplab families`)
-models = None  # a subset of the model names of the families; None: all members
-corpora = None  # bundled names, "hub:<name>" or paths; None: every bundled corpus
-ks = [1, 10, 50, 100]  # thresholds: k 1 (greedy) and moderate k (top-k sampling)
-settings = {}  # extraction settings (rbplab.core.ExtractionSettings fields), e.g. {"max_tokens": 2000}
-synthetic = False  # True: made-up models (rbplab.study.synthetic_study) instead of families; no model runs
-study_file = None  # a study TOML (`rbplab run`): analyse exactly its models, corpora and settings
-cache_dir = None  # None: $RBPLAB_CACHE or ~/.cache/rbplab
-output_dir = None  # folder for the tables as CSV (the report sets it); None: do not write
-ties = "pessimistic"  # rank convention: pessimistic (paper), optimistic (g + 1) or expected
-n_boot = 200  # document-bootstrap replicates
+families: list[str] = ["micro"]  # model families of the registry (`rbplab families`)
+models: Optional[list[str]] = None  # a subset of the families' model names; None: all members
+corpora: Optional[list[str]] = None  # bundled names, "hub:<name>" or paths; None: every bundled corpus
+ks: list[int] = [1, 10, 50, 100]  # thresholds: k 1 (greedy) and moderate k (top-k sampling)
+settings: dict = {}  # extraction settings (ExtractionSettings fields), e.g. {"max_tokens": 2000}
+synthetic: bool = False  # True: made-up models (rbplab.study.synthetic_study), no cache needed
+study_file: Optional[str] = None  # a study TOML (`rbplab run`): analyse exactly its grid
+cache_dir: Optional[str] = None  # None: $RBPLAB_CACHE or ~/.cache/rbplab
+extract: bool = False  # True: run the models for runs missing from the cache; False: name them
+output_dir: Optional[str] = None  # folder for tables and figures (the report sets it); None: none
+ties: str = "pessimistic"  # rank convention: pessimistic (paper), optimistic (g + 1) or expected
+n_boot: int = 200  # document-bootstrap replicates
 
 # %%
+# Batch runs hand lists as text (papermill -p corpora '["prose", "humaneval"]'): read them as lists.
+families, models, corpora = (
+    as_names(families, "families"),
+    as_names(models, "models"),
+    as_names(corpora, "corpora"),
+)
+ks, settings = as_numbers(ks, "ks"), as_mapping(settings, "settings")
 study = open_study(
     families,
     corpora,
@@ -52,8 +63,9 @@ study = open_study(
     synthetic=synthetic,
     cache_dir=cache_dir,
     ties=ties,
+    extract=extract,
 )
-report.save_table(study.summary(), "runs", output_dir)
+runs = report.save_table(study.summary(), "runs", output_dir)
 
 # %% [markdown]
 # ## Power-law fits
@@ -62,7 +74,14 @@ report.save_table(study.summary(), "runs", output_dir)
 
 # %%
 fits = report.save_table(study.fits(ks), "fits", output_dir)
+report.headline(headlines.size_law(fits, k=min(ks), level=study.level), output_dir)
 fits
+
+# %% [markdown]
+# The runs: one model on one corpus each, with its tokens, cross-entropy (nats per token) and RBP_1.
+
+# %%
+runs
 
 # %% [markdown]
 # ## Figure 3: k = 1
@@ -73,6 +92,7 @@ fits
 # %%
 points = study.points(1, n_boot=n_boot)
 figure3 = plots.rbp_vs_size(points, study.fits(1), study.bands(1), title="Figure 3: -log RBP_1 vs S")
+report.save_figure(figure3, "figure3", output_dir)
 show(report.save_figure(figure3, "headline", output_dir))
 
 # %% [markdown]
@@ -80,14 +100,13 @@ show(report.save_figure(figure3, "headline", output_dir))
 
 # %%
 moderate = [k for k in ks if 1 < k <= 100]
-show(
-    plots.rbp_vs_size(
-        study.points(moderate, n_boot=n_boot),
-        study.fits(moderate),
-        study.bands(moderate),
-        title="Figure 4: 1 < k ≤ 100",
-    )
+figure4 = plots.rbp_vs_size(
+    study.points(moderate, n_boot=n_boot),
+    study.fits(moderate),
+    study.bands(moderate),
+    title="Figure 4: 1 < k ≤ 100",
 )
+show(report.save_figure(figure4, "figure4", output_dir))
 
 # %% [markdown]
 # ## Uncertainty from the corpus: document bootstrap
@@ -113,4 +132,5 @@ report.save_table(study.extrapolation(ks), "extrapolation", output_dir)
 ScalingView(study, k=1)
 
 # %%
-report.save_table(fits.loc[fits["k"] == 1, ["family", "corpus", "alpha", "r2"]], "headline", output_dir)
+columns = ["family", "corpus", "alpha", "alpha_ci_low", "alpha_ci_high", "r2", "n_models"]
+report.save_table(fits.loc[fits["k"] == min(ks), columns], "headline", output_dir)

@@ -22,26 +22,38 @@
 # k approaches the vocabulary size.
 
 # %%
+from typing import Optional
+
 from rbplab.analysis import ksweep
 from rbplab.study import open_study
-from rbplab.viz import plots, report
-from rbplab.viz.widgets import ScalingView, show
+from rbplab.viz import headlines, plots, report
+from rbplab.viz.parameters import as_mapping, as_names, as_numbers
+from rbplab.viz.widgets import KSweepView, show
 
 # %% tags=["parameters"]
-families = ["micro"]  # model families of the registry
-models = None  # a subset of the model names of the families; None: all members
-corpora = None  # bundled names, "hub:<name>" or paths; None: every bundled corpus
-settings = {}  # extraction settings (rbplab.core.ExtractionSettings fields), e.g. {"max_tokens": 2000}
-synthetic = False  # True: made-up models (rbplab.study.synthetic_study) instead of families; no model runs
-study_file = None  # a study TOML (`rbplab run`): analyse exactly its models, corpora and settings
-cache_dir = None  # None: $RBPLAB_CACHE or ~/.cache/rbplab
-output_dir = None  # folder for the tables as CSV (the report sets it); None: do not write
-ks = None  # thresholds of the sweep; None: 8 per decade from 1 up to |V|, plus the paper values
-ties = "pessimistic"  # rank convention: pessimistic (paper), optimistic (g + 1) or expected
-large_fractions = [0.4, 0.6]  # k near |V| as fractions of |V| (paper: 20k and 30k of ~50k)
-n_boot = 0  # document-bootstrap replicates for α(k) and R²(k); 0: OLS intervals only
+families: list[str] = ["micro"]  # model families of the registry
+models: Optional[list[str]] = None  # a subset of the families' model names; None: all members
+corpora: Optional[list[str]] = None  # bundled names, "hub:<name>" or paths; None: every bundled corpus
+settings: dict = {}  # extraction settings (ExtractionSettings fields), e.g. {"max_tokens": 2000}
+synthetic: bool = False  # True: made-up models (rbplab.study.synthetic_study), no cache needed
+study_file: Optional[str] = None  # a study TOML (`rbplab run`): analyse exactly its grid
+cache_dir: Optional[str] = None  # None: $RBPLAB_CACHE or ~/.cache/rbplab
+extract: bool = False  # True: run the models for runs missing from the cache; False: name them
+output_dir: Optional[str] = None  # folder for tables and figures (the report sets it); None: none
+ks: Optional[list[int]] = None  # thresholds of the sweep; None: 8 per decade from 1 to |V| + paper's
+ties: str = "pessimistic"  # rank convention: pessimistic (paper), optimistic (g + 1) or expected
+large_fractions: list[float] = [0.4, 0.6]  # k near |V| as fractions of |V| (paper: 20k, 30k of ~50k)
+n_boot: int = 0  # document-bootstrap replicates for α(k) and R²(k); 0: OLS intervals only
 
 # %%
+# Batch runs hand lists as text (papermill -p corpora '["prose", "humaneval"]'): read them as lists.
+families, models, corpora = (
+    as_names(families, "families"),
+    as_names(models, "models"),
+    as_names(corpora, "corpora"),
+)
+ks, settings = as_numbers(ks, "ks"), as_mapping(settings, "settings")
+large_fractions = as_numbers(large_fractions, "large_fractions", kind=float)
 study = open_study(
     families,
     corpora,
@@ -51,6 +63,7 @@ study = open_study(
     synthetic=synthetic,
     cache_dir=cache_dir,
     ties=ties,
+    extract=extract,
 )
 
 # %% [markdown]
@@ -58,11 +71,13 @@ study = open_study(
 
 # %%
 sweep = report.save_table(study.ksweep(ks, n_boot=n_boot), "ksweep", output_dir)
+summary = report.save_table(ksweep.sweep_summary(sweep), "ksweep_summary", output_dir)
+report.headline(headlines.k_sweep(sweep, summary), output_dir)
 figure6 = plots.ksweep(sweep, vocab_size=study.vocab_size, title="Figure 6: R²(k) and α(k)")
+report.save_figure(figure6, "figure6", output_dir)
 show(report.save_figure(figure6, "headline", output_dir))
 
 # %%
-summary = report.save_table(ksweep.sweep_summary(sweep), "ksweep_summary", output_dir)
 summary
 
 # %% [markdown]
@@ -70,7 +85,10 @@ summary
 
 # %%
 large = sorted({max(1, int(f * study.vocab_size)) for f in large_fractions})
-show(plots.rbp_vs_size(study.points(large), study.fits(large), study.bands(large), title="Figure 5: k → |V|"))
+figure5 = plots.rbp_vs_size(
+    study.points(large), study.fits(large), study.bands(large), title="Figure 5: k → |V|"
+)
+show(report.save_figure(figure5, "figure5", output_dir))
 report.save_table(study.fits(large), "fits_large_k", output_dir)
 
 # %% [markdown]
@@ -78,13 +96,15 @@ report.save_table(study.fits(large), "fits_large_k", output_dir)
 # RBP_k is the CDF of the rank: larger models move mass toward rank 1.
 
 # %%
-show(plots.rbp_curves(study.curve_frame()))
+show(report.save_figure(plots.rbp_curves(study.curve_frame()), "rbp_curves", output_dir))
 
 # %% [markdown]
-# ## Explore
+# ## Explore the sweep
+# Slide k: the marker moves along R²(k) and α(k) of every corpus, and the legend states α with its
+# interval and R² at that k.
 
 # %%
-ScalingView(study, k=100)
+KSweepView(study, k=100, sweep=sweep)
 
 # %%
 report.save_table(summary[["family", "corpus", "k_max_r2", "alpha_k1", "alpha_k100"]], "headline", output_dir)

@@ -23,26 +23,38 @@
 # that are all in the top k.
 
 # %%
+from typing import Optional
+
 from rbplab.study import open_study
-from rbplab.viz import plots, report
+from rbplab.viz import headlines, plots, report
+from rbplab.viz.parameters import as_mapping, as_names, as_numbers
 from rbplab.viz.widgets import EmergenceView, show
 
 # %% tags=["parameters"]
-families = ["micro"]  # model families of the registry
-models = None  # a subset of the model names of the families; None: all members
-corpora = None  # bundled names, "hub:<name>" or paths; None: every bundled corpus
-ks = [1, 10, 100]  # top-k thresholds
-ns = [1, 2, 4, 8, 16, 32]  # sequence lengths N
-n_boot = 200  # document-bootstrap replicates for the ratios' intervals (0: none)
-n_max = 300  # range of the N slider
-settings = {}  # extraction settings (rbplab.core.ExtractionSettings fields), e.g. {"max_tokens": 2000}
-synthetic = False  # True: made-up models (rbplab.study.synthetic_study) instead of families; no model runs
-study_file = None  # a study TOML (`rbplab run`): analyse exactly its models, corpora and settings
-cache_dir = None  # None: $RBPLAB_CACHE or ~/.cache/rbplab
-output_dir = None  # folder for the tables as CSV (the report sets it); None: do not write
-ties = "pessimistic"  # rank convention: pessimistic (paper), optimistic (g + 1) or expected
+families: list[str] = ["micro"]  # model families of the registry
+models: Optional[list[str]] = None  # a subset of the families' model names; None: all members
+corpora: Optional[list[str]] = None  # bundled names, "hub:<name>" or paths; None: every bundled corpus
+ks: list[int] = [1, 10, 100]  # top-k thresholds
+ns: list[int] = [1, 2, 4, 8, 16, 32]  # sequence lengths N
+n_boot: int = 200  # document-bootstrap replicates for the ratios' intervals (0: none)
+n_max: int = 300  # range of the N slider
+extrapolate: bool = False  # True: draw the fitted law beyond the measured sizes (its full sigmoid)
+settings: dict = {}  # extraction settings (ExtractionSettings fields), e.g. {"max_tokens": 2000}
+synthetic: bool = False  # True: made-up models (rbplab.study.synthetic_study), no cache needed
+study_file: Optional[str] = None  # a study TOML (`rbplab run`): analyse exactly its grid
+cache_dir: Optional[str] = None  # None: $RBPLAB_CACHE or ~/.cache/rbplab
+extract: bool = False  # True: run the models for runs missing from the cache; False: name them
+output_dir: Optional[str] = None  # folder for tables and figures (the report sets it); None: none
+ties: str = "pessimistic"  # rank convention: pessimistic (paper), optimistic (g + 1) or expected
 
 # %%
+# Batch runs hand lists as text (papermill -p corpora '["prose", "humaneval"]'): read them as lists.
+families, models, corpora = (
+    as_names(families, "families"),
+    as_names(models, "models"),
+    as_names(corpora, "corpora"),
+)
+ks, ns, settings = as_numbers(ks, "ks"), as_numbers(ns, "ns"), as_mapping(settings, "settings")
 study = open_study(
     families,
     corpora,
@@ -52,23 +64,8 @@ study = open_study(
     synthetic=synthetic,
     cache_dir=cache_dir,
     ties=ties,
+    extract=extract,
 )
-
-# %% [markdown]
-# ## p_{N,k} against S: the sigmoid view
-# Markers: empirical p_{N,k}; solid lines: RBP_k^N; dashed: exp(-C N S^-α) from the RBP_k power law.
-# Beyond the measured sizes (shaded) the fitted law is drawn faded: an extrapolation, not data,
-# that shows where the sigmoid would go if the law held. A small α stretches it over many decades.
-
-# %%
-em = report.save_table(study.emergence(ks, ns, n_boot=n_boot), "emergence", output_dir)
-show(plots.emergence(em, title="Figure 7: p_{N,k} vs S"))
-
-# %% [markdown]
-# ## The linearised law: -log p_{N,k} against N·S^-α
-
-# %%
-show(plots.emergence_linearised(em))
 
 # %% [markdown]
 # ## Fits of -log p_{N,k}
@@ -77,7 +74,26 @@ show(plots.emergence_linearised(em))
 
 # %%
 em_fits = report.save_table(study.emergence_fits(ks, ns), "emergence_fits", output_dir)
+report.headline(headlines.emergence(em_fits, k=min(ks)), output_dir)
 em_fits
+
+# %% [markdown]
+# ## p_{N,k} against S: the sigmoid view
+# Markers: empirical p_{N,k}; solid lines: RBP_k^N; dashed: exp(-C N S^-α) from the RBP_k power law,
+# over the measured sizes. With `extrapolate = True` the fitted law also runs beyond them, faded:
+# an extrapolation, not data, that shows where the sigmoid would go if the law held (a small α
+# stretches it over many decades).
+
+# %%
+em = report.save_table(study.emergence(ks, ns, n_boot=n_boot), "emergence", output_dir)
+figure7 = plots.emergence(em, title="Figure 7: p_{N,k} vs S", extrapolate=extrapolate)
+show(report.save_figure(figure7, "figure7", output_dir))
+
+# %% [markdown]
+# ## The linearised law: -log p_{N,k} against N·S^-α
+
+# %%
+show(report.save_figure(plots.emergence_linearised(em), "figure7_linearised", output_dir))
 
 # %% [markdown]
 # ## Is it dependence? Ratios against matched baselines
@@ -99,10 +115,12 @@ report.save_table(ratio, "independence_ratio", output_dir)
 # %% [markdown]
 # ## Explore
 # N from 1 to a few hundred and k on a log scale. The view opens at N = 10 on the smallest k where
-# the largest model's p_{N,k} is above 5 %, with the fitted law extrapolated beyond the measured S.
+# the largest model's p_{N,k} is above 5 %; tick "extrapolate" to draw the fitted law beyond the
+# measured S.
 
 # %%
-view = EmergenceView(study, n=10, n_max=n_max)
+view = EmergenceView(study, n=10, n_max=n_max, extrapolate=extrapolate)
+report.save_figure(view.figure, "figure7_view", output_dir)
 report.save_figure(view.figure, "headline", output_dir)
 view
 

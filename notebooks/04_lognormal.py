@@ -24,22 +24,33 @@
 # μ/σ against S, and compares the measured scaling with the theory's.
 
 # %%
+from typing import Optional
+
 from rbplab.study import open_study
-from rbplab.viz import plots, report
+from rbplab.viz import headlines, plots, report
+from rbplab.viz.parameters import as_mapping, as_names
 from rbplab.viz.widgets import RankDistributionView, show
 
 # %% tags=["parameters"]
-families = ["micro"]  # model families of the registry
-models = None  # a subset of the model names of the families; None: all members
-corpora = None  # bundled names, "hub:<name>" or paths; None: every bundled corpus
-settings = {}  # extraction settings (rbplab.core.ExtractionSettings fields), e.g. {"max_tokens": 2000}
-synthetic = False  # True: made-up models (rbplab.study.synthetic_study) instead of families; no model runs
-study_file = None  # a study TOML (`rbplab run`): analyse exactly its models, corpora and settings
-cache_dir = None  # None: $RBPLAB_CACHE or ~/.cache/rbplab
-output_dir = None  # folder for the tables as CSV (the report sets it); None: do not write
-ties = "pessimistic"  # rank convention: pessimistic (paper), optimistic (g + 1) or expected
+families: list[str] = ["micro"]  # model families of the registry
+models: Optional[list[str]] = None  # a subset of the families' model names; None: all members
+corpora: Optional[list[str]] = None  # bundled names, "hub:<name>" or paths; None: every bundled corpus
+settings: dict = {}  # extraction settings (ExtractionSettings fields), e.g. {"max_tokens": 2000}
+synthetic: bool = False  # True: made-up models (rbplab.study.synthetic_study), no cache needed
+study_file: Optional[str] = None  # a study TOML (`rbplab run`): analyse exactly its grid
+cache_dir: Optional[str] = None  # None: $RBPLAB_CACHE or ~/.cache/rbplab
+extract: bool = False  # True: run the models for runs missing from the cache; False: name them
+output_dir: Optional[str] = None  # folder for tables and figures (the report sets it); None: none
+ties: str = "pessimistic"  # rank convention: pessimistic (paper), optimistic (g + 1) or expected
 
 # %%
+# Batch runs hand lists as text (papermill -p corpora '["prose", "humaneval"]'): read them as lists.
+families, models, corpora = (
+    as_names(families, "families"),
+    as_names(models, "models"),
+    as_names(corpora, "corpora"),
+)
+settings = as_mapping(settings, "settings")
 study = open_study(
     families,
     corpora,
@@ -49,7 +60,10 @@ study = open_study(
     synthetic=synthetic,
     cache_dir=cache_dir,
     ties=ties,
+    extract=extract,
 )
+exponents = report.save_table(study.ce_exponents(), "ce_exponents", output_dir)
+report.headline(headlines.lognormal(exponents), output_dir)
 
 # %% [markdown]
 # ## Fits per model and corpus
@@ -82,7 +96,7 @@ RankDistributionView(study)
 # ## Figure 8d: μ, σ and μ/σ against S
 
 # %%
-show(plots.lognormal_params(ln))
+show(report.save_figure(plots.lognormal_params(ln), "figure8d", output_dir))
 report.save_table(study.lognormal_scaling(), "lognormal_scaling", output_dir)
 
 # %% [markdown]
@@ -97,10 +111,11 @@ report.save_table(study.lognormal_scaling(), "lognormal_scaling", output_dir)
 # at |V| like the sums, `*_closed_untruncated` is the formula as printed.
 
 # %%
-show(report.save_figure(plots.ce_vs_rbp(study.ce_comparison()), "headline", output_dir))
+figure8ab = plots.ce_vs_rbp(study.ce_comparison())
+report.save_figure(figure8ab, "figure8ab", output_dir)
+show(report.save_figure(figure8ab, "headline", output_dir))
 
 # %%
-exponents = report.save_table(study.ce_exponents(), "ce_exponents", output_dir)
 exponents
 
 # %%

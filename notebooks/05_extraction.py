@@ -24,23 +24,33 @@
 # refreshes the cache with only the missing work. `rbplab cache rm KEY` drops an entry to recompute it.
 
 # %%
+from typing import Optional
+
 from rbplab.extraction import extract_many
 from rbplab.runner import run_study
 from rbplab.store import family_models, list_entries
 from rbplab.study import default_corpora
-from rbplab.viz import report
+from rbplab.viz import headlines, report
+from rbplab.viz.parameters import as_mapping, as_names
 
 # %% tags=["parameters"]
-families = ["micro"]  # model families of the registry (`rbplab families`)
-models = None  # model names, hub ids or paths instead of whole families; None: use families
-corpora = None  # bundled names, "hub:<name>" or paths; None: every bundled corpus
-study_file = None  # a study TOML (`rbplab run`): run exactly its grid, not families/corpora/settings
-settings = {}  # extraction settings (rbplab.core.ExtractionSettings fields), e.g. {"max_tokens": 2000}
-cache_dir = None  # None: $RBPLAB_CACHE or ~/.cache/rbplab
-output_dir = None  # folder for the tables as CSV (the report sets it); None: do not write
-progress = True  # progress bars with tokens/s
+families: list[str] = ["micro"]  # model families of the registry (`rbplab families`)
+models: Optional[list[str]] = None  # model names, hub ids or paths instead of families; None: families
+corpora: Optional[list[str]] = None  # bundled names, "hub:<name>" or paths; None: every bundled corpus
+study_file: Optional[str] = None  # a study TOML (`rbplab run`): run exactly its grid
+settings: dict = {}  # extraction settings (ExtractionSettings fields), e.g. {"max_tokens": 2000}
+cache_dir: Optional[str] = None  # None: $RBPLAB_CACHE or ~/.cache/rbplab
+output_dir: Optional[str] = None  # folder for tables and figures (the report sets it); None: none
+progress: bool = True  # progress bars with tokens/s
 
 # %%
+# Batch runs hand lists as text (papermill -p corpora '["prose", "humaneval"]'): read them as lists.
+families, models, corpora = (
+    as_names(families, "families"),
+    as_names(models, "models"),
+    as_names(corpora, "corpora"),
+)
+settings = as_mapping(settings, "settings")
 model_names = models or [name for family in families for name in family_models(family)["model"]]
 before = list_entries(cache_dir)
 
@@ -58,6 +68,7 @@ report.save_table(runs, "runs", output_dir)
 # %%
 entries = list_entries(cache_dir)
 entries["new"] = ~entries["key"].isin(before["key"])
+report.headline(headlines.extraction(entries), output_dir)
 report.save_table(entries.drop(columns=["path"]), "cache", output_dir)
 
 # %%

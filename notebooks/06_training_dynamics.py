@@ -25,36 +25,42 @@
 # frontier (for each compute $C = 6 S D$, the S and D minimising the fitted law) for RBP_k versus CE.
 
 # %%
+from typing import Optional
+
 import numpy as np
 import pandas as pd
-from IPython.display import Markdown, display
 
 from rbplab.analysis import data_scaling
 from rbplab.store import registry
 from rbplab.study import load_study_file
 from rbplab.study.synthetic import synthetic_training_table
-from rbplab.viz import plots, report
+from rbplab.viz import headlines, plots, report
+from rbplab.viz.parameters import as_mapping, as_names, as_numbers
 from rbplab.viz.widgets import TrainingView, show
 
 # %% tags=["parameters"]
-families = ["micro"]  # model families of the registry; their sizes shape the synthetic fallback
-ks = [1, 10, 100]  # thresholds for RBP_k; the joint law is fitted at the smallest and largest k
-settings = {}  # extraction settings (unused here: checkpoints come from a study file)
-synthetic = False  # True: checkpoints drawn from a known law (no model runs)
-study_file = None  # a study TOML naming checkpoints (revisions like log:8, `rbplab run`): analyse them
-checkpoints = None  # or the checkpoints' study table as a dict (the demo's); wins over study_file
-cache_dir = None  # None: $RBPLAB_CACHE or ~/.cache/rbplab
-output_dir = None  # folder for the tables as CSV (the report sets it); None: do not write
-ties = "pessimistic"  # rank convention: pessimistic (paper), optimistic (g + 1) or expected
-n_boot = 200  # bootstrap replicates over checkpoints for the joint fits and the frontier comparison
+families: list[str] = ["micro"]  # model families of the registry; their sizes shape the synthetic fallback
+ks: list[int] = [1, 10, 100]  # thresholds for RBP_k; the joint law is fitted at the smallest and largest k
+settings: dict = {}  # extraction settings (unused here: checkpoints come from a study file)
+synthetic: bool = False  # True: checkpoints drawn from a known law (no model runs)
+study_file: Optional[str] = None  # a study TOML naming checkpoints (revisions like log:8): analyse them
+checkpoints: Optional[dict] = None  # or the checkpoints' study table (the report finds cached ones)
+cache_dir: Optional[str] = None  # None: $RBPLAB_CACHE or ~/.cache/rbplab
+extract: bool = False  # True: run the models for checkpoints missing from the cache; False: name them
+output_dir: Optional[str] = None  # folder for tables and figures (the report sets it); None: none
+ties: str = "pessimistic"  # rank convention: pessimistic (paper), optimistic (g + 1) or expected
+n_boot: int = 200  # bootstrap replicates over checkpoints for the joint fits and the frontier comparison
 
 # %%
+# Batch runs hand lists and tables as text (papermill -p ks '[1, 100]'): read them as such.
+families, ks = as_names(families, "families"), as_numbers(ks, "ks")
+checkpoints = as_mapping(checkpoints, "checkpoints") or None
 table, reason, study = None, None, None
 if synthetic:
     reason = "`synthetic = True`"
 elif checkpoints or study_file:
     grid = checkpoints or study_file
-    study = load_study_file(grid, cache_dir=cache_dir, ties=ties)
+    study = load_study_file(grid, cache_dir=cache_dir, ties=ties, extract=extract)
     table = study.training_table(ks)
     enough = len(table) and table.groupby(["corpus", "k"])["D"].nunique().min() >= 2
     if not enough:
@@ -71,12 +77,11 @@ if table is None:
     except (registry.UnknownFamilyError, FileNotFoundError, ValueError):
         sizes = None
     table = synthetic_training_table(ks=ks, **({"sizes": sizes} if sizes and len(sizes) >= 3 else {}))
-    display(
-        Markdown(
-            f"**Synthetic data.** This notebook analyses checkpoints drawn from a *known* law "
-            f"(`rbplab.study.synthetic.synthetic_training_table`) because {reason}. The fits below "
-            "should recover that law; they say nothing about real models."
-        )
+    report.banner(
+        f"SYNTHETIC DATA: this notebook analyses checkpoints drawn from a known law "
+        f"(rbplab.study.synthetic.synthetic_training_table) because {reason}. The fits below should "
+        "recover that law; they say nothing about real models.",
+        output_dir,
     )
 source = "synthetic" if table["family"].eq("synthetic").all() else "checkpoints"
 report.save_table(table, "checkpoints", output_dir)
@@ -99,13 +104,13 @@ corpus = table["corpus"].iloc[0]
 for k in (k_low, k_high):
     sel = table[(table["corpus"] == corpus) & (table["k"] == k)]
     fits = data_scaling.data_fits(sel, y="neg_log_rbp")
-    show(plots.training_dynamics(sel, fits, y_label=f"-log RBP_{k}", title=f"{corpus}: -log RBP_{k} vs D"))
+    figure = plots.training_dynamics(sel, fits, y_label=f"-log RBP_{k}", title=f"{corpus}: -log RBP_{k} vs D")
+    show(report.save_figure(figure, f"rbp{k}_vs_D", output_dir))
 sel = table[(table["corpus"] == corpus) & (table["k"] == k_low)]
-show(
-    plots.training_dynamics(
-        sel, data_scaling.data_fits(sel, y="ce"), y="ce", y_label="CE", title=f"{corpus}: CE vs D"
-    )
+figure = plots.training_dynamics(
+    sel, data_scaling.data_fits(sel, y="ce"), y="ce", y_label="CE", title=f"{corpus}: CE vs D"
 )
+show(report.save_figure(figure, "ce_vs_D", output_dir))
 
 # %% [markdown]
 # ## The joint law L(S, D)
@@ -148,6 +153,7 @@ for name in table["corpus"].unique():
     law = data_scaling.law_rows(fits, boots, losses, replicates=replicates)
     rows.append(law.assign(family=table["family"].iloc[0], corpus=name))
 joint = report.save_table(pd.concat(rows, ignore_index=True), "joint_fits", output_dir)
+report.headline(headlines.training(joint, synthetic=source == "synthetic"), output_dir)
 joint
 
 # %% [markdown]
@@ -167,6 +173,7 @@ frontiers = pd.concat(
 surface_figure = plots.iso_loss(
     surface, frontiers, sel, loss_label=f"-log RBP_{k_low}", title=f"{corpus}: fitted -log RBP_{k_low}(S, D)"
 )
+report.save_figure(surface_figure, "iso_loss", output_dir)
 show(report.save_figure(surface_figure, "headline", output_dir))
 
 # %% [markdown]

@@ -368,11 +368,51 @@ def _configure_report(p: argparse.ArgumentParser) -> None:
     _configure_study(p)
     p.add_argument("--output-dir", "-o", default="reports", help="where executed notebooks and HTML go")
     p.add_argument("--notebook", nargs="+", default=None, help="notebook stems to run (default: all)")
+    p.add_argument(
+        "--figures",
+        metavar="FORMATS",
+        default="",
+        help="also export every figure as these formats, comma-separated (png,svg,pdf; needs the "
+        "'export' extra and Chromium), under OUTPUT_DIR/figures/",
+    )
+    p.add_argument(
+        "--params",
+        metavar="FILE.yaml",
+        help="notebook parameters from a YAML file (name: value), as papermill -f takes them",
+    )
+    p.add_argument(
+        "-p",
+        "--param",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", "VALUE"),
+        help="one notebook parameter, its value read as YAML (e.g. -p ks '[1, 5, 50]'); repeatable",
+    )
     _add_extract_flag(p)
+
+
+def _report_parameters(args: argparse.Namespace) -> dict:
+    """--params FILE.yaml, then each -p NAME VALUE over it."""
+    import yaml
+
+    from rbplab.viz.parameters import ParameterError, read_params_file
+
+    values = read_params_file(args.params) if args.params else {}
+    for name, text in args.param:
+        try:
+            values[name] = yaml.safe_load(text)
+        except yaml.YAMLError:
+            raise ParameterError(f"-p {name}: cannot read {text!r} as a YAML value") from None
+    return values
 
 
 def _run_report(args: argparse.Namespace) -> int:
     _check_study_arguments(args, families=args.study is None)
+    from rbplab.viz.export import check_formats
+
+    formats = check_formats([f for f in args.figures.split(",") if f.strip()])
+    parameters = _report_parameters(args)
     from rbplab.viz.report import run_report
 
     results = run_report(
@@ -384,6 +424,8 @@ def _run_report(args: argparse.Namespace) -> int:
         study_file=args.study,
         cache_dir=args.cache_dir,
         extract=args.extract,
+        parameters=parameters,
+        figures=formats,
     )
     return 0 if results["ok"].all() else 1
 
@@ -502,7 +544,15 @@ EXAMPLES = {
   rbplab cache rm 3fa2c1d0 --incomplete
   RBPLAB_CACHE=/data/rbplab rbplab cache verify
   rbplab cache repair
-  rbplab cache export 3fa2c1d0 9b0e44aa -o runs.tar && rbplab cache import runs.tar""",
+  rbplab cache export 3fa2c1d0 9b0e44aa -o runs.tar && rbplab cache import runs.tar
+  rbplab cache ls --model 'micro-*' --revision 'step*' --group""",
+    "report": """examples:
+  rbplab report -c prose humaneval --figures png,pdf
+  rbplab report --notebook 01_rbp_vs_size --params batch.yaml -p ks '[1, 5, 50]'
+  rbplab report studies/micro-checkpoints.toml --notebook 06_training_dynamics""",
+    "fit": """examples:
+  rbplab fit -c prose --k 1 10 100
+  rbplab fit -f pythia -c hub:wikipedia --max-tokens 500000 --extract   # runs the models it lacks""",
 }
 
 

@@ -8,7 +8,18 @@ ipywidgets load only then. `rbplab.viz.save(fig, "figure3.pdf")` writes a figure
 from importlib import import_module
 from typing import Any
 
-__all__ = ["export", "layout", "plots", "report", "save", "tables", "widgets"]
+__all__ = [
+    "export",
+    "grid",
+    "headlines",
+    "layout",
+    "parameters",
+    "plots",
+    "report",
+    "save",
+    "tables",
+    "widgets",
+]
 
 
 def __getattr__(name: str) -> Any:

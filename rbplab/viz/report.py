@@ -9,9 +9,16 @@ The report opens offline and loads nothing from a CDN: the pages and the index s
 plotly.min.js (from the installed plotly) and one MathJax (from jupyter-server-mathjax), both
 written once next to index.html (`write_assets`), and reference them by relative paths.
 
-Notebooks hand results to the report through `save_table` and `save_figure`: each table lands
-as CSV and each figure as plotly JSON in the notebook's own output folder; the table and the
-figure named "headline" are shown on the index, the table also as a one-line summary.
+Notebooks hand results to the report through `save_table`, `save_figure`, `headline` and
+`banner`: each table lands as CSV and each figure as plotly JSON in the notebook's own output
+folder; the table and the figure named "headline" are shown on the index, with the notebook's
+headline sentence (its result, with intervals) and, loudly, its banner (e.g. "synthetic data").
+
+The pages show results first: code cells are hidden behind a "show code" toggle (papermill's
+injected parameters included), each page is titled by its notebook's heading, and the index states
+the resolved grid (families with their models and sizes, corpora, every extraction setting), the
+law, one sentence per notebook and a results.json (`rbplab.load_results`) with all of it. With
+`figures=("png", "svg", "pdf")` every saved figure is also exported for papers.
 """
 
 from __future__ import annotations
@@ -22,10 +29,10 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -34,6 +41,10 @@ from rbplab.core.settings import ExtractionSettings, resolve_settings
 from rbplab.store.paths import notebooks_dir
 
 HEADLINE = "headline"
+SENTENCE_FILE = "headline.txt"  # the notebook's result in one sentence (`headline`)
+BANNER_FILE = "banner.txt"  # a warning the index shows loudly (`banner`)
+RESULTS_FILE = "results.json"
+FIGURES_DIR = "figures"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 FIGURE_SUFFIX = ".plotly.json"
@@ -89,6 +100,35 @@ def headline_text(frame: pd.DataFrame, digits: int = 3) -> str:
     return "; ".join(parts)
 
 
+def headline(sentence: str, output_dir: str | Path | None) -> None:
+    """State the notebook's result in one sentence (with its intervals): shown at this point of
+    the notebook, and saved as <output_dir>/headline.txt for the report's index and results file."""
+    _show_block(sentence, "rbplab-headline", "background:#eef6ee;border-left:6px solid #2e7d32;")
+    if output_dir is not None:
+        folder = Path(output_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / SENTENCE_FILE).write_text(sentence.strip() + "\n", encoding="utf-8")
+
+
+def banner(text: str, output_dir: str | Path | None) -> None:
+    """A loud warning about the whole notebook (e.g. that it analyses synthetic data): a red box
+    here, and on the report's index above the notebook's row and section."""
+    _show_block(text, "rbplab-banner", "background:#fdecea;border:3px solid #c62828;font-weight:600;")
+    if output_dir is not None:
+        folder = Path(output_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / BANNER_FILE).write_text(text.strip() + "\n", encoding="utf-8")
+
+
+def _show_block(text: str, css_class: str, style: str) -> None:
+    from IPython.display import HTML, display
+
+    from rbplab.viz.layout import html_label
+
+    body = html_label(html.escape(text))
+    display(HTML(f'<div class="{css_class}" style="padding:0.6em 1em;margin:0.5em 0;{style}">{body}</div>'))
+
+
 @dataclass
 class NotebookResult:
     notebook: str
@@ -96,10 +136,13 @@ class NotebookResult:
     seconds: float
     executed: str | None  # path of the executed .ipynb
     html: str | None
-    summary: str
+    summary: str  # the notebook's headline sentence, else its headline table as name=value text
     error: str | None = None  # "cell 7: ValueError: ..." when the run failed
     table: str | None = None  # the headline table (CSV) the notebook saved, if any
     figure: str | None = None  # the headline figure (plotly JSON) the notebook saved, if any
+    title: str | None = None  # the notebook's first heading
+    banner: str | None = None  # the notebook's warning, if it raised one
+    exports: list[str] = field(default_factory=list)  # figure files written for `figures`
 
 
 @contextmanager
@@ -177,11 +220,14 @@ def execute_notebook(
     if html_export and executed.is_file():
         page = str(export_html(executed, out / f"{path.stem}.html"))
     summary = ""
-    headline = tables / f"{HEADLINE}.csv"
+    table = tables / f"{HEADLINE}.csv"
     figure = tables / f"{HEADLINE}{FIGURE_SUFFIX}"
+    sentence, warning = tables / SENTENCE_FILE, tables / BANNER_FILE
     ok = error is None
-    if ok and headline.is_file():
-        summary = headline_text(pd.read_csv(headline))
+    if ok and sentence.is_file():
+        summary = sentence.read_text(encoding="utf-8").strip()
+    elif ok and table.is_file():
+        summary = headline_text(pd.read_csv(table))
     return NotebookResult(
         notebook=path.stem,
         ok=ok,
@@ -190,9 +236,24 @@ def execute_notebook(
         html=page,
         summary=summary,
         error=error,
-        table=str(headline) if ok and headline.is_file() else None,
+        table=str(table) if ok and table.is_file() else None,
         figure=str(figure) if ok and figure.is_file() else None,
+        title=notebook_title(path),
+        banner=warning.read_text(encoding="utf-8").strip() if warning.is_file() else None,
     )
+
+
+def notebook_title(path: str | Path) -> str | None:
+    """The text of a notebook's first Markdown heading ("1 · RBP_k versus model size ...")."""
+    import nbformat
+
+    nb = nbformat.read(str(path), as_version=4)
+    for cell in nb.cells:
+        if cell.get("cell_type") == "markdown":
+            for line in cell.source.splitlines():
+                if line.startswith("#"):
+                    return line.lstrip("#").strip() or None
+    return None
 
 
 def _figure_div(fig) -> str:
@@ -276,16 +337,39 @@ _MATHJAX_CONFIG = (
 _EMPTY_SCRIPT = re.compile(r'<script src="">\s*</script>\s*')
 
 
-def export_html(executed: str | Path, target: str | Path) -> Path:
+# Results first: code cells (their input, and cells with no output at all, such as the parameters
+# papermill injected) are hidden until the reader asks for them.
+_CODE_TOGGLE = """<style>
+body.rbplab-hide-code .jp-CodeCell .jp-Cell-inputWrapper { display: none; }
+body.rbplab-hide-code .jp-CodeCell.jp-mod-noOutputs { display: none; }
+#rbplab-code-toggle { position: fixed; top: 0.6em; right: 0.8em; z-index: 10; padding: 0.3em 0.8em;
+  font: 13px system-ui, sans-serif; background: #fff; border: 1px solid #999; border-radius: 4px;
+  cursor: pointer; }
+</style>
+<script>
+function rbplabToggleCode() {
+  var hidden = document.body.classList.toggle("rbplab-hide-code");
+  document.getElementById("rbplab-code-toggle").textContent = hidden ? "show code" : "hide code";
+}
+</script>
+"""
+_TOGGLE_BUTTON = '<button id="rbplab-code-toggle" onclick="rbplabToggleCode()">show code</button>'
+
+
+def export_html(executed: str | Path, target: str | Path, title: str | None = None) -> Path:
     """An HTML page of an executed notebook that opens offline: figures are plotly divs drawn by
     the shared plotly.min.js and equations are typeset by the shared MathJax, both written next
-    to `target` (`write_assets`) and referenced by relative paths; nothing comes from a CDN."""
+    to `target` (`write_assets`) and referenced by relative paths; nothing comes from a CDN.
+    The page is titled `title` (default: the notebook's first heading) and shows its code cells
+    only when the reader presses "show code"."""
     import nbformat
     from nbconvert import HTMLExporter
 
     target = Path(target)
     write_assets(target.parent)
     nb = nbformat.read(str(executed), as_version=4)
+    title = title or notebook_title(executed) or Path(executed).stem
+    nb.metadata["title"] = f"{title} · rbplab report"
     _html_outputs(nb)
     exporter = HTMLExporter(
         template_name="lab",
@@ -297,10 +381,22 @@ def export_html(executed: str | Path, target: str | Path) -> Path:
     body, _ = exporter.from_notebook_node(nb)
     body = _EMPTY_SCRIPT.sub("", body)
     body = body.replace("<!-- Load mathjax -->", _MATHJAX_CONFIG + "<!-- Load mathjax -->", 1)
-    script = f'<script type="text/javascript" src="{PLOTLY_JS}"></script>'
+    script = f'<script type="text/javascript" src="{PLOTLY_JS}"></script>\n' + _CODE_TOGGLE
     body = body.replace("</head>", script + "\n</head>", 1) if "</head>" in body else script + body
+    body, found = re.subn(r"<body([^>]*)>", _hide_code_body, body, count=1)
+    if not found:
+        body = f'<body class="rbplab-hide-code">{_TOGGLE_BUTTON}' + body
     target.write_text(body, encoding="utf-8")
     return target
+
+
+def _hide_code_body(match: re.Match) -> str:
+    attributes = match.group(1)
+    if 'class="' in attributes:
+        attributes = attributes.replace('class="', 'class="rbplab-hide-code ', 1)
+    else:
+        attributes += ' class="rbplab-hide-code"'
+    return f"<body{attributes}>\n{_TOGGLE_BUTTON}"
 
 
 def _headline_table_html(path: str | Path, digits: int = 4) -> str:
@@ -322,10 +418,61 @@ def _headline_figure_html(path: str | Path) -> str:
         return f'<p class="missing">figure {name} unreadable: {html.escape(str(err))}</p>'
 
 
-def write_index(results: list[NotebookResult], output_dir: str | Path, context: Mapping[str, object]) -> Path:
-    """index.html: the run's settings, one row per notebook (status, time, summary, links), then
-    one section per notebook with its headline figure (drawn by the shared plotly.min.js) and its
-    headline table."""
+def _grid_html(grid: Mapping[str, object]) -> str:
+    """The resolved grid as a definition list: study file, families with their models and sizes,
+    corpora, settings that differ from the defaults (and a note that the rest are defaults)."""
+    from rbplab.viz.plots import si
+
+    items = []
+    if grid.get("study_file"):
+        items.append(("study file", html.escape(str(grid["study_file"]))))
+    models = list(grid.get("models") or [])
+    for family in grid.get("families") or []:
+        members = [m for m in models if m.get("family") == family]
+        sizes = ", ".join(
+            f"{html.escape(str(m['model']))} (S = {si(m['S'])})"
+            if m.get("S")
+            else html.escape(str(m["model"]))
+            for m in members
+        )
+        items.append((f"family {html.escape(str(family))}", f"{len(members)} models: {sizes}"))
+    revisions = sorted({r for m in models for r in (m.get("revisions") or [])})
+    if revisions:
+        items.append(("revisions", html.escape(", ".join(revisions))))
+    items.append(("corpora", html.escape(", ".join(map(str, grid.get("corpora") or [])))))
+    changed = dict(grid.get("settings_changed") or {})
+    shown = ", ".join(f"{k} = {json.dumps(v)}" for k, v in changed.items())
+    items.append(
+        (
+            "extraction settings",
+            html.escape(shown + ("; the rest at their defaults" if shown else "all at their defaults"))
+            + ' <a href="results.json">(every field in results.json)</a>',
+        )
+    )
+    for key in ("ties", "extract"):
+        if key in grid:
+            items.append((key, html.escape(json.dumps(grid[key]))))
+    return '<dl class="grid">' + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in items) + "</dl>"
+
+
+def _sentence_html(text: str) -> str:
+    from rbplab.viz.layout import html_label
+
+    return html_label(html.escape(text))
+
+
+def write_index(
+    results: list[NotebookResult],
+    output_dir: str | Path,
+    context: Mapping[str, object],
+    grid: Mapping[str, object] | None = None,
+) -> Path:
+    """index.html: the law, the resolved `grid` (else the raw `context` parameters), one row per
+    notebook (status, time, its result in one sentence, links) with its banner in red, then one
+    section per notebook with its headline figure (drawn by the shared plotly.min.js), its
+    headline table and its exported figures."""
+    from rbplab.viz.headlines import LAW
+
     out = Path(output_dir)
     write_assets(out, mathjax=False)
     rows = []
@@ -337,47 +484,83 @@ def write_index(results: list[NotebookResult], output_dir: str | Path, context: 
         if r.executed:
             links.append(f'<a href="{html.escape(Path(r.executed).name)}">ipynb</a>')
         status = "ok" if r.ok else "FAILED"
-        text = r.summary if r.ok else r.error or ""
+        text = _sentence_html(r.summary) if r.ok else html.escape(r.error or "")
         anchor = html.escape(r.notebook)
+        name = _sentence_html(r.title or r.notebook)
+        warning = f'<div class="banner">{_sentence_html(r.banner)}</div>' if r.banner else ""
         rows.append(
-            f'<tr class="{status.lower()}"><td><a href="#{anchor}">{html.escape(r.notebook)}</a></td>'
-            f"<td>{status}</td><td>{r.seconds:.1f} s</td><td>{html.escape(text)}</td>"
+            f'<tr class="{status.lower()}"><td><a href="#{anchor}">{name}</a></td>'
+            f"<td>{status}</td><td>{r.seconds:.1f} s</td><td>{warning}{text}</td>"
             f"<td>{' · '.join(links)}</td></tr>"
         )
-        parts = [f'<section id="{anchor}" class="{status.lower()}"><h2>{html.escape(r.notebook)}</h2>']
+        parts = [f'<section id="{anchor}" class="{status.lower()}"><h2>{name}</h2>']
+        if r.banner:
+            parts.append(f'<div class="banner">{_sentence_html(r.banner)}</div>')
         if not r.ok:
             parts.append(f'<p class="error">FAILED: {html.escape(r.error or "")}</p>')
+        elif r.summary:
+            parts.append(f'<p class="result">{_sentence_html(r.summary)}</p>')
         if r.figure:
             parts.append(f'<div class="figure">{_headline_figure_html(r.figure)}</div>')
         if r.table:
             parts.append(f'<div class="table">{_headline_table_html(r.table)}</div>')
         if r.ok and not (r.figure or r.table):
             parts.append('<p class="missing">no headline figure or table</p>')
+        if r.exports:
+            files = " · ".join(
+                f'<a href="{html.escape(Path(f).relative_to(out).as_posix())}">'
+                f"{html.escape(Path(f).name)}</a>"
+                for f in r.exports
+            )
+            parts.append(f"<p>figures for papers: {files}</p>")
         if links:
             parts.append(f"<p>full notebook: {' · '.join(links)}</p>")
         parts.append("</section>")
         sections.append("\n".join(parts))
-    settings = "".join(
-        f"<li><b>{html.escape(str(k))}</b>: {html.escape(json.dumps(v, default=str))}</li>"
-        for k, v in context.items()
+    if grid is not None:
+        header = _grid_html(grid)
+    else:
+        header = (
+            "<ul>"
+            + "".join(
+                f"<li><b>{html.escape(str(k))}</b>: {html.escape(json.dumps(v, default=str))}</li>"
+                for k, v in context.items()
+            )
+            + "</ul>"
+        )
+    results_link = (
+        "<p>All numbers, the grid, the settings and package versions: "
+        f'<a href="{RESULTS_FILE}">{RESULTS_FILE}</a> (<code>rbplab.load_results</code>).</p>'
+        if (out / RESULTS_FILE).is_file()
+        else ""
     )
     page = f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>rbplab report</title>
 <script type="text/javascript" src="{PLOTLY_JS}"></script>
 <style>
-body {{ font-family: system-ui, sans-serif; margin: 2em; }}
+body {{ font-family: system-ui, sans-serif; margin: 2em; max-width: 1100px; }}
 table {{ border-collapse: collapse; }}
-td, th {{ border: 1px solid #ccc; padding: 0.4em 0.8em; text-align: left; }}
+td, th {{ border: 1px solid #ccc; padding: 0.4em 0.8em; text-align: left; vertical-align: top; }}
 tr.failed td {{ background: #fde8e8; }}
 table.headline td {{ text-align: right; font-variant-numeric: tabular-nums; }}
 section {{ margin-top: 2.5em; border-top: 1px solid #ddd; }}
+dl.grid {{ display: grid; grid-template-columns: max-content auto; gap: 0.2em 1em; }}
+dl.grid dt {{ font-weight: 600; }}
+dl.grid dd {{ margin: 0; }}
+p.law {{ font-size: 1.15em; }}
+p.result {{ background: #eef6ee; border-left: 6px solid #2e7d32; padding: 0.5em 1em; }}
+div.banner {{ background: #fdecea; border: 3px solid #c62828; padding: 0.5em 1em; font-weight: 600;
+  margin: 0.4em 0; }}
 p.error {{ color: #a00; }}
 p.missing {{ color: #777; }}
 </style></head>
 <body><h1>rbplab report</h1>
-<p>Relative-based scaling law: notebooks executed with papermill on {time.strftime("%Y-%m-%d %H:%M %Z")}.</p>
-<ul>{settings}</ul>
-<table><tr><th>notebook</th><th>status</th><th>time</th><th>summary</th><th>outputs</th></tr>
+<p class="law">The relative-based scaling law: {_sentence_html(LAW)}, where RBP<sub>k</sub> = Pr(R ≤ k) is the
+probability that the ground-truth token ranks within the model's top k and S counts its non-embedding
+parameters. Notebooks executed with papermill on {time.strftime("%Y-%m-%d %H:%M %Z")}.</p>
+{header}
+{results_link}
+<table><tr><th>notebook</th><th>status</th><th>time</th><th>result</th><th>outputs</th></tr>
 {"".join(rows)}
 </table>
 {"".join(sections)}
@@ -389,6 +572,14 @@ p.missing {{ color: #777; }}
 
 
 EXTRACTION_NOTEBOOK = "05_extraction"
+TRAINING_NOTEBOOK = "06_training_dynamics"
+
+
+def declared_parameters(paths: Iterable[str | Path]) -> set[str]:
+    """The union of the parameters the notebooks' `parameters` cells declare."""
+    import papermill
+
+    return {name for path in paths for name in papermill.inspect_notebook(str(path))}
 
 
 def run_report(
@@ -404,6 +595,7 @@ def run_report(
     cache_dir: str | Path | None = None,
     parameters: Mapping[str, object] | None = None,
     extract: bool = False,
+    figures: Sequence[str] = (),
     html_export: bool = True,
     timeout: float | None = None,
     progress: Callable[[str], None] | None = print,
@@ -411,43 +603,69 @@ def run_report(
     **overrides: object,
 ) -> pd.DataFrame:
     """Execute the notebooks for `family` (one name or several) on `corpora` (default: every
-    bundled corpus) and write executed notebooks, HTML pages and index.html into `output_dir`.
+    bundled corpus) and write executed notebooks, HTML pages, index.html and results.json
+    (`rbplab.load_results`) into `output_dir`.
 
     notebooks: names or stems to run, in that order (default all, in name order, e.g.
     ["01_rbp_vs_size"]); source_dir: where the notebooks are (default notebooks/); settings: the
     extraction settings of the runs (`rbplab.core.ExtractionSettings`, or its fields as keywords,
     e.g. max_tokens=2000), handed to every notebook as its `settings` parameter; study_file: a
     study TOML whose grid the notebooks analyse instead of family/corpora/settings; parameters:
-    extra papermill parameters (each notebook receives those it declares); extract: let the
+    extra papermill parameters (each notebook receives those it declares; a name no notebook
+    declares is an error); extract: let the
     notebooks compute runs missing from the cache (their `extract` parameter; by default a missing
-    run fails the notebook with one line naming it). Returns one row per
-    notebook: notebook, ok, seconds, executed, html, summary, error. Failures do not raise;
-    check the `ok` column. jobs: notebooks executed at once (default: one per CPU).
+    run fails the notebook with one line naming it); figures: formats ("png", "svg", "pdf", ...)
+    every figure a notebook saved is also exported to, under figures/<notebook>/. The training
+    notebook is handed the checkpoints the cache holds for the families (`cached_checkpoints`)
+    unless `parameters` names some. Returns one row per notebook: notebook, ok, seconds,
+    executed, html, summary, error, ... Failures do not raise; check the `ok` column. jobs:
+    notebooks executed at once (default: one per CPU).
     """
+    from rbplab.viz.export import check_formats
+    from rbplab.viz.parameters import check_names
+
+    formats = check_formats(figures)
     out = Path(output_dir)
-    out.mkdir(parents=True, exist_ok=True)
     paths = list_notebooks(source_dir)
     if notebooks is not None:
         wanted = [Path(n).stem for n in ([notebooks] if isinstance(notebooks, str) else notebooks)]
         by_stem = {p.stem: p for p in paths}
         unknown = [n for n in wanted if n not in by_stem]
         if unknown:
-            raise ValueError(f"unknown notebooks {unknown}; available: {sorted(by_stem)}")
+            from rbplab.core.names import did_you_mean
+
+            hint = did_you_mean(unknown[0], by_stem)
+            raise ValueError(f"unknown notebooks {unknown}{hint}; available: {sorted(by_stem)}")
         paths = [by_stem[n] for n in dict.fromkeys(wanted)]
+    if parameters:
+        check_names(parameters, declared_parameters(paths))
+    out.mkdir(parents=True, exist_ok=True)
     families = [family] if isinstance(family, str) else list(family)
+    resolved = resolve_settings(settings, **overrides)
+    corpus_list = [corpora] if isinstance(corpora, str) else (list(corpora) if corpora is not None else None)
     params: dict[str, object] = {
         "families": families,
-        "corpora": [corpora]
-        if isinstance(corpora, str)
-        else (list(corpora) if corpora is not None else None),
+        "corpora": corpus_list,
         "models": list(models) if models is not None else None,
-        "settings": resolve_settings(settings, **overrides).to_dict(changed_only=True),
+        "settings": resolved.to_dict(changed_only=True),
         # A study file (rbplab run) names the grid itself: notebooks analyse exactly what was run.
         "study_file": str(Path(study_file).expanduser().resolve()) if study_file is not None else None,
         "cache_dir": str(Path(cache_dir).expanduser().resolve()) if cache_dir is not None else None,
         "extract": bool(extract),
     }
     params.update(parameters or {})
+    grid = _resolved_grid(families, corpus_list, models, resolved, study_file)
+    if grid is not None:
+        grid = {**grid, "extract": bool(extract)}
+    if (
+        any(p.stem == TRAINING_NOTEBOOK for p in paths)
+        and params.get("checkpoints") is None
+        and study_file is None
+        and grid is not None
+    ):
+        from rbplab.viz.grid import cached_checkpoints
+
+        params["checkpoints"] = cached_checkpoints(families, grid["corpora"], cache_dir)
     say = progress or (lambda _line: None)
     results = []
     # Notebooks are independent kernels: run as many at once as there are CPUs (results in order),
@@ -470,7 +688,79 @@ def run_report(
                 say(f"[{i}/{len(paths)}] {path.stem}: ok in {result.seconds:.1f} s  {result.summary}")
             else:
                 say(f"[{i}/{len(paths)}] {path.stem}: FAILED after {result.seconds:.1f} s at {result.error}")
-    index = write_index(results, out, params)
+    if formats:
+        written = export_figures(results, out, formats)
+        say(f"figures: {written} files under {out / FIGURES_DIR}")
+    write_report_results(results, out, grid if grid is not None else params, resolved, cache_dir)
+    index = write_index(results, out, params, grid)
     n_failed = sum(not r.ok for r in results)
     say(f"report: {index}" + (f"  ({n_failed} of {len(results)} notebooks failed)" if n_failed else ""))
     return pd.DataFrame([asdict(r) for r in results])
+
+
+def _resolved_grid(families, corpora, models, settings, study_file) -> dict | None:
+    """The grid the notebooks analyse, or None when it cannot be resolved here (an unknown family
+    or a broken study file: the notebooks then fail and say why)."""
+    from rbplab.viz.grid import resolve_grid
+
+    try:
+        return resolve_grid(families, corpora, models, settings, study_file)
+    except (ValueError, LookupError, OSError):
+        return None
+
+
+def export_figures(results: list[NotebookResult], output_dir: Path, formats: Sequence[str]) -> int:
+    """Export every figure the notebooks saved (<notebook>/*.plotly.json) to each format, under
+    <output_dir>/figures/<notebook>/, in one kaleido session; record the files on each result."""
+    from rbplab.viz.export import save_many
+
+    figs, paths, owners = [], [], []
+    for result in results:
+        folder = output_dir / result.notebook
+        if not result.ok or not folder.is_dir():
+            continue
+        sources = sorted(folder.glob(f"*{FIGURE_SUFFIX}"))
+        texts = {source: source.read_bytes() for source in sources}
+        for source in sources:
+            name = source.name[: -len(FIGURE_SUFFIX)]
+            if name == HEADLINE and any(t == texts[source] for s, t in texts.items() if s != source):
+                continue  # the headline figure saved under its own name too: exported once
+            figure = json.loads(texts[source])
+            for fmt in formats:
+                figs.append(figure)
+                paths.append(output_dir / FIGURES_DIR / result.notebook / f"{name}.{fmt}")
+                owners.append(result)
+    if figs:
+        save_many(figs, paths)
+    for result, path in zip(owners, paths, strict=True):
+        result.exports.append(str(path))
+    return len(paths)
+
+
+def write_report_results(
+    results: list[NotebookResult],
+    output_dir: Path,
+    grid: Mapping[str, object],
+    settings: ExtractionSettings,
+    cache_dir: str | Path | None,
+) -> Path:
+    """results.json: the grid, the settings, package versions, the runs of the first notebook that
+    saved a runs table (with the cache key of each run where one entry matches), every notebook's
+    headline table and sentence."""
+    from rbplab.study.results import matching_keys, results_document, write_results
+
+    tables, sentences, runs = {}, {}, None
+    for result in results:
+        if not result.ok:
+            continue
+        if result.table:
+            tables[result.notebook] = pd.read_csv(result.table)
+        if result.summary:
+            sentences[result.notebook] = result.summary
+        saved = output_dir / result.notebook / "runs.csv"
+        if runs is None and saved.is_file() and result.notebook != EXTRACTION_NOTEBOOK:
+            runs = pd.read_csv(saved)
+    if runs is not None and {"model", "corpus"} <= set(runs.columns):
+        runs = runs.assign(cache_key=matching_keys(runs, settings, cache_dir))
+    document = results_document(grid=grid, settings=settings, runs=runs, tables=tables, headlines=sentences)
+    return write_results(output_dir / RESULTS_FILE, document)

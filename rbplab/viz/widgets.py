@@ -25,6 +25,7 @@ import plotly.graph_objects as go
 from IPython.display import display
 
 from rbplab.analysis import data_scaling
+from rbplab.core.summary import EntrySummary
 from rbplab.study import Study
 from rbplab.viz import plots
 
@@ -96,6 +97,21 @@ def _k_options(vocab_size: int, n: int = 160) -> list[tuple[str, int]]:
     ks = np.unique(np.r_[ks, [1, 10, 100, 1000, vocab_size]])
     ks = ks[(ks >= 1) & (ks <= vocab_size)]
     return [(f"{k:,}", int(k)) for k in ks]
+
+
+def emergence_k_options(study: Study) -> list[tuple[str, int]]:
+    """The k at which every run of `study` gives sequence success: any k (`_k_options`) when the
+    runs hold their tokens; for runs read from the cache, the k grid their summaries keep (and
+    |V|), since a summary holds hit runs at those k only."""
+    grids = [
+        {int(k) for k in run.stats.ks}
+        for run in study.runs
+        if isinstance(run.stats, EntrySummary) and run.stats.stats is None
+    ]
+    if not grids:
+        return _k_options(study.vocab_size)
+    ks = sorted(k for k in set.intersection(*grids) | {study.vocab_size} if 1 <= k <= study.vocab_size)
+    return [(f"{k:,}", k) for k in ks]
 
 
 def _nearest(options: list[tuple[str, int]], k: int) -> int:
@@ -211,14 +227,17 @@ class _CorpusMixin:
             self.corpus_dropdown.value = old if old in options else self.study.corpora[0]
             if hasattr(self, "k_slider"):
                 k = self.k
-                self.k_slider.options = _k_options(self.study.vocab_size)
+                self.k_slider.options = self._slider_options()
                 self.k_slider.value = _nearest(list(self.k_slider.options), min(k, self.study.vocab_size))
         self.refresh()
 
 
 class _KMixin:
+    def _slider_options(self) -> list[tuple[str, int]]:
+        return _k_options(self.study.vocab_size)
+
     def _k_slider(self, k: int, description: str = "k") -> w.SelectionSlider:
-        options = _k_options(self.study.vocab_size)
+        options = self._slider_options()
         return w.SelectionSlider(
             options=options,
             value=_nearest(options, k),
@@ -279,12 +298,12 @@ VISIBLE_P = 0.05  # EmergenceView opens on the smallest k where the largest mode
 
 
 def visible_k(study: Study, n: int, corpus: str | None = None, threshold: float = VISIBLE_P) -> int:
-    """The smallest k of the view's log-scale k grid at which the largest model of `corpus`
+    """The smallest k of the view's k grid (`emergence_k_options`) at which the largest model of `corpus`
     (default: the study's first) succeeds on N-token runs with predicted probability
     RBP_k^N > threshold, so the emergence figure opens on a p_{N,k} that is not ~0. |V| when
     no smaller k qualifies (RBP_|V| = 1)."""
     corpus = corpus if corpus is not None else study.corpora[0]
-    ks = [k for _, k in _k_options(study.vocab_size)]
+    ks = [k for _, k in emergence_k_options(study)]
     points = study.points(ks, corpora=[corpus])
     largest = points[points["S"] == points["S"].max()]
     p = largest.groupby("k")["rbp"].max() ** n
@@ -327,6 +346,9 @@ class EmergenceView(_CorpusMixin, _KMixin, _View):
         self.family_dropdown.observe(self._on_family, names="value")
         self.refresh()
 
+    def _slider_options(self) -> list[tuple[str, int]]:
+        return emergence_k_options(self.study)
+
     @property
     def n(self) -> int:
         return int(self.n_slider.value)
@@ -361,8 +383,8 @@ class EmergenceView(_CorpusMixin, _KMixin, _View):
 class KSweepView(_CorpusMixin, _View):
     """The k-sweep (paper Figure 6) with a k slider: R²(k) and α(k) of every corpus over the
     sweep's log-spaced k, a marker that moves along both curves with the slider, and α with its
-    interval and R² at that k in the subtitle. The sweep is fitted once per family (`Study.ksweep`);
-    moving the slider only redraws."""
+    interval and R² at that k in the legend. The sweep is fitted once per family (`Study.ksweep`
+    at `ks`, or the `sweep` passed in); moving the slider only redraws."""
 
     def __init__(
         self,
@@ -371,11 +393,13 @@ class KSweepView(_CorpusMixin, _View):
         corpus: str | None = None,
         family: str | None = None,
         ks: list[int] | None = None,
+        sweep: pd.DataFrame | None = None,
         live: bool | None = None,
     ) -> None:
         super().__init__(study, family, live)
         self._ks = ks
-        self._sweeps: dict[str, pd.DataFrame] = {}
+        # A sweep the caller already fitted (`Study.ksweep`) serves the family the view opens on.
+        self._sweeps: dict[str, pd.DataFrame] = {} if sweep is None else {self.family_dropdown.value: sweep}
         self.corpus_dropdown = self._corpus_dropdown(corpus or ALL_CORPORA, allow_all=True)
         options = self._options()
         self.k_slider = w.SelectionSlider(

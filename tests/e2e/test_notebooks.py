@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 
 from rbplab.store import registry
+from rbplab.study.results import load_results
 from rbplab.viz import report
 
 MAX_TOKENS = 2000
@@ -73,8 +74,30 @@ def test_notebooks_are_paired_and_stored_without_outputs() -> None:
         assert len(tagged) == 1, f"{name}: one cell tagged 'parameters'"
 
 
+def test_parameters_are_typed_for_papermill() -> None:
+    """papermill --help-notebook reads each parameter's type (no "Unknown type")."""
+    import papermill
+
+    for name in ORDER:
+        declared = papermill.inspect_notebook(str(report.notebooks_dir() / f"{name}.ipynb"))
+        untyped = [
+            p
+            for p, info in declared.items()
+            if not info.get("inferred_type_name") or info["inferred_type_name"] == "None"
+        ]
+        assert not untyped, (name, untyped)
+    declared = papermill.inspect_notebook(str(report.notebooks_dir() / "01_rbp_vs_size.ipynb"))
+    assert declared["corpora"]["inferred_type_name"] == "Optional[list[str]]"
+    assert declared["ks"]["inferred_type_name"] == "list[int]"
+
+
 @pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[pd.DataFrame, Path, list[str]]:
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory, cache: Path) -> tuple[pd.DataFrame, Path, list[str]]:
     if MEMBERS is None:
         pytest.skip("the micro-suite family is not registered with its weights in data/ yet")
     out = tmp_path_factory.mktemp("reports")
@@ -83,7 +106,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[pd.DataFrame, Path, l
         "micro",
         CORPORA,
         output_dir=out,
-        cache_dir=tmp_path_factory.mktemp("cache"),
+        cache_dir=cache,
         notebooks=ORDER,
         max_tokens=MAX_TOKENS,
         parameters={"n_boot": 20, "progress": False, "ns": [1, 4, 16], "checkpoints": CHECKPOINTS},
@@ -147,11 +170,19 @@ def test_index_shows_headline_figures_and_tables(run) -> None:
         for column in headline.columns:
             assert f"<th>{column}</th>" in section, (name, column)
         assert section.count("Plotly.newPlot") == (name in with_figure), name
-    # The emergence headline is the view's figure, with the fitted law extrapolated past the largest model.
+    # The emergence headline is the view's figure: over the measured sizes (extrapolation is asked for).
     fig = json.loads((out / "03_emergence" / "headline.plotly.json").read_text())
-    extrapolated = [t for t in fig["data"] if t.get("meta") == "extrapolation"]
-    assert extrapolated and extrapolated[0]["line"]["dash"] == "dash"
-    assert np.nanmax(_values(extrapolated[0]["x"]).astype(float)) > MEMBERS["S"].max()
+    assert not [t for t in fig["data"] if t.get("meta") == "extrapolation"]
+    drawn = [_values(t["x"]).astype(float) for t in fig["data"] if t.get("meta") != "key"]
+    assert max(np.nanmax(x) for x in drawn) <= MEMBERS["S"].max() * 1.0001
+    # Every notebook states its result in one sentence, on the index and in results.json.
+    results = load_results(out / "results.json")
+    assert sorted(results.headlines) == sorted(ORDER) and sorted(results.tables) == sorted(ORDER)
+    assert results.grid["corpora"] == CORPORA and results.settings["max_tokens"] == MAX_TOKENS
+    assert "corpora: null" not in index and "<dt>corpora</dt><dd>humaneval, wikipedia</dd>" in index
+    assert results.runs["cache_key"].notna().all()  # each run's entry, found in the fresh cache
+    for name in ORDER:
+        assert results.headlines[name] and "n/a" not in results.headlines[name], name
     # One plotly.js and one MathJax for the whole report; pages reference them, nothing remote.
     assert [p.name for p in out.rglob("plotly*.js")] == ["plotly.min.js"]
     for page in [out / "index.html"] + [out / f"{name}.html" for name in ORDER]:
@@ -195,7 +226,8 @@ def test_rbp_vs_size_fits_and_figures(run) -> None:
     html = (out / "01_rbp_vs_size.html").read_text()
     assert html.count("Plotly.newPlot") == 3 and "alpha_ci_low" in html  # figures and the fit table
     summary = _table(out, "01_rbp_vs_size", "headline")
-    assert list(summary.columns) == ["family", "corpus", "alpha", "r2"] and len(summary) == len(CORPORA)
+    columns = ["family", "corpus", "alpha", "alpha_ci_low", "alpha_ci_high", "r2", "n_models"]
+    assert list(summary.columns) == columns and len(summary) == len(CORPORA)
 
 
 @pytest.mark.slow
@@ -271,7 +303,8 @@ def test_training_notebook_on_a_synthetic_law(tmp_path: Path) -> None:
     assert set(pd.read_csv(tmp_path / "06_training_dynamics" / "headline.csv")["source"]) == {"synthetic"}
     executed = (tmp_path / "06_training_dynamics.ipynb").read_text()
     assert "synthetic = True" in executed
-    assert any("Synthetic data." in text for text in _shown(tmp_path, "06_training_dynamics"))
+    assert any("SYNTHETIC DATA" in text for text in _shown(tmp_path, "06_training_dynamics"))
+    assert result.banner.startswith("SYNTHETIC DATA") and result.summary.startswith("SYNTHETIC DATA")
     assert len(_plotly_outputs(tmp_path, "06_training_dynamics")) == 5  # 3 vs D, surface, slider view
 
 
@@ -290,7 +323,8 @@ def test_training_notebook_on_the_micro_checkpoints(run) -> None:
     assert sorted(set(checkpoints["D"])) == [2048 * s for s in (98, 195, 390, 781, 1562)]
     assert len(checkpoints) == len(MEMBERS) * 5 * 3  # sizes x checkpoints x k
     shown = _shown(out, "06_training_dynamics")
-    assert shown and not any("Synthetic data." in text for text in shown)  # no fallback notice
+    assert shown and not any("SYNTHETIC DATA" in text for text in shown)  # no fallback banner
+    assert not (tables / "banner.txt").exists()
 
 
 @pytest.mark.slow
@@ -302,7 +336,27 @@ def test_training_notebook_falls_back_to_a_known_law_without_checkpoints(tmp_pat
     )
     assert result.ok, result.error
     _check_training_tables(tmp_path / "06_training_dynamics")
-    notices = [t for t in _shown(tmp_path, "06_training_dynamics") if "Synthetic data." in t]
+    notices = [t for t in _shown(tmp_path, "06_training_dynamics") if "SYNTHETIC DATA" in t]
     assert notices and "no study file with checkpoints" in notices[0]
     checkpoints = _table(tmp_path, "06_training_dynamics", "checkpoints")
     assert sorted(set(checkpoints["S"])) == pytest.approx(sorted(set(MEMBERS["S"])))  # the family's sizes
+
+
+@pytest.mark.slow
+def test_papermill_batch_with_list_parameters(run, cache: Path, tmp_path: Path) -> None:
+    """The natural papermill command line: a list as -p text, settings as -y YAML."""
+    import subprocess
+    import sys
+
+    source = report.notebooks_dir() / "01_rbp_vs_size.ipynb"
+    command = [
+        sys.executable, "-m", "papermill", str(source), str(tmp_path / "out.ipynb"),
+        "-p", "corpora", '["humaneval"]', "-p", "ks", "[1, 10]", "-p", "cache_dir", str(cache),
+        "-p", "output_dir", str(tmp_path / "tables"), "-p", "n_boot", "5",
+        "-y", f"settings: {{max_tokens: {MAX_TOKENS}}}", "--cwd", str(source.parent),
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    runs = pd.read_csv(tmp_path / "tables" / "runs.csv")
+    assert set(runs["corpus"]) == {"humaneval"} and len(runs) == len(MEMBERS)
+    assert sorted(set(pd.read_csv(tmp_path / "tables" / "fits.csv")["k"])) == [1, 10]

@@ -54,14 +54,24 @@ def executed(tmp_path_factory: pytest.TempPathFactory) -> tuple[pd.DataFrame, li
         ["x = 1", "raise ValueError('the corpus is empty')", "never = True"],
         params,
     )
+    _notebook(
+        src / "c_states.ipynb",
+        [
+            "md:# 3 · A stated result\n\nSome text.",
+            "from rbplab.viz import report",
+            "report.banner('SYNTHETIC DATA: made up', output_dir)",
+            "report.headline(f'-log RBP_1 falls with α = {0.036 * scale:.3f} [0.030, 0.043]', output_dir)",
+        ],
+        params,
+    )
     lines: list[str] = []
     table = report.run_report(
         "fam",
         source_dir=src,
         output_dir=out,
-        notebooks=["b_fails", "a_ok"],
+        notebooks=["b_fails", "a_ok", "c_states"],
         max_tokens=123,
-        parameters={"scale": 2.0, "undeclared": 1},
+        parameters={"scale": 2.0},
         progress=lines.append,
     )
     return table, lines, out
@@ -69,8 +79,8 @@ def executed(tmp_path_factory: pytest.TempPathFactory) -> tuple[pd.DataFrame, li
 
 def test_each_notebook_gets_a_row_in_the_requested_order(executed) -> None:
     table, _, _ = executed
-    assert list(table["notebook"]) == ["b_fails", "a_ok"]
-    assert list(table["ok"]) == [False, True]
+    assert list(table["notebook"]) == ["b_fails", "a_ok", "c_states"]
+    assert list(table["ok"]) == [False, True, True]
 
 
 def test_failure_names_cell_and_error_and_others_still_run(executed) -> None:
@@ -81,7 +91,7 @@ def test_failure_names_cell_and_error_and_others_still_run(executed) -> None:
     assert failed["error"].endswith("ValueError: the corpus is empty")
     assert (out / "b_fails.ipynb").is_file() and (out / "b_fails.html").is_file()
     assert any("b_fails: FAILED" in line and "the corpus is empty" in line for line in lines)
-    assert any(line.startswith("[2/2] a_ok: ok") for line in lines)
+    assert any(line.startswith("[2/3] a_ok: ok") for line in lines)
 
 
 def test_parameters_and_headline_summary(executed) -> None:
@@ -108,7 +118,7 @@ def test_pages_share_one_plotly_js_and_a_local_mathjax(executed) -> None:
     assert (out / "mathjax" / "config" / "TeX-AMS-MML_HTMLorMML-full.js").is_file()
     assert (out / "mathjax" / "fonts" / "HTML-CSS" / "STIX-Web").is_dir()
     assert not list(out.rglob("mathmaps"))  # the accessibility explorer's speech rules stay out
-    for name in ("a_ok.html", "b_fails.html", "index.html"):
+    for name in ("a_ok.html", "b_fails.html", "c_states.html", "index.html"):
         page = (out / name).read_text()
         assert len(page) < 1_000_000, name  # plotly.js (4.8 MB) is referenced, not inlined
         urls = _script_and_link_urls(page)
@@ -209,3 +219,87 @@ def test_kernel_start_prints_no_transport_warning(tmp_path: Path, capfd: pytest.
     executed = nbformat.read(result.executed, as_version=4)
     assert "ran 2" in executed.cells[-1].outputs[0]["text"]
     assert "without encryption" not in err and "Kernel is running" not in err
+
+
+def test_headline_sentence_banner_and_title(executed) -> None:
+    table, _, out = executed
+    row = table.set_index("notebook").loc["c_states"]
+    assert row["summary"] == "-log RBP_1 falls with α = 0.072 [0.030, 0.043]"  # scale = 2 passed through
+    assert row["banner"] == "SYNTHETIC DATA: made up" and row["title"] == "3 · A stated result"
+    assert (out / "c_states" / "headline.txt").read_text().strip() == row["summary"]
+    index = (out / "index.html").read_text()
+    assert '<div class="banner">SYNTHETIC DATA: made up</div>' in index  # loud, above the result
+    assert "-log RBP<sub>1</sub> falls with α = 0.072" in index  # no raw RBP_1 on the page
+    assert '<a href="#c_states">3 · A stated result</a>' in index
+    page = (out / "c_states.html").read_text()
+    assert "<title>3 · A stated result · rbplab report</title>" in page
+    assert 'class="rbplab-banner"' in page and 'class="rbplab-headline"' in page
+
+
+def test_code_is_hidden_behind_a_toggle(executed) -> None:
+    _, _, out = executed
+    page = (out / "a_ok.html").read_text()
+    body = re.search(r"<body[^>]*>", page).group(0)
+    assert "rbplab-hide-code" in body
+    assert 'id="rbplab-code-toggle"' in page and "rbplabToggleCode" in page
+    css = page[page.index("body.rbplab-hide-code") :][:400]
+    assert ".jp-Cell-inputWrapper { display: none; }" in css and "jp-mod-noOutputs { display: none; }" in css
+    assert "celltag_injected-parameters" in page  # still there for "show code", hidden: it has no output
+
+
+def test_results_file(executed) -> None:
+    from rbplab.study.results import load_results
+
+    _, _, out = executed
+    results = load_results(out / "results.json")
+    assert results.settings["max_tokens"] == 123
+    assert results.table("a_ok")["alpha"].tolist() == [0.25]
+    assert results.headlines["c_states"].startswith("-log RBP_1 falls with α = 0.072")
+    assert "b_fails" not in results.tables  # a failed notebook contributes nothing
+    assert 'href="results.json"' in (out / "index.html").read_text()
+
+
+def test_unknown_parameter_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    from rbplab.viz.parameters import ParameterError
+
+    src = tmp_path / "src"
+    src.mkdir()
+    _notebook(src / "n.ipynb", ["x = 1"], "scale = 1.0\nn_boot = 2")
+    with pytest.raises(
+        ParameterError, match=r"no notebook takes parameter 'n_bot' \(did you mean 'n_boot'\?\)"
+    ):
+        report.run_report("fam", source_dir=src, output_dir=tmp_path / "out", parameters={"n_bot": 3})
+    assert not (tmp_path / "out").exists()
+
+
+def test_index_states_the_resolved_grid(tmp_path: Path) -> None:
+    grid = {
+        "study_file": None,
+        "families": ["micro"],
+        "models": [{"family": "micro", "model": "micro-1-25K", "S": 25472.0}],
+        "corpora": ["humaneval", "prose"],
+        "settings": {"max_tokens": 2000, "context_length": None},
+        "settings_changed": {"max_tokens": 2000},
+        "extract": False,
+    }
+    index = report.write_index([], tmp_path, {"corpora": None}, grid).read_text()
+    assert "<dt>family micro</dt><dd>1 models: micro-1-25K (S = 25.5K)</dd>" in index
+    assert "<dt>corpora</dt><dd>humaneval, prose</dd>" in index
+    assert "max_tokens = 2000; the rest at their defaults" in index
+    assert "null" not in index
+    assert "A · S<sup>−α</sup>" in index  # the law, stated
+
+
+def test_export_figures_writes_each_format_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    written: list = []
+    monkeypatch.setattr("rbplab.viz.export.save_many", lambda figs, paths: written.extend(paths))
+    folder = tmp_path / "01_x"
+    fig = go.Figure(go.Scatter(x=[1], y=[2]))
+    report.save_figure(fig, "figure3", folder)
+    report.save_figure(fig, "headline", folder)  # the same figure: not exported twice
+    report.save_figure(go.Figure(go.Bar(x=["a"], y=[1])), "figure4", folder)
+    result = report.NotebookResult("01_x", True, 1.0, None, None, "")
+    assert report.export_figures([result], tmp_path, ["png", "pdf"]) == 4
+    names = sorted(p.relative_to(tmp_path).as_posix() for p in written)
+    assert names == [f"figures/01_x/{n}.{f}" for n in ("figure3", "figure4") for f in ("pdf", "png")]
+    assert sorted(Path(p).name for p in result.exports) == sorted(Path(n).name for n in names)

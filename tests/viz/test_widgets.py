@@ -202,3 +202,26 @@ def test_display_live_and_headless(study: Study, monkeypatch: pytest.MonkeyPatch
 def test_view_needs_a_study() -> None:
     with pytest.raises(TypeError, match="Study"):
         widgets.ScalingView({"x": 1})
+
+
+def test_emergence_view_offers_the_k_a_cached_summary_keeps(study: Study) -> None:
+    import dataclasses
+
+    from rbplab.core.runs import Run
+    from rbplab.core.summary import summarize
+
+    # Runs as read from the cache: summaries without their tokens (hit runs at the grid's k only).
+    runs = [
+        Run(r.family, r.model, r.corpus, r.S, dataclasses.replace(summarize(r.stats).complete(), stats=None))
+        for r in study.runs
+    ]
+    cached = Study(runs)
+    grid = {int(k) for k in runs[0].stats.ks}
+    view = widgets.EmergenceView(cached, n=10, corpus="b", live=False)
+    offered = [k for _, k in view.k_slider.options]
+    assert set(offered) <= grid | {cached.vocab_size} and view.k in offered
+    assert 77 not in grid
+    view.set_k(77)  # snaps to the grid, and the figure can be drawn there
+    assert view.k in grid and [t for t in view.figure.data if t.meta == "empirical"]
+    with pytest.raises(KeyError, match="k = 77 is not one of them"):
+        cached.emergence([77], [10], corpora=["b"])  # why the slider keeps to the grid

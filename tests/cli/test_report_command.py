@@ -1,0 +1,89 @@
+"""`rbplab report` and `rbplab fit` arguments: --figures, --params, -p, --extract."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from rbplab.cli import app as cli
+
+
+def run(capsys, *argv):
+    status = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+@pytest.fixture
+def captured(monkeypatch):
+    """run_report and load_study replaced by recorders: these tests check what the CLI hands them."""
+    calls: dict = {}
+
+    def fake_report(*args, **kwargs):
+        calls["report"] = (args, kwargs)
+        return pd.DataFrame({"ok": [True]})
+
+    class FakeStudy:
+        def fit_table(self, ks):
+            return pd.DataFrame({"k": ks})
+
+    def fake_load(*args, **kwargs):
+        calls["load_study"] = (args, kwargs)
+        return FakeStudy()
+
+    monkeypatch.setattr("rbplab.viz.report.run_report", fake_report)
+    monkeypatch.setattr("rbplab.study.load_study", fake_load)
+    return calls
+
+
+def test_report_hands_parameters_figures_and_extract_over(capsys, tmp_path, captured):
+    params = tmp_path / "batch.yaml"
+    params.write_text("corpora: [prose]\nks: [1, 10]\nn_boot: 50\n")
+    status, _, err = run(
+        capsys,
+        "report",
+        "-c",
+        "prose",
+        "-o",
+        str(tmp_path / "out"),
+        "--params",
+        str(params),
+        "-p",
+        "ks",
+        "[1, 5, 50]",
+        "-p",
+        "synthetic",
+        "true",
+        "--figures",
+        "png, SVG",
+        "--extract",
+    )
+    assert status == 0, err
+    _, kwargs = captured["report"]
+    assert kwargs["parameters"] == {"corpora": ["prose"], "ks": [1, 5, 50], "n_boot": 50, "synthetic": True}
+    assert kwargs["figures"] == ["png", "svg"] and kwargs["extract"] is True
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--figures", "png,gif"], "unknown figure format 'gif'"),
+        (["--params", "missing.yaml"], "cannot read parameters file missing.yaml"),
+        (["-p", "ks", "[1,"], "-p ks: cannot read '[1,' as a YAML value"),
+    ],
+)
+def test_report_argument_errors_are_one_line(capsys, tmp_path, monkeypatch, captured, extra, message):
+    monkeypatch.chdir(tmp_path)
+    status, out, err = run(capsys, "report", "-o", str(tmp_path / "out"), *extra)
+    assert status == 1 and out == "" and err.count("\n") == 1 and message in err
+    assert "report" not in captured and not (tmp_path / "out").exists()
+
+
+def test_fit_passes_extract(capsys, captured):
+    status, out, _ = run(capsys, "fit", "-c", "prose", "--k", "1", "10", "--format", "csv")
+    assert status == 0 and out.splitlines() == ["k", "1", "10"]
+    assert captured["load_study"][1]["extract"] is False
+    run(capsys, "fit", "-c", "prose", "--extract")
+    assert captured["load_study"][1]["extract"] is True
+    help_text = cli.build_parser()._subparsers._group_actions[0].choices["fit"].format_help()
+    assert "--extract" in help_text and "a missing run is an error" in help_text

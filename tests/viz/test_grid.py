@@ -1,0 +1,80 @@
+"""The grid a report states, and the cached checkpoints it hands the training notebook."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from rbplab.store import registry
+from rbplab.store.cache import CacheEntry
+from rbplab.store.corpora import list_corpora
+from rbplab.store.schedules import schedule_of
+from rbplab.viz.grid import cached_checkpoints, resolve_grid
+
+ONE_TOKEN = pd.DataFrame(
+    {
+        "doc_index": [0],
+        "doc_id": ["d"],
+        "position": [1],
+        "target_id": [2],
+        "n_greater": [0],
+        "n_equal": [1],
+        "nll": [0.5],
+    }
+)
+
+
+def _members() -> list[str]:
+    try:
+        members = registry.family_models("micro")["model"].tolist()
+    except registry.UnknownFamilyError:
+        pytest.skip("no micro family in the registry")
+    if any(schedule_of(m) is None for m in members):
+        pytest.skip("the micro-suite's checkpoint schedules are not in data/")
+    return members
+
+
+def _entry(root, model, corpus, revision, step, max_tokens):
+    spec = {
+        "model": {"name": model, "revision": revision},
+        "corpus": {"name": corpus},
+        "max_tokens": max_tokens,
+    }
+    entry = CacheEntry(root, spec)
+    with entry.lock():
+        entry.write_shard(0, ONE_TOKEN)
+        entry.finalize({"vocab_size": 10, "training": {"step": step}})
+
+
+def test_resolved_grid_names_what_the_defaults_mean():
+    grid = resolve_grid(["micro"], None, settings={"max_tokens": 2000})
+    bundled = list_corpora().query("origin == 'bundled'")["name"].tolist()
+    assert grid["corpora"] == bundled and grid["corpora"]  # not None: the corpora analysed
+    members = registry.family_models("micro")
+    assert [m["model"] for m in grid["models"]] == members["model"].tolist()
+    assert [m["S"] for m in grid["models"]] == members["S"].astype(float).tolist()
+    assert grid["settings_changed"] == {"max_tokens": 2000} and grid["settings"]["context_length"] is None
+    assert resolve_grid(["micro"], ["prose"], models=members["model"][:2])["corpora"] == ["prose"]
+    assert len(resolve_grid(["micro"], ["prose"], models=members["model"][:2])["models"]) == 2
+
+
+def test_cached_checkpoints_every_model_on_every_corpus(tmp_path):
+    members = _members()
+    final = {m: schedule_of(m).final_step for m in members}
+    for model in members:
+        for corpus in ("prose", "humaneval"):
+            for revision, step in (("step-98", 98), ("step-195", 195)):
+                if (model, corpus, revision) == (members[-1], "humaneval", "step-195"):
+                    continue  # one checkpoint missing on one corpus: that revision is not complete
+                _entry(tmp_path, model, corpus, revision, step, 100)
+            _entry(tmp_path, model, corpus, None, final[model], 100)  # the final checkpoint
+            _entry(tmp_path, model, corpus, None, final[model], None)  # the full-corpus final model
+    table = cached_checkpoints(["micro"], ["prose", "humaneval"], tmp_path)
+    last = schedule_of(members[0]).revision(final[members[0]])
+    assert table == {
+        "families": ["micro"],
+        "corpora": ["prose", "humaneval"],
+        "revisions": ["step-98", last],
+        "settings": {"max_tokens": 100},
+    }
+    assert cached_checkpoints(["micro"], ["prose", "wikipedia"], tmp_path) is None  # wikipedia: none cached
