@@ -154,7 +154,9 @@ def test_notebook_runs_and_k_slider_updates_figure(lab: tuple[str, Path]) -> Non
             before = json.loads(widget_plot.evaluate(PLOT_STATE))
             assert "k=1 " in before["title"]
             # In a live front end the widget is the figure: no static copy is added.
-            assert page.get_by_text("-log RBP_k vs S at k=1 (|V|=4,096)").count() == 1
+            assert page.get_by_text("vs S at k=1 (|V|=4,096)").count() == 1
+            # Subscripts are typeset (plotly HTML), never raw TeX-like text.
+            assert "RBP_k" not in before["title"] and "RBP<sub>k</sub>" in before["title"]
             slider.scroll_into_view_if_needed()
             page.screenshot(path=str(SHOTS / "01_before_k_slider.png"))
 
@@ -251,6 +253,13 @@ def test_report_renders_offline(offline_report: Path) -> None:
                 "!!(window.MathJax.Hub.queue && window.MathJax.Hub.queue.pending === 0)", timeout=60_000
             )
             page.wait_for_selector(".js-plotly-plot .scatterlayer .trace", timeout=30_000)
+            # Results first: the code is hidden until the reader asks for it.
+            code = page.locator(".jp-CodeCell .jp-Cell-inputWrapper").first
+            assert not code.is_visible()
+            page.locator("#rbplab-code-toggle").click()
+            assert code.is_visible() and page.locator("#rbplab-code-toggle").inner_text() == "hide code"
+            page.locator("#rbplab-code-toggle").click()
+            assert not code.is_visible()
             # MathJax typeset the TeX: its output holds the glyphs, the raw TeX is gone from view.
             typeset = page.locator(".MathJax").first.inner_text()
             assert "RBP" in typeset.replace("\n", "") and "\\mathrm" not in page.inner_text("body")
