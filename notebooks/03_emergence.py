@@ -68,8 +68,8 @@ study = open_study(
 )
 
 # %% [markdown]
-# ## Fits of -log p_{N,k}
-# Per N: α and C of -log p_{N,k} = C N S^-α; under independence α matches the token-level
+# ## Fits of $-\log p_{N,k}$
+# Per N: α and C of $-\log p_{N,k} = C N S^{-\alpha}$; under independence α matches the token-level
 # exponent `alpha_token` and C stays flat in N. `alpha_joint` fits one law over every N.
 
 # %%
@@ -78,11 +78,11 @@ report.headline(headlines.emergence(em_fits, k=min(ks)), output_dir)
 em_fits
 
 # %% [markdown]
-# ## p_{N,k} against S: the sigmoid view
-# Markers: empirical p_{N,k}; solid lines: RBP_k^N; dashed: exp(-C N S^-α) from the RBP_k power law,
-# over the measured sizes. With `extrapolate = True` the fitted law also runs beyond them, faded:
-# an extrapolation, not data, that shows where the sigmoid would go if the law held (a small α
-# stretches it over many decades).
+# ## $p_{N,k}$ against S: the sigmoid view
+# Markers: empirical $p_{N,k}$; solid lines: $\mathrm{RBP}_k^N$; dashed: $\exp(-C N S^{-\alpha})$ from
+# the RBP_k power law, over the measured sizes. With `extrapolate = True` the fitted law also runs
+# beyond them, faded: an extrapolation, not data, that shows where the sigmoid would go if the law
+# held (a small α stretches it over many decades).
 
 # %%
 em = report.save_table(study.emergence(ks, ns, n_boot=n_boot), "emergence", output_dir)
@@ -90,14 +90,14 @@ figure7 = plots.emergence(em, title="Figure 7: p_{N,k} vs S", extrapolate=extrap
 show(report.save_figure(figure7, "figure7", output_dir))
 
 # %% [markdown]
-# ## The linearised law: -log p_{N,k} against N·S^-α
+# ## The linearised law: $-\log p_{N,k}$ against $N S^{-\alpha}$
 
 # %%
 show(report.save_figure(plots.emergence_linearised(em), "figure7_linearised", output_dir))
 
 # %% [markdown]
 # ## Is it dependence? Ratios against matched baselines
-# `ratio` = empirical / RBP_k^N mixes two things: hits that cluster (dependence between
+# `ratio` = empirical / $\mathrm{RBP}_k^N$ mixes two things: hits that cluster (dependence between
 # neighbouring tokens) and difficulty that varies by document and by position. Even fully
 # independent tokens give a ratio above 1 when some documents or positions are easier. Two
 # baselines take those apart (95% document-bootstrap intervals in the `*_low/high` columns):
@@ -115,7 +115,7 @@ report.save_table(ratio, "independence_ratio", output_dir)
 # %% [markdown]
 # ## Explore
 # N from 1 to a few hundred and k on a log scale. The view opens at N = 10 on the smallest k where
-# the largest model's p_{N,k} is above 5 %; tick "extrapolate" to draw the fitted law beyond the
+# the largest model's $p_{N,k}$ is above 5 %; tick "extrapolate" to draw the fitted law beyond the
 # measured S.
 
 # %%
