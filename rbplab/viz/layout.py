@@ -42,7 +42,7 @@ _TAG = re.compile(r"<[^>]+>")
 # TeX-like notation people write in titles, and its plotly HTML: p_{N,k}, RBP_1, p_(N=10, k=5), S^-α.
 _BRACED = re.compile(r"([_^])\{([^{}]*)\}")
 _SUBSCRIPT = re.compile(r"\b(RBP|p|L)_(\([^()]*\)|[A-Za-z0-9]+)")
-_SUPERSCRIPT = re.compile(r"\^(-?[A-Za-z0-9αβ]+)")
+_SUPERSCRIPT = re.compile(r"\^([-−]?[A-Za-z0-9αβ]+)")
 
 
 def html_label(text: str | None) -> str:
