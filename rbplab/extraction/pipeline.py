@@ -125,10 +125,13 @@ def plan_extraction(
     model: ModelSpec | str,
     corpus: str | Path | Corpus | LazyCorpus,
     settings: ExtractionSettings | None = None,
+    *,
+    described: dict | None = None,
     **overrides: Any,
 ) -> Plan:
     """Resolve every setting and the cache key from config, tokenizer and corpus only.
-    `overrides` are `ExtractionSettings` fields (e.g. max_tokens=2000)."""
+    `overrides` are `ExtractionSettings` fields (e.g. max_tokens=2000). `described` is a dict the
+    caller keeps for one pass over a grid, so each model is described once, not once per corpus."""
     settings = resolve_settings(settings, **overrides)
     spec = as_spec(
         model,
@@ -136,7 +139,11 @@ def plan_extraction(
         device=None if settings.device == "auto" else settings.device,
         device_map=settings.device_map,
     )
-    described = describe_model(spec)
+    if described is None:
+        described = {}
+    if spec not in described:
+        described[spec] = describe_model(spec)
+    described = described[spec]
     info = described.info
     corpus = corpus if isinstance(corpus, (Corpus, LazyCorpus)) else open_corpus(corpus)
     context_length, stride, bos = settings.context_length, settings.stride, settings.bos

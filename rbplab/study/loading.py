@@ -67,10 +67,10 @@ def _read_runs(
     from rbplab.store.cache import CacheCorruptedError, CacheEntry
 
     say = progress if callable(progress) else None
-    planned = []
+    planned, described = [], {}  # each model described once for the whole grid
     for item in items:
         spec = ModelSpec(item["source"], revision=item["revision"])
-        plan = plan_extraction(spec, item["corpus"], settings)
+        plan = plan_extraction(spec, item["corpus"], settings, described=described)
         planned.append((item, spec, CacheEntry(cache_dir, plan.key_spec)))
     missing = [
         f"{run_label(item['model'], item['revision'])} on {item['label']}"
