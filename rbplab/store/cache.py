@@ -643,7 +643,7 @@ class CacheEntry:
                 if problem is not None:
                     problems.append(problem)
             if not problems:
-                problem, _ = self._summary_problem(manifest)
+                problem, _ = self._summary_problem(manifest, full=True)
                 if problem is not None:
                     problems.append(problem)
             return problems
@@ -713,9 +713,10 @@ class CacheEntry:
         atomic_write(checksum, _dump(record))
         return record
 
-    def _summary_problem(self, manifest: dict) -> tuple[str | None, EntrySummary | None]:
+    def _summary_problem(self, manifest: dict, full: bool = False) -> tuple[str | None, EntrySummary | None]:
         """(None, summary) when the summary file passes every check; (reason, None) otherwise;
-        (None, None) when there is none."""
+        (None, None) when there is none. The per-document tables are checked when an analysis
+        reads them, or here with `full` (`cache verify`)."""
         path, checksum = self.summary_path, self._checksum_path(self.summary_path)
         if not path.exists() and not path.is_symlink():
             return None, None
@@ -732,9 +733,16 @@ class CacheEntry:
             return "its summary is not the one the manifest records", None
         try:
             summary = parse_summary(
-                data, self.key, self._vocab_size(manifest), int(manifest["n_tokens"]), self.read_stats
+                data,
+                self.key,
+                self._vocab_size(manifest),
+                int(manifest["n_tokens"]),
+                load_tokens=self.read_stats,
+                reload=lambda: _read_regular(path, limit),
             )
-        except SummaryError as err:
+            if full:
+                summary.load_documents()
+        except (SummaryError, OSError) as err:
             return f"its summary is refused: {err}", None
         return None, summary
 
