@@ -4,9 +4,9 @@
 An archive is untrusted input. Import never lets tarfile place anything: each member must be a
 regular file named ``<key>/<cache file name>`` (spec.json, manifest.json, shard-NNNNN.parquet
 and its .sha256, the summary and its .sha256), and is copied to a path built from those
-validated parts inside a temporary directory within the cache root. Every entry is then checked with every rule of
-`rbplab.store.cache` (key derived from spec.json, shard names, records, row counts, mirrored
-settings, checksums, shard metadata). Only when all of them pass does each entry become
+validated parts inside a temporary directory within the cache root. Every entry is then checked
+with every rule of `rbplab.store.cache` (key derived from spec.json, shard names, records, row
+counts, mirrored settings, checksums, shard metadata). Only when all of them pass does each entry become
 visible, by one atomic rename per entry; a refused archive leaves nothing behind.
 """
 
