@@ -91,6 +91,7 @@ def write_vocab(path: Path, entries: list[tuple[str, int]] | None, typed: bool =
         ("<unused42>", BYTE, False),
         ("x[PAD7]", CONTROL, False),
         ("[PAD7]x", CONTROL, False),
+        (" <unused42>", CONTROL, False),
     ],
 )
 def test_is_placeholder(token, token_type, expected):
@@ -101,9 +102,9 @@ def test_real_tokens_named_like_placeholders_are_not_counted(tmp_path):
     path = write_vocab(tmp_path / "real.gguf", REAL)
     assert gguf_vocabulary(path) == ([n for n, _ in REAL], [t for _, t in REAL])
     assert trailing_placeholders(path) == 0
-    # the same names at the very end: a real <pad> or <unused> closes the list
-    for i, name in enumerate(("<pad>", "<unused>")):
-        closed = REAL + block("llama.cpp", len(REAL), 3) + [(name, CONTROL)]
+    # such names at the very end: a real token closes the list, placeholders before it stay
+    for i, last in enumerate([("<pad>", CONTROL), ("<unused>", CONTROL), ("[PAD12]", NORMAL)]):
+        closed = REAL + block("llama.cpp", len(REAL), 3) + [last]
         assert trailing_placeholders(write_vocab(tmp_path / f"closed-{i}.gguf", closed)) == 0
 
 
