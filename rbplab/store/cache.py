@@ -211,7 +211,12 @@ class CacheEntry:
     def open(cls, key: str, root: str | Path | None = None) -> CacheEntry:
         """The existing entry whose key starts with `key` (a unique prefix is enough)."""
         root = cache_root(root)
-        matches = _matching_dirs(root, key)
+        full = key.lower()
+        if _KEY_RE.match(full):  # a whole key names one directory: no need to list the cache
+            path = root / full[:2] / full
+            matches = [path] if path.is_dir() and not path.is_symlink() else []
+        else:
+            matches = _matching_dirs(root, key)
         if not matches:
             raise CacheError(f"no cache entry with key {key!r} under {root}")
         if len(matches) > 1:
