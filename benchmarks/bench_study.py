@@ -1,7 +1,7 @@
 """Opening studies from entry summaries versus holding every token: memory and time, printed.
 
 Two benchmarks, each variant in a fresh process so peak RSS is its own (RSS is read with
-`resource.getrusage`; "above baseline" subtracts the RSS after the imports):
+/proc/self/status VmHWM; "above baseline" subtracts the RSS after the imports):
 
   demo   the demo's study (micro family x the bundled corpora, a cache filled by `make demo`):
          load + fit_table + ksweep + bootstrap(200) + emergence + training_table, once from
@@ -38,6 +38,14 @@ SHARD_TOKENS = 1 << 16
 
 
 def _rss_mb() -> float:
+    """This process's peak RSS. VmHWM, not getrusage's ru_maxrss: Linux carries ru_maxrss over from
+    the parent across fork and exec, so a child would report the parent's peak as its own."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kilobytes on Linux
 
 

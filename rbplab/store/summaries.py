@@ -247,8 +247,12 @@ def parse_summary(
         _hit_totals_match(values, totals[ties], f"bucket hits ({ties})")
     runs = _read_runs(column, "run", ks, totals, n_docs, tied, per_document=False)
 
+    # Without `reload` the bytes stay in memory for the document tables (tests, in-memory use); with
+    # it, nothing of the file is kept: a study of thousands of entries holds only pooled arrays.
+    kept = data if reload is None else None
+
     def documents() -> tuple[dict, dict]:
-        fresh = data if reload is None else reload()
+        fresh = kept if reload is None else reload()
         _require(hashlib.sha256(fresh).hexdigest() == digest, "the summary changed since it was opened")
         try:
             doc_table = pq.read_table(pa.BufferReader(fresh), columns=[n for n in names if n not in pooled])
