@@ -913,16 +913,23 @@ class CacheEntry:
         for _ in self._verified_shards():
             pass
 
-    def read_shard(self, index: int) -> bytes:
+    def read_shard(self, index: int, *, mark_damaged: bool = True) -> bytes:
         """The bytes of shard `index` of a complete entry, after every check of its record, its
-        .sha256 file, its checksum and its metadata (CacheCorruptedError otherwise)."""
-        records = self.manifest()["shards"]
-        if not 0 <= index < len(records):
-            raise CacheError(f"cache entry {self.key[:12]} has shards 0..{len(records) - 1}, not {index}")
-        problem, data = self._shard_problem(records[index])
-        if problem is not None:
-            raise self._corrupted(problem)
-        return data
+        .sha256 file, its checksum and its metadata; CacheCorruptedError otherwise, which marks the
+        entry incomplete unless `mark_damaged` is false (`rbplab cache verify` deletes nothing)."""
+        manifest = self._raw_manifest()
+        problems = self.manifest_problems(manifest)
+        if not problems:
+            records = manifest["shards"]
+            if not 0 <= index < len(records):
+                raise CacheError(f"cache entry {self.key[:12]} has shards 0..{len(records) - 1}, not {index}")
+            problem, data = self._shard_problem(records[index])
+            if problem is None:
+                return data
+            problems = [problem]
+        if mark_damaged:
+            raise self._corrupted(problems[0])
+        raise CacheCorruptedError(f"cache entry {self.key[:12]} at {self.path} is damaged: {problems[0]}")
 
     def verified_files(self) -> Iterator[tuple[str, bytes]]:
         """(name, bytes) of every file of a complete entry in the order an archive holds them
