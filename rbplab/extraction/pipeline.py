@@ -456,7 +456,7 @@ def extract_plan(plan: Plan, *, cache_dir: str | Path | None = None, progress: b
                     entry.write_shard(index, frame, producer=producer_id())
         elapsed = time.perf_counter() - started
         computed = sum(w.n_scored for i in todo for w in shards[i])
-        manifest = entry.finalize(entry_manifest(plan, shards, elapsed, computed, len(done)))
+        manifest = entry.finalize(entry_manifest(plan, shards, elapsed, computed, len(done)), len(shards))
     return ExtractResult(entry.key, entry.path, int(manifest["n_tokens"]), False, manifest)
 
 

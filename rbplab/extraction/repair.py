@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rbplab.extraction.pipeline import ExtractResult, Plan, count_problems, extract, plan_extraction
+from rbplab.extraction.pipeline import ExtractResult, Plan, count_problems, extract_plan, plan_extraction
 from rbplab.extraction.sources import ModelSpec
 from rbplab.store.cache import CacheEntry, CacheError, cache_key, entry_at, max_manifest_bytes
 from rbplab.store.corpora import load_corpus
@@ -70,6 +70,7 @@ def replan(entry: CacheEntry, purpose: str = "repair") -> Plan:
         "max_tokens": _get(spec, "max_tokens"),
         "include_padded_vocab": bool(_get(spec, "vocab", "include_padded")),
         "dtype": _get(spec, "model", "dtype") or "auto",
+        "shard_tokens": _get(spec, "windows", "shard_tokens"),  # as keyed (None: the default then)
     }
     policies = _unique([_get(hints, "settings", "bos"), "auto", "always", "never"])
     model_errors = []
@@ -111,15 +112,4 @@ def repair_entry(key: str | Path, root: str | Path | None = None, *, progress: b
     with entry.lock():
         if entry.is_complete() and (entry.problems() or count_problems(plan, entry.manifest())):
             entry.manifest_path.unlink()  # the entry is damaged: recompute, reusing sound shards
-    return extract(
-        plan.described.spec,
-        plan.corpus,
-        context_length=plan.policy.context_length,
-        stride=plan.policy.stride,
-        bos=plan.policy.bos,
-        max_tokens=plan.max_tokens,
-        include_padded_vocab=plan.include_padded_vocab,
-        dtype=plan.key_spec["model"]["dtype"],
-        cache_dir=root,
-        progress=progress,
-    )
+    return extract_plan(plan, cache_dir=root, progress=progress)  # the very plan whose key matched

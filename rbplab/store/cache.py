@@ -488,6 +488,11 @@ class CacheEntry:
     def write_shard(self, index: int, frame: pd.DataFrame, producer: str | None = None) -> None:
         """Store shard `index` (rows of SHARD_SCHEMA) atomically, then its checksum (which records
         the `producer`, e.g. host:pid, for the manifest). Hold lock()."""
+        if len(frame) > max_shard_rows(self.spec):
+            raise ValueError(
+                f"shard {index} has {len(frame)} rows, more than one shard holds under the entry's spec "
+                f"({max_shard_rows(self.spec)})"
+            )
         data = self.encode_shard(index, frame)
         shard = self.shard_path(index)
         checksum = self._checksum_path(shard)
@@ -612,10 +617,11 @@ class CacheEntry:
             if index is None or (shard.is_dir() and not shard.is_symlink()):
                 continue
             has_checksum = os.path.lexists(self._checksum_path(shard))
-            record = self._shard_record(shard)
-            problem = None
+            record, problem = self._checksum_file(index)
             if record is not None:
-                problem = self._identity_problem(index, record["_data"], legacy_ok=False)
+                data, problem = self._shard_bytes(index, record)
+                if problem is None:
+                    problem = self._identity_problem(index, data, legacy_ok=False)
                 if problem is None:
                     done.add(index)
                     continue
@@ -642,8 +648,12 @@ class CacheEntry:
             with contextlib.suppress(OSError):
                 path.unlink()
 
-    def finalize(self, manifest: dict) -> dict:
+    def finalize(self, manifest: dict, n_shards: int | None = None) -> dict:
         """Mark the entry complete: verify shards 0..n-1, then write manifest.json last, atomically.
+
+        `n_shards`, when the caller knows it (the extractor planned the shards), is how many there
+        must be: a shard that vanished or failed meanwhile then stops the finalization instead of
+        making a shorter entry.
 
         `manifest` is the extractor's metadata (model info, corpus, settings, vocab_size);
         the cache adds key, spec, shard list with checksums, n_tokens, created and versions.
@@ -653,9 +663,14 @@ class CacheEntry:
         done = sorted(self.completed_shards())
         if not done:
             raise CacheError(f"cannot finalize cache entry {self.key[:12]}: it has no shards")
-        if done != list(range(len(done))):
-            missing = sorted(set(range(done[-1] + 1)) - set(done))
-            raise CacheError(f"cannot finalize cache entry {self.key[:12]}: shards {missing} are missing")
+        wanted = n_shards if n_shards is not None else done[-1] + 1
+        if done != list(range(wanted)):
+            missing = sorted(set(range(wanted)) - set(done))
+            extra = sorted(set(done) - set(range(wanted)))
+            raise CacheError(
+                f"cannot finalize cache entry {self.key[:12]}: shards {missing} are missing"
+                + (f" and shards {extra} are beyond the {wanted} planned" if extra else "")
+            )
         shards = []
         for index in done:
             shard = self.shard_path(index)
@@ -1064,19 +1079,25 @@ def _label(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-def _shard_files_problem(path: Path, shards: list[dict]) -> str | None:
+def _shard_files_problem(entry: CacheEntry, shards: list[dict]) -> str | None:
     """The first shard of a checked manifest whose file is missing, not a regular file or not the
-    size its record says: lstat only, no bytes read (for listings)."""
+    size its record says, or whose .sha256 record disagrees: no shard bytes read (for listings)."""
     for record in shards:
-        shard = path / shard_name(record["index"])
+        index = record["index"]
+        shard = entry.shard_path(index)
         try:
             info = os.lstat(shard)
         except OSError:
-            return f"shard {record['index']} is missing or unreadable"
+            return f"shard {index} is missing or unreadable"
         if not stat.S_ISREG(info.st_mode):
             return f"{shard.name} is {file_kind(info.st_mode)}, not a regular file"
         if info.st_size != record["bytes"]:
-            return f"shard {record['index']} has {info.st_size} bytes but its record says {record['bytes']}"
+            return f"shard {index} has {info.st_size} bytes but its record says {record['bytes']}"
+        checksum, problem = entry._checksum_file(index)
+        if problem is None and any(checksum[f] != record.get(f) for f in ("sha256", "rows", "bytes")):
+            problem = f"{shard.name}.sha256 disagrees with the manifest's record of shard {index}"
+        if problem is not None:
+            return problem
     return None
 
 
@@ -1098,7 +1119,7 @@ def entry_status(path: Path) -> tuple[str, int | None, str | None]:
         except (OSError, ValueError) as err:
             return "damaged", None, f"its manifest is unreadable ({err})"
         problems = entry.manifest_problems(manifest)
-        problem = problems[0] if problems else _shard_files_problem(path, manifest["shards"])
+        problem = problems[0] if problems else _shard_files_problem(entry, manifest["shards"])
         if problem is not None:
             return "damaged", None, problem
         return "complete", int(manifest["n_tokens"]), None
