@@ -63,6 +63,7 @@ from rbplab.store.files import (
     open_regular_file,
 )
 
+LOCK_TIMEOUT = 10.0  # seconds an import waits for an entry another process is writing
 _KEY_RE = re.compile(r"^[0-9a-f]{64}$")
 _STAGING_RE = re.compile(r"^\.import-\d+-[0-9a-f]{8}$")
 _FILE_TYPES = (tarfile.REGTYPE, tarfile.AREGTYPE)
@@ -377,7 +378,7 @@ def _install(staging: Path, root: Path, keys: list[str], archive: Path) -> list[
         ensure_real_dir(root / "locks", "the locks folder")
         for key in keys:
             try:
-                locks.enter_context(FileLock(str(root / "locks" / f"{key}.lock"), timeout=10))
+                locks.enter_context(FileLock(str(root / "locks" / f"{key}.lock"), timeout=LOCK_TIMEOUT))
             except Timeout:
                 raise CacheError(
                     f"cache entry {key[:12]} is being written by another process; nothing was imported "
