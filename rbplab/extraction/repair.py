@@ -17,9 +17,15 @@ from typing import Any
 
 from rbplab.extraction.pipeline import ExtractResult, Plan, count_problems, extract_plan, plan_extraction
 from rbplab.extraction.sources import ModelSpec
-from rbplab.store.cache import CacheEntry, CacheError, cache_key, entry_at, max_manifest_bytes
+from rbplab.store.cache import (
+    CacheEntry,
+    CacheError,
+    cache_key,
+    entry_at,
+    max_manifest_bytes,
+)
 from rbplab.store.corpora import load_corpus
-from rbplab.store.files import cache_root
+from rbplab.store.files import cache_root, entry_dir_problem
 
 
 def _get(data: Any, *path: str) -> Any:
@@ -102,6 +108,12 @@ def repair_entry(key: str | Path, root: str | Path | None = None, *, progress: b
     if path is None:
         entry = CacheEntry.open(key, root)
     else:
+        folder = entry_dir_problem(path)
+        if folder is not None:
+            raise CacheError(
+                f"cannot repair cache entry {path.name[:12]}: {folder}; nothing is written through it "
+                f"(rbplab cache rm {path.name[:12]} removes a linked entry folder, not its target)"
+            )
         entry = entry_at(path, root)
         if entry is None:
             raise CacheError(
