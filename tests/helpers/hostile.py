@@ -172,3 +172,27 @@ def sparse_tar(path: Path, member: str) -> bool:
     )
     shutil.rmtree(work)
     return done.returncode == 0
+
+
+def safe_snapshot(root: Path) -> dict[str, tuple]:
+    """{relative path: what it is} of everything under `root`, without following a link or opening
+    anything but a small regular file: (kind, target) for links, (size, sha256) for regular files
+    up to 16 MiB, (size, mtime) for larger ones (20 GiB sparse files), (kind,) for the rest."""
+    import hashlib
+    import stat
+
+    out: dict[str, tuple] = {}
+    for folder, dirs, files in os.walk(root, followlinks=False):
+        for name in dirs + files:
+            path = Path(folder) / name
+            info = os.lstat(path)
+            key = str(path.relative_to(root))
+            if stat.S_ISLNK(info.st_mode):
+                out[key] = ("link", os.readlink(path))
+            elif stat.S_ISREG(info.st_mode) and info.st_size <= 1 << 24:
+                out[key] = (info.st_size, hashlib.sha256(path.read_bytes()).hexdigest())
+            elif stat.S_ISREG(info.st_mode):
+                out[key] = (info.st_size, info.st_mtime_ns)
+            else:
+                out[key] = (stat.S_IFMT(info.st_mode),)
+    return out
