@@ -164,7 +164,8 @@ def _verify(root, args: argparse.Namespace) -> int:
     for prefix in unknown:
         print(f"MISSING  {prefix}  no cache entry matches this key prefix")
     for path in dirs:
-        problems = entry_dir_problems(path, root)
+        # the summary last: a truncated entry is named by its derived counts before its summary
+        problems = entry_dir_problems(path, root, summary=False)
         entry = None if problems else entry_at(path, root)
         notes, unchecked = [], []
         if entry is not None and entry.is_complete() and (not args.no_derive or rederive is not None):
@@ -172,6 +173,8 @@ def _verify(root, args: argparse.Namespace) -> int:
 
             audit = audit_entry(entry, counts=not args.no_derive, rederive=rederive)
             problems, notes, unchecked = audit.problems, audit.notes, audit.unchecked
+        if entry is not None and entry.is_complete():
+            problems = problems + entry.summary_problems()
         for problem in problems:
             print(f"CORRUPT  {path.name[:12]}  {problem}")
         for reason in unchecked:

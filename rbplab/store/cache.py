@@ -325,7 +325,7 @@ class CacheEntry:
         full = key.lower()
         if _KEY_RE.match(full):  # a whole key names one directory: no need to list the cache
             path = root / full[:2] / full
-            matches = [path] if path.is_dir() and not path.is_symlink() else []
+            matches = [path] if path.is_dir() else []  # as `entry_dirs` lists it, links included
         else:
             matches = _matching_dirs(root, key)
         if not matches:
@@ -906,7 +906,7 @@ class CacheEntry:
                 raise self._corrupted(problem + ("" if data is None else "; the shard was removed"))
             yield data
 
-    def problems(self) -> list[str]:
+    def problems(self, summary: bool = True) -> list[str]:
         """Everything wrong with this entry, complete or not, one line each; deletes nothing and
         follows no link (a linked entry or prefix folder is reported, never read through)."""
         folder = entry_dir_problem(self.path)
@@ -929,10 +929,8 @@ class CacheEntry:
                 problem, _ = self._shard_problem(record)
                 if problem is not None and problem not in problems:
                     problems.append(problem)
-            if not problems:
-                problem, _ = self._summary_problem(manifest, full=True)
-                if problem is not None:
-                    problems.append(problem)
+            if summary and not problems:
+                problems += self.summary_problems(manifest)
             return problems
         spec_problem = self._spec_problem()
         if spec_problem and spec_problem not in problems:
@@ -1084,6 +1082,11 @@ class CacheEntry:
             return f"its summary is refused: {err}", None
         return None, summary
 
+    def summary_problems(self, manifest: dict | None = None) -> list[str]:
+        """What is wrong with the summary of a complete entry (every table checked), one line."""
+        problem, _ = self._summary_problem(manifest or self.manifest(), full=True)
+        return [] if problem is None else [problem]
+
     def summary(self) -> EntrySummary:
         """The entry's summary, every check passed; tokens are read only through its
         `token_stats()`. A missing summary (an entry cached before summaries existed) or one that
@@ -1183,10 +1186,11 @@ def entry_at(path: Path, root: Path | None = None) -> CacheEntry | None:
     return None if spec is None else CacheEntry(root if root is not None else path.parent.parent, spec)
 
 
-def entry_dir_problems(path: Path, root: Path | None = None) -> list[str]:
+def entry_dir_problems(path: Path, root: Path | None = None, summary: bool = True) -> list[str]:
     """Everything wrong with the entry directory `path`, one line each (what `rbplab cache verify`
     prints): a linked entry or prefix folder, no spec.json hashing to its name, then
-    `CacheEntry.problems`. Deletes nothing, follows no link."""
+    `CacheEntry.problems` (without the summary's with summary=False). Deletes nothing, follows no
+    link."""
     folder = entry_dir_problem(path)
     if folder is not None:
         return [folder]
@@ -1194,7 +1198,7 @@ def entry_dir_problems(path: Path, root: Path | None = None) -> list[str]:
     if entry is None:
         odd = [p for p in (entry_file_problem(path / n) for n in ("spec.json", "manifest.json")) if p]
         return [*odd, "no spec.json that hashes to the directory name"]
-    return entry.problems()
+    return entry.problems(summary=summary)
 
 
 def _label(value: Any) -> str | None:

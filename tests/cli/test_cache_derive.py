@@ -23,6 +23,7 @@ from helpers.untrusted import read_only, snapshot
 from rbplab.cli import app as cli
 from rbplab.extraction.pipeline import extract, load_stats
 from rbplab.store.cache import CacheCorruptedError, CacheEntry
+from rbplab.store.summaries import SUMMARY_FILE
 
 CTX = 16
 SHARD_TOKENS = 24
@@ -56,16 +57,29 @@ def built(gpt2_dir, corpus_file, tmp_path):
     return stats, entry
 
 
-def truncate(entry: CacheEntry) -> tuple[int, int]:
-    """Drop the last shard record and its files and fix n_tokens: (tokens before, after)."""
+def truncate(entry: CacheEntry, keep_summary: bool = False) -> tuple[int, int]:
+    """Drop the last shard record and its files and fix n_tokens: (tokens before, after). The
+    summary, which still counts every token, goes too unless `keep_summary` (a careful forger)."""
     manifest = json.loads(entry.manifest_path.read_text())
     last = manifest["shards"].pop()
     before = manifest["n_tokens"]
     manifest["n_tokens"] -= last["rows"]
+    if not keep_summary:
+        manifest.pop("summary", None)
+        for name in (SUMMARY_FILE, SUMMARY_FILE + ".sha256"):
+            (entry.path / name).unlink()
     entry.manifest_path.write_text(json.dumps(manifest))
     for name in (last["file"], last["file"] + ".sha256"):
         (entry.path / name).unlink()
     return before, manifest["n_tokens"]
+
+
+def test_a_truncation_that_leaves_the_summary_is_caught_by_the_store(built, capsys):
+    _, entry = built
+    before, after = truncate(entry, keep_summary=True)
+    assert entry.problems() == [f"its summary is refused: the summary does not hold {after} tokens"]
+    status, out, _ = run(capsys, "cache", "--cache-dir", entry.root, "verify", "--no-derive")
+    assert status == 1 and f"CORRUPT  {entry.key[:12]}  its summary is refused" in out
 
 
 def test_truncated_entry_is_caught_where_the_corpus_can_be_opened(built, gpt2_dir, corpus_file, capsys):

@@ -38,6 +38,7 @@ from rbplab.store import files as files_module
 from rbplab.store.archive import ArchiveError, export_entries, import_archive, stale_imports
 from rbplab.store.cache import CacheCorruptedError, CacheEntry, CacheError, list_entries, remove_entries
 from rbplab.store.files import CacheLocationError
+from rbplab.store.summaries import SUMMARY_FILE
 
 
 def run(capsys, *argv):
@@ -107,9 +108,10 @@ def build(root: Path, outside: Path, gpt2_dir: Path, corpus_file: Path, work: Pa
     manifest = json.loads((result.path / "manifest.json").read_text())
     last = manifest["shards"].pop()
     manifest["n_tokens"] -= last["rows"]
+    manifest.pop("summary", None)  # a careful forger drops the summary, which counts every token
     truncated = root / result.key[:2] / result.key
     (truncated / "manifest.json").write_text(json.dumps(manifest))
-    for name in (last["file"], last["file"] + ".sha256"):
+    for name in (last["file"], last["file"] + ".sha256", SUMMARY_FILE, SUMMARY_FILE + ".sha256"):
         (truncated / name).unlink()
     expected["truncated entry"] = (
         result.key,
@@ -228,7 +230,7 @@ def test_class_list_on_a_full_tmpfs_and_a_read_only_copy(
     with pytest.raises(CacheLocationError, match="MiB free"):  # refused up front ...
         import_archive(tmp_path / "big.tar", root=root)
     (root.parent / "filler").unlink()
-    fill(root.parent, leave=48 * 1024)
+    fill(root.parent, leave=128 * 1024)  # room for ab.tar (51 KB with its summaries), not big.tar (256 KB)
     monkeypatch.setattr(files_module, "MIN_FREE_BYTES", 0)
     before = {k: v for k, v in safe_snapshot(root).items() if not k.startswith(".import-4242")}
     check_archives(root, tmp_path, source, capsys)  # now past the free-space check: members refused
