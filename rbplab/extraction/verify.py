@@ -24,6 +24,9 @@ from rbplab.extraction.pipeline import Plan, count_problems, make_scorer, plan_s
 from rbplab.extraction.repair import replan
 from rbplab.store.cache import CacheCorruptedError, CacheEntry, CacheError
 
+# What re-planning, tokenizing or loading a model raises when something is missing or broken.
+USER_ERRORS = (OSError, ValueError, LookupError, ImportError, RuntimeError)
+
 
 @dataclass
 class Audit:
@@ -59,7 +62,13 @@ def audit_entry(entry: CacheEntry, *, counts: bool = True, rederive: int | None 
             audit.notes.append(f"token and shard counts not derived ({err})")
         return audit
     manifest = entry.manifest()
-    audit.problems += count_problems(plan, manifest)
+    try:
+        audit.problems += count_problems(plan, manifest)
+    except USER_ERRORS as err:  # the corpus cannot be tokenized here after all
+        (audit.unchecked if rederive is not None else audit.notes).append(
+            f"token and shard counts not derived ({' '.join(str(err).split())})"
+        )
+        return audit
     if audit.problems:
         return audit
     audit.notes.append(
@@ -68,7 +77,11 @@ def audit_entry(entry: CacheEntry, *, counts: bool = True, rederive: int | None 
     if rederive is not None:
         n_shards = len(manifest["shards"])
         indices = list(range(n_shards)) if rederive == 0 else sample_shards(n_shards, rederive)
-        _rederive(entry, plan, manifest, indices, audit)
+        try:
+            _rederive(entry, plan, manifest, indices, audit)
+        except USER_ERRORS as err:  # the weights cannot be loaded, a forward pass fails, ...
+            reason = " ".join(str(err).split())
+            audit.unchecked.append(f"cannot rederive cache entry {entry.key[:12]}: {reason}")
     return audit
 
 

@@ -428,8 +428,8 @@ class CacheEntry:
             ensure_entry_dir(self.path)
         except UnsafeFileError as err:
             raise CacheError(
-                f"cache entry {self.key[:12]}: {err}; refusing to write through it (rbplab cache verify "
-                "reports it; remove the link, e.g. rbplab cache rm " + self.key[:12] + ")"
+                f"cache entry {self.key[:12]}: {err}; refusing to write through it (remove that link; "
+                "rbplab cache rm removes a linked entry folder, never its target)"
             ) from None
         except OSError as err:
             raise location_error(err, self.path) from err
@@ -457,7 +457,6 @@ class CacheEntry:
             problem = entry_file_problem(item) if is_cache_file(item.name, temporary=False) else None
             if problem is None:
                 continue
-            warnings.warn(f"cache entry {self.key[:12]}: {problem}; it was removed", stacklevel=4)
             try:
                 if item.is_dir() and not item.is_symlink():
                     item.rmdir()
@@ -468,6 +467,7 @@ class CacheEntry:
                     f"cache entry {self.key[:12]}: {problem} and cannot be removed ({err.strerror or err}); "
                     f"remove {item} by hand"
                 ) from None
+            warnings.warn(f"cache entry {self.key[:12]}: {problem}; it was removed", stacklevel=4)
 
     def _spec_problem(self) -> str | None:
         """Why spec.json is not this entry's spec, or None."""
