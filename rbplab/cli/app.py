@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from rbplab.cli.cache_listing import cache_listing, configure_ls
 from rbplab.cli.extract_command import (
     add_settings_arguments,
     configure_extract,
@@ -21,6 +23,7 @@ from rbplab.cli.extract_command import (
     run_extract,
     settings_from_args,
 )
+from rbplab.core.names import did_you_mean
 
 # Errors a user can cause and fix; anything else is a bug and keeps its traceback.
 USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, LookupError, OSError, ImportError, RuntimeError)
@@ -57,14 +60,6 @@ def _print_table(frame, fmt: str = "table") -> None:
         print(frame.to_string(index=False))
 
 
-def _human_bytes(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    raise AssertionError("unreachable")
-
-
 # ---------------------------------------------------------------------------------------------
 # extract (rbplab.cli.extract_command), registered first so `rbplab --help` lists it first
 
@@ -83,8 +78,10 @@ def _configure_cache(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache-dir", help="cache location (default $RBPLAB_CACHE or ~/.cache/rbplab)")
     sub = p.add_subparsers(dest="cache_command", metavar="{ls,rm,verify,repair,export,import,path}")
     sub.required = True
-    ls = sub.add_parser("ls", help="list cache entries")
-    ls.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    ls = sub.add_parser(
+        "ls", help="list cache entries (revision, step, settings, tokens, size), filtered or --group'ed"
+    )
+    configure_ls(ls)
     rm = sub.add_parser("rm", help="remove entries by key prefix")
     rm.add_argument(
         "keys",
@@ -261,13 +258,8 @@ def _run_cache(args: argparse.Namespace) -> int:
         print(root)
         return 0
     if args.cache_command == "ls":
-        table = list_entries(root)
+        table = cache_listing(list_entries(root), args)
         if args.format == "table":
-            table = table.assign(
-                key=table["key"].str[:12],
-                size=table["size_bytes"].map(_human_bytes),
-                created=table["created"].dt.strftime("%Y-%m-%d %H:%M"),
-            )[["key", "model", "corpus", "n_tokens", "status", "size", "created"]]
             print(f"cache: {root}")
         _print_table(table, args.format)
         return 0
@@ -400,18 +392,43 @@ def _configure_study(p: argparse.ArgumentParser) -> None:
     add_settings_arguments(p)
 
 
+def _add_extract_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--extract",
+        action="store_true",
+        help="run the models for runs missing from the cache (default: a missing run is an error naming it)",
+    )
+
+
+def _check_study_arguments(args: argparse.Namespace, families: bool = True) -> None:
+    """Unknown families and corpora fail here, from the registry CSV and the corpus names alone,
+    before anything imports torch or transformers (seconds) or opens a corpus."""
+    from rbplab.store.corpora import check_corpus_spec
+    from rbplab.store.registry import family_models
+
+    if families:
+        for family in args.family:
+            family_models(family)
+    for corpus in args.corpus or []:
+        check_corpus_spec(corpus)
+
+
 def _configure_fit(p: argparse.ArgumentParser) -> None:
     _configure_study(p)
     p.add_argument(
         "--k", nargs="+", type=positive_int, default=[1, 10, 100], help="thresholds k (default 1 10 100)"
     )
+    _add_extract_flag(p)
     _configure_format(p)
 
 
 def _run_fit(args: argparse.Namespace) -> int:
+    _check_study_arguments(args)
     from rbplab.study import load_study
 
-    study = load_study(args.family, args.corpus, settings_from_args(args), cache_dir=args.cache_dir)
+    study = load_study(
+        args.family, args.corpus, settings_from_args(args), cache_dir=args.cache_dir, extract=args.extract
+    )
     _print_table(study.fit_table(args.k), args.format)
     return 0
 
@@ -421,9 +438,11 @@ def _configure_report(p: argparse.ArgumentParser) -> None:
     _configure_study(p)
     p.add_argument("--output-dir", "-o", default="reports", help="where executed notebooks and HTML go")
     p.add_argument("--notebook", nargs="+", default=None, help="notebook stems to run (default: all)")
+    _add_extract_flag(p)
 
 
 def _run_report(args: argparse.Namespace) -> int:
+    _check_study_arguments(args, families=args.study is None)
     from rbplab.viz.report import run_report
 
     results = run_report(
@@ -434,6 +453,7 @@ def _run_report(args: argparse.Namespace) -> int:
         settings=settings_from_args(args),
         study_file=args.study,
         cache_dir=args.cache_dir,
+        extract=args.extract,
     )
     return 0 if results["ok"].all() else 1
 
@@ -445,6 +465,7 @@ def _configure_demo(p: argparse.ArgumentParser) -> None:
 
 
 def _run_demo(args: argparse.Namespace) -> int:
+    _check_study_arguments(args)
     from rbplab.cli.demo import run_demo
 
     run_demo(
@@ -521,8 +542,18 @@ def _run_run(args: argparse.Namespace) -> int:
 
 
 register("run", "run a study file's grid (local, Ray or a SLURM array slice)", _configure_run, _run_run)
-register("fit", "scaling fits of -log RBP_k versus S from cached statistics", _configure_fit, _run_fit)
-register("report", "run every notebook headless into an HTML report", _configure_report, _run_report)
+register(
+    "fit",
+    "scaling fits of -log RBP_k versus S from the cache (a missing run is an error; --extract computes it)",
+    _configure_fit,
+    _run_fit,
+)
+register(
+    "report",
+    "run every notebook headless into an HTML report (from the cache; --extract computes missing runs)",
+    _configure_report,
+    _run_report,
+)
 register(
     "demo", "the whole pipeline on the bundled micro-suite and corpora (offline)", _configure_demo, _run_demo
 )
@@ -546,8 +577,25 @@ EXAMPLES = {
 }
 
 
+_INVALID_CHOICE = re.compile(r"invalid choice: '?(?P<value>[^'\s]*)'? \(choose from (?P<choices>.*)\)$")
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with a "did you mean" for a mistyped choice (a subcommand, a --format, ...);
+    subparsers are made of the same class."""
+
+    def error(self, message: str):  # type: ignore[override]
+        match = _INVALID_CHOICE.search(message)
+        if match:
+            choices = [c.strip().strip("'\"") for c in match.group("choices").split(",")]
+            hint = did_you_mean(match.group("value"), choices)
+            if hint:
+                message = f"{message[: match.start()]}invalid choice: {match.group('value')!r}{hint}"
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="rbplab", description="Measure and explore the Relative-Based Scaling Law of language models."
     )
     parser.add_argument("--traceback", action="store_true", help="show full tracebacks on errors")
@@ -580,7 +628,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     debug = args.traceback or os.environ.get("RBPLAB_DEBUG") not in (None, "", "0")
     try:
-        return int(args._run(args) or 0)
+        status = int(args._run(args) or 0)
+        sys.stdout.flush()  # a reader that went away shows here, not at exit
+        return status
+    except BrokenPipeError:
+        # `rbplab cache ls | head`: the reader has what it wanted. Point stdout at /dev/null so the
+        # interpreter's final flush cannot fail again, and exit as a tool stopped by SIGPIPE would.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 128 + 13
     except KeyboardInterrupt:
         print(
             "rbplab: interrupted; finished shards are kept and the next run resumes from them",

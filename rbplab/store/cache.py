@@ -102,7 +102,21 @@ from rbplab.store.summaries import SUMMARY_FILE, SummaryError, parse_summary, su
 
 RANK_FORMAT_VERSION = 1
 
-ENTRY_COLUMNS = ["key", "model", "corpus", "n_tokens", "complete", "status", "size_bytes", "created", "path"]
+ENTRY_COLUMNS = [
+    "key",
+    "model",
+    "revision",
+    "step",
+    "corpus",
+    "max_tokens",
+    "context_length",
+    "n_tokens",
+    "complete",
+    "status",
+    "size_bytes",
+    "created",
+    "path",
+]
 
 SHARD_SCHEMA = pa.schema(
     [
@@ -1264,18 +1278,25 @@ def entry_status(path: Path) -> tuple[str, int | None, str | None]:
 
 
 def list_entries(root: str | Path | None = None) -> pd.DataFrame:
-    """One row per cache entry: key, model, corpus, n_tokens (so far, for incomplete entries; none
-    for damaged ones), complete, status ("complete", "incomplete", "damaged"), size_bytes,
-    created (UTC), path. Oldest first. A damaged entry never stops the listing."""
+    """One row per cache entry: key, model, revision (None for a model's final weights), step (the
+    checkpoint's training step when its manifest records one), corpus, max_tokens and
+    context_length (the settings it was scored with; None: no cap, the model's maximum), n_tokens
+    (so far, for incomplete entries; none for damaged ones), complete, status ("complete",
+    "incomplete", "damaged"), size_bytes, created (UTC), path. Oldest first. A damaged entry never
+    stops the listing."""
     rows = []
     for path in entry_dirs(cache_root(root)):
         status, n_tokens, _ = entry_status(path)
         spec = _read_spec(path) or {}
-        created = None
-        if status == "complete":
+        created, step = None, None
+        if status == "complete":  # a complete entry's manifest passed manifest_problems just now
             with contextlib.suppress(OSError, ValueError, AttributeError):
                 raw = read_entry_file(path / "manifest.json", path, max_manifest_bytes(spec))
-                created = json.loads(raw).get("created")
+                manifest = json.loads(raw)
+                created = manifest.get("created")
+                step = (manifest.get("training") or {}).get("step")
+        model = spec.get("model") if isinstance(spec.get("model"), dict) else {}
+        windows = spec.get("windows") if isinstance(spec.get("windows"), dict) else {}
         try:
             created_at = pd.Timestamp(created) if isinstance(created, str) else None
         except ValueError:
@@ -1290,7 +1311,11 @@ def list_entries(root: str | Path | None = None) -> pd.DataFrame:
             {
                 "key": path.name,
                 "model": _label(spec.get("model")),
+                "revision": model.get("revision"),
+                "step": step if isinstance(step, int) else None,
                 "corpus": _label(spec.get("corpus")),
+                "max_tokens": spec.get("max_tokens"),
+                "context_length": windows.get("context_length"),
                 "n_tokens": n_tokens,
                 "complete": status == "complete",
                 "status": status,
@@ -1302,7 +1327,8 @@ def list_entries(root: str | Path | None = None) -> pd.DataFrame:
             }
         )
     table = pd.DataFrame(rows, columns=ENTRY_COLUMNS)
-    table["n_tokens"] = table["n_tokens"].astype("Int64")
+    for column in ("step", "max_tokens", "context_length", "n_tokens"):
+        table[column] = table[column].astype("Int64")
     table["complete"] = table["complete"].astype(bool)
     table["size_bytes"] = table["size_bytes"].astype("int64")
     table["created"] = pd.to_datetime(table["created"], utc=True)

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from rbplab.core.names import did_you_mean
 from rbplab.store.paths import data_dir
 
 
@@ -314,9 +315,7 @@ def _open_hub(name: str, max_documents: int | None, revision: str | None) -> Laz
     if "@" in name and revision is None:
         name, revision = name.split("@", 1)
     if name not in HUB_CORPORA:
-        raise CorpusError(
-            f"unknown hub corpus 'hub:{name}'; known: {', '.join('hub:' + n for n in HUB_CORPORA)}"
-        )
+        raise _unknown_hub_corpus(name)
     entry = HUB_CORPORA[name]
     requested = revision or entry.revision
     commit = resolve_dataset_revision(entry.repo, requested)
@@ -483,11 +482,40 @@ def load_corpus(spec: str | Path, *, max_documents: int | None = None, revision:
         return _load_bundled(text, max_documents)
     if path.exists():
         return _load_local(path, max_documents)
-    known = ", ".join(_bundled_names() + ["hub:" + n for n in HUB_CORPORA])
-    raise CorpusError(
-        f"unknown corpus {text!r}: not a bundled corpus, hub:<name>, or an existing file or directory; "
-        f"known corpora: {known}"
+    raise _unknown_corpus(text)
+
+
+def _unknown_hub_corpus(name: str) -> CorpusError:
+    return CorpusError(
+        f"unknown hub corpus 'hub:{name}'{did_you_mean('hub:' + name, ['hub:' + n for n in HUB_CORPORA])}; "
+        f"known: {', '.join('hub:' + n for n in HUB_CORPORA)}"
     )
+
+
+def _unknown_corpus(text: str) -> CorpusError:
+    known = _bundled_names() + ["hub:" + n for n in HUB_CORPORA]
+    return CorpusError(
+        f"unknown corpus {text!r}{did_you_mean(text, known)}: not a bundled corpus, hub:<name>, or an "
+        f"existing file or directory; known corpora: {', '.join(known)}"
+    )
+
+
+def check_corpus_spec(spec: str | Path) -> None:
+    """Raise the CorpusError `load_corpus` would raise for an unknown corpus, reading no document
+    and touching no network: a bundled name, ``hub:<known name>[@revision]`` or an existing path
+    passes (whether its files parse is `load_corpus`'s business). For argument checks that must
+    come before anything slow."""
+    text = str(spec)
+    if text.startswith("hub:"):
+        name = text[len("hub:") :].split("@", 1)[0]
+        if name not in HUB_CORPORA:
+            raise _unknown_hub_corpus(name)
+        return
+    if isinstance(spec, str) and "/" not in text and text in _bundled_names():
+        return
+    if Path(text).expanduser().exists():
+        return
+    raise _unknown_corpus(text)
 
 
 def _count_lines(path: Path) -> int:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from rbplab.core.names import did_you_mean
 from rbplab.store.paths import data_dir, registry_path
 
 COLUMNS = ("family", "model", "source", "S", "n_params", "vocab_size", "head_rows", "max_context", "tied")
@@ -60,8 +61,11 @@ def family_models(family: str) -> pd.DataFrame:
     table = families()
     rows = table[table["family"].str.lower() == family.lower()]
     if rows.empty:
-        known = ", ".join(sorted(table["family"].unique()))
-        raise UnknownFamilyError(f"unknown model family {family!r}; known families: {known}")
+        names = sorted(table["family"].unique())
+        raise UnknownFamilyError(
+            f"unknown model family {family!r}{did_you_mean(family, names)}; "
+            f"known families: {', '.join(names)}"
+        )
     return rows.reset_index(drop=True)
 
 
@@ -107,10 +111,10 @@ def resolve_model(name: str) -> str:
         return name
     if _looks_like_hub_id(name):
         return name
-    known = ", ".join(families()["model"])
+    known = list(families()["model"])
     raise UnknownModelError(
-        f"unknown model {name!r}: not in the registry, not an existing path, not an 'org/name' hub id; "
-        f"registered models: {known}"
+        f"unknown model {name!r}{did_you_mean(name, known)}: not in the registry, not an existing path, "
+        f"not an 'org/name' hub id; registered models: {', '.join(known)}"
     )
 
 

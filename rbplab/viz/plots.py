@@ -2,17 +2,21 @@
 
 Every builder is a pure function of tidy DataFrames (the ones `rbplab.study.study` produces):
 it only reshapes and draws, never computes statistics, so the same builder serves the
-static report and the interactive widgets (which copy a freshly built figure's traces
-into a live FigureWidget).
+static report, paper exports (`rbplab.viz.export.save`) and the interactive widgets (which copy a
+freshly built figure's traces into a live FigureWidget). Every figure gets the page geometry of
+`rbplab.viz.layout`: 960 px wide, titles that do not collide, legends below the panels that name
+each fitted line's panel with its exponent and interval, and sizes on a sequential colour scale.
+Text uses plotly's HTML (<sub>, <sup>), never raw TeX.
 
 Column conventions (extra columns are ignored):
   points : family, corpus, model, S, k, rbp, neg_log_rbp [, neg_log_rbp_lo, neg_log_rbp_hi]
-  fits   : family, corpus, k, alpha, r2
+  fits   : family, corpus, k, alpha, r2 [, alpha_ci_low, alpha_ci_high]
   bands  : family, corpus, k, S, fit, lo, hi            (on the -log RBP_k scale)
   ksweep : family, corpus, k, alpha, r2 [, alpha_ci_low, alpha_ci_high]
 
 Emergence figures (paper Figure 7) and lognormal-theory figures (paper Figure 8) follow the
-same rules.
+same rules. Traces carry a `meta` tag saying what they are ("models", "fit", "band", "empirical",
+"independence", "law", "extrapolation", "marker", "key", ...), which tests and views select by.
 """
 
 from __future__ import annotations
@@ -22,13 +26,16 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-import plotly.io as pio
-from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
-PALETTE = qualitative.Plotly + qualitative.D3
-TEMPLATE = pio.templates["plotly_white"]  # looked up once: by name it is rebuilt per figure
+from rbplab.viz.layout import Grid, arrange, categorical, html_label, legend_key, sequential
+
 REGIME_COLOURS = {"k = 1": "rgba(99,110,250,0.08)", "1 < k <= 100": "rgba(0,204,150,0.08)"}
+S_TITLE = "non-embedding parameters S"
+NEG_LOG_RBP = "−log RBP<sub>k</sub>"
+P_NK = "p<sub>N,k</sub>"
+FRONTIER_COLOURS = ("#d62728", "#111111", "#ff7f0e", "#e377c2")  # all visible on Viridis and on white
+POWER_TICKS = {"exponentformat": "power", "showexponent": "all"}  # 10⁻⁴, not SI's "100µ"
 
 
 def _require(frame: pd.DataFrame, columns: Sequence[str], what: str) -> None:
@@ -37,26 +44,30 @@ def _require(frame: pd.DataFrame, columns: Sequence[str], what: str) -> None:
         raise ValueError(f"{what} frame lacks columns {missing}; it has {list(frame.columns)}")
 
 
-def _colour(i: int) -> str:
-    return PALETTE[i % len(PALETTE)]
-
-
 def _fmt_k(k: float) -> str:
     return f"{int(k):,}" if float(k).is_integer() else f"{k:g}"
 
 
-def _line_label(fit_row: pd.Series | None, prefix: str) -> str:
-    if fit_row is None:
-        return prefix
-    return f"{prefix} α={fit_row['alpha']:.3f} R²={fit_row['r2']:.3f}"
+def si(value: float) -> str:
+    """A size or count as people write it: 25.5K, 2.7M, 1.2B."""
+    for threshold, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if abs(value) >= threshold:
+            return f"{value / threshold:.3g}{suffix}"
+    return f"{value:.3g}"
 
 
-def _log_axes(fig: go.Figure, rows: int, cols: int, *, x_log: bool = True, y_log: bool = True) -> None:
-    # One call per axis kind: per-subplot updates cost a validation pass each.
-    if x_log:
-        fig.update_xaxes(type="log")
-    if y_log:
-        fig.update_yaxes(type="log")
+def _interval(row: pd.Series | dict, name: str, digits: int = 3) -> str:
+    """ "0.036 [0.030, 0.043]": a value with its interval when the row has one."""
+    value = row[name]
+    lo, hi = row.get(f"{name}_ci_low"), row.get(f"{name}_ci_high")
+    if lo is None or hi is None or pd.isna(lo) or pd.isna(hi):
+        return f"{value:.{digits}f}"
+    return f"{value:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+
+
+def _fit_label(row: pd.Series, where: str) -> str:
+    r2 = f"{row['r2']:.3f}" if pd.notna(row.get("r2")) else "n/a"
+    return f"{where}: α = {_interval(row, 'alpha')}, R² = {r2}"
 
 
 def _error_bars(frame: pd.DataFrame, value: str, low: str, high: str) -> dict | None:
@@ -79,6 +90,48 @@ def _flush(fig: go.Figure, pending: list) -> None:
         fig.add_traces(list(traces), rows=list(rows), cols=list(cols))
 
 
+def _axis_refs(index: int) -> tuple[str, str]:
+    suffix = "" if index == 1 else str(index)
+    return f"x{suffix}", f"y{suffix} domain"
+
+
+def _vline(index: int, x: float, colour: str = "grey", dash: str = "dot", width: float = 1) -> dict:
+    """A vertical line over the full height of panel `index` (1-based, row-major)."""
+    xref, yref = _axis_refs(index)
+    return {
+        "type": "line",
+        "xref": xref,
+        "yref": yref,
+        "x0": x,
+        "x1": x,
+        "y0": 0,
+        "y1": 1,
+        "line": {"color": colour, "dash": dash, "width": width},
+    }
+
+
+def _vrect(index: int, x0: float, x1: float, colour: str) -> dict:
+    """A shaded band over the full height of panel `index`, below the data."""
+    xref, yref = _axis_refs(index)
+    return {
+        "type": "rect",
+        "xref": xref,
+        "yref": yref,
+        "x0": x0,
+        "x1": x1,
+        "y0": 0,
+        "y1": 1,
+        "fillcolor": colour,
+        "line": {"width": 0},
+        "layer": "below",
+    }
+
+
+def _panels(rows: int, cols: int, **kwargs) -> go.Figure:
+    # Spacing and titles are set in pixels by `arrange`; make_subplots only creates the axes.
+    return make_subplots(rows=rows, cols=cols, horizontal_spacing=0.02, vertical_spacing=0.02, **kwargs)
+
+
 def rbp_vs_size(
     points: pd.DataFrame,
     fits: pd.DataFrame | None = None,
@@ -88,30 +141,34 @@ def rbp_vs_size(
 ) -> go.Figure:
     """-log RBP_k against non-embedding size S on log-log axes (paper Figures 3-5).
 
-    One subplot per (k, corpus), one colour per family: markers for models (with error
-    bars when the points carry bootstrap intervals), the fitted power law as a line
-    labelled with α and R², and its confidence band as a shaded area."""
+    One panel per (k, corpus), one colour per family: markers for models (with error bars
+    when the points carry bootstrap intervals), the fitted power law as a dashed line whose
+    legend entry names its panel with α, its interval and R², and its confidence band shaded."""
     _require(points, ["family", "corpus", "model", "S", "k", "neg_log_rbp"], "points")
     ks = sorted(points["k"].unique())
     corpora = list(dict.fromkeys(points["corpus"]))
     families = list(dict.fromkeys(points["family"]))
-    titles = [f"{c} · k={_fmt_k(k)}" for k in ks for c in corpora]
-    fig = make_subplots(
-        rows=len(ks), cols=len(corpora), subplot_titles=titles, shared_xaxes=True, vertical_spacing=0.08
-    )
+    several = len(ks) * len(corpora) > 1
+    fig = _panels(len(ks), len(corpora), shared_xaxes=True)
     pending: list = []
+    has_bands = bands is not None and len(bands) > 0
+    intervals = {"neg_log_rbp_lo", "neg_log_rbp_hi"} <= set(points.columns)
     for r, k in enumerate(ks, start=1):
         for c, corpus in enumerate(corpora, start=1):
+            first = r == 1 and c == 1
             for f, family in enumerate(families):
-                colour = _colour(f)
+                colour = categorical(f)
                 sel = points[(points["k"] == k) & (points["corpus"] == corpus) & (points["family"] == family)]
                 sel = sel.sort_values("S")
                 fit_row = None
                 if fits is not None and len(fits):
                     fr = fits[(fits["k"] == k) & (fits["corpus"] == corpus) & (fits["family"] == family)]
                     fit_row = fr.iloc[0] if len(fr) else None
-                group = f"{family}|{corpus}|{k}"
-                if bands is not None and len(bands):
+                where = ", ".join(
+                    ([family] if len(families) > 1 or not several else [])
+                    + ([f"{corpus}, k={_fmt_k(k)}"] if several else [])
+                )
+                if has_bands:
                     b = bands[(bands["k"] == k) & (bands["corpus"] == corpus) & (bands["family"] == family)]
                     b = b.sort_values("S")
                     if len(b):
@@ -126,8 +183,9 @@ def rbp_vs_size(
                                     line={"width": 0},
                                     hoverinfo="skip",
                                     showlegend=False,
-                                    legendgroup=group,
+                                    legendgroup=f"{family}|{corpus}|{k}",
                                     name=f"{family} band",
+                                    meta="band",
                                 ),
                                 r,
                                 c,
@@ -140,8 +198,9 @@ def rbp_vs_size(
                                     y=b["fit"],
                                     mode="lines",
                                     line={"color": colour, "dash": "dash"},
-                                    name=_line_label(fit_row, f"{family} fit"),
-                                    legendgroup=group,
+                                    name=_fit_label(fit_row, where) if fit_row is not None else where,
+                                    legendgroup=f"{family}|{corpus}|{k}",
+                                    meta="fit",
                                 ),
                                 r,
                                 c,
@@ -158,36 +217,44 @@ def rbp_vs_size(
                             error_y=error_y,
                             text=sel["model"],
                             hovertemplate="%{text}<br>S=%{x:.3s}<br>-log RBP=%{y:.4f}<extra></extra>",
-                            name=f"{family} ({corpus}, k={_fmt_k(k)})",
-                            legendgroup=group,
-                            showlegend=bands is None or not len(bands),
+                            name=f"{family} models"
+                            + (" (95 % document-bootstrap intervals)" if intervals else ""),
+                            legendgroup=family,
+                            legendrank=1,
+                            showlegend=first,
+                            meta="models",
                         ),
                         r,
                         c,
                     )
                 )
+    if has_bands:
+        pending.append((legend_key("shaded: 95 % confidence band of the fit", mode="lines"), 1, 1))
+        pending[-1][0].update(fill="toself", fillcolor="rgba(85,85,85,0.15)", line={"width": 0})
     _flush(fig, pending)
-    _log_axes(fig, len(ks), len(corpora))
-    fig.update_xaxes(title_text="non-embedding parameters S", row=len(ks))
-    fig.update_yaxes(title_text="-log RBP_k", col=1)
-    fig.update_layout(
-        title=title or "Relative-based scaling: -log RBP_k vs model size",
-        height=320 * len(ks) + 120,
-        template=TEMPLATE,
+    fig.update_xaxes(type="log")
+    fig.update_yaxes(type="log")
+    return arrange(
+        fig,
+        Grid(rows=len(ks), cols=len(corpora), panel_height=300, shared_x=True),
+        title=title or "Relative-based scaling: −log RBP<sub>k</sub> vs model size",
+        panel_titles=[f"{c} · k={_fmt_k(k)}" for k in ks for c in corpora],
+        x_title=S_TITLE,
+        y_title=NEG_LOG_RBP,
     )
-    return fig
 
 
 def rbp_curves(curves: pd.DataFrame, *, title: str | None = None, marker_k: float | None = None) -> go.Figure:
-    """RBP_k as a function of k (log axis) for each model: the CDF of the rank.
-    `curves` has columns model, S, corpus, k, rbp."""
+    """RBP_k as a function of k (log axis) for each model: the CDF of the rank, one panel per
+    corpus, models coloured by size (dark: smallest). `curves` has columns model, S, corpus, k, rbp."""
     _require(curves, ["model", "S", "corpus", "k", "rbp"], "curves")
     corpora = list(dict.fromkeys(curves["corpus"]))
-    fig = make_subplots(rows=1, cols=len(corpora), subplot_titles=corpora, shared_yaxes=True)
+    fig = _panels(1, len(corpora), shared_yaxes=True)
     pending: list = []
-    models = curves.drop_duplicates("model").sort_values("S")["model"].tolist()
+    sizes = curves.drop_duplicates("model").sort_values("S")
+    colours = sequential(sizes["S"])
     for c, corpus in enumerate(corpora, start=1):
-        for i, model in enumerate(models):
+        for model, S in zip(sizes["model"], sizes["S"], strict=True):
             sel = curves[(curves["corpus"] == corpus) & (curves["model"] == model)].sort_values("k")
             pending.append(
                 (
@@ -195,10 +262,11 @@ def rbp_curves(curves: pd.DataFrame, *, title: str | None = None, marker_k: floa
                         x=sel["k"],
                         y=sel["rbp"],
                         mode="lines",
-                        line={"color": _colour(i)},
-                        name=model,
+                        line={"color": colours[float(S)]},
+                        name=f"{model} (S = {si(S)})",
                         legendgroup=model,
                         showlegend=c == 1,
+                        meta="model",
                     ),
                     1,
                     c,
@@ -206,33 +274,56 @@ def rbp_curves(curves: pd.DataFrame, *, title: str | None = None, marker_k: floa
             )
     _flush(fig, pending)
     if marker_k is not None:
-        fig.add_vline(x=marker_k, line_dash="dot", line_color="grey")
-    _log_axes(fig, 1, len(corpora), y_log=False)
-    fig.update_xaxes(title_text="k")
-    fig.update_yaxes(title_text="RBP_k = Pr(R ≤ k)", col=1)
-    fig.update_layout(title=title or "RBP_k against k", template=TEMPLATE, height=420)
-    return fig
+        # Shapes as plain dicts set once: add_vline per panel re-validates the figure each time.
+        fig.update_layout(shapes=[_vline(c, marker_k) for c in range(1, len(corpora) + 1)])
+    fig.update_xaxes(type="log")
+    return arrange(
+        fig,
+        Grid(cols=len(corpora), panel_height=380),
+        title=title or "RBP<sub>k</sub> against k",
+        panel_titles=corpora if len(corpora) > 1 else None,
+        x_title="k",
+        y_title="RBP<sub>k</sub> = Pr(R ≤ k)",
+    )
 
 
-def ksweep(sweep: pd.DataFrame, *, vocab_size: int | None = None, title: str | None = None) -> go.Figure:
+def ksweep(
+    sweep: pd.DataFrame,
+    *,
+    vocab_size: int | None = None,
+    title: str | None = None,
+    marker_k: float | None = None,
+) -> go.Figure:
     """R²(k) and α(k) over log-spaced k (paper Figure 6), one line per (family, corpus),
-    with the three regimes shaded: k = 1, 1 < k <= 100, and k near |V|."""
+    with the three regimes shaded: k = 1, 1 < k <= 100, and k near |V|. `marker_k` marks one k
+    (the k-sweep view's slider): a dotted line in both panels and a marker on every curve."""
     _require(sweep, ["family", "corpus", "k", "alpha", "r2"], "ksweep")
-    fig = make_subplots(rows=1, cols=2, subplot_titles=["fit quality R²(k)", "exponent α(k)"])
+    fig = _panels(1, 2)
     pending: list = []
     groups = list(dict.fromkeys(zip(sweep["family"], sweep["corpus"], strict=True)))
+    several_families = sweep["family"].nunique() > 1
     for i, (family, corpus) in enumerate(groups):
         sel = sweep[(sweep["family"] == family) & (sweep["corpus"] == corpus)].sort_values("k")
-        name = f"{family} · {corpus}"
+        name = f"{family} · {corpus}" if several_families else str(corpus)
+        colour = categorical(i)
+        at = None
+        if marker_k is not None and len(sel):
+            at = sel.iloc[[int(np.argmin(np.abs(np.log(sel["k"].to_numpy(float)) - np.log(marker_k))))]]
+        label = name
+        if at is not None:  # the legend states the marked values: α with its interval, and R²
+            row = at.iloc[0]
+            label = f"{name} at k={_fmt_k(row['k'])}: α = {_interval(row, 'alpha')}, R² = {row['r2']:.3f}"
         pending.append(
             (
                 go.Scatter(
                     x=sel["k"],
                     y=sel["r2"],
                     mode="lines+markers",
-                    line={"color": _colour(i)},
-                    name=name,
+                    marker={"size": 4},
+                    line={"color": colour},
+                    name=label,
                     legendgroup=name,
+                    meta="r2",
                 ),
                 1,
                 1,
@@ -245,32 +336,61 @@ def ksweep(sweep: pd.DataFrame, *, vocab_size: int | None = None, title: str | N
                     x=sel["k"],
                     y=sel["alpha"],
                     mode="lines+markers",
-                    line={"color": _colour(i)},
+                    marker={"size": 4},
+                    line={"color": colour},
                     name=name,
                     legendgroup=name,
                     showlegend=False,
                     error_y=error_y,
+                    meta="alpha",
                 ),
                 1,
                 2,
             )
         )
+        if at is not None:
+            for col, y in ((1, "r2"), (2, "alpha")):
+                pending.append(
+                    (
+                        go.Scatter(
+                            x=at["k"],
+                            y=at[y],
+                            mode="markers",
+                            marker={"color": colour, "size": 13, "symbol": "diamond", "line": {"width": 1.5}},
+                            name=f"{name} at k={_fmt_k(marker_k)}",
+                            legendgroup=name,
+                            showlegend=False,
+                            meta="marker",
+                        ),
+                        1,
+                        col,
+                    )
+                )
     kmax = vocab_size or float(sweep["k"].max())
     _flush(fig, pending)
+    shapes = []
     for col in (1, 2):
-        fig.add_vrect(x0=0.8, x1=1.25, fillcolor=REGIME_COLOURS["k = 1"], line_width=0, row=1, col=col)
-        fig.add_vrect(x0=1.25, x1=100, fillcolor=REGIME_COLOURS["1 < k <= 100"], line_width=0, row=1, col=col)
+        shapes.append(_vrect(col, 0.8, 1.25, REGIME_COLOURS["k = 1"]))
+        shapes.append(_vrect(col, 1.25, 100, REGIME_COLOURS["1 < k <= 100"]))
         if vocab_size:
-            fig.add_vline(x=vocab_size, line_dash="dot", line_color="grey", row=1, col=col)
-    fig.update_xaxes(type="log", title_text="k", range=[np.log10(0.8), np.log10(kmax * 1.2)])
+            shapes.append(_vline(col, vocab_size))
+        if marker_k is not None:
+            shapes.append(_vline(col, marker_k, colour="black", dash="dash"))
+    fig.update_layout(shapes=shapes)
+    fig.update_xaxes(type="log", range=[np.log10(0.8), np.log10(kmax * 1.2)])
     fig.update_yaxes(title_text="R²", row=1, col=1)
     fig.update_yaxes(title_text="α", row=1, col=2)
-    fig.update_layout(
-        title=title or "Scaling fits as a function of k (shaded: k = 1 and 1 < k ≤ 100; dotted: |V|)",
-        template=TEMPLATE,
-        height=430,
+    subtitle = "shaded: k = 1 and 1 < k ≤ 100; dotted: |V|" + (
+        "; dashed: the chosen k (values in the legend)" if marker_k is not None else ""
     )
-    return fig
+    return arrange(
+        fig,
+        Grid(cols=2, panel_height=360, per_axis_y_titles=True),
+        title=title or "Scaling fits as a function of k",
+        subtitle=subtitle,
+        panel_titles=["fit quality R²(k)", "exponent α(k)"],
+        x_title="k",
+    )
 
 
 # ---- emergence (paper Figure 7) ----------------------------------------------------------------
@@ -315,7 +435,7 @@ def law_range(
     return float(np.clip(low, s_min / span, s_min)), float(np.clip(high, s_max, s_max * span))
 
 
-def _law_traces(sel: pd.DataFrame, n: int, colour: str, first: bool, lo: float, hi: float) -> list:
+def _law_traces(sel: pd.DataFrame, n: int, colour: str, lo: float, hi: float) -> list:
     """The fitted law exp(-C N S^-α) on a dense grid: dashed over the measured sizes, and
     dashed but faded where it is extrapolated below or above them."""
     row = sel.iloc[0]
@@ -332,9 +452,10 @@ def _law_traces(sel: pd.DataFrame, n: int, colour: str, first: bool, lo: float, 
             y=law(inside),
             mode="lines",
             line={"color": colour, "dash": "dash"},
-            name=f"N={n} exp(-C N S^-α)",
+            name=f"N={n} fitted law",
             legendgroup=f"N{n}",
-            showlegend=first,
+            showlegend=False,
+            meta="law",
             hovertemplate="S=%{x:.3s}<br>p=%{y:.3g}<extra>fitted law</extra>",
         )
     ]
@@ -355,7 +476,7 @@ def _law_traces(sel: pd.DataFrame, n: int, colour: str, first: bool, lo: float, 
                 connectgaps=False,
                 name=f"N={n} fitted law, extrapolated beyond the measured S",
                 legendgroup=f"N{n}",
-                showlegend=first,
+                showlegend=False,
                 meta="extrapolation",
                 hovertemplate="S=%{x:.3s}<br>p=%{y:.3g}<extra>extrapolated</extra>",
             )
@@ -363,11 +484,12 @@ def _law_traces(sel: pd.DataFrame, n: int, colour: str, first: bool, lo: float, 
     return traces
 
 
-def emergence(em: pd.DataFrame, *, title: str | None = None, extrapolate: bool = True) -> go.Figure:
-    """Sequence success p_{N,k} against S (the sigmoid view of paper Figure 7): one subplot per
-    (corpus, k), one colour per N; markers are the empirical fraction of N-token runs all within
-    the top k, solid lines the independence prediction RBP_k^N, dashed lines the fitted
-    exp(-C N S^-α) (needs columns alpha and prefactor; otherwise p_fit at the measured sizes).
+def emergence(em: pd.DataFrame, *, title: str | None = None, extrapolate: bool = False) -> go.Figure:
+    """Sequence success p_{N,k} against S (the sigmoid view of paper Figure 7): one panel per
+    (corpus, k), N on a sequential colour scale; markers are the empirical fraction of N-token
+    runs all within the top k, solid lines the independence prediction RBP_k^N, dashed lines the
+    fitted exp(-C N S^-α) (needs columns alpha and prefactor; otherwise p_fit at the measured
+    sizes). The S axis spans the measured sizes.
 
     With `extrapolate`, the fitted law also runs beyond the measured sizes (`law_range`: until
     the sigmoid has flattened, at most EXTRAPOLATION_DECADES decades), drawn faded and named
@@ -375,10 +497,12 @@ def emergence(em: pd.DataFrame, *, title: str | None = None, extrapolate: bool =
     _require(em, ["model", "S", "k", "N", "p_pred", "p_emp"], "emergence")
     corpora, ks, titles = _corpus_k_grid(em)
     ns = sorted(em["N"].unique())
+    colours = sequential(ns)
     has_law = {"alpha", "prefactor"} <= set(em.columns)
-    fig = make_subplots(rows=len(corpora), cols=len(ks), subplot_titles=titles, shared_yaxes=True)
+    fig = _panels(len(corpora), len(ks), shared_xaxes=True, shared_yaxes=True)
     pending: list = []
     measured: list[tuple[int, int, float, float]] = []
+    extrapolated = False
     for r, corpus in enumerate(corpora, start=1):
         for c, k in enumerate(ks, start=1):
             cell = _cell(em, corpus, k)
@@ -393,9 +517,10 @@ def emergence(em: pd.DataFrame, *, title: str | None = None, extrapolate: bool =
                     )
                     if lo < s_min or hi > s_max:
                         measured.append((r, c, s_min, s_max))
-            for i, n in enumerate(ns):
+                        extrapolated = True
+            for n in ns:
                 sel = cell[cell["N"] == n].sort_values("S")
-                colour = _colour(i)
+                colour = colours[float(n)]
                 pending.append(
                     (
                         go.Scatter(
@@ -403,10 +528,11 @@ def emergence(em: pd.DataFrame, *, title: str | None = None, extrapolate: bool =
                             y=sel["p_emp"],
                             mode="markers",
                             marker={"color": colour, "size": 8},
-                            name=f"N={n} empirical",
+                            name=f"N={n}",
                             legendgroup=f"N{n}",
                             showlegend=first,
                             text=sel["model"],
+                            meta="empirical",
                             hovertemplate="%{text}<br>S=%{x:.3s}<br>p=%{y:.3g}<extra>empirical</extra>",
                         ),
                         r,
@@ -420,16 +546,17 @@ def emergence(em: pd.DataFrame, *, title: str | None = None, extrapolate: bool =
                             y=sel["p_pred"],
                             mode="lines",
                             line={"color": colour},
-                            name=f"N={n} RBP_k^N",
+                            name=f"N={n} RBP<sub>k</sub><sup>N</sup>",
                             legendgroup=f"N{n}",
-                            showlegend=first,
+                            showlegend=False,
+                            meta="independence",
                         ),
                         r,
                         c,
                     )
                 )
                 if lo is not None and len(sel):
-                    pending.extend((t, r, c) for t in _law_traces(sel, n, colour, first, lo, hi))
+                    pending.extend((t, r, c) for t in _law_traces(sel, n, colour, lo, hi))
                 elif "p_fit" in sel.columns and sel["p_fit"].notna().any():
                     pending.append(
                         (
@@ -438,58 +565,86 @@ def emergence(em: pd.DataFrame, *, title: str | None = None, extrapolate: bool =
                                 y=sel["p_fit"],
                                 mode="lines",
                                 line={"color": colour, "dash": "dash"},
-                                name=f"N={n} exp(-C N S^-α)",
+                                name=f"N={n} fitted law",
                                 legendgroup=f"N{n}",
-                                showlegend=first,
+                                showlegend=False,
+                                meta="law",
                             ),
                             r,
                             c,
                         )
                     )
-    _flush(fig, pending)
-    _log_axes(fig, len(corpora), len(ks), y_log=False)
-    for r, c, s_min, s_max in measured:
-        fig.add_vrect(
-            x0=s_min,
-            x1=s_max,
-            row=r,
-            col=c,
-            fillcolor="rgba(120,120,120,0.12)",
-            line_width=0,
-            layer="below",
-            annotation_text="measured",
-            annotation_position="top left",
+    keys = [
+        legend_key(f"markers: measured {P_NK}", mode="markers"),
+        legend_key("solid: independence RBP<sub>k</sub><sup>N</sup>", mode="lines"),
+        legend_key("dashed: fitted law exp(−C N S<sup>−α</sup>)", mode="lines", dash="dash"),
+    ]
+    if extrapolated:
+        keys.append(
+            legend_key(
+                "faded: law extrapolated beyond the measured S", mode="lines", dash="dash", opacity=0.55
+            )
         )
-    fig.update_xaxes(title_text="non-embedding parameters S", row=len(corpora))
-    fig.update_yaxes(title_text="p_{N,k}", col=1)
+    pending.extend((key, 1, 1) for key in keys)
+    _flush(fig, pending)
+    fig.update_xaxes(type="log")
+    shapes, labels = [], []
+    for r, c, s_min, s_max in measured:
+        index = (r - 1) * len(ks) + c
+        shapes.append(_vrect(index, s_min, s_max, "rgba(120,120,120,0.12)"))
+        xref, yref = _axis_refs(index)
+        labels.append(
+            {
+                "text": "measured",
+                "xref": xref,
+                "yref": yref,
+                "x": np.log10(s_min),  # annotations on a log axis take log10 positions
+                "y": 1,
+                "xanchor": "left",
+                "yanchor": "top",
+                "showarrow": False,
+                "font": {"size": 11, "color": "#555"},
+            }
+        )
+    if shapes:
+        fig.update_layout(shapes=shapes, annotations=labels)
     fig.update_yaxes(range=[0, 1.02])
-    default = "Emergence: sequence success p_{N,k} vs size (markers empirical, lines predicted)"
-    fig.update_layout(
-        title=(title or default)
-        + (
-            "<br><sup>faded dashed: fitted law extrapolated beyond the measured sizes (shaded)</sup>"
-            if measured
-            else ""
-        ),
-        template=TEMPLATE,
-        height=330 * len(corpora) + 120,
+    default = f"Emergence: sequence success {P_NK} vs size"
+    subtitle = (
+        "faded dashed: fitted law extrapolated beyond the measured sizes (shaded)"
+        if extrapolated
+        else "the S axis spans the measured models; extrapolate=True draws the fitted law beyond them"
     )
-    return fig
+    return arrange(
+        fig,
+        Grid(rows=len(corpora), cols=len(ks), panel_height=230, shared_x=True),
+        title=title or default,
+        subtitle=subtitle,
+        panel_titles=titles,
+        x_title=S_TITLE,
+        y_title=P_NK,
+        legend="right",
+    )
 
 
 def emergence_linearised(em: pd.DataFrame, *, title: str | None = None) -> go.Figure:
     """The linearised view of Figure 7: -log p_{N,k} against N·S^-α (column `x`), where the
     law predicts one straight line per (corpus, k). Needs columns k, N, x, neg_log_p_emp,
-    neg_log_p_pred (and corpus for one row of subplots per corpus)."""
+    neg_log_p_pred (and corpus for one row of panels per corpus)."""
     _require(em, ["k", "N", "x", "neg_log_p_emp", "neg_log_p_pred"], "emergence (linearised)")
     corpora, ks, titles = _corpus_k_grid(em)
-    fig = make_subplots(rows=len(corpora), cols=len(ks), subplot_titles=titles)
+    colours = sequential(em["N"])
+    fig = _panels(len(corpora), len(ks))
     pending: list = []
+    listed: set = set()  # each N in the legend once, from the first panel that has it
     for r, corpus in enumerate(corpora, start=1):
         for c, k in enumerate(ks, start=1):
             sel = _cell(em, corpus, k).sort_values("x")
             first = r == 1 and c == 1
-            for i, n in enumerate(sorted(sel["N"].unique())):
+            measured = sel[np.isfinite(sel["neg_log_p_emp"])]
+            if len(measured):  # the prediction where there is a measurement to compare it with
+                sel = sel[sel["x"].between(measured["x"].min(), measured["x"].max())]
+            for n in sorted(sel["N"].unique()):
                 s = sel[(sel["N"] == n) & np.isfinite(sel["neg_log_p_emp"])]
                 pending.append(
                     (
@@ -497,15 +652,18 @@ def emergence_linearised(em: pd.DataFrame, *, title: str | None = None) -> go.Fi
                             x=s["x"],
                             y=s["neg_log_p_emp"],
                             mode="markers",
-                            marker={"color": _colour(i)},
+                            marker={"color": colours[float(n)]},
                             name=f"N={n}",
                             legendgroup=f"N{n}",
-                            showlegend=first,
+                            showlegend=bool(len(s)) and n not in listed,
+                            meta="empirical",
                         ),
                         r,
                         c,
                     )
                 )
+                if len(s):
+                    listed.add(n)
             pending.append(
                 (
                     go.Scatter(
@@ -513,97 +671,130 @@ def emergence_linearised(em: pd.DataFrame, *, title: str | None = None) -> go.Fi
                         y=sel["neg_log_p_pred"],
                         mode="lines",
                         line={"color": "black", "dash": "dot"},
-                        name="independence: N·(-log RBP_k)",
+                        name="independence: N · (−log RBP<sub>k</sub>)",
+                        legendgroup="independence",
                         showlegend=first,
+                        meta="independence",
                     ),
                     r,
                     c,
                 )
             )
     _flush(fig, pending)
-    _log_axes(fig, len(corpora), len(ks))
-    fig.update_xaxes(title_text="N · S^-α", row=len(corpora))
-    fig.update_yaxes(title_text="-log p_{N,k}", col=1)
-    fig.update_layout(
-        title=title or "Emergence, linearised: -log p_{N,k} vs N·S^-α",
-        template=TEMPLATE,
-        height=330 * len(corpora) + 120,
+    # Labels at 1, 2 and 5 of each decade: every digit crowds a 200 px panel.
+    fig.update_xaxes(type="log", dtick="D2", **POWER_TICKS)
+    fig.update_yaxes(type="log", dtick="D2", **POWER_TICKS)
+    return arrange(
+        fig,
+        Grid(rows=len(corpora), cols=len(ks), panel_height=230),
+        title=title or f"Emergence, linearised: −log {P_NK} vs N · S<sup>−α</sup>",
+        panel_titles=titles,
+        x_title="N · S<sup>−α</sup>",
+        y_title=f"−log {P_NK}",
+        legend="right",
     )
-    return fig
 
 
 # ---- lognormal theory (paper Figure 8) ---------------------------------------------------------
 
 
 def rank_distribution(pmf: pd.DataFrame, *, title: str | None = None) -> go.Figure:
-    """Empirical rank frequencies and the fitted discretised lognormal, log-log (paper Figure 8c)."""
+    """Empirical rank frequencies and the fitted discretised lognormal, log-log (paper Figure 8c),
+    one colour per model on the size scale (dark: smallest)."""
     _require(pmf, ["model", "S", "rank", "empirical", "fitted"], "rank pmf")
     fig = go.Figure()
-    models = pmf.drop_duplicates("model").sort_values("S")["model"].tolist()
-    for i, model in enumerate(models):
+    sizes = pmf.drop_duplicates("model").sort_values("S")
+    colours = sequential(sizes["S"])
+    traces = []
+    for model, S in zip(sizes["model"], sizes["S"], strict=True):
+        colour = colours[float(S)]
         sel = pmf[pmf["model"] == model].sort_values("rank")
         emp = sel[sel["empirical"] > 0]
-        fig.add_trace(
+        traces.append(
             go.Scatter(
                 x=emp["rank"],
                 y=emp["empirical"],
                 mode="markers",
-                marker={"color": _colour(i), "size": 4},
-                name=f"{model} empirical",
+                marker={"color": colour, "size": 4},
+                name=f"{model} measured",
                 legendgroup=model,
+                showlegend=False,
+                meta="empirical",
             )
         )
-        fig.add_trace(
+        traces.append(
             go.Scatter(
                 x=sel["rank"],
                 y=sel["fitted"],
                 mode="lines",
-                line={"color": _colour(i)},
-                name=f"{model} lognormal",
+                line={"color": colour},
+                name=f"{model} (S = {si(S)})",
                 legendgroup=model,
+                meta="lognormal",
             )
         )
+    fig.add_traces(traces)
     fig.update_xaxes(type="log", title_text="rank R of the ground-truth token")
-    fig.update_yaxes(type="log", title_text="frequency")
-    fig.update_layout(title=title or "Rank distribution and lognormal fit", template=TEMPLATE, height=450)
-    return fig
+    fig.update_yaxes(type="log", **POWER_TICKS)
+    return arrange(
+        fig,
+        Grid(panel_height=420),
+        title=title or "Rank distribution and lognormal fit",
+        subtitle="markers: measured frequency of each rank bin; lines: fitted discretised lognormal",
+        y_title="frequency",
+    )
+
+
+PARAMETER_TITLES = {"mu": "μ", "sigma": "σ", "mu_over_sigma": "μ/σ"}
 
 
 def lognormal_params(params: pd.DataFrame, *, title: str | None = None) -> go.Figure:
-    """μ, σ and μ/σ of the fitted lognormal against S (paper Figure 8d), one line per corpus."""
+    """μ, σ and μ/σ of the fitted lognormal against S (paper Figure 8d), one line per corpus, each
+    panel titled by its parameter; intervals drawn when the frame has `<name>_ci_low/_ci_high`."""
     _require(params, ["corpus", "S", "mu", "sigma", "mu_over_sigma"], "lognormal params")
-    fig = make_subplots(rows=1, cols=3, subplot_titles=["μ", "σ", "μ/σ"])
+    fig = _panels(1, 3)
     pending: list = []
     for i, corpus in enumerate(dict.fromkeys(params["corpus"])):
         sel = params[params["corpus"] == corpus].sort_values("S")
-        for col, name in enumerate(["mu", "sigma", "mu_over_sigma"], start=1):
+        for col, name in enumerate(PARAMETER_TITLES, start=1):
             pending.append(
                 (
                     go.Scatter(
                         x=sel["S"],
                         y=sel[name],
                         mode="lines+markers",
-                        line={"color": _colour(i)},
+                        line={"color": categorical(i)},
+                        error_y=_error_bars(sel, name, f"{name}_ci_low", f"{name}_ci_high"),
                         name=str(corpus),
                         legendgroup=str(corpus),
                         showlegend=col == 1,
                         text=sel.get("model"),
+                        meta=name,
                     ),
                     1,
                     col,
                 )
             )
     _flush(fig, pending)
-    fig.update_xaxes(type="log", title_text="S")
-    fig.update_layout(title=title or "Lognormal parameters vs model size", template=TEMPLATE, height=400)
-    return fig
+    fig.update_xaxes(type="log")
+    for col, name in enumerate(PARAMETER_TITLES, start=1):
+        fig.update_yaxes(title_text=PARAMETER_TITLES[name], row=1, col=col)
+    has_intervals = any(f"{n}_ci_low" in params.columns for n in PARAMETER_TITLES)
+    return arrange(
+        fig,
+        Grid(cols=3, panel_height=340, per_axis_y_titles=True),
+        title=title or "Lognormal parameters vs model size",
+        subtitle=None if has_intervals else "maximum-likelihood fits per model (no interval available)",
+        panel_titles=["location μ", "scale σ", "μ/σ"],
+        x_title=S_TITLE,
+    )
 
 
 def ce_vs_rbp(ce: pd.DataFrame, *, title: str | None = None) -> go.Figure:
     """Cross-entropy and -log RBP_1 against S on log-log axes, empirical (markers, left: Figure 8a)
     next to the lognormal theory's predictions from the fitted (μ, σ) (lines, right: Figure 8b)."""
     _require(ce, ["corpus", "S", "quantity", "value", "source"], "ce")
-    fig = make_subplots(rows=1, cols=2, subplot_titles=["empirical", "lognormal theory (appendix B)"])
+    fig = _panels(1, 2)
     pending: list = []
     keys = list(dict.fromkeys(zip(ce["corpus"], ce["quantity"], strict=True)))
     for i, (corpus, quantity) in enumerate(keys):
@@ -619,26 +810,33 @@ def ce_vs_rbp(ce: pd.DataFrame, *, title: str | None = None) -> go.Figure:
                         x=sel["S"],
                         y=sel["value"],
                         mode="markers+lines" if col == 1 else "lines",
-                        line={"color": _colour(i), "dash": "solid" if col == 1 else "dash"},
+                        line={"color": categorical(i), "dash": "solid" if col == 1 else "dash"},
                         name=name,
                         legendgroup=name,
                         showlegend=col == 1,
+                        meta=source,
                     ),
                     1,
                     col,
                 )
             )
     _flush(fig, pending)
-    _log_axes(fig, 1, 2)
-    fig.update_xaxes(title_text="S")
-    fig.update_yaxes(title_text="loss (nats)", col=1)
-    fig.update_layout(title=title or "Cross-entropy vs -log RBP_1", template=TEMPLATE, height=420)
-    return fig
+    fig.update_xaxes(type="log")
+    fig.update_yaxes(type="log")
+    fig.update_yaxes(title_text="nats per token", row=1, col=1)
+    fig.update_yaxes(title_text="nats (theory)", row=1, col=2)
+    return arrange(
+        fig,
+        Grid(cols=2, panel_height=360, per_axis_y_titles=True),
+        title=title or "Cross-entropy vs −log RBP<sub>1</sub>",
+        panel_titles=["measured", "lognormal theory (appendix B)"],
+        x_title=S_TITLE,
+    )
 
 
 # ---- training dynamics: loss against tokens seen D, the joint law L(S, D) --------------------------
 def _size_label(S: float) -> str:
-    return f"S={S:.3g}"
+    return f"S = {si(S)}"
 
 
 def training_dynamics(
@@ -653,22 +851,25 @@ def training_dynamics(
     """Loss against tokens seen D per size (left) and against S at one training step (right).
 
     points: S, D, step and the loss column `y` (one corpus and k: a `Study.training_table`
-    selection); fits: `rbplab.analysis.data_scaling.data_fits` rows (S, beta, prefactor, r2),
-    drawn as dashed power laws over each size's D range. `step` marks a checkpoint: a dotted
-    vertical line on the left and that checkpoint's points against S on the right."""
+    selection); fits: `rbplab.analysis.data_scaling.data_fits` rows (S, beta, prefactor, r2 and
+    the interval of beta), drawn as dashed power laws over each size's D range. Sizes are on the
+    sequential colour scale (dark: smallest). `step` is the checkpoint drawn on the right and
+    marked by a dotted line on the left (default: the last step every size reached)."""
     _require(points, ["S", "D", "step", y], "points")
     points = points[points["D"] > 0]
     sizes = sorted(points["S"].unique())
-    fig = make_subplots(
-        rows=1,
-        cols=2,
-        subplot_titles=["vs tokens seen D", "vs size S" + ("" if step is None else f" at step {step:g}")],
-        horizontal_spacing=0.1,
-    )
+    colours = sequential(sizes)
+    if step is None and len(points):
+        reached = points.groupby("step")["S"].nunique()
+        step = float(reached[reached == reached.max()].index.max())
+    y_label = html_label(y_label)
+    fig = _panels(1, 2, shared_yaxes=True)
     pending: list = []
-    for i, S in enumerate(sizes):
-        colour = _colour(i)
+    for S in sizes:
+        colour = colours[float(S)]
         sel = points[points["S"] == S].sort_values("D")
+        fr = fits[fits["S"] == S] if fits is not None and len(fits) else pd.DataFrame()
+        fitted = bool(len(fr)) and bool(np.isfinite(fr["beta"].iloc[0]))
         pending.append(
             (
                 go.Scatter(
@@ -681,14 +882,14 @@ def training_dynamics(
                     hovertemplate="step %{text}<br>D=%{x:.3s}<br>loss=%{y:.4f}<extra></extra>",
                     name=_size_label(S),
                     legendgroup=str(S),
+                    showlegend=not fitted,  # one legend entry per size: its fit's, when it has one
                     meta="points",
                 ),
                 1,
                 1,
             )
         )
-        fr = fits[fits["S"] == S] if fits is not None and len(fits) else pd.DataFrame()
-        if len(fr) and np.isfinite(fr["beta"].iloc[0]):
+        if fitted:
             row = fr.iloc[0]
             grid = np.geomspace(sel["D"].min(), sel["D"].max(), 30)
             pending.append(
@@ -698,7 +899,7 @@ def training_dynamics(
                         y=row["prefactor"] * grid ** -row["beta"],
                         mode="lines",
                         line={"color": colour, "dash": "dash"},
-                        name=f"{_size_label(S)} β={row['beta']:.3f} R²={row['r2']:.3f}",
+                        name=f"{_size_label(S)}: β = {_interval(row, 'beta')}, R² = {row['r2']:.3f}",
                         legendgroup=str(S),
                         meta="fit",
                     ),
@@ -714,9 +915,9 @@ def training_dynamics(
                     x=at["S"],
                     y=at[y],
                     mode="markers+lines",
-                    marker={"color": "black", "size": 9},
-                    line={"color": "black", "width": 1},
-                    name=f"step {step:g}",
+                    marker={"color": [colours[float(s)] for s in at["S"]], "size": 10, "line": {"width": 1}},
+                    line={"color": "#555", "width": 1},
+                    name=f"at step {step:,.0f}",
                     meta="step",
                 ),
                 1,
@@ -724,14 +925,19 @@ def training_dynamics(
             )
         )
         if len(at):
-            fig.add_vline(x=float(at["D"].iloc[0]), line_dash="dot", line_color="grey", row=1, col=1)
+            fig.update_layout(shapes=[_vline(1, float(at["D"].iloc[0]))])
     _flush(fig, pending)
-    _log_axes(fig, 1, 2)
+    fig.update_xaxes(type="log")
+    fig.update_yaxes(type="log")
     fig.update_xaxes(title_text="tokens seen D", row=1, col=1)
-    fig.update_xaxes(title_text="non-embedding parameters S", row=1, col=2)
-    fig.update_yaxes(title_text=y_label, col=1)
-    fig.update_layout(title=title or f"{y_label} over training", height=460, template=TEMPLATE)
-    return fig
+    fig.update_xaxes(title_text=S_TITLE, row=1, col=2)
+    return arrange(
+        fig,
+        Grid(cols=2, panel_height=380),
+        title=title or f"{y_label} over training",
+        panel_titles=["vs tokens seen D", "vs size S" + ("" if step is None else f" at step {step:,.0f}")],
+        y_title=y_label,
+    )
 
 
 def iso_loss(
@@ -757,8 +963,9 @@ def iso_loss(
             z=grid.to_numpy(np.float64),
             colorscale="Viridis",
             contours={"coloring": "heatmap", "showlabels": True},
-            colorbar={"title": loss_label},
+            colorbar={"title": {"text": html_label(loss_label)}},
             name=loss_label,
+            showlegend=False,
             meta="surface",
             hovertemplate="log10 D=%{x:.2f}<br>log10 S=%{y:.2f}<br>loss=%{z:.4f}<extra></extra>",
         )
@@ -775,7 +982,7 @@ def iso_loss(
                     x=np.log10(inside["D_opt"].to_numpy(np.float64)),
                     y=np.log10(inside["S_opt"].to_numpy(np.float64)),
                     mode="lines",
-                    line={"color": ["white", "red", "orange", "black"][i % 4], "width": 3, "dash": "dash"},
+                    line={"color": FRONTIER_COLOURS[i % len(FRONTIER_COLOURS)], "width": 3, "dash": "dash"},
                     name=f"compute-optimal frontier: {quantity}",
                     meta="frontier",
                 )
@@ -787,19 +994,20 @@ def iso_loss(
                 x=np.log10(pts["D"].to_numpy(np.float64)),
                 y=np.log10(pts["S"].to_numpy(np.float64)),
                 mode="markers",
-                marker={"color": "white", "size": 6, "line": {"color": "black", "width": 1}},
+                marker={"color": "#111111", "size": 7, "line": {"color": "white", "width": 1}},
                 name="checkpoints",
                 meta="points",
             )
         )
     if traces:
         fig.add_traces(traces)
-    fig.update_layout(
+    outside = [t.name.split(": ", 1)[1] for t in traces if t.meta == "frontier" and not len(t.x)]
+    fig.update_xaxes(title_text="log<sub>10</sub> tokens seen D")
+    fig.update_yaxes(title_text="log<sub>10</sub> non-embedding parameters S")
+    return arrange(
+        fig,
+        Grid(panel_height=440),
         title=title or f"Fitted {loss_label}: iso-loss contours and the compute-optimal frontier",
-        xaxis_title="log10 tokens seen D",
-        yaxis_title="log10 non-embedding parameters S",
-        height=520,
-        template=TEMPLATE,
-        legend={"orientation": "h", "y": -0.2},
+        subtitle=f"the frontier of {', '.join(outside)} lies outside the fitted range" if outside else None,
+        colorbar=True,
     )
-    return fig

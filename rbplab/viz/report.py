@@ -40,6 +40,7 @@ FIGURE_SUFFIX = ".plotly.json"
 PLOTLY_JS = "plotly.min.js"  # written once next to the pages, referenced by each of them
 MATHJAX_DIR = "mathjax"  # MathJax 2.7 copied from jupyter-server-mathjax, next to the pages
 MATHJAX_URL = f"{MATHJAX_DIR}/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full,Safe"
+KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=ERROR"]
 
 
 def list_notebooks(directory: str | Path | None = None) -> list[Path]:
@@ -165,6 +166,9 @@ def execute_notebook(
                 # The plotly FigureWidget's state carries plotly.js (~5 MB); the static figure
                 # next to each widget already shows its content.
                 store_widget_state=False,
+                # The kernel's own log (its "running over TCP without encryption" warning at every
+                # start: the kernel listens on localhost only) is noise here; errors still show.
+                extra_arguments=KERNEL_ARGUMENTS,
             )
     except Exception as err:  # noqa: BLE001 - one failed notebook must not stop the report
         error = _describe_failure(err)
@@ -399,6 +403,7 @@ def run_report(
     study_file: str | Path | None = None,
     cache_dir: str | Path | None = None,
     parameters: Mapping[str, object] | None = None,
+    extract: bool = False,
     html_export: bool = True,
     timeout: float | None = None,
     progress: Callable[[str], None] | None = print,
@@ -413,7 +418,9 @@ def run_report(
     extraction settings of the runs (`rbplab.core.ExtractionSettings`, or its fields as keywords,
     e.g. max_tokens=2000), handed to every notebook as its `settings` parameter; study_file: a
     study TOML whose grid the notebooks analyse instead of family/corpora/settings; parameters:
-    extra papermill parameters (each notebook receives those it declares). Returns one row per
+    extra papermill parameters (each notebook receives those it declares); extract: let the
+    notebooks compute runs missing from the cache (their `extract` parameter; by default a missing
+    run fails the notebook with one line naming it). Returns one row per
     notebook: notebook, ok, seconds, executed, html, summary, error. Failures do not raise;
     check the `ok` column. jobs: notebooks executed at once (default: one per CPU).
     """
@@ -438,6 +445,7 @@ def run_report(
         # A study file (rbplab run) names the grid itself: notebooks analyse exactly what was run.
         "study_file": str(Path(study_file).expanduser().resolve()) if study_file is not None else None,
         "cache_dir": str(Path(cache_dir).expanduser().resolve()) if cache_dir is not None else None,
+        "extract": bool(extract),
     }
     params.update(parameters or {})
     say = progress or (lambda _line: None)

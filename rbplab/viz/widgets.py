@@ -295,9 +295,10 @@ def visible_k(study: Study, n: int, corpus: str | None = None, threshold: float 
 class EmergenceView(_CorpusMixin, _KMixin, _View):
     """Sequence success p_{N,k} against S with sliders for N (1..n_max) and k: the empirical
     fraction of N-token runs inside the top k versus the independence prediction RBP_k^N, and
-    the fitted law exp(-C N S^-α), drawn beyond the measured sizes (faded, "extrapolated") so
-    its sigmoid shows. Without `k` the view opens on `visible_k`: the smallest k where the
-    largest model's p_{N,k} is above 5 %."""
+    the fitted law exp(-C N S^-α) over the measured sizes; the "extrapolate" box (or
+    `extrapolate=True`) draws it beyond them (faded, "extrapolated") so its sigmoid shows.
+    Without `k` the view opens on `visible_k`: the smallest k where the largest model's p_{N,k}
+    is above 5 %."""
 
     def __init__(
         self,
@@ -307,6 +308,7 @@ class EmergenceView(_CorpusMixin, _KMixin, _View):
         corpus: str | None = None,
         family: str | None = None,
         n_max: int = 300,
+        extrapolate: bool = False,
         live: bool | None = None,
     ) -> None:
         super().__init__(study, family, live)
@@ -317,7 +319,10 @@ class EmergenceView(_CorpusMixin, _KMixin, _View):
             k = visible_k(self.study, n, self.corpus_dropdown.value)
         self.k_slider = self._k_slider(k)
         self.n_slider = w.IntSlider(value=n, min=1, max=n_max, description="N", continuous_update=True)
-        for control in (self.k_slider, self.n_slider, self.corpus_dropdown):
+        self.extrapolate_box = w.Checkbox(
+            value=bool(extrapolate), description="extrapolate beyond measured S"
+        )
+        for control in (self.k_slider, self.n_slider, self.corpus_dropdown, self.extrapolate_box):
             control.observe(self.refresh, names="value")
         self.family_dropdown.observe(self._on_family, names="value")
         self.refresh()
@@ -331,13 +336,104 @@ class EmergenceView(_CorpusMixin, _KMixin, _View):
             raise ValueError(f"N must lie in [{self.n_slider.min}, {self.n_slider.max}], got {n}")
         self.n_slider.value = int(n)
 
+    def set_extrapolate(self, extrapolate: bool) -> None:
+        self.extrapolate_box.value = bool(extrapolate)
+
     def _controls(self) -> list[w.Widget]:
-        return [self.family_dropdown, self.corpus_dropdown, self.k_slider, self.n_slider]
+        return [
+            self.family_dropdown,
+            self.corpus_dropdown,
+            self.k_slider,
+            self.n_slider,
+            self.extrapolate_box,
+        ]
 
     def build(self) -> go.Figure:
         corpus = self.corpus_dropdown.value
         em = self.study.emergence([self.k], [self.n], corpora=[corpus])
-        return plots.emergence(em, title=f"{self.study.family} · {corpus}: p_(N={self.n}, k={self.k:,}) vs S")
+        return plots.emergence(
+            em,
+            title=f"{self.study.family} · {corpus}: p_(N={self.n}, k={self.k:,}) vs S",
+            extrapolate=self.extrapolate_box.value,
+        )
+
+
+class KSweepView(_CorpusMixin, _View):
+    """The k-sweep (paper Figure 6) with a k slider: R²(k) and α(k) of every corpus over the
+    sweep's log-spaced k, a marker that moves along both curves with the slider, and α with its
+    interval and R² at that k in the subtitle. The sweep is fitted once per family (`Study.ksweep`);
+    moving the slider only redraws."""
+
+    def __init__(
+        self,
+        study: Study,
+        k: int = 1,
+        corpus: str | None = None,
+        family: str | None = None,
+        ks: list[int] | None = None,
+        live: bool | None = None,
+    ) -> None:
+        super().__init__(study, family, live)
+        self._ks = ks
+        self._sweeps: dict[str, pd.DataFrame] = {}
+        self.corpus_dropdown = self._corpus_dropdown(corpus or ALL_CORPORA, allow_all=True)
+        options = self._options()
+        self.k_slider = w.SelectionSlider(
+            options=options,
+            value=_nearest(options, k),
+            description="k",
+            continuous_update=True,
+            layout=w.Layout(width="480px"),
+        )
+        for control in (self.k_slider, self.corpus_dropdown):
+            control.observe(self.refresh, names="value")
+        self.family_dropdown.observe(self._on_family, names="value")
+        self.refresh()
+
+    def sweep(self) -> pd.DataFrame:
+        """The selected family's k-sweep (every corpus), fitted on first use."""
+        family = self.family_dropdown.value
+        if family not in self._sweeps:
+            self._sweeps[family] = self.study.ksweep(self._ks)
+        return self._sweeps[family]
+
+    def _options(self) -> list[tuple[str, int]]:
+        return [(f"{int(k):,}", int(k)) for k in sorted(self.sweep()["k"].unique())]
+
+    @property
+    def k(self) -> int:
+        return int(self.k_slider.value)
+
+    def set_k(self, k: int) -> None:
+        """Move the marker to the sweep's k closest to `k` on the log scale."""
+        if k < 1 or k > self.study.vocab_size:
+            raise ValueError(f"k must lie in [1, |V|={self.study.vocab_size}], got {k}")
+        self.k_slider.value = _nearest(list(self.k_slider.options), int(k))
+
+    def _on_family(self, change: dict) -> None:
+        with self.hold_refresh():
+            k = self.k
+            old = self.corpus_dropdown.value
+            self.corpus_dropdown.options = [ALL_CORPORA, *self.study.corpora]
+            self.corpus_dropdown.value = old if old in self.corpus_dropdown.options else ALL_CORPORA
+            options = self._options()
+            self.k_slider.options = options
+            self.k_slider.value = _nearest(options, k)
+        self.refresh()
+
+    def _controls(self) -> list[w.Widget]:
+        return [self.family_dropdown, self.corpus_dropdown, self.k_slider]
+
+    def build(self) -> go.Figure:
+        sweep = self.sweep()
+        corpora = self._selected_corpora()
+        sweep = sweep[sweep["corpus"].isin(corpora)]
+        return plots.ksweep(
+            sweep,
+            vocab_size=self.study.vocab_size,
+            marker_k=self.k,
+            title=f"{self.study.family}: R²(k) and α(k), marker at k={self.k:,}",
+        )
 
 
 class RankDistributionView(_CorpusMixin, _View):

@@ -15,28 +15,34 @@ def study() -> Study:
 
 
 def _markers(fig):
-    return [t for t in fig.data if t.mode == "markers"]
+    return [t for t in fig.data if t.mode == "markers" and t.meta != "key"]
+
+
+def _panel_titles(fig):
+    return [a.text for a in fig.layout.annotations if a.name == "panel title"]
 
 
 def test_rbp_vs_size_one_panel_per_k_and_corpus(study: Study) -> None:
     ks = [1, 10]
     points, fits, bands = study.points(ks), study.fits(ks), study.bands(ks)
     fig = plots.rbp_vs_size(points, fits, bands)
-    titles = [a.text for a in fig.layout.annotations]
-    assert titles == ["a · k=1", "b · k=1", "a · k=10", "b · k=10"]
+    assert _panel_titles(fig) == ["a · k=1", "b · k=1", "a · k=10", "b · k=10"]
     markers = _markers(fig)
     assert len(markers) == 4
     sel = points[(points["corpus"] == "b") & (points["k"] == 10)].sort_values("S")
-    panel = next(t for t in markers if t.name == "synthetic (b, k=10)")
+    panel = next(t for t in markers if (t.xaxis, t.yaxis) == ("x4", "y4"))  # row 2 (k=10), column 2 (b)
     assert np.allclose(panel.y, sel["neg_log_rbp"]) and list(panel.text) == list(sel["model"])
     row = fits[(fits["corpus"] == "b") & (fits["k"] == 10)].iloc[0]
-    assert any(f"α={row['alpha']:.3f} R²={row['r2']:.3f}" in (t.name or "") for t in fig.data)
+    # The fitted line's legend entry names its panel, with alpha, its interval and R².
+    (line,) = [t for t in fig.data if t.meta == "fit" and (t.xaxis, t.yaxis) == ("x4", "y4")]
+    interval = f"{row['alpha']:.3f} [{row['alpha_ci_low']:.3f}, {row['alpha_ci_high']:.3f}]"
+    assert line.name == f"b, k=10: α = {interval}, R² = {row['r2']:.3f}"
     assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
 
 
 def test_rbp_vs_size_without_fits_shows_points_in_legend(study: Study) -> None:
     fig = plots.rbp_vs_size(study.points(1))
-    assert len(fig.data) == 2 and all(t.showlegend for t in fig.data)
+    assert len(fig.data) == 2 and [t.showlegend for t in fig.data] == [True, False]  # one entry per family
 
 
 def test_error_bars_from_intervals(study: Study) -> None:
@@ -58,11 +64,26 @@ def test_ksweep_two_panels_and_regimes(study: Study) -> None:
     fig = plots.ksweep(sweep, vocab_size=study.vocab_size)
     assert len(fig.data) == 2 * 2  # (R², α) x corpora
     part = sweep[sweep["corpus"] == "a"].sort_values("k")
-    r2 = next(t for t in fig.data if t.xaxis == "x" and t.name == "synthetic · a")
+    r2 = next(t for t in fig.data if t.xaxis == "x" and t.name == "a")
     assert np.allclose(r2.y, part["r2"])
-    alpha = next(t for t in fig.data if t.xaxis == "x2" and t.name == "synthetic · a")
+    alpha = next(t for t in fig.data if t.xaxis == "x2" and t.name == "a")
     assert np.allclose(alpha.error_y.array, part["alpha_ci_high"] - part["alpha"])  # OLS intervals drawn
     assert len(fig.layout.shapes) == 2 * 3  # two shaded regimes and |V| in each panel
+
+
+def test_ksweep_marker_moves_to_the_chosen_k(study: Study) -> None:
+    sweep = study.ksweep(ks=[1, 3, 10, 100, 1000])
+    fig = plots.ksweep(sweep, vocab_size=study.vocab_size, marker_k=12)  # nearest on the log scale: 10
+    marks = [t for t in fig.data if t.meta == "marker"]
+    assert len(marks) == 2 * 2  # one per curve
+    at = sweep[sweep["k"] == 10].set_index("corpus")
+    for trace in marks:
+        corpus, column = trace.name.split(" at ")[0], "r2" if trace.xaxis == "x" else "alpha"
+        assert list(trace.x) == [10] and trace.y[0] == pytest.approx(at.loc[corpus, column])
+    row = at.loc["a"]
+    interval = f"{row['alpha']:.3f} [{row['alpha_ci_low']:.3f}, {row['alpha_ci_high']:.3f}]"
+    (entry,) = [t for t in fig.data if t.meta == "r2" and t.name.startswith("a ")]
+    assert entry.name == f"a at k=10: α = {interval}, R² = {row['r2']:.3f}"  # the legend states them
 
 
 def test_rbp_curves_is_a_cdf(study: Study) -> None:

@@ -16,11 +16,13 @@ def study() -> Study:
 
 def test_emergence_grid(study: Study) -> None:
     em = study.emergence([1, 10], [1, 4, 8])
-    fig = plots.emergence(em)
-    titles = [a.text for a in fig.layout.annotations if "k=" in a.text]
+    fig = plots.emergence(em, extrapolate=True)
+    titles = [a.text for a in fig.layout.annotations if a.name == "panel title"]
     assert titles == ["a · k=1", "a · k=10", "b · k=1", "b · k=10"]  # corpora x ks
-    assert [a.text for a in fig.layout.annotations if "k=" not in a.text] == ["measured"] * 4
-    assert len(fig.data) == 2 * 2 * 3 * 4  # panels x N x (empirical, RBP^N, fitted, extrapolated)
+    assert [a.text for a in fig.layout.annotations if a.name is None] == ["measured"] * 4
+    data = [t for t in fig.data if t.meta != "key"]
+    assert len(data) == 2 * 2 * 3 * 4  # panels x N x (empirical, RBP^N, fitted, extrapolated)
+    assert len(fig.data) - len(data) == 4  # legend keys: markers, solid, dashed, faded
     lin = plots.emergence_linearised(em)
     assert all(np.all(np.isfinite(t.y)) for t in lin.data if t.mode == "markers")
 
@@ -28,7 +30,7 @@ def test_emergence_grid(study: Study) -> None:
 def test_fitted_law_is_extrapolated_beyond_the_measured_sizes(study: Study) -> None:
     em = study.emergence([1, 10], [1, 4, 8], corpora=["a"])
     s_max, s_min = em["S"].max(), em["S"].min()
-    fig = plots.emergence(em)
+    fig = plots.emergence(em, extrapolate=True)
     extrapolated = [t for t in fig.data if t.meta == "extrapolation"]
     assert len(extrapolated) == 2 * 3  # one per panel and N
     for trace in extrapolated:
@@ -46,9 +48,11 @@ def test_fitted_law_is_extrapolated_beyond_the_measured_sizes(study: Study) -> N
     # The sigmoid: rising towards 1 where the law flattens, shaded measured range, labelled title.
     assert np.nanmax(y) > 0.5
     assert len(fig.layout.shapes) == 2 and fig.layout.shapes[0].x1 == s_max
-    assert "extrapolated" in fig.layout.title.text
-    plain = plots.emergence(em, extrapolate=False)
+    assert "extrapolated" in fig.layout.title.subtitle.text
+    plain = plots.emergence(em)  # the default: the S axis spans the measured sizes only
     assert not [t for t in plain.data if t.meta == "extrapolation"] and not plain.layout.shapes
+    drawn = np.concatenate([np.asarray(t.x, dtype=float) for t in plain.data if t.meta != "key"])
+    assert np.nanmin(drawn) >= s_min and np.nanmax(drawn) <= s_max
 
 
 def test_law_range_limits() -> None:

@@ -199,3 +199,13 @@ def test_save_figure(tmp_path: Path) -> None:
     assert report.save_figure(fig, "f", tmp_path / "sub") is fig
     saved = json.loads((tmp_path / "sub" / "f.plotly.json").read_text())
     assert saved["data"][0]["type"] == "bar" and list(saved["data"][0]["x"]) == ["a", "b"]
+
+
+def test_kernel_start_prints_no_transport_warning(tmp_path: Path, capfd: pytest.CaptureFixture) -> None:
+    source = _notebook(tmp_path / "quiet.ipynb", ["print('ran', x)"], "x = 1")
+    result = report.execute_notebook(source, tmp_path / "out", {"x": 2}, html_export=False)
+    err = capfd.readouterr().err
+    assert result.ok, result.error
+    executed = nbformat.read(result.executed, as_version=4)
+    assert "ran 2" in executed.cells[-1].outputs[0]["text"]
+    assert "without encryption" not in err and "Kernel is running" not in err

@@ -62,9 +62,12 @@ def test_set_k_snaps_to_the_slider_and_rejects_out_of_range(study: Study) -> Non
 def test_all_corpora_and_corpus_switch(study: Study) -> None:
     view = widgets.ScalingView(study)
     assert view.corpus_dropdown.value == "a"  # one corpus by default: quickest to redraw
-    assert len(view.figure.layout.annotations) == 1
+    assert [a.text for a in view.figure.layout.annotations if a.name == "panel title"] == ["a · k=1"]
     view.set_corpus(widgets.ALL_CORPORA)
-    assert [a.text for a in view.figure.layout.annotations] == ["a · k=1", "b · k=1"]
+    assert [a.text for a in view.figure.layout.annotations if a.name == "panel title"] == [
+        "a · k=1",
+        "b · k=1",
+    ]
     with pytest.raises(ValueError, match="unknown corpus"):
         view.set_corpus("zzz")
 
@@ -79,7 +82,7 @@ def test_family_switch_updates_corpora_and_vocab(two_families: Study) -> None:
     view.set_corpus("c")
     view.set_family("small")  # "c" does not exist there: falls back to the first corpus
     assert view.corpus_dropdown.value == "a"
-    markers = [t for t in view.figure.data if t.mode == "markers"]
+    markers = [t for t in view.figure.data if t.meta == "models"]
     assert all("small" in t.name for t in markers)
     with pytest.raises(ValueError, match="unknown family"):
         view.set_family("medium")
@@ -111,15 +114,37 @@ def test_emergence_view_opens_on_a_visible_k(study: Study) -> None:
     assert p[view.k] > widgets.VISIBLE_P and (p[[k for k in grid if k < view.k]] <= widgets.VISIBLE_P).all()
     assert view.k > 1  # at k = 1 the synthetic family's p_{10,1} is ~0: the old default showed nothing
     assert p[1] < 0.01
-    pred = [t for t in view.figure.data if t.name == "N=10 RBP_k^N"][0]
+    pred = [t for t in view.figure.data if t.meta == "independence"][0]
     assert max(pred.y) == pytest.approx(p[view.k])
-    # The fitted law runs beyond the largest model, dashed and named as an extrapolation.
+    assert not [t for t in view.figure.data if t.meta == "extrapolation"]  # measured sizes only
+    # Asked to, the fitted law runs beyond the largest model, dashed and named as an extrapolation.
+    view.set_extrapolate(True)
     extra = [t for t in view.figure.data if t.meta == "extrapolation"]
     assert len(extra) == 1 and extra[0].line.dash == "dash" and "extrapolated" in extra[0].name
     assert np.nanmax(np.asarray(extra[0].x, dtype=float)) > 10 * rbp["S"].max()
     # At a larger N the visible k moves up; an explicit k is kept.
     assert widgets.visible_k(study, 100, "b") > view.k
     assert widgets.EmergenceView(study, k=1, n=10, corpus="b", live=False).k == 1
+
+
+def test_ksweep_view_moves_its_marker_along_the_sweep(study: Study) -> None:
+    view = widgets.KSweepView(study, k=1, live=True)
+    sweep = study.ksweep()
+    assert [v for _, v in view.k_slider.options] == sorted(sweep["k"].unique())
+    figure, first = view.figure, view.figure.data[0]
+    view.set_k(100)
+    assert view.figure is figure and view.figure.data[0] is first  # redrawn in place
+    marks = [t for t in view.figure.data if t.meta == "marker"]
+    at = sweep[sweep["k"] == view.k].set_index("corpus")
+    assert len(marks) == 2 * len(study.corpora)
+    for trace in marks:
+        corpus = trace.name.split(" at ")[0]
+        expected = at.loc[corpus, "r2" if trace.xaxis == "x" else "alpha"]
+        assert list(trace.x) == [view.k] and trace.y[0] == pytest.approx(expected)
+    view.set_corpus("b")
+    assert {t.name.split(" at ")[0] for t in view.figure.data if t.meta == "marker"} == {"b"}
+    with pytest.raises(ValueError, match="k must lie"):
+        view.set_k(10**6)
 
 
 def test_rank_distribution_view(study: Study) -> None:

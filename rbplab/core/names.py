@@ -1,0 +1,29 @@
+"""Suggestions for a mistyped name: the "did you mean" of every error that lists known names.
+
+Families, corpora, models and subcommands are all matched the same way (difflib's ratio, case
+folded), so a typo anywhere gets the same kind of hint.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+def closest(name: str, known: Iterable[str], n: int = 3, cutoff: float = 0.6) -> list[str]:
+    """The known names most like `name` (at most `n`, best first), compared case-insensitively;
+    empty when none is close enough."""
+    by_folded: dict[str, str] = {}
+    for candidate in known:
+        by_folded.setdefault(str(candidate).lower(), str(candidate))
+    matches = difflib.get_close_matches(str(name).lower(), list(by_folded), n=n, cutoff=cutoff)
+    return [by_folded[m] for m in matches]
+
+
+def did_you_mean(name: str, known: Iterable[str], n: int = 3) -> str:
+    """ " (did you mean 'x'?)" (or "'x' or 'y'") naming the known names closest to `name`, to put
+    right after the name in an error message; "" when none is close."""
+    matches = closest(name, known, n=n)
+    if not matches:
+        return ""
+    return " (did you mean " + " or ".join(repr(m) for m in matches) + "?)"

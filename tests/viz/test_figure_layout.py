@@ -1,0 +1,417 @@
+"""Every figure's layout, read from the figure itself: it fits the page, no title runs into another
+or into a panel, no panel is empty, nothing is drawn white on white, legends are not cut, axes
+span the data (not decades of empty space) unless extrapolation was asked for, no raw TeX, and
+sizes are on a sequential colour scale.
+
+Text sizes are estimated here from character counts with this module's own constants (a little
+wider than the package's), the way a reader of the layout JSON can, independently of
+`rbplab.viz.layout`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+import numpy as np
+import pytest
+
+from rbplab.analysis import data_scaling
+from rbplab.study import Study, synthetic_study
+from rbplab.study.synthetic import synthetic_training_table
+from rbplab.viz import plots, widgets
+
+MAX_WIDTH = 1000  # px: a figure must fit a 1,000 px screen
+MAX_HEIGHT = 800
+AXIS_FACTOR = 10.0  # a log axis may reach at most this factor beyond its data (unless extrapolating)
+CHAR = 0.55 * 12  # px per character of 12 px text (measured about 0.48 em)
+TITLE_CHAR = 0.55 * 14  # axis and panel titles are 13-14 px
+LINE = 18  # px height of a line of text
+LEGEND_ROW = 20  # px per legend row
+LEGEND_SWATCH = 50  # px of a legend entry besides its text
+TICK_LABELS = 20  # px that x tick labels take below an axis, y tick labels ~ 45 px left
+Y_TICK_LABELS = 40
+WHITE = {"white", "#fff", "#ffffff", "rgb(255,255,255)", "rgba(255,255,255,1)"}
+RAW_TEX = re.compile(r"_\{|\^\{|\$|RBP_|p_\{|\\mathrm")
+TAG = re.compile(r"<[^>]+>")
+
+CORPORA = ("humaneval", "legal-standin", "prose", "wikipedia")  # the demo's names: long ones included
+
+
+@pytest.fixture(scope="module")
+def study() -> Study:
+    return synthetic_study(n_tokens=3000, corpora=CORPORA)
+
+
+@pytest.fixture(scope="module")
+def training():
+    return synthetic_training_table(ks=(1, 100))
+
+
+def _figures(study: Study, training) -> dict:
+    ks = [1, 10, 100]
+    sweep = study.ksweep()
+    em = study.emergence(ks, [1, 2, 4, 8, 16, 32])
+    sel = training[training["k"] == 1]
+    fits = data_scaling.data_fits(sel, y="neg_log_rbp")
+    fit = data_scaling.fit_joint_law(sel["S"], sel["D"], sel["neg_log_rbp"])
+    surface = data_scaling.law_surface(fit, sel["S"], sel["D"], n=12)
+    C = np.geomspace(surface["C"].min(), surface["C"].max(), 20)
+    fronts = data_scaling.frontier(fit, C).assign(quantity="RBP_1")
+    return {
+        "figure 3": plots.rbp_vs_size(study.points(1, n_boot=20), study.fits(1), study.bands(1)),
+        "figure 4": plots.rbp_vs_size(study.points(ks), study.fits(ks), study.bands(ks)),
+        "curves": plots.rbp_curves(study.curve_frame(), marker_k=10),
+        "figure 6": plots.ksweep(sweep, vocab_size=study.vocab_size),
+        "figure 6 with marker": plots.ksweep(sweep, vocab_size=study.vocab_size, marker_k=50),
+        "figure 7": plots.emergence(em, title="Figure 7: p_{N,k} vs S"),
+        "figure 7 linearised": plots.emergence_linearised(em),
+        "rank distribution": plots.rank_distribution(study.rank_pmf(CORPORA[1])),
+        "lognormal parameters": plots.lognormal_params(study.lognormal()),
+        "ce vs rbp": plots.ce_vs_rbp(study.ce_comparison(n_grid=6)),
+        "training": plots.training_dynamics(sel, fits, y_label="-log RBP_1"),
+        "training at a step": plots.training_dynamics(sel, fits, step=200),
+        "iso-loss": plots.iso_loss(surface, fronts, sel, loss_label="-log RBP_1"),
+        "scaling view": widgets.ScalingView(study, live=False).figure,
+        "scaling view, all corpora": widgets.ScalingView(
+            study, corpus=widgets.ALL_CORPORA, live=False
+        ).figure,
+        "emergence view": widgets.EmergenceView(study, live=False).figure,
+        "k-sweep view": widgets.KSweepView(study, k=100, live=False).figure,
+        "rank view": widgets.RankDistributionView(study, live=False).figure,
+        "training view": widgets.TrainingView(training, live=False).figure,
+    }
+
+
+@pytest.fixture(scope="module")
+def figures(study, training) -> dict:
+    return _figures(study, training)
+
+
+FIGURES = [
+    "figure 3",
+    "figure 4",
+    "curves",
+    "figure 6",
+    "figure 6 with marker",
+    "figure 7",
+    "figure 7 linearised",
+    "rank distribution",
+    "lognormal parameters",
+    "ce vs rbp",
+    "training",
+    "training at a step",
+    "iso-loss",
+    "scaling view",
+    "scaling view, all corpora",
+    "emergence view",
+    "k-sweep view",
+    "rank view",
+    "training view",
+]
+
+
+# ---- reading a layout ------------------------------------------------------------------------
+
+
+def _plain(text) -> str:
+    return TAG.sub("", text or "")
+
+
+def _width(text, char: float = CHAR) -> float:
+    lines = re.split(r"<br\s*/?>", text or "")
+    return max(len(_plain(line)) for line in lines) * char
+
+
+class Page:
+    """Pixel geometry of a figure from its layout: the plotting area and each axis' domain."""
+
+    def __init__(self, fig):
+        self.fig = fig
+        lay = fig.layout
+        self.width, self.height = lay.width, lay.height
+        m = lay.margin  # plotly's defaults where a figure sets none
+        left, right, top, bottom = (80 if v is None else v for v in (m.l, m.r, m.t, m.b))
+        top = 100 if m.t is None else top
+        self.left, self.top = left, top
+        self.plot_w = self.width - left - right
+        self.plot_h = self.height - top - bottom
+
+    def x(self, fraction: float) -> float:
+        return self.left + fraction * self.plot_w
+
+    def y(self, fraction: float) -> float:  # px from the top
+        return self.top + (1 - fraction) * self.plot_h
+
+    def axes(self) -> list[tuple[str, str]]:
+        """(xaxis, yaxis) layout names of every panel."""
+        layout = self.fig.layout.to_plotly_json()
+        names = sorted((k for k in layout if re.fullmatch(r"xaxis\d*", k)), key=lambda k: int(k[5:] or 1))
+        return [(x, "yaxis" + x[5:]) for x in names if "yaxis" + x[5:] in layout]
+
+    def panel_box(self, xname: str, yname: str) -> tuple[float, float, float, float]:
+        xd = self.fig.layout[xname].domain or (0, 1)
+        yd = self.fig.layout[yname].domain or (0, 1)
+        return (self.x(xd[0]), self.y(yd[1]), self.x(xd[1]), self.y(yd[0]))
+
+    def text_boxes(self) -> list[tuple[str, tuple[float, float, float, float]]]:
+        """(text, (x0, y0, x1, y1)) of every title the figure shows."""
+        boxes = []
+        lay = self.fig.layout
+        # The title (17 px) on the first line of the top margin, its subtitle (13 px) under it.
+        for text, size, y in ((lay.title.text, 17, 10), (lay.title.subtitle.text, 13, 36)):
+            if text:
+                w = _width(text, 0.55 * size)
+                boxes.append((_plain(text), (self.left, y, self.left + w, y + size + 2)))
+        for a in lay.annotations:
+            if a.xref != "paper" or a.yref != "paper" or not a.text:
+                continue
+            w = _width(a.text, TITLE_CHAR)
+            x = self.x(a.x) + (a.xshift or 0)
+            y = self.y(a.y) - (a.yshift or 0)
+            if a.textangle in (-90, 90):
+                w, h = LINE, w
+            else:
+                h = LINE
+            x0 = {"left": x, "right": x - w}.get(a.xanchor, x - w / 2)
+            y0 = {"top": y, "bottom": y - h}.get(a.yanchor, y - h / 2)
+            boxes.append((_plain(a.text), (x0, y0, x0 + w, y0 + h)))
+        for xname, yname in self.axes():
+            x0, y0, x1, y1 = self.panel_box(xname, yname)
+            xt = lay[xname].title.text
+            if xt:
+                w = _width(xt, TITLE_CHAR)
+                cx = (x0 + x1) / 2
+                boxes.append(
+                    (_plain(xt), (cx - w / 2, y1 + TICK_LABELS, cx + w / 2, y1 + TICK_LABELS + LINE))
+                )
+            yt = lay[yname].title.text
+            if yt:
+                h = _width(yt, TITLE_CHAR)
+                cy = (y0 + y1) / 2
+                boxes.append(
+                    (_plain(yt), (x0 - Y_TICK_LABELS - LINE, cy - h / 2, x0 - Y_TICK_LABELS, cy + h / 2))
+                )
+        return boxes
+
+
+def _overlap(a, b) -> bool:
+    return a[0] < b[2] - 1 and b[0] < a[2] - 1 and a[1] < b[3] - 1 and b[1] < a[3] - 1
+
+
+def _data_traces(fig):
+    return [t for t in fig.data if t.meta != "key"]
+
+
+def _finite_points(trace) -> int:
+    if trace.type == "contour":
+        return int(np.isfinite(np.asarray(trace.z, dtype=float)).sum())
+    if trace.x is None or trace.y is None:
+        return 0
+    x = np.asarray([np.nan if v is None else v for v in trace.x], dtype=float)
+    y = np.asarray([np.nan if v is None else v for v in trace.y], dtype=float)
+    return int((np.isfinite(x) & np.isfinite(y)).sum())
+
+
+def _axis_of(trace, letter: str) -> str:
+    ref = getattr(trace, f"{letter}axis", None) or letter
+    return f"{letter}axis{ref[1:]}"
+
+
+# ---- the checks --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", FIGURES)
+def test_fits_the_page(figures, name):
+    fig = figures[name]
+    assert fig.layout.width is not None and fig.layout.width <= MAX_WIDTH, name
+    assert fig.layout.height is not None and fig.layout.height <= MAX_HEIGHT, name
+
+
+@pytest.mark.parametrize("name", FIGURES)
+def test_no_title_overlaps_another_or_a_panel(figures, name):
+    page = Page(figures[name])
+    boxes = page.text_boxes()
+    assert boxes, name
+    for (ta, a), (tb, b) in itertools.combinations(boxes, 2):
+        assert not _overlap(a, b), f"{name}: {ta!r} runs into {tb!r}"
+    panels = [page.panel_box(x, y) for x, y in page.axes()]
+    for text, box in boxes:
+        if text == "measured":  # the shaded range's label sits inside its panel by design
+            continue
+        for panel in panels:
+            assert not _overlap(box, panel), f"{name}: {text!r} is drawn over a panel"
+        assert box[0] >= -1 and box[2] <= page.width + 1, f"{name}: {text!r} leaves the figure"
+
+
+@pytest.mark.parametrize("name", FIGURES)
+def test_no_empty_panel(figures, name):
+    fig = figures[name]
+    page = Page(fig)
+    for xname, yname in page.axes():
+        drawn = [
+            t
+            for t in _data_traces(fig)
+            if _axis_of(t, "x") == xname and _axis_of(t, "y") == yname and _finite_points(t)
+        ]
+        assert drawn, f"{name}: panel {xname}/{yname} is empty"
+
+
+def _colours(trace) -> list[str]:
+    out = []
+    line, marker = getattr(trace, "line", None), getattr(trace, "marker", None)
+    if line is not None and line.color is not None and (line.width is None or line.width > 0):
+        out.append(line.color)
+    if marker is not None and marker.color is not None:
+        outline = marker.line.color if marker.line is not None else None
+        colours = marker.color if isinstance(marker.color, (list, tuple)) else [marker.color]
+        if outline is None or str(outline).replace(" ", "").lower() in WHITE:
+            out.extend(str(c) for c in colours)
+    if getattr(trace, "fillcolor", None):
+        out.append(trace.fillcolor)
+    return [str(c).replace(" ", "").lower() for c in out]
+
+
+@pytest.mark.parametrize("name", FIGURES)
+def test_nothing_white_on_white(figures, name):
+    fig = figures[name]
+    template = fig.layout.template.layout
+    assert str(template.plot_bgcolor).lower() in WHITE | {"#ffffff"}  # the background every trace meets
+    for trace in fig.data:
+        if trace.type != "scatter":
+            continue
+        white = [c for c in _colours(trace) if c in WHITE]
+        assert not white, f"{name}: trace {trace.name!r} is white on a white background (or legend)"
+
+
+@pytest.mark.parametrize("name", FIGURES)
+def test_legend_fits_and_names_each_entry_once(figures, name):
+    fig = figures[name]
+    page = Page(fig)
+    shown = [t for t in fig.data if t.showlegend is not False and t.name]
+    if fig.layout.showlegend is False or not shown:
+        return
+    groups = [t.legendgroup for t in shown if t.legendgroup]
+    assert len(groups) == len(set(groups)), f"{name}: a legend group has several entries (stacked)"
+    legend = fig.layout.legend
+    if legend.orientation == "h":
+        text = legend.entrywidth or max(_width(t.name) for t in shown)
+        per_row = max(1, int((page.width - 16) // (text + LEGEND_SWATCH)))
+        rows = -(-len(shown) // per_row)
+        top = page.y(legend.y)
+        assert top + rows * LEGEND_ROW <= page.height + 2, f"{name}: the legend is cut ({rows} rows)"
+        assert top >= page.y(0) + TICK_LABELS, f"{name}: the legend covers the x axis"
+        assert max(_width(t.name) for t in shown) <= text + 2, (
+            f"{name}: a legend entry is wider than its slot"
+        )
+    else:
+        assert page.top + len(shown) * LEGEND_ROW <= page.height, f"{name}: the legend is cut"
+        right = page.x(legend.x) + max(_width(t.name) for t in shown) + LEGEND_SWATCH
+        assert right <= page.width + 2, f"{name}: the legend runs off the figure"
+
+
+@pytest.mark.parametrize("name", FIGURES)
+def test_no_raw_tex(figures, name):
+    fig = figures[name]
+    lay = fig.layout
+    texts = [lay.title.text, lay.title.subtitle.text] + [a.text for a in lay.annotations]
+    texts += [lay[x].title.text for pair in Page(fig).axes() for x in pair]
+    texts += [t.name for t in fig.data]
+    for text in texts:
+        assert not RAW_TEX.search(text or ""), f"{name}: raw TeX in {text!r}"
+
+
+def _log_extent(values) -> tuple[float, float] | None:
+    v = np.asarray([np.nan if x is None else x for x in values], dtype=float)
+    v = v[np.isfinite(v) & (v > 0)]
+    return (float(v.min()), float(v.max())) if len(v) else None
+
+
+def _axis_excess(fig, letter: str) -> float:
+    """The largest factor by which a log axis of `fig` reaches beyond the data drawn on it as
+    markers (its explicit range, or the extent of everything drawn on it)."""
+    worst = 1.0
+    for xname, yname in Page(fig).axes():
+        name = xname if letter == "x" else yname
+        axis = fig.layout[name]
+        if axis.type != "log":
+            continue
+        on_axis = [t for t in _data_traces(fig) if _axis_of(t, letter) == name and t.type == "scatter"]
+        data = [_log_extent(getattr(t, letter)) for t in on_axis if "markers" in (t.mode or "")]
+        data = [d for d in data if d]
+        if not data:
+            continue
+        lo, hi = min(d[0] for d in data), max(d[1] for d in data)
+        if axis.range is not None:
+            drawn = (10 ** axis.range[0], 10 ** axis.range[1])
+        else:
+            extents = [e for e in (_log_extent(getattr(t, letter)) for t in on_axis) if e]
+            drawn = (min(e[0] for e in extents), max(e[1] for e in extents))
+        worst = max(worst, lo / drawn[0], drawn[1] / hi)
+    return worst
+
+
+@pytest.mark.parametrize("name", FIGURES)
+def test_axes_span_the_data(figures, name):
+    fig = figures[name]
+    for letter in ("x", "y"):
+        assert _axis_excess(fig, letter) <= AXIS_FACTOR, (
+            f"{name}: the {letter} axis reaches far beyond the data"
+        )
+
+
+def test_extrapolation_only_when_asked(study):
+    em = study.emergence([1, 10], [1, 4, 16], corpora=["prose"])
+    assert _axis_excess(plots.emergence(em), "x") <= AXIS_FACTOR
+    # The check can fail: asked to extrapolate, the fitted law runs decades beyond the models.
+    assert _axis_excess(plots.emergence(em, extrapolate=True), "x") > AXIS_FACTOR
+    view = widgets.EmergenceView(study, corpus="prose", live=False)
+    assert _axis_excess(view.figure, "x") <= AXIS_FACTOR
+    view.set_extrapolate(True)
+    assert _axis_excess(view.figure, "x") > AXIS_FACTOR
+
+
+def _luminance(colour: str) -> float:
+    if colour.startswith("#"):
+        rgb = [int(colour[i : i + 2], 16) for i in (1, 3, 5)]
+    else:
+        rgb = [float(v) for v in re.findall(r"[\d.]+", colour)[:3]]
+    r, g, b = (c / 255 for c in rgb)
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+@pytest.mark.parametrize(
+    ("name", "meta", "size_of"),
+    [
+        ("curves", "model", lambda t: t.name),
+        ("rank distribution", "lognormal", lambda t: t.name),
+        ("training", "fit", lambda t: t.name),
+    ],
+)
+def test_sizes_are_on_a_sequential_scale(figures, study, training, name, meta, size_of):
+    fig = figures[name]
+    traces = [t for t in fig.data if t.meta == meta and t.xaxis in (None, "x")]
+    if name == "training":
+        sizes = sorted(training["S"].unique())
+    else:
+        sizes = sorted(study.models["S"].unique())
+    assert len(traces) == len(sizes) >= 3
+    # Traces are drawn smallest model first; their colours darken-to-light monotonically.
+    lum = [_luminance(t.line.color) for t in traces]
+    assert all(b > a for a, b in zip(lum, lum[1:], strict=False)), (name, lum)
+
+
+def test_a_crowded_layout_is_caught():
+    """The checks can fail: plotly's own grid with long titles and a long legend breaks them."""
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=4, subplot_titles=["legal-standin · k=1"] * 4)
+    for c in range(1, 5):
+        fig.add_scatter(x=[1, 2], y=[1, 2], row=1, col=c, name=f"a long legend entry {c} " * 3)
+        fig.update_xaxes(title_text="non-embedding parameters S", row=1, col=c)
+    fig.update_layout(width=700, height=400)
+    page = Page(fig)
+    boxes = page.text_boxes()
+    assert any(_overlap(a, b) for (_, a), (_, b) in itertools.combinations(boxes, 2))
+    fig.add_scatter(x=[1, 2], y=[2, 1], line={"color": "white"}, name="frontier")
+    assert any(c in WHITE for c in _colours(fig.data[-1]))
