@@ -1096,6 +1096,10 @@ class CacheEntry:
             return f"its summary is refused: {err}", None
         return None, summary
 
+    def has_summary(self) -> bool:
+        """Whether a summary file is present (checked only when read)."""
+        return os.path.lexists(self.summary_path)
+
     def summary_problems(self, manifest: dict | None = None) -> list[str]:
         """What is wrong with the summary of a complete entry (every table checked), one line."""
         problem, _ = self._summary_problem(manifest or self.manifest(), full=True)
