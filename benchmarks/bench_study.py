@@ -1,7 +1,7 @@
 """Opening studies from entry summaries versus holding every token: memory and time, printed.
 
 Two benchmarks, each variant in a fresh process so peak RSS is its own (RSS is read with
-`resource.getrusage`; "above baseline" subtracts the RSS after the imports):
+/proc/self/status VmHWM; "above baseline" subtracts the RSS after the imports):
 
   demo   the demo's study (micro family x the bundled corpora, a cache filled by `make demo`):
          load + fit_table + ksweep + bootstrap(200) + emergence + training_table, once from
@@ -38,6 +38,14 @@ SHARD_TOKENS = 1 << 16
 
 
 def _rss_mb() -> float:
+    """This process's peak RSS. VmHWM, not getrusage's ru_maxrss: Linux carries ru_maxrss over from
+    the parent across fork and exec, so a child would report the parent's peak as its own."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kilobytes on Linux
 
 
@@ -50,16 +58,29 @@ def _child(args: list[str]) -> dict:
 
 # ---- demo ------------------------------------------------------------------------------------
 def demo_variant(cache: str, variant: str) -> dict:
-    from rbplab.core import Run
-    from rbplab.study import Study, default_corpora, load_study
+    import pyarrow.parquet  # noqa: F401  (libraries every variant loads, before the baseline)
 
+    from rbplab.core import Run
+    from rbplab.store.cache import list_entries
+    from rbplab.study import Study, default_corpora, load_entries, load_study
+
+    imports = _rss_mb()
+    if variant != "entries":  # deriving keys from models and corpora needs torch and transformers
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
     base = _rss_mb()
     times = {}
     clock = time.perf_counter()
-    study = load_study("micro", default_corpora(), cache_dir=cache)
+    if variant == "entries":  # the same entries by key: no model described, no model code imported
+        table = list_entries(cache)
+        # the demo's full-corpus runs (its checkpoint runs hold the first 16,384 tokens of each corpus)
+        study = load_entries(list(table.loc[table["n_tokens"] > 16_384, "key"]), cache_dir=cache)
+    else:
+        study = load_study("micro", default_corpora(), cache_dir=cache)
     if variant == "tokens":  # every run's tokens in memory, as a study held them before summaries
         study = Study([Run(r.family, r.model, r.corpus, r.S, r.token_stats()) for r in study.runs])
     times["load"] = time.perf_counter() - clock
+    rss = {"load": _rss_mb() - base}
     stages = {
         "fit_table": lambda: study.fit_table([1, 10, 100]),
         "ksweep": lambda: study.ksweep(),
@@ -72,32 +93,52 @@ def demo_variant(cache: str, variant: str) -> dict:
         clock = time.perf_counter()
         results[name] = stage()
         times[name] = time.perf_counter() - clock
+        rss[name] = _rss_mb() - base
+    # numbers only (labels differ: load_entries names a family "custom"); a sum of row hashes
+    # does not depend on the order of the runs
     digest = {
-        name: float(pd.util.hash_pandas_object(t.round(12), index=False).sum() % 10**9)
+        name: float(
+            pd.util.hash_pandas_object(t.select_dtypes("number").round(12), index=False).sum() % 10**9
+        )
         for name, t in results.items()
     }
     n_tokens = sum(r.n_tokens for r in study.runs)
-    return {"base_mb": base, "peak_mb": _rss_mb(), "times": times, "tokens": n_tokens, "digest": digest}
+    peak = _rss_mb()
+    return {
+        "rss_by_stage": rss,
+        "imports_mb": imports,
+        "base_mb": base,
+        "peak_mb": peak,
+        "times": times,
+        "tokens": n_tokens,
+        "digest": digest,
+    }
 
 
 def run_demo(cache: str) -> None:
-    rows = {v: _child(["_demo", cache, v]) for v in ("summaries", "tokens")}
+    rows = {v: _child(["_demo", cache, v]) for v in ("summaries", "entries", "tokens")}
     print(f"demo study: {rows['summaries']['tokens']:,} scored tokens, cache {cache}")
     stages = list(rows["summaries"]["times"])
-    print(f"{'stage':<16}" + "".join(f"{v:>14}" for v in rows) + "     ratio")
+    print("summaries: load_study (keys derived from models and corpora, summaries read);")
+    print("entries: load_entries (the same entries by key); tokens: every run's tokens held, as before")
+    print(f"{'stage':<16}" + "".join(f"{v:>14}" for v in rows) + "   tokens/summaries")
     for stage in stages:
-        a, b = (rows[v]["times"][stage] for v in ("summaries", "tokens"))
-        print(f"{stage:<16}{a:>13.2f}s{b:>13.2f}s  {b / a:>7.1f}x")
+        a, e, b = (rows[v]["times"][stage] for v in ("summaries", "entries", "tokens"))
+        print(f"{stage:<16}{a:>13.2f}s{e:>13.2f}s{b:>13.2f}s  {b / a:>7.1f}x")
     total = {v: sum(rows[v]["times"].values()) for v in rows}
     ratio = total["tokens"] / total["summaries"]
-    print(f"{'total':<16}{total['summaries']:>13.2f}s{total['tokens']:>13.2f}s  {ratio:>7.1f}x")
+    line = "".join(f"{total[v]:>13.2f}s" for v in rows)
+    print(f"{'total':<16}{line}  {ratio:>7.1f}x")
     for v, row in rows.items():
         print(
             f"{v}: peak RSS {row['peak_mb']:.0f} MB, {row['peak_mb'] - row['base_mb']:.0f} MB above "
-            f"the import baseline ({row['base_mb']:.0f} MB)"
+            f"the import baseline ({row['base_mb']:.0f} MB; {row['imports_mb']:.0f} MB before torch)"
         )
-    same = rows["summaries"]["digest"] == rows["tokens"]["digest"]
-    print(f"tables identical (rounded to 1e-12) in both variants: {same}")
+    print("peak RSS above the baseline after each stage (MB):")
+    for v, row in rows.items():
+        print(f"  {v:<10}" + ", ".join(f"{k} {m:.0f}" for k, m in row["rss_by_stage"].items()))
+    same = rows["summaries"]["digest"] == rows["tokens"]["digest"] == rows["entries"]["digest"]
+    print(f"tables identical (rounded to 1e-12) in all variants: {same}")
 
 
 # ---- grid ------------------------------------------------------------------------------------

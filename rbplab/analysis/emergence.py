@@ -292,10 +292,11 @@ def sequence_table(
             docs = doc_stats(st, k_arr, ties, n_docs)
             counts, succ, perm, posm = _window_doc_sums(st, ns, k_arr, ties, n_docs)
         else:
-            docs = doc_stats(run.summary, k_arr, ties, n_docs)
-            counts, succ, perm, posm = _summary_window_sums(
-                run.summary, ns, k_arr, ties, n_docs, per_document=n_boot > 0
-            )
+            with run.summary.documents():  # the per-document tables, read once for this run
+                docs = doc_stats(run.summary, k_arr, ties, n_docs)
+                counts, succ, perm, posm = _summary_window_sums(
+                    run.summary, ns, k_arr, ties, n_docs, per_document=n_boot > 0
+                )
         n_col = np.repeat(ns, len(k_arr))
         k_idx = np.tile(np.arange(len(k_arr)), len(ns))
         sums = (succ, counts, perm, posm, docs, k_idx, n_col)

@@ -23,7 +23,7 @@ in nats, or mean target probability) and `loss` (the positive quantity scaling l
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -103,14 +103,26 @@ def rank_histogram(data: RunData, ties: str = "pessimistic") -> np.ndarray:
 
 @dataclass(frozen=True, eq=False)
 class RBPCurve:
-    """RBP_k for every k of one (model, corpus): query any k in O(1), e.g. from a slider.
+    """RBP_k for every k of one (model, corpus): query any k in O(log m), e.g. from a slider.
 
-    `cumulative[k]` is the (expected) number of tokens with rank <= k for k = 0..|V|."""
+    Sparse, so a study of thousands of runs at |V| = 152K holds no |V|-long array per run: the
+    cumulative count of tokens with rank <= k is a step function over the m distinct ranks
+    (`ranks`, `counts`: tokens at each), plus, under "expected" ties, each tied pair's share
+    count * clip((k - g) / e, 0, 1) (`tied_greater`, `tied_equal`, `tied_count`). `cumulative`
+    and `histogram` give the dense arrays over k = 0..|V| when a figure needs them."""
 
-    cumulative: np.ndarray
+    ranks: np.ndarray
+    counts: np.ndarray
     n_tokens: int
     vocab_size: int
     ties: str
+    tied_greater: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    tied_equal: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    tied_count: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+    def __post_init__(self) -> None:
+        # _steps[i]: tokens at the first i distinct ranks (a leading 0 for k below every rank)
+        object.__setattr__(self, "_steps", np.r_[0.0, np.cumsum(self.counts, dtype=np.float64)])
 
     def _index(self, k: float | np.ndarray) -> np.ndarray:
         k = np.asarray(k, dtype=np.float64)
@@ -118,19 +130,31 @@ class RBPCurve:
             raise ValueError(f"k must lie in [1, vocab_size={self.vocab_size}]")
         return np.floor(k).astype(np.int64)  # RBP is a step function of k
 
+    def count_within(self, k: np.ndarray) -> np.ndarray:
+        """(Expected) number of tokens with rank <= k, for integer k in 0..|V|."""
+        k = np.asarray(k, dtype=np.int64)
+        out = self._steps[np.searchsorted(self.ranks, k, side="right")]
+        if len(self.tied_count):
+            share = np.clip((k[..., None] - self.tied_greater) / self.tied_equal, 0.0, 1.0)
+            out = out + share @ self.tied_count
+        return out
+
     def rbp(self, k: float | np.ndarray) -> float | np.ndarray:
         """RBP_k (fraction of tokens ranked within the top k); scalar in, scalar out."""
         if self.n_tokens == 0:
             raise ValueError("RBP is undefined for zero tokens")
-        if isinstance(k, (int, np.integer)) and 1 <= k <= self.vocab_size:  # slider fast path
-            return float(self.cumulative[k] / self.n_tokens)
-        out = self.cumulative[self._index(k)] / self.n_tokens
+        out = self.count_within(self._index(k)) / self.n_tokens
         return float(out) if np.ndim(out) == 0 else out
 
     def neg_log_rbp(self, k: float | np.ndarray) -> float | np.ndarray:
         """-log RBP_k, the quantity the relative-based scaling law fits (inf when RBP_k = 0)."""
         with np.errstate(divide="ignore"):
             return -np.log(self.rbp(k))
+
+    @property
+    def cumulative(self) -> np.ndarray:
+        """Dense (expected) counts of tokens with rank <= k for k = 0..|V| (an O(|V|) array)."""
+        return self.count_within(np.arange(self.vocab_size + 1))
 
     @property
     def histogram(self) -> np.ndarray:
@@ -146,8 +170,24 @@ class RBPCurve:
 
 
 def rbp_curve(data: RunData, ties: str = "pessimistic") -> RBPCurve:
-    """RBP_k for all k = 1..|V| from one bincount and one cumsum."""
-    return RBPCurve(np.cumsum(rank_histogram(data, ties)), n_tokens(data), data.vocab_size, ties)
+    """RBP_k for all k = 1..|V| from the distinct ranks (one sort of the rank pairs)."""
+    check_ties(ties)
+    pairs = rank_pairs(data)
+    g, e, count = pairs.greater, pairs.equal, pairs.count
+    tied = (e > 1) if ties == "expected" else np.zeros(len(g), dtype=bool)
+    rank = g + e if ties == "pessimistic" else g + 1
+    ranks, inverse = np.unique(rank[~tied], return_inverse=True)
+    counts = np.bincount(inverse, weights=count[~tied], minlength=len(ranks))
+    return RBPCurve(
+        ranks.astype(np.int64),
+        counts,
+        n_tokens(data),
+        data.vocab_size,
+        ties,
+        g[tied],
+        e[tied],
+        count[tied].astype(np.float64),
+    )
 
 
 def rbp(data: RunData, k: float | Iterable[int], ties: str = "pessimistic") -> float | np.ndarray:

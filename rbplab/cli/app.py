@@ -92,8 +92,33 @@ def _configure_cache(p: argparse.ArgumentParser) -> None:
     rm.add_argument("--incomplete", action="store_true", help="remove every incomplete entry")
     rm.add_argument("--all-matching", action="store_true", help="remove every entry a prefix matches")
     rm.add_argument("--all", action="store_true", help="remove every entry")
-    verify = sub.add_parser("verify", help="check every entry; reports problems, deletes nothing")
+    verify = sub.add_parser(
+        "verify", help="check every entry; reports problems, deletes nothing (but --fix-litter's litter)"
+    )
     verify.add_argument("keys", nargs="*", metavar="KEY_PREFIX", help="entries to check (default: all)")
+    verify.add_argument(
+        "--no-derive",
+        action="store_true",
+        help="skip deriving each entry's token and shard counts from its tokenizer and corpus "
+        "(faster; a truncated entry then goes unnoticed)",
+    )
+    verify.add_argument(
+        "--rederive",
+        action="store_true",
+        help="recompute every shard with the model and compare it byte for byte (slow; catches a shard "
+        "changed together with its checksum records)",
+    )
+    verify.add_argument(
+        "--sample",
+        type=positive_int,
+        metavar="N",
+        help="like --rederive, for N shards per entry chosen at random",
+    )
+    verify.add_argument(
+        "--fix-litter",
+        action="store_true",
+        help="remove what killed processes left: temporary folders of imports, temporary files of writes",
+    )
     repair = sub.add_parser("repair", help="recompute damaged or incomplete entries through extraction")
     repair.add_argument(
         "keys", nargs="*", metavar="KEY_PREFIX", help="entries to repair (default: all that need it)"
@@ -125,32 +150,73 @@ def _selected_dirs(root, prefixes: list[str]) -> tuple[list, list[str]]:
     return sorted(chosen.values()), unknown
 
 
-def _verify(root, prefixes: list[str]) -> int:
-    from rbplab.store.cache import entry_at
+def _verify(root, args: argparse.Namespace) -> int:
+    """One line per entry (ok, partial, CORRUPT per problem, UNCHECKED when a requested recomputation
+    cannot run), then the litter of killed processes; status 1 when anything is wrong."""
+    from rbplab.store.cache import entry_at, entry_dir_problems
 
-    dirs, unknown = _selected_dirs(root, prefixes)
+    rederive = args.sample if args.sample is not None else (0 if args.rederive else None)
+    dirs, unknown = _selected_dirs(root, args.keys)
     bad = len(unknown)
     for prefix in unknown:
         print(f"MISSING  {prefix}  no cache entry matches this key prefix")
     for path in dirs:
-        entry = entry_at(path, root)
-        problems = ["no spec.json that hashes to the directory name"] if entry is None else entry.problems()
+        # the summary last: a truncated entry is named by its derived counts before its summary
+        problems = entry_dir_problems(path, root, summary=False)
+        entry = None if problems else entry_at(path, root)
+        notes, unchecked = [], []
+        if entry is not None and entry.is_complete() and (not args.no_derive or rederive is not None):
+            from rbplab.extraction.verify import audit_entry
+
+            audit = audit_entry(entry, counts=not args.no_derive, rederive=rederive)
+            problems, notes, unchecked = audit.problems, audit.notes, audit.unchecked
+        if entry is not None and entry.is_complete():
+            problems = problems + entry.summary_problems()
         for problem in problems:
             print(f"CORRUPT  {path.name[:12]}  {problem}")
-        bad += len(problems)
-        if not problems:
-            if entry.is_complete():
-                print(f"ok       {path.name[:12]}")
-            else:
-                n = len(list(path.glob("shard-*.parquet.sha256")))
-                print(
-                    f"partial  {path.name[:12]}  incomplete, {n} shard(s) so far; rbplab extract resumes it"
-                )
+        for reason in unchecked:
+            print(f"UNCHECKED {path.name[:12]}  {reason}")
+        bad += len(problems) + len(unchecked)
+        if problems or unchecked:
+            continue
+        if entry.is_complete():
+            print(f"ok       {path.name[:12]}" + "".join(f"  {note}" for note in notes))
+        else:
+            n = len(list(path.glob("shard-*.parquet.sha256")))
+            print(f"partial  {path.name[:12]}  incomplete, {n} shard(s) so far; rbplab extract resumes it")
+    _litter(root, dirs, args.fix_litter)
     if bad:
         print(
             f"rbplab: {bad} problem(s) found; rbplab cache repair recomputes damaged entries", file=sys.stderr
         )
     return 1 if bad else 0
+
+
+def _litter(root, dirs: list, fix: bool) -> None:
+    """Report (and with `fix` remove) temporary folders of killed imports and temporary files of
+    killed writers; entries being written keep theirs."""
+    from rbplab.store.archive import remove_stale_imports, stale_imports
+    from rbplab.store.cache import CacheError, entry_at
+
+    for folder in remove_stale_imports(root) if fix else stale_imports(root):
+        what = "removed  " if fix else "LITTER   "
+        print(what + folder.name + ("" if fix else "  a killed import's temporary folder; --fix-litter"))
+    for path in dirs:
+        entry = entry_at(path, root)
+        temporaries = entry.temporaries() if entry is not None else []
+        if not temporaries:
+            continue
+        if not fix:
+            names = ", ".join(t.name for t in temporaries)
+            print(f"LITTER   {path.name[:12]}  temporary files of a killed write ({names}); --fix-litter")
+            continue
+        try:
+            with entry.lock(timeout=0):  # the lock holder removes dead writers' temporaries
+                pass
+        except CacheError as err:
+            print(f"kept     {path.name[:12]}  {_one_line(err)}")
+            continue
+        print(f"removed  {path.name[:12]}  {len(temporaries)} temporary file(s)")
 
 
 def _repair(root, prefixes: list[str], progress: bool) -> int:
@@ -163,15 +229,19 @@ def _repair(root, prefixes: list[str], progress: bool) -> int:
         print(f"rbplab: error: no cache entry matches key prefix {prefix!r}", file=sys.stderr)
     for path in dirs:
         entry = entry_at(path, root)
-        if entry is not None and entry.is_complete() and not entry.problems():
-            if prefixes:
-                print(f"ok       {path.name[:12]}  nothing to repair")
-            continue
+        if not prefixes and entry is not None and entry.is_complete() and not entry.problems():
+            from rbplab.extraction.verify import audit_entry
+
+            if not audit_entry(entry).problems:  # sound, or its counts cannot be derived here
+                continue
         try:
             result = repair_entry(path, root, progress=progress)
         except USER_ERRORS as err:
             failed += 1
             print(f"rbplab: error: {_one_line(err)}", file=sys.stderr)
+            continue
+        if result.from_cache:
+            print(f"ok       {path.name[:12]}  nothing to repair")
             continue
         computed = result.manifest.get("provenance", {}).get("tokens_computed")
         print(f"repaired {path.name[:12]}  {result.n_tokens} tokens ({computed} recomputed)")
@@ -218,7 +288,7 @@ def _run_cache(args: argparse.Namespace) -> int:
         return 0
     if args.cache_command == "repair":
         return _repair(root, args.keys, not args.no_progress)
-    return _verify(root, args.keys)
+    return _verify(root, args)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -543,6 +613,7 @@ EXAMPLES = {
   rbplab cache ls
   rbplab cache rm 3fa2c1d0 --incomplete
   RBPLAB_CACHE=/data/rbplab rbplab cache verify
+  rbplab cache verify 3fa2c1d0 --sample 2      # also recompute 2 random shards with the model
   rbplab cache repair
   rbplab cache export 3fa2c1d0 9b0e44aa -o runs.tar && rbplab cache import runs.tar
   rbplab cache ls --model 'micro-*' --revision 'step*' --group""",

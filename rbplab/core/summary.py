@@ -34,7 +34,8 @@ not reduce to run lengths; it reads the tokens (`rbplab.analysis.emergence` says
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import contextlib
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -168,6 +169,28 @@ class EntrySummary:
     # Where a summary read from the cache finds its tokens when a user asks for them
     # (`token_stats`); never called behind the user's back.
     load_tokens: Callable[[], TokenStats] | None = field(default=None, repr=False)
+    # A summary read from the cache holds only its pooled parts: the per-document tables (`hits`,
+    # `doc_runs`; the document bootstrap and the emergence bootstrap read them) are read from its
+    # file and checked when asked for, so a study's memory grows with its entries, not documents.
+    load_documents: Callable[[], tuple[dict, dict]] | None = field(default=None, repr=False)
+
+    def _document_tables(self) -> tuple[dict, dict]:
+        if self.hits or self.load_documents is None:  # in memory (or nothing to read)
+            return self.hits, self.doc_runs
+        held = self.__dict__.get("_held")
+        return held if held is not None else self.load_documents()
+
+    @contextlib.contextmanager
+    def documents(self) -> Iterator[None]:
+        """Hold the per-document tables (read from the cache once) for a block of queries."""
+        if self.hits or self.load_documents is None or "_held" in self.__dict__:
+            yield
+            return
+        self.__dict__["_held"] = self.load_documents()
+        try:
+            yield
+        finally:
+            del self.__dict__["_held"]
 
     def token_stats(self) -> TokenStats:
         """The entry's per-token statistics: in memory, or read from the cache now."""
@@ -241,7 +264,7 @@ class EntrySummary:
         return self._at_ks(ks, ties, per_document=False)
 
     def _at_ks(self, ks: Iterable[int], ties: str, per_document: bool) -> np.ndarray:
-        table = self.hits[ties] if per_document else self.bucket_hits[ties]
+        table = self._document_tables()[0][ties] if per_document else self.bucket_hits[ties]
         total = self.doc_tokens if per_document else self.bucket_tokens
         ks = np.asarray(list(ks), dtype=np.int64)
         index = np.searchsorted(self.ks, ks)
@@ -266,7 +289,7 @@ class EntrySummary:
         """Pooled (or per-document) hit-run histogram at threshold k under a 0/1 convention."""
         if ties not in RUN_TIES:
             raise ValueError(f"hit runs exist for {RUN_TIES} ties, not {ties!r}")
-        table, grid = (self.doc_runs, self.doc_run_ks) if per_document else (self.runs, self.ks)
+        table, grid = (self._document_tables()[1], self.doc_run_ks) if per_document else (self.runs, self.ks)
         found = table.get((ties, int(k)))
         if found is None and self.stats is not None:  # tokens in memory: compute on first use
             self._compute_runs(ties, [int(k)], only_per_document=per_document)

@@ -2,8 +2,9 @@
 
 `sources` says where a model comes from, `models` loads config, tokenizer and weights,
 `fingerprints` identifies them, `windows` turns documents into model inputs, `ranks` computes
-the exact counts from hidden states, `pipeline` runs it all into cache entries, and `repair`
-recomputes damaged entries from what their spec records.
+the exact counts from hidden states, `pipeline` runs it all into cache entries, `repair`
+recomputes damaged entries from what their spec records, and `verify` checks entries against what
+only the corpus and the model can tell (shard counts; shards recomputed and compared).
 """
 
 from rbplab.extraction.grid import extract_many

@@ -125,10 +125,13 @@ def plan_extraction(
     model: ModelSpec | str,
     corpus: str | Path | Corpus | LazyCorpus,
     settings: ExtractionSettings | None = None,
+    *,
+    described: dict | None = None,
     **overrides: Any,
 ) -> Plan:
     """Resolve every setting and the cache key from config, tokenizer and corpus only.
-    `overrides` are `ExtractionSettings` fields (e.g. max_tokens=2000)."""
+    `overrides` are `ExtractionSettings` fields (e.g. max_tokens=2000). `described` is a dict the
+    caller keeps for one pass over a grid, so each model is described once, not once per corpus."""
     settings = resolve_settings(settings, **overrides)
     spec = as_spec(
         model,
@@ -136,7 +139,11 @@ def plan_extraction(
         device=None if settings.device == "auto" else settings.device,
         device_map=settings.device_map,
     )
-    described = describe_model(spec)
+    if described is None:
+        described = {}
+    if spec not in described:
+        described[spec] = describe_model(spec)
+    described = described[spec]
     info = described.info
     corpus = corpus if isinstance(corpus, (Corpus, LazyCorpus)) else open_corpus(corpus)
     context_length, stride, bos = settings.context_length, settings.stride, settings.bos
@@ -296,6 +303,25 @@ def plan_shards(plan: Plan) -> list[list[Window]]:
     return shard_windows(plan_windows(plan), plan.key_spec["windows"]["shard_tokens"])
 
 
+def count_problems(plan: Plan, manifest: dict) -> list[str]:
+    """How the shard records of a (checked) manifest differ from what the plan's spec and corpus
+    give: the number of shards and the rows of each follow from the corpus, the tokenizer and the
+    window settings (which the key pins), so an entry missing its last shard, with n_tokens fixed
+    to match, is caught here and nowhere in the store. Tokenizes the corpus (memoised)."""
+    expected = [sum(w.n_scored for w in shard) for shard in plan_shards(plan)]
+    found = [int(record["rows"]) for record in manifest["shards"]]
+    if len(found) != len(expected):
+        return [
+            f"it has {len(found)} shards ({sum(found)} tokens) but its spec and corpus give {len(expected)} "
+            f"({sum(expected)} tokens): shards are missing or extra"
+        ]
+    return [
+        f"shard {index} has {rows} rows but its spec and corpus give {want}"
+        for index, (rows, want) in enumerate(zip(found, expected, strict=True))
+        if rows != want
+    ]
+
+
 def make_scorer(plan: Plan, weights: torch.nn.Module | None = None) -> Scorer:
     """Load the weights (the expensive step a cache hit skips) unless given, check the head, wrap them."""
     info = plan.described.info
@@ -403,6 +429,11 @@ def extract(
     fields given as keywords, e.g. extract(model, corpus, max_tokens=2000).
     """
     plan = plan_extraction(model, corpus, settings, **overrides)
+    return extract_plan(plan, cache_dir=cache_dir, progress=progress)
+
+
+def extract_plan(plan: Plan, *, cache_dir: str | Path | None = None, progress: bool = True) -> ExtractResult:
+    """`extract` of an already made plan (`plan_extraction`)."""
     batch_size = plan.settings.batch_size
     entry = CacheEntry(cache_dir, plan.key_spec)
     hit = cache_hit(entry)  # a hit writes nothing, so a read-only cache serves it
@@ -432,7 +463,7 @@ def extract(
                     entry.write_shard(index, frame, producer=producer_id())
         elapsed = time.perf_counter() - started
         computed = sum(w.n_scored for i in todo for w in shards[i])
-        manifest = entry.finalize(entry_manifest(plan, shards, elapsed, computed, len(done)))
+        manifest = entry.finalize(entry_manifest(plan, shards, elapsed, computed, len(done)), len(shards))
     return ExtractResult(entry.key, entry.path, int(manifest["n_tokens"]), False, manifest)
 
 
@@ -474,12 +505,21 @@ def load_run(
     progress: bool = True,
     **overrides: Any,
 ) -> tuple[TokenStats, dict]:
-    """`load_stats` and the entry's manifest (e.g. its ``training`` block: step, D, C)."""
-    settings = resolve_settings(settings, **overrides)
-    result = extract(model, corpus, settings, cache_dir=cache_dir, progress=progress)
-    try:
-        return CacheEntry(cache_dir, result.manifest["spec"]).read_stats(), result.manifest
-    except CacheCorruptedError as err:
-        warnings.warn(f"{err}; recomputing the damaged shards now", stacklevel=3)
-    result = extract(model, corpus, settings, cache_dir=cache_dir, progress=progress)
-    return CacheEntry(cache_dir, result.manifest["spec"]).read_stats(), result.manifest
+    """`load_stats` and the entry's manifest (e.g. its ``training`` block: step, D, C).
+
+    The number of shards and the rows of each are derived from the corpus (`count_problems`),
+    never taken from the manifest: an entry that holds fewer (or more) is treated as damaged."""
+    plan = plan_extraction(model, corpus, resolve_settings(settings, **overrides))
+    for attempt in (1, 2):
+        result = extract_plan(plan, cache_dir=cache_dir, progress=progress)
+        entry = CacheEntry(cache_dir, plan.key_spec)
+        try:
+            problems = count_problems(plan, result.manifest)
+            if problems:
+                raise entry.damaged(problems[0])
+            return entry.read_stats(), result.manifest
+        except CacheCorruptedError as err:
+            if attempt == 2:
+                raise
+            warnings.warn(f"{err}; recomputing the damaged shards now", stacklevel=3)
+    raise AssertionError("unreachable")

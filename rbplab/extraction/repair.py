@@ -3,7 +3,9 @@
 The entry's spec records which model, corpus and settings produced it. Nothing else on disk is
 trusted: the model and corpus are re-resolved from the names the spec and manifest record,
 planned again, and used only if the planned key equals the entry's key. Then the damaged
-manifest is dropped and `extract` resumes, reusing every shard that still passes its checks.
+manifest is dropped and `extract` resumes, reusing every shard that still passes its checks. An
+entry whose shard counts differ from what its spec and corpus give (a truncated entry) is damaged
+too, though the store alone cannot tell.
 """
 
 from __future__ import annotations
@@ -13,11 +15,17 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rbplab.extraction.pipeline import ExtractResult, Plan, extract, plan_extraction
+from rbplab.extraction.pipeline import ExtractResult, Plan, count_problems, extract_plan, plan_extraction
 from rbplab.extraction.sources import ModelSpec
-from rbplab.store.cache import CacheEntry, CacheError, cache_key, entry_at
+from rbplab.store.cache import (
+    CacheEntry,
+    CacheError,
+    cache_key,
+    entry_at,
+    max_manifest_bytes,
+)
 from rbplab.store.corpora import load_corpus
-from rbplab.store.files import cache_root
+from rbplab.store.files import cache_root, entry_dir_problem
 
 
 def _get(data: Any, *path: str) -> Any:
@@ -30,12 +38,13 @@ def _unique(values: list[Any]) -> list[Any]:
     return list(dict.fromkeys(v for v in values if isinstance(v, str) and v))
 
 
-def replan(entry: CacheEntry) -> Plan:
-    """The extraction plan whose key is `entry.key`, or CacheError saying what could not be found."""
+def replan(entry: CacheEntry, purpose: str = "repair") -> Plan:
+    """The extraction plan whose key is `entry.key`, or CacheError saying what could not be found
+    (as "cannot <purpose> cache entry ...")."""
     spec = entry.spec
     hints: dict = {}
     with contextlib.suppress(OSError, ValueError):
-        loaded = json.loads(entry.manifest_path.read_text())
+        loaded = json.loads(entry.read_file("manifest.json", max_manifest_bytes(spec)))
         hints = loaded if isinstance(loaded, dict) else {}
     model_names = _unique(
         [_get(hints, "model", "source"), _get(hints, "model", "name"), _get(spec, "model", "name")]
@@ -58,7 +67,7 @@ def replan(entry: CacheEntry) -> Plan:
         corpus_errors.append(f"{name}: different content")
     if corpus is None:
         raise CacheError(
-            f"cannot repair cache entry {entry.key[:12]}: corpus {corpus_name!r} cannot be re-resolved "
+            f"cannot {purpose} cache entry {entry.key[:12]}: corpus {corpus_name!r} cannot be re-resolved "
             f"to the content it was extracted from ({'; '.join(corpus_errors) or 'no name recorded'})"
         )
     settings = {
@@ -67,6 +76,7 @@ def replan(entry: CacheEntry) -> Plan:
         "max_tokens": _get(spec, "max_tokens"),
         "include_padded_vocab": bool(_get(spec, "vocab", "include_padded")),
         "dtype": _get(spec, "model", "dtype") or "auto",
+        "shard_tokens": _get(spec, "windows", "shard_tokens"),  # as keyed (None: the default then)
     }
     policies = _unique([_get(hints, "settings", "bos"), "auto", "always", "never"])
     model_errors = []
@@ -86,7 +96,7 @@ def replan(entry: CacheEntry) -> Plan:
         except (OSError, ValueError, LookupError, ImportError, RuntimeError) as err:
             model_errors.append(f"{name}: {' '.join(str(err).split())}")
     raise CacheError(
-        f"cannot repair cache entry {entry.key[:12]}: model {_get(spec, 'model', 'name')!r} cannot be "
+        f"cannot {purpose} cache entry {entry.key[:12]}: model {_get(spec, 'model', 'name')!r} cannot be "
         f"re-resolved to the one it was extracted with ({'; '.join(model_errors) or 'no name recorded'})"
     )
 
@@ -98,6 +108,12 @@ def repair_entry(key: str | Path, root: str | Path | None = None, *, progress: b
     if path is None:
         entry = CacheEntry.open(key, root)
     else:
+        folder = entry_dir_problem(path)
+        if folder is not None:
+            raise CacheError(
+                f"cannot repair cache entry {path.name[:12]}: {folder}; nothing is written through it "
+                f"(rbplab cache rm {path.name[:12]} removes a linked entry folder, not its target)"
+            )
         entry = entry_at(path, root)
         if entry is None:
             raise CacheError(
@@ -106,17 +122,6 @@ def repair_entry(key: str | Path, root: str | Path | None = None, *, progress: b
             )
     plan = replan(entry)
     with entry.lock():
-        if entry.is_complete() and entry.problems():
+        if entry.is_complete() and (entry.problems() or count_problems(plan, entry.manifest())):
             entry.manifest_path.unlink()  # the entry is damaged: recompute, reusing sound shards
-    return extract(
-        plan.described.spec,
-        plan.corpus,
-        context_length=plan.policy.context_length,
-        stride=plan.policy.stride,
-        bos=plan.policy.bos,
-        max_tokens=plan.max_tokens,
-        include_padded_vocab=plan.include_padded_vocab,
-        dtype=plan.key_spec["model"]["dtype"],
-        cache_dir=root,
-        progress=progress,
-    )
+    return extract_plan(plan, cache_dir=root, progress=progress)  # the very plan whose key matched

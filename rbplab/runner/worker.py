@@ -118,7 +118,9 @@ def finalize_if_complete(
         done = entry.completed_shards()
         if not set(range(len(shards))) <= done:
             return False
-        entry.finalize(entry_manifest(plan, shards, seconds, computed, len(shards) - computed_shards))
+        # the planned count: a shard that vanished since the check above cannot shorten the entry
+        manifest = entry_manifest(plan, shards, seconds, computed, len(shards) - computed_shards)
+        entry.finalize(manifest, len(shards))
         return True
 
 

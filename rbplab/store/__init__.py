@@ -1,9 +1,10 @@
 """Where things are kept: the rank cache, the corpora, the model registry and model sizes S.
 
 `cache` owns the on-disk layout of entries (keys, shards, manifests, locks, listing, removal) and
-the checks that nothing read back is trusted unless derived again; `archive` exports and imports entries;
-`files` writes files atomically; `corpora` loads evaluation text; `registry` and `sizes` say
-which models form a family and how large each is. Nothing here runs a model.
+the checks that nothing read back is trusted unless derived again; `archive` exports and imports
+entries; `files` writes files atomically and reads entry files safely (no links, no special files,
+bounded sizes); `corpora` loads evaluation text; `registry` and `sizes` say which models form a
+family and how large each is. Nothing here runs a model.
 """
 
 from rbplab.store.archive import ArchiveError, export_entries, import_archive

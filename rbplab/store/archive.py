@@ -1,43 +1,84 @@
 """Sharing cache entries: `export_entries` writes complete, verified entries into one tar file;
 `import_archive` brings them into a cache.
 
-An archive is untrusted input. Import never lets tarfile place anything: each member must be a
-regular file named ``<key>/<cache file name>`` (spec.json, manifest.json, shard-NNNNN.parquet
-and its .sha256, the summary and its .sha256), and is copied to a path built from those validated parts inside a temporary
-directory within the cache root. Every entry is then checked with every rule of
-`rbplab.store.cache` (key derived from spec.json, shard names, records, row counts, mirrored
-settings, checksums, shard metadata). Only when all of them pass does each entry become
-visible, by one atomic rename per entry; a refused archive leaves nothing behind.
+An archive is untrusted input. The archive path must be a regular file (a FIFO is refused without
+waiting for a writer). Import never lets tarfile place anything: a first pass reads the member
+headers only, and each member must be a regular, non-sparse file named ``<key>/<name>`` where
+`name` is a name the cache itself writes (`rbplab.store.cache.is_cache_file`), or the folder
+``<key>``; every declared size is bounded (spec.json and the .sha256 records by fixed limits, the
+manifest by what its spec allows, each shard and the summary by exactly the bytes its manifest
+record gives), so a
+member declaring 20 GB is refused before a byte of it is read. Members are then copied, at most
+their declared size, to paths built from those validated parts inside a temporary folder within
+the cache root, and every entry is checked with every rule of `rbplab.store.cache` (key derived
+from spec.json, shard names, records, row counts, mirrored settings, checksums, shard metadata).
+
+Imports are all-or-nothing across entries: only when every entry passes, every destination can
+take it (not a link, no foreign files, no other writer) and every lock is held does any entry
+become visible, one rename each; a failure while renaming moves the renamed ones back. A refused
+archive leaves nothing behind. (A process killed during those renames, a few system calls, can
+leave some entries of the archive imported: each is complete and verified, none partial.) The
+temporary folder of an import that was killed is removed by the next import or by
+`rbplab cache verify --fix-litter`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import io
+import json
 import os
 import re
 import shutil
 import tarfile
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 from filelock import FileLock, Timeout
 
 from rbplab.store.cache import (
+    MAX_RECORD_BYTES,
+    MAX_SPEC_BYTES,
     CacheCorruptedError,
     CacheEntry,
     CacheError,
     entry_at,
+    entry_dir_problem,
+    foreign_items,
+    is_cache_file,
+    max_manifest_bytes,
+    max_shard_bytes,
+    max_shard_rows,
+    max_summary_bytes,
     remove_entry_dir,
-    shard_name,
+    shard_index,
 )
-from rbplab.store.files import cache_root, check_writable, location_error
+from rbplab.store.files import (
+    UnsafeFileError,
+    cache_root,
+    check_writable,
+    ensure_real_dir,
+    folder_problem,
+    location_error,
+    open_regular_file,
+)
 from rbplab.store.summaries import SUMMARY_FILE
 
-_MEMBER_RE = re.compile(
-    r"^([0-9a-f]{64})/(spec\.json|manifest\.json|shard-(\d{5,})\.parquet(\.sha256)?|"
-    + re.escape(SUMMARY_FILE)
-    + r"(\.sha256)?)$"
-)
+LOCK_TIMEOUT = 10.0  # seconds an import waits for an entry another process is writing
+_KEY_RE = re.compile(r"^[0-9a-f]{64}$")
+_STAGING_RE = re.compile(r"^\.import-\d+-[0-9a-f]{8}$")
+_FILE_TYPES = (tarfile.REGTYPE, tarfile.AREGTYPE)
+_MEMBER_KINDS = {
+    tarfile.SYMTYPE: "a symbolic link",
+    tarfile.LNKTYPE: "a hard link",
+    tarfile.CHRTYPE: "a character device",
+    tarfile.BLKTYPE: "a block device",
+    tarfile.FIFOTYPE: "a FIFO",
+    tarfile.CONTTYPE: "a contiguous file",
+    tarfile.GNUTYPE_SPARSE: "a sparse file",
+}
 
 
 class ArchiveError(CacheError):
@@ -46,7 +87,8 @@ class ArchiveError(CacheError):
 
 def export_entries(keys: list[str], output: str | Path, *, root: str | Path | None = None) -> list[str]:
     """Write the complete entries named by `keys` (unique key prefixes) into the tar file `output`.
-    Every entry is verified first; a damaged or incomplete one stops the export. Returns the keys."""
+    Every entry is verified first; a damaged or incomplete one stops the export. The bytes written
+    are the bytes verified (`CacheEntry.verified_files`). Returns the keys."""
     root = cache_root(root)
     if not keys:
         raise CacheError("say which entries to export: KEY_PREFIX... (rbplab cache ls lists them)")
@@ -69,25 +111,21 @@ def export_entries(keys: list[str], output: str | Path, *, root: str | Path | No
     try:
         with tarfile.open(tmp, "w") as tar:
             for key, entry in sorted(entries.items()):
-                n_shards = len(entry.manifest()["shards"])
-                names = ["spec.json"]
-                for index in range(n_shards):
-                    names += [shard_name(index), shard_name(index) + ".sha256"]
-                if (entry.path / SUMMARY_FILE).is_file():  # verified by problems() above
-                    names += [SUMMARY_FILE, SUMMARY_FILE + ".sha256"]
-                for name in [*names, "manifest.json"]:
-                    path = entry.path / name
+                for name, data in entry.verified_files():
                     info = tarfile.TarInfo(f"{key}/{name}")
-                    info.size = path.stat().st_size
+                    info.size = len(data)
                     info.mode = 0o644
-                    info.mtime = int(path.stat().st_mtime)
-                    with open(path, "rb") as handle:
-                        tar.addfile(info, handle)
+                    info.mtime = int((entry.path / name).lstat().st_mtime)
+                    tar.addfile(info, io.BytesIO(data))
         os.replace(tmp, output)
     except OSError as err:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise location_error(err, output) from err
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
     return sorted(entries)
 
 
@@ -95,82 +133,332 @@ def import_archive(archive: str | Path, *, root: str | Path | None = None) -> li
     """Import every entry of a tar file written by `export_entries`; see the module docstring.
     Returns (key, "imported" | "already present") per entry."""
     archive = Path(archive).expanduser()
-    root = check_writable(cache_root(root))
-    staging = root / f".import-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     try:
-        staging.mkdir()
-        keys = _unpack(archive, staging)
-        for key in keys:
-            entry = entry_at(staging / key[:2] / key, staging)
-            if entry is None:
-                raise ArchiveError(
-                    f"refusing archive {archive}: entry {key[:12]} has no spec.json that hashes to its key"
-                )
-            if not entry.is_complete():
-                raise ArchiveError(
-                    f"refusing archive {archive}: entry {key[:12]} is not complete (no manifest.json)"
-                )
-            problems = entry.problems()
-            if problems:
-                raise ArchiveError(f"refusing archive {archive}: entry {key[:12]} is damaged: {problems[0]}")
-        return [_install(staging, root, key) for key in keys]
+        handle = open_regular_file(archive)
+    except UnsafeFileError as err:
+        raise ArchiveError(f"refusing archive {archive}: {err}") from None
     except OSError as err:
-        raise location_error(err, root) from err
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)  # our own temporary directory
+        raise ArchiveError(f"refusing archive {archive}: cannot open it ({err.strerror or err})") from None
+    with handle:
+        root = check_writable(cache_root(root))
+        remove_stale_imports(root)
+        try:
+            with _staging(root) as staging:
+                keys = _unpack(handle, archive, staging)
+                for key in keys:
+                    _check_staged(staging, key, archive)
+                return _install(staging, root, keys, archive)
+        except UnsafeFileError as err:
+            raise ArchiveError(f"refusing archive {archive}: {err}") from None
+        except OSError as err:
+            raise location_error(err, root) from err
 
 
-def _unpack(archive: Path, staging: Path) -> list[str]:
-    """Copy the members of `archive` into `staging/<key[:2]>/<key>/<name>`, refusing anything else."""
+# ---------------------------------------------------------------------------------------------
+# Temporary folders of imports
+
+
+def _staging_lock(root: Path, staging: Path) -> Path:
+    return root / "locks" / f"{staging.name[1:]}.lock"
+
+
+@contextlib.contextmanager
+def _staging(root: Path) -> Iterator[Path]:
+    """A fresh ``.import-<pid>-<hex>`` folder in the cache root, locked (so no other process takes
+    it for litter) and removed on the way out, whatever happens."""
+    staging = root / f".import-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    ensure_real_dir(root / "locks", "the locks folder")
+    lock_path = _staging_lock(root, staging)
     try:
-        tar = tarfile.open(archive, "r:*")
-    except (tarfile.TarError, OSError) as err:
-        raise ArchiveError(f"refusing archive {archive}: not a readable tar file ({err})") from err
-    seen: set[str] = set()
-    keys: set[str] = set()
+        with FileLock(str(lock_path)):  # taken before the folder exists: an unlocked folder is litter
+            staging.mkdir()
+            try:
+                yield staging
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)  # our own temporary folder
+    finally:
+        with contextlib.suppress(OSError):
+            lock_path.unlink()
+
+
+def _lock_is_free(path: Path) -> bool:
+    """Whether no process holds the flock on `path` (a missing lock file is free). Opens the file
+    read-only, so it works on a read-only cache and writes nothing."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False  # a link or something odd at a lock's name: leave that folder alone
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # closing releases the flock
+    return True
+
+
+def stale_imports(root: str | Path | None = None) -> list[Path]:
+    """Temporary folders of imports that were killed (``<root>/.import-*`` whose lock no process
+    holds); real folders only, never a link."""
+    root = cache_root(root)
+    if not root.is_dir():
+        return []
+    return sorted(
+        path
+        for path in root.iterdir()
+        if _STAGING_RE.match(path.name)
+        and path.is_dir()
+        and not path.is_symlink()
+        and _lock_is_free(_staging_lock(root, path))
+    )
+
+
+def remove_stale_imports(root: str | Path | None = None) -> list[Path]:
+    """Delete the temporary folders of killed imports (`stale_imports`), each under its lock."""
+    root = cache_root(root)
+    removed = []
+    for path in stale_imports(root):
+        lock_path = _staging_lock(root, path)
+        try:
+            with FileLock(str(lock_path), timeout=0):
+                shutil.rmtree(path)  # rmtree never follows a link inside the folder
+            lock_path.unlink(missing_ok=True)
+        except Timeout:
+            continue  # an import started using it meanwhile
+        except OSError as err:
+            raise location_error(err, path) from err
+        removed.append(path)
+    return removed
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading an archive
+
+
+def _member_problem(member: tarfile.TarInfo) -> str | None:
+    """Why a member is not a plain regular file or folder, or None."""
+    if member.isdir():
+        return None
+    if member.type not in _FILE_TYPES:
+        kind = _MEMBER_KINDS.get(member.type, f"of tar type {member.type!r}")
+        return f"member {member.name!r} is {kind}, not a regular file"
+    if member.sparse is not None:
+        return f"member {member.name!r} is a sparse file, not a regular file"
+    return None
+
+
+def _member_limit(name: str) -> int:
+    """The most bytes a member called `name` may declare before its entry's manifest is known."""
+    if name == "spec.json":
+        return MAX_SPEC_BYTES
+    if name.endswith(".sha256"):
+        return MAX_RECORD_BYTES
+    if name == "manifest.json":
+        return max_manifest_bytes(None)
+    if name == SUMMARY_FILE:
+        return max_summary_bytes(None)
+    return max_shard_bytes(max_shard_rows(None))
+
+
+def _unpack(handle, archive: Path, staging: Path) -> list[str]:
+    """Copy the members of `archive` into `staging/<key[:2]>/<key>/<name>`, refusing anything else."""
+
+    def refuse(why: str) -> ArchiveError:
+        return ArchiveError(f"refusing archive {archive}: {why}")
+
+    try:
+        tar = tarfile.open(fileobj=handle, mode="r:*")
+    except (tarfile.TarError, OSError, EOFError) as err:
+        raise refuse(f"not a readable tar file ({err})") from None
+    files: dict[tuple[str, str], tarfile.TarInfo] = {}
     with tar:
         try:
-            for member in tar:
-                match = _MEMBER_RE.match(member.name)
-                if match is None or not member.isfile():
-                    raise ArchiveError(
-                        f"refusing archive {archive}: member {member.name!r} is not a cache file "
-                        "(only <key>/spec.json, manifest.json, shard and summary files are allowed)"
+            for member in tar:  # headers only: nothing is read from a member before all are checked
+                problem = _member_problem(member)
+                if problem is not None:
+                    raise refuse(problem)
+                key, _, name = member.name.rstrip("/").partition("/")
+                if member.isdir():
+                    if _KEY_RE.match(key) and not name:
+                        continue  # the entry's own folder, as other tar tools write it
+                    raise refuse(f"member {member.name!r} is a folder other than an entry's <key>/")
+                if not _KEY_RE.match(key) or "/" in name or not is_cache_file(name, temporary=False):
+                    raise refuse(
+                        f"member {member.name!r} is not a cache file (only <key>/spec.json, manifest.json, "
+                        "shard and summary files are allowed)"
                     )
-                key, name, index = match.group(1), match.group(2), match.group(3)
-                if index is not None and not name.startswith(shard_name(int(index))):
-                    raise ArchiveError(
-                        f"refusing archive {archive}: member {member.name!r} is not a shard name"
+                if (key, name) in files:
+                    raise refuse(f"member {member.name!r} appears twice")
+                if member.size > _member_limit(name):
+                    raise refuse(
+                        f"member {member.name!r} declares {member.size} bytes, more than a {name} can hold"
                     )
-                if member.name in seen:
-                    raise ArchiveError(f"refusing archive {archive}: member {member.name!r} appears twice")
-                seen.add(member.name)
-                keys.add(key)
+                files[(key, name)] = member
+            small = {
+                item: _read_member(tar, member, refuse)
+                for item, member in files.items()
+                if shard_index(item[1]) is None
+            }
+            for (key, name), member in files.items():
+                if name == SUMMARY_FILE:
+                    expected = _recorded_summary_bytes(small.get((key, "manifest.json")))
+                    if expected is not None and expected != member.size:
+                        raise refuse(
+                            f"member {member.name!r} declares {member.size} bytes but its manifest "
+                            f"records {expected}"
+                        )
+                index = shard_index(name)
+                if index is not None:
+                    expected = _recorded_bytes(small.get((key, "manifest.json")), index)
+                    if expected != member.size:
+                        raise refuse(
+                            f"member {member.name!r} declares {member.size} bytes but its manifest records "
+                            f"{'none' if expected is None else expected}"
+                        )
+            keys = sorted({key for key, _ in files})
+            if not keys:
+                raise refuse("it holds no cache entries")
+            for (key, name), member in files.items():
                 target = staging / key[:2] / key / name  # built from the validated parts only
                 target.parent.mkdir(parents=True, exist_ok=True)
-                source = tar.extractfile(member)
-                with source, open(target, "xb") as handle:
-                    shutil.copyfileobj(source, handle)
+                with open(target, "xb") as out:
+                    if (key, name) in small:
+                        out.write(small[(key, name)])
+                    else:
+                        _copy_member(tar, member, out, refuse)
         except (tarfile.TarError, EOFError) as err:
-            raise ArchiveError(f"refusing archive {archive}: it is damaged or truncated ({err})") from err
-    if not keys:
-        raise ArchiveError(f"refusing archive {archive}: it holds no cache entries")
-    return sorted(keys)
+            raise refuse(f"it is damaged or truncated ({err})") from None
+    return keys
 
 
-def _install(staging: Path, root: Path, key: str) -> tuple[str, str]:
-    """Move one verified entry from staging into the cache under its write lock (atomic rename)."""
-    dest = root / key[:2] / key
-    existing = entry_at(dest, root) if dest.is_dir() else None
-    if existing is not None and existing.is_complete() and not existing.problems():
-        return key, "already present"
-    (root / "locks").mkdir(parents=True, exist_ok=True)
+def _recorded_summary_bytes(manifest: bytes | None) -> int | None:
+    """The summary size a manifest records, None when it records none (older entries)."""
     try:
-        with FileLock(str(root / "locks" / f"{key}.lock"), timeout=10):
-            if dest.is_dir() or dest.is_symlink():
-                remove_entry_dir(dest)  # an incomplete or damaged copy: its own files only
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            os.rename(staging / key[:2] / key, dest)
-    except Timeout as err:
-        raise CacheError(f"cache entry {key[:12]} is being written by another process; not imported") from err
-    return key, "imported"
+        record = json.loads(manifest or b"{}").get("summary")
+    except (ValueError, AttributeError):
+        return None
+    size = record.get("bytes") if isinstance(record, dict) else None
+    return size if isinstance(size, int) and not isinstance(size, bool) else None
+
+
+def _read_member(tar: tarfile.TarFile, member: tarfile.TarInfo, refuse) -> bytes:
+    source = tar.extractfile(member)
+    data = source.read(member.size + 1) if source is not None else b""
+    if len(data) != member.size:
+        raise refuse(f"member {member.name!r} holds {len(data)} bytes, not the {member.size} it declares")
+    return data
+
+
+def _copy_member(tar: tarfile.TarFile, member: tarfile.TarInfo, out, refuse) -> None:
+    source = tar.extractfile(member)
+    copied = 0
+    while source is not None:
+        chunk = source.read(min(1 << 20, member.size + 1 - copied))
+        if not chunk:
+            break
+        out.write(chunk)
+        copied += len(chunk)
+        if copied > member.size:
+            break
+    if copied != member.size:
+        raise refuse(f"member {member.name!r} holds {copied} bytes, not the {member.size} it declares")
+
+
+def _recorded_bytes(manifest_bytes: bytes | None, index: int) -> int | None:
+    """The byte count the manifest records for shard `index`, None when it records none."""
+    try:
+        shards = json.loads(manifest_bytes or b"")["shards"]
+        record = next(r for r in shards if isinstance(r, dict) and r.get("index") == index)
+    except (ValueError, TypeError, KeyError, StopIteration):
+        return None
+    size = record.get("bytes")
+    return size if isinstance(size, int) and not isinstance(size, bool) else None
+
+
+def _check_staged(staging: Path, key: str, archive: Path) -> None:
+    entry = entry_at(staging / key[:2] / key, staging)
+    if entry is None:
+        raise ArchiveError(
+            f"refusing archive {archive}: entry {key[:12]} has no spec.json that hashes to its key"
+        )
+    if not entry.is_complete():
+        raise ArchiveError(f"refusing archive {archive}: entry {key[:12]} is not complete (no manifest.json)")
+    problems = entry.problems()
+    if problems:
+        raise ArchiveError(f"refusing archive {archive}: entry {key[:12]} is damaged: {problems[0]}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Installing: all entries or none
+
+
+def _install(staging: Path, root: Path, keys: list[str], archive: Path) -> list[tuple[str, str]]:
+    """Move every verified entry from staging into the cache, or none (see the module docstring)."""
+    with contextlib.ExitStack() as locks:
+        ensure_real_dir(root / "locks", "the locks folder")
+        for key in keys:
+            try:
+                locks.enter_context(FileLock(str(root / "locks" / f"{key}.lock"), timeout=LOCK_TIMEOUT))
+            except Timeout:
+                raise CacheError(
+                    f"cache entry {key[:12]} is being written by another process; nothing was imported "
+                    f"from {archive}"
+                ) from None
+        states = {key: _destination_state(root, key, archive) for key in keys}
+        todo = [key for key in keys if states[key] != "already present"]
+        replaced = staging / "replaced"  # what the new entries replace: incomplete or damaged copies
+        replaced.mkdir()
+        moved: list[str] = []
+        placed: list[str] = []
+        try:
+            for key in todo:
+                dest = root / key[:2] / key
+                if os.path.lexists(dest):
+                    os.rename(dest, replaced / key)  # a linked folder moves as the link itself
+                    moved.append(key)
+                ensure_real_dir(dest.parent, f"the prefix folder {key[:2]!r}")
+                os.rename(staging / key[:2] / key, dest)
+                placed.append(key)
+        except BaseException:
+            for key in reversed(placed):  # put everything back as it was
+                with contextlib.suppress(OSError):
+                    os.rename(root / key[:2] / key, staging / key[:2] / key)
+            for key in reversed(moved):
+                with contextlib.suppress(OSError):
+                    os.rename(replaced / key, root / key[:2] / key)
+            raise
+        for key in moved:  # the replaced copies hold cache files only (checked), or are links
+            with contextlib.suppress(OSError, CacheError):
+                remove_entry_dir(replaced / key)
+    return [(key, "already present" if states[key] == "already present" else "imported") for key in keys]
+
+
+def _destination_state(root: Path, key: str, archive: Path) -> str:
+    """ "new", "replace" (an incomplete or damaged copy, or a link) or "already present"; refuses a
+    destination under a linked prefix folder or one holding files the cache did not write."""
+    dest = root / key[:2] / key
+    prefix_problem = folder_problem(root / key[:2], f"the prefix folder {key[:2]!r}")
+    if prefix_problem is not None:
+        raise ArchiveError(
+            f"refusing archive {archive}: {prefix_problem} (entry {key[:12]}); nothing was imported"
+        )
+    if not os.path.lexists(dest):
+        return "new"
+    if os.path.islink(dest):
+        return "replace"  # the link moves aside; its target is never touched
+    if entry_dir_problem(dest) is not None:
+        raise ArchiveError(
+            f"refusing archive {archive}: entry {key[:12]}: {entry_dir_problem(dest)}; nothing was imported"
+        )
+    existing = entry_at(dest, root)
+    if existing is not None and existing.is_complete() and not existing.problems():
+        return "already present"
+    foreign = foreign_items(dest)
+    if foreign:
+        raise ArchiveError(
+            f"refusing archive {archive}: cache entry {key[:12]} already exists with files the cache did not "
+            f"write ({', '.join(foreign)}); nothing was imported: move those away first"
+        )
+    return "replace"

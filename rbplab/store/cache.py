@@ -40,12 +40,31 @@ entries (under their write lock); removal refuses empty or short key prefixes.
 
 Writers hold a per-key file lock (``<root>/locks/<key>.lock``), so two processes
 extracting the same (model, corpus, settings) never interleave their shards.
+
+Hostile files, not only hostile JSON. Every file of an entry is read through
+`rbplab.store.files.read_entry_file`: never through a symbolic link below the cache root (at the
+prefix folder, the entry folder or the file), never anything but a regular file (a FIFO is not
+opened, so nothing blocks; a device is not opened, so nothing streams), and never more bytes than
+the file can hold: a shard exactly the bytes its records give, a record, spec or manifest a bound
+that follows from the spec (`max_shard_rows`, `max_manifest_bytes`). The records themselves are
+bounded by the spec: no shard holds more than shard_tokens + context_length - 2 rows, every shard
+but the last holds at least shard_tokens, and n_tokens never exceeds max_tokens. A complete
+entry's ``.sha256`` files must agree with its manifest. Writers refuse an entry whose folder or
+prefix folder is a symbolic link or whose lock file is not a regular file, and clear cache-named
+items that are not regular files (links, FIFOs, empty folders) before they write; `problems`
+reports all of it. Removal deletes manifest.json first and spec.json last, so an interrupted
+removal leaves an incomplete entry, never one that reads as complete.
+
+What the store cannot know is how many tokens and shards an entry must have: that follows from
+the corpus and the tokenizer (`rbplab.extraction.pipeline.count_problems`, used by `load_stats`
+and `rbplab cache verify`). Reading through `CacheEntry` alone does not derive them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import hashlib
 import json
 import os
@@ -66,7 +85,19 @@ from filelock import FileLock, Timeout
 
 from rbplab.core.stats import TokenStats
 from rbplab.core.summary import SUMMARY_VERSION, EntrySummary, summarize
-from rbplab.store.files import atomic_write, cache_root, check_writable, location_error
+from rbplab.store.files import (
+    UnsafeFileError,
+    atomic_write,
+    cache_root,
+    check_writable,
+    ensure_entry_dir,
+    ensure_real_dir,
+    entry_dir_problem,
+    entry_file_problem,
+    file_kind,
+    location_error,
+    read_entry_file,
+)
 from rbplab.store.summaries import SUMMARY_FILE, SummaryError, parse_summary, summary_bytes
 
 RANK_FORMAT_VERSION = 1
@@ -102,15 +133,25 @@ SHARD_SCHEMA = pa.schema(
 _KEY_RE = re.compile(r"^[0-9a-f]{64}$")
 _SHARD_RE = re.compile(r"^shard-(\d{5,})\.parquet$")
 _HEX_RE = re.compile(r"^[0-9a-f]+$")
-_TEMP_RE = re.compile(
-    r"^\.(spec\.json|manifest\.json|(shard-\d{5,}|summary-v\d+)\.parquet(\.sha256)?)\.tmp-\d+-[0-9a-f]+$"
-)
-# A summary file (and its record) larger than this per token, plus a fixed allowance, is refused
-# unread: a summary holds at most a few numbers per distinct rank, document and segment.
+_SHA_RE = re.compile(r"^[0-9a-f]{64}$")
+_TEMP_RE = re.compile(r"^\.(.+)\.tmp-\d+-[0-9a-f]+$")  # atomic_write's temporary of a cache file
+# A summary file larger than this per token, plus a fixed allowance, is refused unread: a summary
+# holds at most a few numbers per distinct rank, document and segment.
 _SUMMARY_BYTES_PER_TOKEN = 64
 _SUMMARY_BYTES_FIXED = 64 * 2**20
 
 MIN_PREFIX = 8  # shortest key prefix `remove_entries` accepts
+
+# Bounds on every file of an entry, so that no read is unbounded: a shard linked to /dev/zero or a
+# sparse file declaring terabytes is refused before a byte of it is read.
+MAX_SPEC_BYTES = 1 << 20  # spec.json (a few hundred bytes in practice)
+MAX_RECORD_BYTES = 1 << 14  # a .sha256 record: {"sha256", "rows", "bytes", "producer"}
+MAX_ROW_BYTES = (1 << 12) + 64  # one parquet row at worst: six numbers and a document id (< 4 KiB)
+SHARD_OVERHEAD_BYTES = 1 << 20  # parquet footer, schema and metadata of one shard
+MANIFEST_BASE_BYTES = 1 << 20  # a manifest without its shard records (model, corpus, provenance)
+MANIFEST_RECORD_BYTES = 1 << 10  # one shard record of a manifest, producer included
+DEFAULT_MAX_SHARD_ROWS = 1 << 24  # for specs that do not say how shards are cut
+DEFAULT_MAX_SHARDS = 1 << 18  # for specs without a token budget: 17 billion tokens at 65,536 per shard
 
 # Parquet schema metadata every shard carries: which entry and which index it was written for.
 SHARD_KEY_META = b"rbplab.entry_key"
@@ -144,13 +185,83 @@ def shard_name(index: int) -> str:
     return f"shard-{index:05d}.parquet"
 
 
-def is_cache_file(name: str) -> bool:
-    """Whether `name` is a file name the cache itself writes inside an entry directory."""
-    if name in ("spec.json", "manifest.json", SUMMARY_FILE, SUMMARY_FILE + ".sha256") or _TEMP_RE.match(name):
+def shard_index(name: str) -> int | None:
+    """The index of the shard file `name` (``shard-NNNNN.parquet``), None for any other name."""
+    match = _SHARD_RE.match(name)
+    return int(match.group(1)) if match and name == shard_name(int(match.group(1))) else None
+
+
+def is_cache_file(name: str, *, temporary: bool = True) -> bool:
+    """Whether `name` is a file name the cache itself writes inside an entry directory.
+
+    The one list of those names: removal, resume, `verify` and archive import all ask here.
+    spec.json, manifest.json, shard-NNNNN.parquet and its .sha256 record, the summary and its
+    .sha256 record; with `temporary`, also the temporaries `atomic_write` makes of them
+    (``.<name>.tmp-<pid>-<hex>``)."""
+    if name in ("spec.json", "manifest.json", SUMMARY_FILE, SUMMARY_FILE + ".sha256"):
         return True
-    base = name[: -len(".sha256")] if name.endswith(".sha256") else name
-    match = _SHARD_RE.match(base)
-    return bool(match) and base == shard_name(int(match.group(1)))
+    temp = _TEMP_RE.match(name)
+    if temp:
+        return temporary and is_cache_file(temp.group(1), temporary=False)
+    return shard_index(name[: -len(".sha256")] if name.endswith(".sha256") else name) is not None
+
+
+def _count_at(spec: Any, path: tuple[str, ...]) -> int | None:
+    value = _lookup(spec, path)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def max_shard_rows(spec: Any) -> int:
+    """The most rows one shard can hold under `spec`. A shard closes once it reaches
+    windows.shard_tokens targets and one window scores at most context_length - 1 targets, so
+    shard_tokens + context_length - 2 (and never more than max_tokens)."""
+    shard_tokens = _count_at(spec, ("windows", "shard_tokens"))
+    context = _count_at(spec, ("windows", "context_length"))
+    bound = shard_tokens + context - 2 if shard_tokens and context else DEFAULT_MAX_SHARD_ROWS
+    budget = _count_at(spec, ("max_tokens",))
+    return min(bound, budget) if budget else bound
+
+
+def max_shards(spec: Any) -> int:
+    """The most shards an entry can have under `spec`: every shard but the last holds at least
+    shard_tokens targets, so max_tokens // shard_tokens + 1 when there is a budget."""
+    shard_tokens = _count_at(spec, ("windows", "shard_tokens"))
+    budget = _count_at(spec, ("max_tokens",))
+    return budget // shard_tokens + 1 if shard_tokens and budget else DEFAULT_MAX_SHARDS
+
+
+def max_shard_bytes(rows: int) -> int:
+    """The most bytes a shard of `rows` rows can take on disk."""
+    return SHARD_OVERHEAD_BYTES + rows * MAX_ROW_BYTES
+
+
+def max_summary_bytes(n_tokens: int | None) -> int:
+    """The most bytes an entry's summary can take (a fixed allowance when the tokens are unknown)."""
+    return _SUMMARY_BYTES_FIXED + _SUMMARY_BYTES_PER_TOKEN * (n_tokens or 0)
+
+
+def max_manifest_bytes(spec: Any) -> int:
+    """The most bytes the manifest of an entry of `spec` can take."""
+    return MANIFEST_BASE_BYTES + MANIFEST_RECORD_BYTES * max_shards(spec)
+
+
+def _record_problem(record: Any, spec: Any) -> str | None:
+    """What is wrong with a shard's checksum record ({"sha256", "rows", "bytes", ...}), or None."""
+    if not isinstance(record, dict):
+        return "is not a record"
+    if not isinstance(record.get("sha256"), str) or not _SHA_RE.match(record["sha256"]):
+        return "has no valid sha256"
+    rows = record.get("rows")
+    if not isinstance(rows, int) or isinstance(rows, bool) or rows < 0:
+        return "has no valid row count"
+    if rows > max_shard_rows(spec):
+        return f"claims {rows} rows, more than one shard holds under its spec ({max_shard_rows(spec)})"
+    size = record.get("bytes")
+    if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
+        return "has no valid byte count"
+    if size > max_shard_bytes(rows):
+        return f"claims {size} bytes, more than a shard of {rows} rows takes ({max_shard_bytes(rows)})"
+    return None
 
 
 class CacheError(RuntimeError):
@@ -158,7 +269,7 @@ class CacheError(RuntimeError):
 
 
 class CacheCorruptedError(CacheError):
-    """A complete entry failed its checksums; it has been marked incomplete."""
+    """A complete entry failed its checks; it has been marked incomplete (when writable)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -225,7 +336,12 @@ class CacheEntry:
     def open(cls, key: str, root: str | Path | None = None) -> CacheEntry:
         """The existing entry whose key starts with `key` (a unique prefix is enough)."""
         root = cache_root(root)
-        matches = _matching_dirs(root, key)
+        full = key.lower()
+        if _KEY_RE.match(full):  # a whole key names one directory: no need to list the cache
+            path = root / full[:2] / full
+            matches = [path] if path.is_dir() else []  # as `entry_dirs` lists it, links included
+        else:
+            matches = _matching_dirs(root, key)
         if not matches:
             raise CacheError(f"no cache entry with key {key!r} under {root}")
         if len(matches) > 1:
@@ -248,11 +364,30 @@ class CacheEntry:
         return self.root / "locks" / f"{self.key}.lock"
 
     def shard_path(self, index: int) -> Path:
-        return self.path / f"shard-{index:05d}.parquet"
+        return self.path / shard_name(index)
 
     @staticmethod
     def _checksum_path(shard: Path) -> Path:
         return shard.with_name(shard.name + ".sha256")
+
+    def read_file(self, name: str, max_bytes: int) -> bytes:
+        """The bytes of the entry's file `name`, read by `read_entry_file` (no links, regular files
+        only, at most `max_bytes`). FileNotFoundError when it is missing; UnsafeFileError (an
+        OSError) when it is refused; other OSErrors pass through."""
+        return read_entry_file(self.path / name, self.path, max_bytes)
+
+    def odd_items(self) -> list[str]:
+        """One line per cache-named item of the entry folder that is not a regular file (a link, a
+        FIFO, a device, a folder): the cache never writes one. Nothing is followed or opened."""
+        if entry_dir_problem(self.path) is not None or not self.path.is_dir():
+            return []
+        found = []
+        for item in sorted(self.path.iterdir()):
+            if is_cache_file(item.name, temporary=False):
+                problem = entry_file_problem(item)
+                if problem is not None:
+                    found.append(problem)
+        return found
 
     # -- writing ---------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -263,11 +398,13 @@ class CacheEntry:
         model is loaded. `timeout` None waits indefinitely; on expiry CacheError is raised.
         """
         check_writable(self.root)
-        try:
-            self.lock_path.parent.mkdir(parents=True, exist_ok=True)
-            self.path.mkdir(parents=True, exist_ok=True)
-        except OSError as err:
-            raise location_error(err, self.path) from err
+        self._check_folders()
+        lock_problem = entry_file_problem(self.lock_path)
+        if lock_problem is not None:
+            raise CacheError(
+                f"cache entry {self.key[:12]}: its lock file {lock_problem}; refusing to write (remove "
+                f"{self.lock_path})"
+            )
         if self._file_lock is None:
             # One FileLock per entry object, so nested lock() calls re-enter instead of deadlocking.
             self._file_lock = FileLock(str(self.lock_path))
@@ -285,6 +422,7 @@ class CacheEntry:
         try:
             if self._lock_depth == 1:
                 self._remove_temporaries()
+                self._clear_odd_items()
                 if self._spec_problem() is not None:  # missing, or not this entry's (a cache file)
                     atomic_write(self.path / "spec.json", _dump(self.spec))
             yield self
@@ -296,19 +434,63 @@ class CacheEntry:
     def locked(self) -> bool:
         return self._lock_depth > 0
 
+    def _check_folders(self) -> None:
+        """Create the locks folder and the entry folder, refusing (CacheError) to write through a
+        symbolic link at either, or at the entry's prefix folder."""
+        try:
+            ensure_real_dir(self.root / "locks", "the locks folder")
+            ensure_entry_dir(self.path)
+        except UnsafeFileError as err:
+            raise CacheError(
+                f"cache entry {self.key[:12]}: {err}; refusing to write through it (remove that link; "
+                "rbplab cache rm removes a linked entry folder, never its target)"
+            ) from None
+        except OSError as err:
+            raise location_error(err, self.path) from err
+
+    def temporaries(self) -> list[Path]:
+        """Temporary files of interrupted writes (only the lock holder may delete them)."""
+        if entry_dir_problem(self.path) is not None or not self.path.is_dir():
+            return []
+        return sorted(
+            p for p in self.path.glob(".*.tmp-*") if is_cache_file(p.name) and _TEMP_RE.match(p.name)
+        )
+
     def _remove_temporaries(self) -> None:
         # Only the lock holder may do this: temporaries belong to dead writers then.
-        for tmp in self.path.glob(".*.tmp-*"):
-            if _TEMP_RE.match(tmp.name) and not tmp.is_dir():
+        for tmp in self.temporaries():
+            if not tmp.is_dir() or tmp.is_symlink():
                 with contextlib.suppress(OSError):
                     tmp.unlink()
+
+    def _clear_odd_items(self) -> None:
+        """Delete cache-named items that are not regular files (links, FIFOs, devices, sockets; the
+        link itself, never its target) and empty folders, so no write goes through them. A folder
+        with contents under a cache name stops the writer. Only the lock holder calls this."""
+        for item in sorted(self.path.iterdir()):
+            problem = entry_file_problem(item) if is_cache_file(item.name, temporary=False) else None
+            if problem is None:
+                continue
+            try:
+                if item.is_dir() and not item.is_symlink():
+                    item.rmdir()
+                else:
+                    item.unlink()
+            except OSError as err:
+                raise CacheError(
+                    f"cache entry {self.key[:12]}: {problem} and cannot be removed ({err.strerror or err}); "
+                    f"remove {item} by hand"
+                ) from None
+            warnings.warn(f"cache entry {self.key[:12]}: {problem}; it was removed", stacklevel=4)
 
     def _spec_problem(self) -> str | None:
         """Why spec.json is not this entry's spec, or None."""
         try:
-            on_disk = json.loads((self.path / "spec.json").read_text())
+            on_disk = json.loads(self.read_file("spec.json", MAX_SPEC_BYTES))
         except FileNotFoundError:
             return "spec.json is missing"
+        except UnsafeFileError as err:
+            return str(err)
         except (OSError, ValueError) as err:
             return f"spec.json is unreadable ({err})"
         try:
@@ -319,9 +501,9 @@ class CacheEntry:
             return f"spec.json hashes to {key[:12]}, not to the entry's key (copied from another entry?)"
         return None
 
-    def write_shard(self, index: int, frame: pd.DataFrame, producer: str | None = None) -> None:
-        """Store shard `index` (rows of SHARD_SCHEMA) atomically, then its checksum (which records
-        the `producer`, e.g. host:pid, for the manifest). Hold lock()."""
+    def encode_shard(self, index: int, frame: pd.DataFrame) -> bytes:
+        """The exact bytes shard `index` of this entry is stored as, for rows `frame` (SHARD_SCHEMA
+        columns): zstd parquet carrying the entry key and index in its schema metadata."""
         if index < 0:
             raise ValueError(f"shard index must be >= 0, got {index}")
         missing = [name for name in SHARD_SCHEMA.names if name not in frame.columns]
@@ -336,27 +518,74 @@ class CacheEntry:
         table = table.replace_schema_metadata(meta)
         sink = pa.BufferOutputStream()
         pq.write_table(table, sink, compression="zstd")
-        data = sink.getvalue().to_pybytes()
+        return sink.getvalue().to_pybytes()
+
+    def write_shard(self, index: int, frame: pd.DataFrame, producer: str | None = None) -> None:
+        """Store shard `index` (rows of SHARD_SCHEMA) atomically, then its checksum (which records
+        the `producer`, e.g. host:pid, for the manifest). Hold lock()."""
+        if len(frame) > max_shard_rows(self.spec):
+            raise ValueError(
+                f"shard {index} has {len(frame)} rows, more than one shard holds under the entry's spec "
+                f"({max_shard_rows(self.spec)})"
+            )
+        data = self.encode_shard(index, frame)
         shard = self.shard_path(index)
         checksum = self._checksum_path(shard)
+        self._check_folders()
         try:
-            self.path.mkdir(parents=True, exist_ok=True)
             # Drop the old checksum first: a shard being replaced must never verify against it.
             checksum.unlink(missing_ok=True)
         except OSError as err:
             raise location_error(err, shard) from err
         atomic_write(shard, data)
-        record = {"sha256": _sha256(data), "rows": table.num_rows, "bytes": len(data)}
+        record = {"sha256": _sha256(data), "rows": len(frame), "bytes": len(data)}
         atomic_write(checksum, _dump(record | ({"producer": producer} if producer else {})))
 
-    def _shard_record(self, shard: Path) -> dict | None:
-        """The checksum record of a shard, if it has one and the shard matches it."""
+    def _checksum_file(self, index: int) -> tuple[dict | None, str | None]:
+        """(record, None) of shard `index`'s .sha256 file, or (None, why it has no usable one)."""
+        name = shard_name(index) + ".sha256"
         try:
-            record = json.loads(self._checksum_path(shard).read_text())
-            data = shard.read_bytes()
-        except (OSError, ValueError):
+            record = json.loads(self.read_file(name, MAX_RECORD_BYTES))
+        except FileNotFoundError:
+            return None, f"shard {index} has no checksum file"
+        except UnsafeFileError as err:
+            return None, str(err)
+        except (OSError, ValueError) as err:
+            return None, f"{name} is unreadable ({err})"
+        problem = _record_problem(record, self.spec)
+        if problem is not None:
+            return None, f"{name} {problem}"
+        return record, None
+
+    def _shard_bytes(self, index: int, record: dict) -> tuple[bytes | None, str | None]:
+        """(bytes, None) of shard `index` when they are exactly what `record` (a checked record)
+        says; otherwise (bytes or None, why not): the bytes come back only if they were read."""
+        try:
+            data = self.read_file(shard_name(index), record["bytes"])
+        except FileNotFoundError:
+            return None, f"shard {index} is missing or unreadable"
+        except UnsafeFileError as err:
+            if err.errno == errno.EFBIG:
+                return None, f"shard {index} is larger than its record says ({record['bytes']} bytes)"
+            return None, str(err)
+        except OSError as err:
+            return None, f"shard {index} is missing or unreadable ({err.strerror or err})"
+        if len(data) != record["bytes"]:
+            return data, f"shard {index} has {len(data)} bytes but its record says {record['bytes']}"
+        if _sha256(data) != record["sha256"]:
+            return data, f"shard {index} failed its checksum"
+        return data, None
+
+    def _shard_record(self, shard: Path) -> dict | None:
+        """The checksum record of a shard, if it has a valid one and the shard matches it."""
+        index = shard_index(shard.name)
+        if index is None:
             return None
-        if not isinstance(record, dict) or record.get("sha256") != _sha256(data):
+        record, problem = self._checksum_file(index)
+        if problem is not None:
+            return None
+        data, problem = self._shard_bytes(index, record)
+        if problem is not None:
             return None
         return {**record, "_data": data}
 
@@ -383,10 +612,8 @@ class CacheEntry:
     def recorded_rows(self, index: int) -> int:
         """Rows that shard `index`'s checksum record claims (0 when it has none). Cheap and
         unverified: for progress displays only, never for data."""
-        try:
-            return int(json.loads(self._checksum_path(self.shard_path(index)).read_text())["rows"])
-        except (OSError, ValueError, KeyError, TypeError):
-            return 0
+        record, _ = self._checksum_file(index)
+        return 0 if record is None else int(record["rows"])
 
     @contextlib.contextmanager
     def shard_claim(self, index: int, wait: bool) -> Iterator[bool]:
@@ -395,9 +622,14 @@ class CacheEntry:
         `wait` is false. Claims are released when their process dies (flock)."""
         path = self.root / "locks" / f"{self.key}.shard-{index:05d}.lock"
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            ensure_real_dir(path.parent, "the locks folder")
+        except UnsafeFileError as err:
+            raise CacheError(f"cache entry {self.key[:12]}: {err}; refusing to write through it") from None
         except OSError as err:
             raise location_error(err, path) from err
+        problem = entry_file_problem(path)
+        if problem is not None:
+            raise CacheError(f"cache entry {self.key[:12]}: its shard lock {problem}; remove {path}")
         lock = FileLock(str(path))
         try:
             lock.acquire(timeout=-1 if wait else 0)
@@ -413,18 +645,18 @@ class CacheEntry:
         """Indices of shards whose checksum verifies and whose metadata names this entry and index.
         Other shards are removed with a warning (an unchecksummed one only by the lock holder)."""
         done: set[int] = set()
-        if not self.path.is_dir():
+        if entry_dir_problem(self.path) is not None or not self.path.is_dir():
             return done
         for shard in sorted(self.path.iterdir()):
-            match = _SHARD_RE.match(shard.name)
-            if not match or shard.name != shard_name(int(match.group(1))) or shard.is_dir():
+            index = shard_index(shard.name)
+            if index is None or (shard.is_dir() and not shard.is_symlink()):
                 continue
-            index = int(match.group(1))
-            has_checksum = self._checksum_path(shard).is_file()
-            record = self._shard_record(shard)
-            problem = None
+            has_checksum = os.path.lexists(self._checksum_path(shard))
+            record, problem = self._checksum_file(index)
             if record is not None:
-                problem = self._identity_problem(index, record["_data"], legacy_ok=False)
+                data, problem = self._shard_bytes(index, record)
+                if problem is None:
+                    problem = self._identity_problem(index, data, legacy_ok=False)
                 if problem is None:
                     done.add(index)
                     continue
@@ -440,7 +672,7 @@ class CacheEntry:
                 self._discard_shard(index)
         if self.locked:
             for checksum in self.path.glob("shard-*.parquet.sha256"):
-                if is_cache_file(checksum.name) and not checksum.with_suffix("").exists():
+                if is_cache_file(checksum.name) and not os.path.lexists(checksum.with_suffix("")):
                     checksum.unlink(missing_ok=True)  # checksum of a shard that is gone
         return done
 
@@ -451,19 +683,29 @@ class CacheEntry:
             with contextlib.suppress(OSError):
                 path.unlink()
 
-    def finalize(self, manifest: dict) -> dict:
+    def finalize(self, manifest: dict, n_shards: int | None = None) -> dict:
         """Mark the entry complete: verify shards 0..n-1, then write manifest.json last, atomically.
+
+        `n_shards`, when the caller knows it (the extractor planned the shards), is how many there
+        must be: a shard that vanished or failed meanwhile then stops the finalization instead of
+        making a shorter entry.
 
         `manifest` is the extractor's metadata (model info, corpus, settings, vocab_size);
         the cache adds key, spec, shard list with checksums, n_tokens, created and versions.
         Returns the manifest as written.
         """
+        self._check_folders()
         done = sorted(self.completed_shards())
         if not done:
             raise CacheError(f"cannot finalize cache entry {self.key[:12]}: it has no shards")
-        if done != list(range(len(done))):
-            missing = sorted(set(range(done[-1] + 1)) - set(done))
-            raise CacheError(f"cannot finalize cache entry {self.key[:12]}: shards {missing} are missing")
+        wanted = n_shards if n_shards is not None else done[-1] + 1
+        if done != list(range(wanted)):
+            missing = sorted(set(range(wanted)) - set(done))
+            extra = sorted(set(done) - set(range(wanted)))
+            raise CacheError(
+                f"cannot finalize cache entry {self.key[:12]}: shards {missing} are missing"
+                + (f" and shards {extra} are beyond the {wanted} planned" if extra else "")
+            )
         shards, tables = [], []
         for index in done:
             shard = self.shard_path(index)
@@ -494,16 +736,30 @@ class CacheEntry:
 
     # -- reading ---------------------------------------------------------------------------
     def is_complete(self) -> bool:
-        return self.manifest_path.is_file()
+        """Whether the entry has a manifest.json (of any kind: one that is not a regular file makes
+        a damaged entry, never an incomplete one that a resume would trip over)."""
+        return entry_dir_problem(self.path) is None and os.path.lexists(self.manifest_path)
+
+    def _load_manifest(self) -> Any:
+        """The parsed manifest.json; FileNotFoundError, UnsafeFileError, OSError or ValueError."""
+        return json.loads(self.read_file("manifest.json", max_manifest_bytes(self.spec)))
 
     def _raw_manifest(self) -> dict:
+        problem = entry_dir_problem(self.path)
+        if problem is not None:
+            raise CacheCorruptedError(
+                f"cache entry {self.key[:12]} at {self.path} cannot be read: {problem}; remove the link "
+                f"(rbplab cache rm {self.key[:12]})"
+            )
         try:
-            manifest = json.loads(self.manifest_path.read_text())
+            manifest = self._load_manifest()
         except FileNotFoundError:
             raise CacheError(
                 f"cache entry {self.key[:12]} at {self.path} is not complete; run the extraction "
                 "(rbplab extract) to finish it"
             ) from None
+        except UnsafeFileError as err:
+            raise self._corrupted(str(err)) from None
         except ValueError as err:
             raise self._corrupted(f"its manifest is unreadable ({err})") from err
         except OSError as err:
@@ -562,21 +818,18 @@ class CacheEntry:
                     f"shard record {label} names file {record.get('file')!r}; only {shard_name(label)!r} "
                     "is allowed"
                 )
-            if not isinstance(record.get("sha256"), str) or not re.fullmatch(
-                r"[0-9a-f]{64}", record["sha256"]
-            ):
-                problems.append(f"shard record {label} has no valid sha256")
-            rows = record.get("rows")
-            if not isinstance(rows, int) or isinstance(rows, bool) or rows < 0:
-                problems.append(f"shard record {label} has no valid row count")
+            record_problem = _record_problem(record, self.spec)
+            if record_problem is not None:
+                problems.append(f"shard record {label} {record_problem}")
         row_counts = [r.get("rows") for r in shards]
-        if records_ok and all(isinstance(n, int) for n in row_counts):
+        if records_ok and all(isinstance(n, int) and not isinstance(n, bool) for n in row_counts):
             total = sum(row_counts)
             if manifest.get("n_tokens") != total:
                 problems.append(
                     f"n_tokens {manifest.get('n_tokens')!r} is not the sum of the shard rows ({total})"
                 )
-        if self.path.is_dir():
+            problems += self._count_problems(row_counts)
+        if entry_dir_problem(self.path) is None and self.path.is_dir():
             extra = sorted(
                 int(m.group(1))
                 for m in (_SHARD_RE.match(p.name) for p in self.path.iterdir())
@@ -601,6 +854,29 @@ class CacheEntry:
                 )
         return problems
 
+    def _count_problems(self, row_counts: list[int]) -> list[str]:
+        """What the spec alone says about the shard sizes: every shard but the last holds at least
+        shard_tokens targets, and the entry no more than max_tokens. (How many there must be
+        follows from the corpus: `rbplab.extraction.pipeline.count_problems`.)"""
+        problems = []
+        shard_tokens = _count_at(self.spec, ("windows", "shard_tokens"))
+        if shard_tokens:
+            short = [i for i, rows in enumerate(row_counts[:-1]) if rows < shard_tokens]
+            if short:
+                problems.append(
+                    f"shard records {short} hold fewer than the {shard_tokens} rows every shard but the "
+                    "last holds under the spec"
+                )
+        budget = _count_at(self.spec, ("max_tokens",))
+        if budget and sum(row_counts) > budget:
+            problems.append(f"the shards hold {sum(row_counts)} rows, more than max_tokens ({budget})")
+        return problems
+
+    def damaged(self, what: str) -> CacheCorruptedError:
+        """Mark the entry incomplete (drop the manifest, when the cache is writable) and return the
+        error describing `what` is wrong: for checks made outside the store (derived counts)."""
+        return self._corrupted(what)
+
     def _corrupted(self, what: str) -> CacheCorruptedError:
         """Mark the entry incomplete (drop the manifest) and describe what was wrong."""
         with contextlib.suppress(OSError):
@@ -612,19 +888,25 @@ class CacheEntry:
         )
 
     def _shard_problem(self, record: dict) -> tuple[str | None, bytes | None]:
-        """Read the shard a (checked) manifest record stands for; (problem, bytes)."""
+        """Read the shard a (checked) manifest record stands for; (problem, bytes). The bytes come
+        back whenever they were read, so a caller can discard a shard that failed."""
         index = record["index"]
-        try:
-            data = self.shard_path(index).read_bytes()
-        except OSError:
-            return f"shard {index} is missing or unreadable", None
-        if _sha256(data) != record["sha256"]:
-            return f"shard {index} failed its checksum", data
-        problem = self._identity_problem(index, data, legacy_ok=True)
+        data, problem = self._shard_bytes(index, record)
         if problem is None:
-            rows = pq.read_metadata(pa.BufferReader(data)).num_rows
+            problem = self._identity_problem(index, data, legacy_ok=True)
+        if problem is None:
+            try:
+                rows = pq.read_metadata(pa.BufferReader(data)).num_rows
+            except (pa.ArrowException, OSError, ValueError) as err:
+                return f"shard {index} is not a readable parquet file ({err})", data
             if rows != record["rows"]:
                 problem = f"shard {index} has {rows} rows but its record says {record['rows']}"
+        if problem is None:  # both records of the shard must agree: a garbage .sha256 is damage too
+            checksum, problem = self._checksum_file(index)
+            if problem is None and any(checksum[f] != record.get(f) for f in ("sha256", "rows", "bytes")):
+                problem = f"{shard_name(index)}.sha256 disagrees with the manifest's record of shard {index}"
+            if problem is not None:
+                return problem, None  # the shard itself is sound: keep it
         return problem, data
 
     def _verified_shards(self) -> Iterator[bytes]:
@@ -638,47 +920,48 @@ class CacheEntry:
                 raise self._corrupted(problem + ("" if data is None else "; the shard was removed"))
             yield data
 
-    def problems(self) -> list[str]:
-        """Everything wrong with this entry, complete or not, one line each; deletes nothing."""
+    def problems(self, summary: bool = True) -> list[str]:
+        """Everything wrong with this entry, complete or not, one line each; deletes nothing and
+        follows no link (a linked entry or prefix folder is reported, never read through)."""
+        folder = entry_dir_problem(self.path)
+        if folder is not None:
+            return [folder]
         if not self.path.is_dir():
             return [f"{self.path} does not exist"]
-        if self.path.is_symlink():
-            return ["the entry directory is a symbolic link"]
+        problems = self.odd_items()
         if self.is_complete():
             try:
-                manifest = json.loads(self.manifest_path.read_text())
+                manifest = self._load_manifest()
+            except UnsafeFileError as err:
+                return problems if str(err) in problems else [*problems, str(err)]
             except (OSError, ValueError) as err:
-                return [f"its manifest is unreadable ({err})"]
-            problems = self.manifest_problems(manifest)
-            if problems:
-                return problems
+                return [*problems, f"its manifest is unreadable ({err})"]
+            manifest_problems = self.manifest_problems(manifest)
+            if manifest_problems:
+                return problems + manifest_problems
             for record in manifest["shards"]:
                 problem, _ = self._shard_problem(record)
-                if problem is not None:
+                if problem is not None and problem not in problems:
                     problems.append(problem)
-            if not problems:
-                problem, _ = self._summary_problem(manifest)
-                if problem is not None:
-                    problems.append(problem)
+            if summary and not problems:
+                problems += self.summary_problems(manifest)
             return problems
-        problems = []
         spec_problem = self._spec_problem()
-        if spec_problem:
+        if spec_problem and spec_problem not in problems:
             problems.append(spec_problem)
         for shard in sorted(self.path.iterdir()):
-            match = _SHARD_RE.match(shard.name)
-            if not match or shard.name != shard_name(int(match.group(1))):
-                continue
-            index = int(match.group(1))
-            if not self._checksum_path(shard).is_file():
+            index = shard_index(shard.name)
+            if index is None or entry_file_problem(shard) is not None:
+                continue  # odd items are reported above
+            if not os.path.lexists(self._checksum_path(shard)):
                 problems.append(f"shard {index} has no checksum file (an interrupted write)")
                 continue
-            record = self._shard_record(shard)
-            if record is None:
-                problems.append(f"shard {index} failed its checksum")
-                continue
-            problem = self._identity_problem(index, record["_data"], legacy_ok=False)
-            if problem is not None:
+            record, problem = self._checksum_file(index)
+            if problem is None:
+                data, problem = self._shard_bytes(index, record)
+                if problem is None:
+                    problem = self._identity_problem(index, data, legacy_ok=False)
+            if problem is not None and problem not in problems:
                 problems.append(problem)
         return problems
 
@@ -686,6 +969,55 @@ class CacheEntry:
         """Check every shard of a complete entry; raises CacheCorruptedError (entry marked incomplete)."""
         for _ in self._verified_shards():
             pass
+
+    def read_shard(self, index: int, *, mark_damaged: bool = True) -> bytes:
+        """The bytes of shard `index` of a complete entry, after every check of its record, its
+        .sha256 file, its checksum and its metadata; CacheCorruptedError otherwise, which marks the
+        entry incomplete unless `mark_damaged` is false (`rbplab cache verify` deletes nothing)."""
+        manifest = self._raw_manifest()
+        problems = self.manifest_problems(manifest)
+        if not problems:
+            records = manifest["shards"]
+            if not 0 <= index < len(records):
+                raise CacheError(f"cache entry {self.key[:12]} has shards 0..{len(records) - 1}, not {index}")
+            problem, data = self._shard_problem(records[index])
+            if problem is None:
+                return data
+            problems = [problem]
+        if mark_damaged:
+            raise self._corrupted(problems[0])
+        raise CacheCorruptedError(f"cache entry {self.key[:12]} at {self.path} is damaged: {problems[0]}")
+
+    def verified_files(self) -> Iterator[tuple[str, bytes]]:
+        """(name, bytes) of every file of a complete entry in the order an archive holds them
+        (spec.json, each shard and its .sha256, manifest.json last), each read once and checked:
+        the bytes handed out are the bytes verified. CacheCorruptedError on any problem."""
+        manifest_bytes = self.read_file("manifest.json", max_manifest_bytes(self.spec))
+        manifest = self.manifest()
+        yield "spec.json", self.read_file("spec.json", MAX_SPEC_BYTES)
+        for record in manifest["shards"]:
+            index = record["index"]
+            problem, data = self._shard_problem(record)
+            if problem is not None:
+                raise self._corrupted(problem)
+            yield shard_name(index), data
+            checksum = shard_name(index) + ".sha256"
+            yield checksum, self.read_file(checksum, MAX_RECORD_BYTES)
+        yield from self._verified_summary_files(manifest)
+        if json.loads(manifest_bytes) != manifest:
+            raise self._corrupted("manifest.json changed while being read")
+        yield "manifest.json", manifest_bytes
+
+    def _verified_summary_files(self, manifest: dict) -> Iterator[tuple[str, bytes]]:
+        """The summary and its record when both pass every check; nothing otherwise (a summary is
+        derived data: whoever reads the entry without one derives it again)."""
+        if not os.path.lexists(self.summary_path) or self._summary_problem(manifest, full=True)[0]:
+            return
+        data = self.read_file(SUMMARY_FILE, max_summary_bytes(int(manifest["n_tokens"])))
+        record = self.read_file(SUMMARY_FILE + ".sha256", MAX_RECORD_BYTES)
+        if json.loads(record).get("sha256") == _sha256(data):  # the bytes checked are the bytes shared
+            yield SUMMARY_FILE, data
+            yield SUMMARY_FILE + ".sha256", record
 
     def _read_tables(self, columns: list[str] | None) -> pa.Table:
         tables = []
@@ -698,7 +1030,11 @@ class CacheEntry:
         return pa.concat_tables(tables)
 
     def read_frame(self, columns: list[str] | None = None) -> pd.DataFrame:
-        """All per-token rows of a complete entry, in shard order (every check passed)."""
+        """All per-token rows of a complete entry, in shard order (every check passed).
+
+        How many tokens and shards the entry must have is not derived here (that needs the
+        tokenizer and the corpus): `rbplab.extraction.load_stats` and `rbplab cache verify` derive
+        them; a direct read trusts the count of shard records the other checks leave standing."""
         return self._read_tables(columns).to_pandas()
 
     def read_stats(self) -> TokenStats:
@@ -727,16 +1063,17 @@ class CacheEntry:
         atomic_write(checksum, _dump(record))
         return record
 
-    def _summary_problem(self, manifest: dict) -> tuple[str | None, EntrySummary | None]:
+    def _summary_problem(self, manifest: dict, full: bool = False) -> tuple[str | None, EntrySummary | None]:
         """(None, summary) when the summary file passes every check; (reason, None) otherwise;
-        (None, None) when there is none."""
+        (None, None) when there is none. The per-document tables are checked when an analysis
+        reads them, or here with `full` (`cache verify`)."""
         path, checksum = self.summary_path, self._checksum_path(self.summary_path)
-        if not path.exists() and not path.is_symlink():
+        if not os.path.lexists(path):
             return None, None
-        limit = _SUMMARY_BYTES_FIXED + _SUMMARY_BYTES_PER_TOKEN * int(manifest["n_tokens"])
+        limit = max_summary_bytes(int(manifest["n_tokens"]))
         try:
-            data = _read_regular(path, limit)
-            record = json.loads(_read_regular(checksum, 4096))
+            data = read_entry_file(path, self.path, limit)
+            record = json.loads(read_entry_file(checksum, self.path, 4096))
         except (OSError, ValueError) as err:
             return f"its summary cannot be read ({err})", None
         if not isinstance(record, dict) or record.get("sha256") != _sha256(data):
@@ -746,11 +1083,27 @@ class CacheEntry:
             return "its summary is not the one the manifest records", None
         try:
             summary = parse_summary(
-                data, self.key, self._vocab_size(manifest), int(manifest["n_tokens"]), self.read_stats
+                data,
+                self.key,
+                self._vocab_size(manifest),
+                int(manifest["n_tokens"]),
+                load_tokens=self.read_stats,
+                reload=lambda: read_entry_file(path, self.path, limit),
             )
-        except SummaryError as err:
+            if full:
+                summary.load_documents()
+        except (SummaryError, OSError) as err:
             return f"its summary is refused: {err}", None
         return None, summary
+
+    def has_summary(self) -> bool:
+        """Whether a summary file is present (checked only when read)."""
+        return os.path.lexists(self.summary_path)
+
+    def summary_problems(self, manifest: dict | None = None) -> list[str]:
+        """What is wrong with the summary of a complete entry (every table checked), one line."""
+        problem, _ = self._summary_problem(manifest or self.manifest(), full=True)
+        return [] if problem is None else [problem]
 
     def summary(self) -> EntrySummary:
         """The entry's summary, every check passed; tokens are read only through its
@@ -788,22 +1141,6 @@ def _token_table(data: bytes) -> pa.Table:
     return pq.read_table(pa.BufferReader(data), columns=list(_TOKEN_COLUMNS))
 
 
-def _read_regular(path: Path, limit: int) -> bytes:
-    """The bytes of `path` if it is a regular file (not a link, FIFO or device) of at most
-    `limit` bytes; OSError otherwise. Never blocks on a special file."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise OSError(f"{path.name} is not a regular file")
-        if info.st_size > limit:
-            raise OSError(f"{path.name} is {info.st_size} bytes, more than the {limit} allowed")
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            return handle.read(limit + 1)
-    finally:
-        os.close(fd)
-
-
 def _lookup(data: Any, path: tuple[str, ...]) -> Any:
     for part in path:
         if not isinstance(data, dict) or part not in data:
@@ -835,7 +1172,8 @@ def _dump(obj: dict) -> bytes:
 
 
 def entry_dirs(root: Path) -> list[Path]:
-    """Every entry directory (``<root>/<key[:2]>/<key>``), whatever its state."""
+    """Every entry directory (``<root>/<key[:2]>/<key>``), whatever its state: symbolic links to
+    folders included, so that `verify` reports them (nothing is read through them)."""
     if not root.is_dir():
         return []
     return sorted(
@@ -850,10 +1188,10 @@ def _matching_dirs(root: Path, prefix: str) -> list[Path]:
 
 def _read_spec(path: Path) -> dict | None:
     """The spec of the entry directory `path`: the one of spec.json (or, failing that, of the
-    manifest) that hashes to the directory name; None if neither does."""
-    for name in ("spec.json", "manifest.json"):
+    manifest) that hashes to the directory name; None if neither does (or the folder is a link)."""
+    for name, limit in (("spec.json", MAX_SPEC_BYTES), ("manifest.json", max_manifest_bytes(None))):
         with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
-            data = json.loads((path / name).read_text())
+            data = json.loads(read_entry_file(path / name, path, limit))
             spec = data["spec"] if name == "manifest.json" else data
             if isinstance(spec, dict) and cache_key(spec) == path.name:
                 return spec
@@ -866,6 +1204,21 @@ def entry_at(path: Path, root: Path | None = None) -> CacheEntry | None:
     return None if spec is None else CacheEntry(root if root is not None else path.parent.parent, spec)
 
 
+def entry_dir_problems(path: Path, root: Path | None = None, summary: bool = True) -> list[str]:
+    """Everything wrong with the entry directory `path`, one line each (what `rbplab cache verify`
+    prints): a linked entry or prefix folder, no spec.json hashing to its name, then
+    `CacheEntry.problems` (without the summary's with summary=False). Deletes nothing, follows no
+    link."""
+    folder = entry_dir_problem(path)
+    if folder is not None:
+        return [folder]
+    entry = entry_at(path, root)
+    if entry is None:
+        odd = [p for p in (entry_file_problem(path / n) for n in ("spec.json", "manifest.json")) if p]
+        return [*odd, "no spec.json that hashes to the directory name"]
+    return entry.problems(summary=summary)
+
+
 def _label(value: Any) -> str | None:
     if isinstance(value, dict):
         for key in ("name", "name_or_path", "id", "path"):
@@ -875,26 +1228,56 @@ def _label(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
+def _shard_files_problem(entry: CacheEntry, shards: list[dict]) -> str | None:
+    """The first shard of a checked manifest whose file is missing, not a regular file or not the
+    size its record says, or whose .sha256 record disagrees: no shard bytes read (for listings)."""
+    for record in shards:
+        index = record["index"]
+        shard = entry.shard_path(index)
+        try:
+            info = os.lstat(shard)
+        except OSError:
+            return f"shard {index} is missing or unreadable"
+        if not stat.S_ISREG(info.st_mode):
+            return f"{shard.name} is {file_kind(info.st_mode)}, not a regular file"
+        if info.st_size != record["bytes"]:
+            return f"shard {index} has {info.st_size} bytes but its record says {record['bytes']}"
+        checksum, problem = entry._checksum_file(index)
+        if problem is None and any(checksum[f] != record.get(f) for f in ("sha256", "rows", "bytes")):
+            problem = f"{shard.name}.sha256 disagrees with the manifest's record of shard {index}"
+        if problem is not None:
+            return problem
+    return None
+
+
 def entry_status(path: Path) -> tuple[str, int | None, str | None]:
     """(status, n_tokens, problem) of an entry directory without reading shard bytes: status is
     "complete", "incomplete" or "damaged"; n_tokens is derived (rows of the checked shard
     records, or of the shards done so far) and None for a damaged entry."""
+    folder = entry_dir_problem(path)
+    if folder is not None:
+        return "damaged", None, folder
     entry = entry_at(path)
     if entry is None:
         return "damaged", None, "no spec.json that hashes to the directory name"
     if entry.is_complete():
         try:
-            manifest = json.loads(entry.manifest_path.read_text())
+            manifest = entry._load_manifest()
+        except UnsafeFileError as err:
+            return "damaged", None, str(err)
         except (OSError, ValueError) as err:
             return "damaged", None, f"its manifest is unreadable ({err})"
         problems = entry.manifest_problems(manifest)
-        if problems:
-            return "damaged", None, problems[0]
+        problem = problems[0] if problems else _shard_files_problem(entry, manifest["shards"])
+        if problem is not None:
+            return "damaged", None, problem
         return "complete", int(manifest["n_tokens"]), None
     n_tokens = 0
     for checksum in path.glob("shard-*.parquet.sha256"):
-        with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
-            n_tokens += int(json.loads(checksum.read_text())["rows"])
+        index = shard_index(checksum.name[: -len(".sha256")])
+        if index is not None:
+            record, _ = entry._checksum_file(index)
+            n_tokens += 0 if record is None else int(record["rows"])
     return "incomplete", n_tokens, None
 
 
@@ -912,7 +1295,8 @@ def list_entries(root: str | Path | None = None) -> pd.DataFrame:
         created, step = None, None
         if status == "complete":  # a complete entry's manifest passed manifest_problems just now
             with contextlib.suppress(OSError, ValueError, AttributeError):
-                manifest = json.loads((path / "manifest.json").read_text())
+                raw = read_entry_file(path / "manifest.json", path, max_manifest_bytes(spec))
+                manifest = json.loads(raw)
                 created = manifest.get("created")
                 step = (manifest.get("training") or {}).get("step")
         model = spec.get("model") if isinstance(spec.get("model"), dict) else {}
@@ -921,7 +1305,12 @@ def list_entries(root: str | Path | None = None) -> pd.DataFrame:
             created_at = pd.Timestamp(created) if isinstance(created, str) else None
         except ValueError:
             created_at = None
-        files = [f for f in path.iterdir() if f.is_file()]
+        size = 0
+        if entry_dir_problem(path) is None:
+            for item in path.iterdir():
+                with contextlib.suppress(OSError):
+                    info = os.lstat(item)
+                    size += info.st_size if stat.S_ISREG(info.st_mode) else 0
         rows.append(
             {
                 "key": path.name,
@@ -934,10 +1323,10 @@ def list_entries(root: str | Path | None = None) -> pd.DataFrame:
                 "n_tokens": n_tokens,
                 "complete": status == "complete",
                 "status": status,
-                "size_bytes": sum(f.stat().st_size for f in files),
+                "size_bytes": size,
                 "created": created_at
                 if created_at is not None
-                else pd.Timestamp(path.stat().st_mtime, unit="s"),
+                else pd.Timestamp(os.lstat(path).st_mtime, unit="s"),
                 "path": str(path),
             }
         )
@@ -950,23 +1339,63 @@ def list_entries(root: str | Path | None = None) -> pd.DataFrame:
     return table.sort_values("created", kind="stable").reset_index(drop=True)
 
 
+def foreign_items(path: Path) -> list[str]:
+    """Names in the entry directory `path` that removal would not delete: names the cache does not
+    write, and folders under cache names that are not empty."""
+    foreign = []
+    for item in path.iterdir():
+        if not is_cache_file(item.name):
+            foreign.append(item.name)
+        elif item.is_dir() and not item.is_symlink() and any(item.iterdir()):
+            foreign.append(item.name)
+    return sorted(foreign)
+
+
+def _fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
 def remove_entry_dir(path: Path) -> None:
     """Delete an entry directory file by file: only names the cache generates (`is_cache_file`),
-    then the directory itself. Anything else stays, and the entry is then reported, not removed."""
-    if path.is_symlink():
-        raise CacheError(f"{path} is a symbolic link, not a cache entry; not removed")
-    items = list(path.iterdir())
-    foreign = sorted(
-        i.name for i in items if not is_cache_file(i.name) or (i.is_dir() and not i.is_symlink())
-    )
+    then the directory itself. Anything else stays, and the entry is then reported, not removed.
+
+    manifest.json goes first (made durable before anything else is deleted) and spec.json last, so
+    a removal interrupted half way leaves an incomplete entry that names its spec, never one that
+    reads as complete. An entry folder that is a symbolic link is removed as a link (its target is
+    never touched); an entry under a linked prefix folder is refused."""
+    folder = entry_dir_problem(path)
+    if folder is not None:
+        if os.path.islink(path) and not os.path.islink(path.parent):
+            path.unlink()  # an entry folder that is a link: the link goes, its target is never touched
+            return
+        culprit = path.parent if os.path.islink(path.parent) else path
+        raise CacheError(f"cache entry {path.name[:12]}: {folder}; not removed (remove {culprit} by hand)")
+    foreign = foreign_items(path)
     if foreign:
         raise CacheError(
             f"cache entry {path.name[:12]} holds files the cache did not write ({', '.join(foreign)}); "
             f"nothing was removed: move those away first or remove {path} by hand"
         )
+    manifest = path / "manifest.json"
+    if os.path.lexists(manifest):
+        _remove_item(manifest)
+        _fsync_dir(path)
+    items = sorted(path.iterdir(), key=lambda item: item.name == "spec.json")  # spec.json last
     for item in items:
-        item.unlink()  # a symbolic link is removed itself; its target is never touched
+        _remove_item(item)
     path.rmdir()
+
+
+def _remove_item(item: Path) -> None:
+    if item.is_dir() and not item.is_symlink():
+        item.rmdir()  # an empty folder under a cache name (foreign_items refused any other)
+    else:
+        item.unlink()  # a symbolic link is removed itself; its target is never touched
 
 
 def remove_entries(
@@ -1001,14 +1430,18 @@ def remove_entries(
             )
         targets.update((p.name, p) for p in matches)
     if incomplete:
-        targets.update((p.name, p) for p in entry_dirs(root) if not (p / "manifest.json").is_file())
+        targets.update(
+            (p.name, p)
+            for p in entry_dirs(root)
+            if entry_dir_problem(p) is None and not os.path.lexists(p / "manifest.json")
+        )
     if everything:
         targets.update((p.name, p) for p in entry_dirs(root))
     removed = []
     for key, path in sorted(targets.items()):
         lock = FileLock(str(root / "locks" / f"{key}.lock"), timeout=0)
         try:
-            (root / "locks").mkdir(parents=True, exist_ok=True)
+            ensure_real_dir(root / "locks", "the locks folder")
             with lock:
                 remove_entry_dir(path)
         except Timeout as err:

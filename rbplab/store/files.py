@@ -1,20 +1,32 @@
-"""Where the cache lives and how files get into it safely.
+"""Where the cache lives and how files get into and out of it safely.
 
 The location is the `path` argument, else $RBPLAB_CACHE, else ~/.cache/rbplab. Before
 writing, `check_writable` proves the directory can be written and has room; any OSError
 while writing is turned into a one-line CacheLocationError that names the path and how to
 choose another location. `atomic_write` writes a file to a temporary sibling, fsyncs and
 renames it, so a killed run never leaves a partial file under its final name.
+
+Everything below the cache root is untrusted: anyone who can write to a shared cache can put a
+symbolic link, a FIFO or a huge sparse file where a shard should be. An entry lives at
+``<root>/<key[:2]>/<key>/``; the root itself may be a symbolic link (a cache moved to another
+disk), but neither the two-character prefix folder nor the entry folder may be, and every file
+inside an entry must be a regular file. `read_entry_file` reads one such file without following
+a symbolic link anywhere below the root, without opening anything but a regular file (so a FIFO
+cannot block and a device cannot stream forever) and refuses a file larger than the caller's
+bound; `ensure_entry_dir` creates an entry folder the same way before anything is written into it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import shutil
+import stat
 import uuid
 from pathlib import Path
+from typing import BinaryIO
 
 MIN_FREE_BYTES = 64 * 2**20  # refuse to start writing with less free space than this
 _HOW_TO_MOVE = "choose another location with --cache-dir or the RBPLAB_CACHE environment variable"
@@ -25,6 +37,180 @@ class CacheLocationError(OSError):
 
     def __str__(self) -> str:  # the message already names the problem; drop the "[Errno n]" prefix
         return self.strerror or super().__str__()
+
+
+class UnsafeFileError(OSError):
+    """A file or folder the cache will not read or write through: a symbolic link below the cache
+    root, something other than a regular file (FIFO, device, socket, directory) where a file must
+    be, or a file larger than it can be."""
+
+    def __str__(self) -> str:  # one line naming the file and what is wrong with it
+        return self.strerror or super().__str__()
+
+
+_NO_FOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
+_KINDS = {
+    stat.S_IFLNK: "a symbolic link",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFDIR: "a directory",
+    stat.S_IFREG: "a regular file",
+}
+
+
+def file_kind(mode: int) -> str:
+    """What an `st_mode` describes, in words ("a FIFO", "a symbolic link", ...)."""
+    return _KINDS.get(stat.S_IFMT(mode), "a special file")
+
+
+def _link_target(path: Path) -> str:
+    with contextlib.suppress(OSError):
+        return f" to {os.readlink(path)}"
+    return ""
+
+
+def folder_problem(path: Path, label: str) -> str | None:
+    """Why `path` is not a real folder the cache may use (a symbolic link, a file, ...), or None
+    (also when it does not exist). Never follows a link."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        return f"{label} cannot be examined ({err.strerror or err})"
+    if stat.S_ISDIR(mode):
+        return None
+    if stat.S_ISLNK(mode):
+        return f"{label} is a symbolic link{_link_target(path)}; the cache never reads or writes through one"
+    return f"{label} is {file_kind(mode)}, not a folder"
+
+
+def entry_dir_problem(entry_dir: Path) -> str | None:
+    """Why the entry folder ``<root>/<key[:2]>/<key>`` (or its prefix folder) cannot be used: one
+    of them is a symbolic link or not a folder. None when both are real folders or absent."""
+    prefix = folder_problem(entry_dir.parent, f"the prefix folder {entry_dir.parent.name!r}")
+    return prefix or folder_problem(entry_dir, "the entry folder")
+
+
+def ensure_real_dir(path: Path, label: str) -> None:
+    """Create the folder `path` (its parents as needed) unless it exists; refuse, with
+    UnsafeFileError, when it is a symbolic link or not a folder, so nothing is written through it."""
+    problem = folder_problem(path, label)
+    if problem is None and not os.path.lexists(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileExistsError):  # another process made it: checked below
+            os.mkdir(path)
+        problem = folder_problem(path, label)
+    if problem is not None:
+        raise UnsafeFileError(errno.ENOTDIR, problem, str(path))
+
+
+def ensure_entry_dir(entry_dir: Path) -> None:
+    """Create ``<root>/<key[:2]>/<key>`` without ever following a symbolic link below the root."""
+    ensure_real_dir(entry_dir.parent, f"the prefix folder {entry_dir.parent.name!r}")
+    ensure_real_dir(entry_dir, "the entry folder")
+
+
+def _open_entry_dir(entry_dir: Path) -> int:
+    """A descriptor of the entry folder, reached without following a link at the prefix folder
+    or the entry folder (the levels above, up to the root, may be links)."""
+    try:
+        prefix = os.open(entry_dir.parent, os.O_RDONLY | os.O_DIRECTORY | _NO_FOLLOW)
+    except OSError as err:
+        if isinstance(err, FileNotFoundError):
+            raise
+        problem = folder_problem(entry_dir.parent, f"the prefix folder {entry_dir.parent.name!r}")
+        raise UnsafeFileError(err.errno, problem or str(err), str(entry_dir.parent)) from None
+    try:
+        return os.open(entry_dir.name, os.O_RDONLY | os.O_DIRECTORY | _NO_FOLLOW, dir_fd=prefix)
+    except OSError as err:
+        if isinstance(err, FileNotFoundError):
+            raise
+        problem = folder_problem(entry_dir, "the entry folder")
+        raise UnsafeFileError(err.errno, problem or str(err), str(entry_dir)) from None
+    finally:
+        os.close(prefix)
+
+
+def entry_file_problem(path: Path) -> str | None:
+    """Why the item `path` inside an entry is not a regular file (without following a link), or
+    None (also when it does not exist)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        return f"{path.name} cannot be examined ({err.strerror or err})"
+    if stat.S_ISREG(mode):
+        return None
+    what = file_kind(mode) + (_link_target(path) if stat.S_ISLNK(mode) else "")
+    return f"{path.name} is {what}, not a regular file"
+
+
+def read_entry_file(path: Path, entry_dir: Path, max_bytes: int) -> bytes:
+    """The bytes of `path`, a file directly inside the entry folder `entry_dir`, read safely.
+
+    Refused with UnsafeFileError (an OSError whose message names the file and the reason) when
+    `path` is not directly inside `entry_dir`, when the entry folder or its prefix folder is a
+    symbolic link, when `path` is a symbolic link or anything but a regular file (it is never
+    opened then, so a FIFO cannot block and a device cannot stream), or when it holds more than
+    `max_bytes` bytes (checked before reading, and while reading). A missing file raises
+    FileNotFoundError; other OSErrors (permission, I/O) pass through.
+    """
+    path, entry_dir = Path(path), Path(entry_dir)
+    if path.parent != entry_dir or path.name in ("", ".", ".."):
+        raise UnsafeFileError(errno.EINVAL, f"{path} is not a file directly inside {entry_dir}", str(path))
+    folder = _open_entry_dir(entry_dir)
+    try:
+        try:
+            before = os.stat(path.name, dir_fd=folder, follow_symlinks=False)
+        except FileNotFoundError:
+            raise FileNotFoundError(errno.ENOENT, f"{path.name} does not exist", str(path)) from None
+        if not stat.S_ISREG(before.st_mode):
+            problem = entry_file_problem(path) or f"{path.name} is not a regular file"
+            raise UnsafeFileError(errno.EINVAL, problem, str(path))
+        if before.st_size > max_bytes:
+            problem = f"{path.name} holds {before.st_size} bytes, more than the {max_bytes} it can"
+            raise UnsafeFileError(errno.EFBIG, problem, str(path))
+        fd = os.open(path.name, os.O_RDONLY | os.O_NONBLOCK | _NO_FOLLOW, dir_fd=folder)
+    finally:
+        os.close(folder)
+    try:
+        now = os.fstat(fd)
+        if (now.st_dev, now.st_ino) != (before.st_dev, before.st_ino) or not stat.S_ISREG(now.st_mode):
+            raise UnsafeFileError(errno.EAGAIN, f"{path.name} was replaced while being opened", str(path))
+        limit = min(now.st_size, max_bytes) + 1  # one byte more: a file that grows is caught
+        chunks, total = [], 0
+        while total < limit:
+            chunk = os.read(fd, min(limit - total, 1 << 24))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+    finally:
+        os.close(fd)
+    if total > max_bytes:
+        problem = f"{path.name} grew beyond the {max_bytes} bytes it can hold while being read"
+        raise UnsafeFileError(errno.EFBIG, problem, str(path))
+    return b"".join(chunks)
+
+
+def open_regular_file(path: Path) -> BinaryIO:
+    """Open a file a user named (links followed) for reading, refusing anything but a regular
+    file with UnsafeFileError before reading a byte: opening a FIFO this way does not wait for a
+    writer, and its check fails at once."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise UnsafeFileError(errno.EINVAL, f"{path} is {file_kind(mode)}, not a regular file", str(path))
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def cache_root(path: str | Path | None = None) -> Path:
@@ -75,7 +261,7 @@ def atomic_write(path: Path, data: bytes) -> None:
     """Write to a temporary sibling, fsync, rename over `path`; never leaves a partial `path`."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     try:
-        with open(tmp, "wb") as handle:
+        with open(tmp, "xb") as handle:  # "x": never through a link or file planted at that name
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())

@@ -63,8 +63,8 @@ def family_models(family: str) -> pd.DataFrame:
     if rows.empty:
         names = sorted(table["family"].unique())
         raise UnknownFamilyError(
-            f"unknown model family {family!r}{did_you_mean(family, names)}; "
-            f"known families: {', '.join(names)}"
+            f"unknown model family {family!r}; known families: {', '.join(names)}"
+            f"{did_you_mean(family, names)}"
         )
     return rows.reset_index(drop=True)
 

@@ -18,6 +18,7 @@ verified shards.
 
 from __future__ import annotations
 
+import hashlib
 import io
 from collections.abc import Callable
 
@@ -124,21 +125,72 @@ def _require(condition: bool, what: str) -> None:
         raise SummaryError(what)
 
 
+def _pair_hits(pairs: RankPairs, ks: np.ndarray, ties: str) -> np.ndarray:
+    """Tokens ranked within each k, from the rank pairs: what every table of hits must sum to."""
+    if ties == "expected":
+        share = np.clip((ks[None, :] - pairs.greater[:, None]) / pairs.equal[:, None], 0.0, 1.0)
+        return pairs.count @ share
+    rank = pairs.greater + pairs.equal if ties == "pessimistic" else pairs.greater + 1
+    order = np.argsort(rank, kind="stable")
+    cumulative = np.r_[0, np.cumsum(pairs.count[order])]
+    return cumulative[np.searchsorted(rank[order], ks, side="right")].astype(np.float64)
+
+
+def _columns(table: pa.Table):
+    def column(name: str, dtype: type = np.int64, required: bool = True) -> np.ndarray | None:
+        if name not in table.column_names:
+            _require(not required, f"the summary lacks {name}")
+            return None
+        values = table.column(name).combine_chunks()
+        _require(pa.types.is_list(values.type), f"the summary's {name} is not a list")
+        return np.asarray(values.values.to_numpy(zero_copy_only=False), dtype=dtype)
+
+    return column
+
+
+def _grid(column, name: str, ks: np.ndarray, totals: np.ndarray, dtype: type) -> np.ndarray | None:
+    """A (rows, len(ks)) table of hits: counts between 0 and each row's tokens, never falling in k."""
+    flat = column(name, dtype, required=False)
+    if flat is None:
+        return None
+    _require(len(flat) == len(totals) * len(ks), f"the summary's {name} has the wrong shape")
+    values = flat.reshape(len(totals), len(ks))
+    _require(np.all(values >= 0) and np.all(values <= totals[:, None] + 1e-9), f"{name} out of range")
+    _require(np.all(np.diff(values, axis=1) >= -1e-9), f"{name} falls as k grows")
+    return values
+
+
+def _hit_totals_match(values: np.ndarray, expected: np.ndarray, what: str) -> None:
+    _require(
+        np.allclose(values.sum(axis=0), expected, rtol=1e-9, atol=1e-6), f"{what} do not hold the ranks' hits"
+    )
+
+
+_DOCUMENT_COLUMNS = ("hits_", "doc_run_")
+
+
 def parse_summary(
     data: bytes,
     key: str,
     vocab_size: int,
     n_tokens: int,
     load_tokens: Callable[[], TokenStats] | None = None,
+    reload: Callable[[], bytes] | None = None,
 ) -> EntrySummary:
     """The summary in `data`, written for entry `key` of |V| = vocab_size and n_tokens tokens
     (both derived by the caller from the entry's spec and verified manifest); SummaryError names
-    the first rule the file breaks."""
+    the first rule the file breaks. Only the pooled parts are read and kept; the per-document
+    tables are read again through `reload` when an analysis asks for them (the file must still
+    have the bytes checked here) and checked then (default: kept from `data`)."""
+    digest = hashlib.sha256(data).hexdigest()
     try:
-        table = pq.read_table(pa.BufferReader(data))
+        parquet = pq.ParquetFile(pa.BufferReader(data))
+        names = parquet.schema_arrow.names
+        pooled = [n for n in names if not n.startswith(_DOCUMENT_COLUMNS)]
+        table = parquet.read(columns=pooled)
     except (pa.ArrowException, OSError, ValueError) as err:
         raise SummaryError(f"the summary is not a readable parquet file ({err})") from None
-    meta = table.schema.metadata or {}
+    meta = parquet.schema_arrow.metadata or {}
     _require(meta.get(KEY_META) == key.encode(), "the summary was written for another entry")
     _require(meta.get(VERSION_META) == str(SUMMARY_VERSION).encode(), "the summary's version is not this one")
     _require(meta.get(VOCAB_META) == str(vocab_size).encode(), f"the summary's |V| is not {vocab_size}")
@@ -148,14 +200,7 @@ def parse_summary(
         nll_sq = float.fromhex(meta.get(NLL_SQ_META, b"").decode())
     except ValueError:
         raise SummaryError("the summary's nll moment is unreadable") from None
-
-    def column(name: str, dtype: type = np.int64, required: bool = True) -> np.ndarray | None:
-        if name not in table.column_names:
-            _require(not required, f"the summary lacks {name}")
-            return None
-        values = table.column(name).combine_chunks()
-        _require(pa.types.is_list(values.type), f"the summary's {name} is not a list")
-        return np.asarray(values.values.to_numpy(zero_copy_only=False), dtype=dtype)
+    column = _columns(table)
 
     ks = column("ks")
     _require(
@@ -192,27 +237,41 @@ def parse_summary(
     )
     bucket_tokens = column("bucket_tokens")
     _require(int(bucket_tokens.sum()) == n_tokens and bucket_tokens.min(initial=0) >= 0, "bad bucket counts")
-
-    def grid(name: str, rows: int, totals: np.ndarray, dtype: type) -> np.ndarray | None:
-        flat = column(name, dtype, required=False)
-        if flat is None:
-            return None
-        _require(len(flat) == rows * len(ks), f"the summary's {name} has the wrong shape")
-        values = flat.reshape(rows, len(ks))
-        _require(np.all(values >= 0) and np.all(values <= totals[:, None] + 1e-9), f"{name} out of range")
-        _require(np.all(np.diff(values, axis=1) >= -1e-9), f"{name} falls as k grows")
-        return values
-
-    hits = {t: grid(f"hits_{t}", n_docs, doc_tokens, float if t == "expected" else np.int64) for t in TIES}
-    _require(hits["optimistic"] is not None, "the summary lacks hits_optimistic")
     tied = bool(np.any(pairs.equal > 1))
-    _require(all(v is not None for v in hits.values()) == tied, "the summary's tie conventions do not match")
-    hits = {t: hits["optimistic"] if v is None else v for t, v in hits.items()}
-    bucket_hits = {t: grid(f"bucket_hits_{t}", len(bucket_tokens), bucket_tokens, np.int64) for t in RUN_TIES}
+    totals = {t: _pair_hits(pairs, ks, t) for t in TIES}
+    bucket_hits = {t: _grid(column, f"bucket_hits_{t}", ks, bucket_tokens, np.int64) for t in RUN_TIES}
+    _require(bucket_hits["optimistic"] is not None, "the summary lacks bucket_hits_optimistic")
+    _require((bucket_hits["pessimistic"] is not None) == tied, "the summary's tie conventions do not match")
     bucket_hits = {t: bucket_hits["optimistic"] if v is None else v for t, v in bucket_hits.items()}
+    for ties, values in bucket_hits.items():
+        _hit_totals_match(values, totals[ties], f"bucket hits ({ties})")
+    runs = _read_runs(column, "run", ks, totals, n_docs, tied, per_document=False)
 
-    runs = _read_runs(column, "run", ks, hits, n_docs, tied, per_document=False)
-    doc_runs = _read_runs(column, "doc_run", ks, hits, n_docs, tied, per_document=True)
+    # Without `reload` the bytes stay in memory for the document tables (tests, in-memory use); with
+    # it, nothing of the file is kept: a study of thousands of entries holds only pooled arrays.
+    kept = data if reload is None else None
+
+    def documents() -> tuple[dict, dict]:
+        fresh = kept if reload is None else reload()
+        _require(hashlib.sha256(fresh).hexdigest() == digest, "the summary changed since it was opened")
+        try:
+            doc_table = pq.read_table(pa.BufferReader(fresh), columns=[n for n in names if n not in pooled])
+        except (pa.ArrowException, OSError, ValueError) as err:
+            raise SummaryError(f"the summary's document tables are unreadable ({err})") from None
+        doc_column = _columns(doc_table)
+        hits = {
+            t: _grid(doc_column, f"hits_{t}", ks, doc_tokens, float if t == "expected" else np.int64)
+            for t in TIES
+        }
+        _require(hits["optimistic"] is not None, "the summary lacks hits_optimistic")
+        _require(
+            all(v is not None for v in hits.values()) == tied, "the summary's tie conventions do not match"
+        )
+        hits = {t: hits["optimistic"] if v is None else v for t, v in hits.items()}
+        for ties, values in hits.items():
+            _hit_totals_match(values, totals[ties], f"document hits ({ties})")
+        return hits, _read_runs(doc_column, "doc_run", ks, hits, n_docs, tied, per_document=True)
+
     return EntrySummary(
         vocab_size=vocab_size,
         n_tokens=n_tokens,
@@ -222,20 +281,22 @@ def parse_summary(
         doc_tokens=doc_tokens,
         doc_nll=doc_nll,
         doc_p=doc_p,
-        hits=hits,
+        hits={},
         seg_doc=seg_doc,
         seg_start=seg_start,
         seg_length=seg_length,
         bucket_tokens=bucket_tokens,
         bucket_hits=bucket_hits,
         runs=runs,
-        doc_runs=doc_runs,
+        doc_runs={},
         load_tokens=load_tokens,
+        load_documents=documents,
     )
 
 
 def _read_runs(column, prefix: str, ks, hits, n_docs: int, tied: bool, per_document: bool) -> dict:
-    """Hit-run histograms, each checked to hold exactly the hits it summarises."""
+    """Hit-run histograms, each checked to hold exactly the hits it summarises (`hits`: per
+    document tables, or for pooled runs the totals the rank pairs give)."""
     tie, k = column(f"{prefix}_tie"), column(f"{prefix}_k")
     length, count = column(f"{prefix}_length"), column(f"{prefix}_count")
     doc = column(f"{prefix}_doc") if per_document else None
@@ -254,7 +315,7 @@ def _read_runs(column, prefix: str, ks, hits, n_docs: int, tied: bool, per_docum
             j = int(np.searchsorted(ks, kk))
             held = length[rows] * count[rows]
             if doc is None:
-                _require(held.sum() == hits[ties][:, j].sum(), f"{prefix} at k={kk} do not hold its hits")
+                _require(held.sum() == hits[ties][j], f"{prefix} at k={kk} do not hold its hits")
                 out[(ties, int(kk))] = HitRuns(length[rows], count[rows])
             else:
                 per_doc = np.bincount(doc[rows], weights=held, minlength=n_docs)

@@ -60,39 +60,41 @@ def _read_runs(
 ) -> list[Run]:
     """One run per item (family, model, source, revision, S, corpus label and object), each read
     as its entry's summary; missing entries are extracted only when `extract` is true."""
+    from rbplab.extraction.pipeline import count_problems, plan_extraction
     from rbplab.extraction.pipeline import extract as run_extraction
-    from rbplab.extraction.pipeline import plan_extraction
     from rbplab.extraction.sources import ModelSpec
     from rbplab.store import schedules
     from rbplab.store.cache import CacheCorruptedError, CacheEntry
 
     say = progress if callable(progress) else None
-    planned = []
+    planned, described = [], {}  # each model described once for the whole grid
     for item in items:
         spec = ModelSpec(item["source"], revision=item["revision"])
-        plan = plan_extraction(spec, item["corpus"], settings)
-        planned.append((item, spec, CacheEntry(cache_dir, plan.key_spec)))
+        plan = plan_extraction(spec, item["corpus"], settings, described=described)
+        planned.append((item, spec, plan, CacheEntry(cache_dir, plan.key_spec)))
     missing = [
         f"{run_label(item['model'], item['revision'])} on {item['label']}"
-        for item, _, entry in planned
+        for item, _, _, entry in planned
         if not entry.is_complete()
     ]
     if missing and not extract:
         raise MissingRunsError(_describe_missing(missing, cache_dir))
     runs = []
-    for item, spec, entry in planned:
+    for item, spec, plan, entry in planned:
         label = run_label(item["model"], item["revision"])
         if say:
             say(f"{item['family']}/{label} on {item['label']}")
         if not entry.is_complete():
             run_extraction(spec, item["corpus"], settings, cache_dir=cache_dir, progress=progress is True)
         try:
+            if not entry.has_summary():  # nothing vouches for its token count: derive it first
+                problems = count_problems(plan, entry.manifest())
+                if problems:
+                    raise entry.damaged(problems[0])
             summary = entry.summary()
         except CacheCorruptedError as err:
             if not extract:
-                raise MissingRunsError(
-                    f"{err}; recompute it with extract=True (or rbplab cache repair)"
-                ) from None
+                raise MissingRunsError(f"{err}; or load with extract=True") from None
             warnings.warn(f"{err}; recomputing the damaged shards now", stacklevel=3)
             run_extraction(spec, item["corpus"], settings, cache_dir=cache_dir, progress=progress is True)
             summary = entry.summary()

@@ -112,7 +112,11 @@ def test_a_pattern_matching_nothing_suggests_names(capsys, cache):
     assert status == 0 and "(none)" in out
     assert err.strip() == "rbplab: no entry has model 'm-smal' (did you mean 'm-small'?)"
     status, _, err = ls(capsys, cache, "--family", "micr")
-    assert status == 1 and "unknown model family 'micr' (did you mean 'micro'?)" in err
+    assert (
+        status == 1
+        and "unknown model family 'micr'; known families" in err
+        and "(did you mean 'micro'?)" in err
+    )
 
 
 def test_group_folds_revisions(capsys, cache):

@@ -40,9 +40,13 @@ def test_mistyped_choices_suggest(capsys, argv, hint):
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["families", "micr"], "unknown model family 'micr' (did you mean 'micro'?)"),
+        (
+            ["families", "micr"],
+            "unknown model family 'micr'; known families: gpt2, micro, opt, pythia, qwen2.5"
+            " (did you mean 'micro'?)",
+        ),
         (["size", "pythia-70"], "unknown model 'pythia-70' (did you mean 'pythia-70m'"),
-        (["fit", "-f", "pythya"], "unknown model family 'pythya' (did you mean 'pythia'?)"),
+        (["fit", "-f", "pythya"], "qwen2.5 (did you mean 'pythia'?)"),
         (["fit", "-c", "prosee"], "unknown corpus 'prosee' (did you mean 'prose'?)"),
         (["fit", "-c", "hub:wikipeda"], "unknown hub corpus 'hub:wikipeda' (did you mean 'hub:wikipedia'?)"),
         (

@@ -251,8 +251,9 @@ def test_summary_that_is_a_fifo_or_a_link_out_of_the_entry_is_refused_without_bl
     for make in (lambda p: os.mkfifo(p), lambda p: p.symlink_to(outside)):
         (entry.path / SUMMARY_FILE).unlink()
         make(entry.path / SUMMARY_FILE)
-        problems = entry.problems()
-        assert len(problems) == 1 and "summary cannot be read" in problems[0]
+        problems = entry.problems()  # named by the store's odd-file check or by the summary's read
+        assert len(problems) == 1 and "summary" in problems[0] and "not a regular file" in problems[0]
+        assert entry.summary() is not None  # refused, then derived again (the odd item replaced)
 
 
 def test_parse_summary_checks_what_it_derives() -> None:
@@ -267,3 +268,21 @@ def test_parse_summary_checks_what_it_derives() -> None:
         summary.hit_runs("pessimistic", 3, per_document=True)
     size = len(summary_bytes(summarize(stats), "f" * 64))
     assert size < 300_000  # 30,000 tokens, 40 documents: a few hundred KB at most
+
+
+def test_entry_truncated_with_its_summary_is_refused_by_a_study(micro_cache, tmp_path) -> None:
+    """With no summary to vouch for its token count, the study derives the count from the corpus."""
+    root = _copy_cache(micro_cache, tmp_path / "cache")
+    entry = _entries(root)[0]
+    manifest = json.loads(entry.manifest_path.read_text())
+    last = manifest["shards"].pop()
+    manifest["n_tokens"] -= last["rows"]
+    del manifest["summary"]
+    entry.manifest_path.write_text(json.dumps(manifest))
+    for name in (last["file"], last["file"] + ".sha256", SUMMARY_FILE, SUMMARY_FILE + ".sha256"):
+        (entry.path / name).unlink()
+    with pytest.raises(MissingRunsError, match="shards are missing or extra.*or load with extract=True"):
+        load_study("micro", "humaneval", SETTINGS, models=MICRO, cache_dir=root)
+    assert not entry.is_complete()  # marked incomplete: extraction resumes it
+    study = load_study("micro", "humaneval", SETTINGS, models=MICRO, cache_dir=root, extract=True)
+    assert all(r.n_tokens == 6000 for r in study.runs) and entry.problems() == []
