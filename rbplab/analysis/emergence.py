@@ -49,7 +49,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from rbplab.analysis.bootstrap import doc_stats, weight_chunks
+from rbplab.analysis.bootstrap import DocStats, doc_stats, weight_chunks
 from rbplab.analysis.fit import fit_power_law
 from rbplab.analysis.metrics import as_ks
 from rbplab.core.columns import RUN_COLUMNS, TIES
@@ -151,20 +151,17 @@ def _segment_tokens(summary: EntrySummary) -> tuple[np.ndarray, np.ndarray, np.n
 
 
 def _summary_window_sums(
-    summary: EntrySummary, ns: Sequence[int], ks: np.ndarray, ties: str, n_docs: int, per_document: bool
+    summary: EntrySummary, docs: DocStats, ns: Sequence[int], ties: str, per_document: bool
 ):
-    """`_window_doc_sums` from a summary under a 0/1 convention. With per_document False the
+    """`_window_doc_sums` from a summary under a 0/1 convention, with its per-document hits and
+    tokens at `docs.ks` from `docs` (`doc_stats` of the same summary). With per_document False the
     successes are pooled (hit runs at any k of the summary's grid) and every array has one row,
     their sum over documents; with True they are per document (k in `DOC_RUN_KS`)."""
+    ks, n_docs, n_d, h_all = docs.ks, docs.n_docs, docs.n_tokens, docs.hits
     doc, position, rem = _segment_tokens(summary)
     bucket = position_bucket(position)
     b_count = summary.bucket_tokens.astype(np.float64)
     b_hits = summary.bucket_hit_counts(ks, ties)
-    h_d = summary.doc_hits(ks, ties)
-    n_d = np.zeros(n_docs)
-    n_d[: summary.n_docs] = summary.doc_tokens
-    h_all = np.zeros((n_docs, len(ks)))
-    h_all[: summary.n_docs] = h_d
     pos_prefixes = []
     for j in range(len(ks)):
         with np.errstate(invalid="ignore"):
@@ -295,7 +292,7 @@ def sequence_table(
             with run.summary.documents():  # the per-document tables, read once for this run
                 docs = doc_stats(run.summary, k_arr, ties, n_docs)
                 counts, succ, perm, posm = _summary_window_sums(
-                    run.summary, ns, k_arr, ties, n_docs, per_document=n_boot > 0
+                    run.summary, docs, ns, ties, per_document=n_boot > 0
                 )
         n_col = np.repeat(ns, len(k_arr))
         k_idx = np.tile(np.arange(len(k_arr)), len(ns))

@@ -1105,12 +1105,13 @@ class CacheEntry:
         problem, _ = self._summary_problem(manifest or self.manifest(), full=True)
         return [] if problem is None else [problem]
 
-    def summary(self) -> EntrySummary:
+    def summary(self, manifest: dict | None = None) -> EntrySummary:
         """The entry's summary, every check passed; tokens are read only through its
         `token_stats()`. A missing summary (an entry cached before summaries existed) or one that
         fails a check is derived again from the verified shards, once, and stored; in a read-only
-        cache it is kept in memory, with a one-line notice."""
-        manifest = self.manifest()
+        cache it is kept in memory, with a one-line notice. `manifest`: the one `manifest()` just
+        returned, so a caller that needs it too does not read and check it twice."""
+        manifest = self.manifest() if manifest is None else manifest
         problem, summary = self._summary_problem(manifest)
         if summary is not None:
             return summary

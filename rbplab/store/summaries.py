@@ -308,8 +308,8 @@ def _read_runs(column, prefix: str, ks, hits, n_docs: int, tied: bool, per_docum
         )
     wanted = [kk for kk in ks if (kk in DOC_RUN_KS or not per_document)]
     out = {}
-    for ties in RUN_TIES:
-        code = RUN_TIES.index(ties if tied else "optimistic")
+    for ties in RUN_TIES if tied else ("optimistic",):
+        code = RUN_TIES.index(ties)
         for kk in wanted:
             rows = (tie == code) & (k == kk)
             j = int(np.searchsorted(ks, kk))
@@ -323,4 +323,6 @@ def _read_runs(column, prefix: str, ks, hits, n_docs: int, tied: bool, per_docum
                     np.array_equal(per_doc, hits[ties][:, j]), f"{prefix} at k={kk} do not hold its hits"
                 )
                 out[(ties, int(kk))] = HitRuns(length[rows], count[rows], doc[rows])
+    if not tied:  # no tied token: pessimistic hits are the optimistic ones, so are their runs
+        out |= {("pessimistic", kk): runs for (_, kk), runs in list(out.items())}
     return out

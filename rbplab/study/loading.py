@@ -87,19 +87,21 @@ def _read_runs(
         if not entry.is_complete():
             run_extraction(spec, item["corpus"], settings, cache_dir=cache_dir, progress=progress is True)
         try:
+            manifest = entry.manifest()
             if not entry.has_summary():  # nothing vouches for its token count: derive it first
-                problems = count_problems(plan, entry.manifest())
+                problems = count_problems(plan, manifest)
                 if problems:
                     raise entry.damaged(problems[0])
-            summary = entry.summary()
+            summary = entry.summary(manifest)
         except CacheCorruptedError as err:
             if not extract:
                 raise MissingRunsError(f"{err}; or load with extract=True") from None
             warnings.warn(f"{err}; recomputing the damaged shards now", stacklevel=3)
             run_extraction(spec, item["corpus"], settings, cache_dir=cache_dir, progress=progress is True)
-            summary = entry.summary()
+            manifest = entry.manifest()
+            summary = entry.summary(manifest)
         S, revision = item["S"], item["revision"]
-        training = _training(entry.manifest(), item["model"], revision, S, schedules) if revision else {}
+        training = _training(manifest, item["model"], revision, S, schedules) if revision else {}
         runs.append(Run(item["family"], label, item["label"], S, summary, **training))
     return runs
 
@@ -256,7 +258,7 @@ def load_entries(
             "S": float(row.get("S", model.get("n_nonembedding") or float("nan"))),
         }
         training = {f: row[f] for f in ("revision", "step", "D", "C") if f in row and not pd.isna(row[f])}
-        runs.append(Run(**labels, stats=entry.summary(), **training))
+        runs.append(Run(**labels, stats=entry.summary(manifest), **training))
     return Study(runs, ties=ties, level=level)
 
 
