@@ -380,7 +380,7 @@ class EmergenceView(_CorpusMixin, _KMixin, _View):
         )
 
 
-class KSweepView(_CorpusMixin, _View):
+class KSweepView(_CorpusMixin, _KMixin, _View):
     """The k-sweep (paper Figure 6) with a k slider: R²(k) and α(k) of every corpus over the
     sweep's log-spaced k, a marker that moves along both curves with the slider, and α with its
     interval and R² at that k in the legend. The sweep is fitted once per family (`Study.ksweep`
@@ -401,14 +401,7 @@ class KSweepView(_CorpusMixin, _View):
         # A sweep the caller already fitted (`Study.ksweep`) serves the family the view opens on.
         self._sweeps: dict[str, pd.DataFrame] = {} if sweep is None else {self.family_dropdown.value: sweep}
         self.corpus_dropdown = self._corpus_dropdown(corpus or ALL_CORPORA, allow_all=True)
-        options = self._options()
-        self.k_slider = w.SelectionSlider(
-            options=options,
-            value=_nearest(options, k),
-            description="k",
-            continuous_update=True,
-            layout=w.Layout(width="480px"),
-        )
+        self.k_slider = self._k_slider(k)
         for control in (self.k_slider, self.corpus_dropdown):
             control.observe(self.refresh, names="value")
         self.family_dropdown.observe(self._on_family, names="value")
@@ -421,18 +414,9 @@ class KSweepView(_CorpusMixin, _View):
             self._sweeps[family] = self.study.ksweep(self._ks)
         return self._sweeps[family]
 
-    def _options(self) -> list[tuple[str, int]]:
+    def _slider_options(self) -> list[tuple[str, int]]:
+        """The sweep's k: the marker moves between fitted thresholds (set_k takes the closest)."""
         return [(f"{int(k):,}", int(k)) for k in sorted(self.sweep()["k"].unique())]
-
-    @property
-    def k(self) -> int:
-        return int(self.k_slider.value)
-
-    def set_k(self, k: int) -> None:
-        """Move the marker to the sweep's k closest to `k` on the log scale."""
-        if k < 1 or k > self.study.vocab_size:
-            raise ValueError(f"k must lie in [1, |V|={self.study.vocab_size}], got {k}")
-        self.k_slider.value = _nearest(list(self.k_slider.options), int(k))
 
     def _on_family(self, change: dict) -> None:
         with self.hold_refresh():
@@ -440,7 +424,7 @@ class KSweepView(_CorpusMixin, _View):
             old = self.corpus_dropdown.value
             self.corpus_dropdown.options = [ALL_CORPORA, *self.study.corpora]
             self.corpus_dropdown.value = old if old in self.corpus_dropdown.options else ALL_CORPORA
-            options = self._options()
+            options = self._slider_options()
             self.k_slider.options = options
             self.k_slider.value = _nearest(options, k)
         self.refresh()
