@@ -100,19 +100,27 @@ def add_settings_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _models_to_run(args: argparse.Namespace) -> list[tuple[str, str]]:
-    """(label, loadable source) for every requested model, registry lookups applied."""
-    from rbplab.store import registry
+def grid_from_args(args: argparse.Namespace, corpora: list):
+    """The grid `rbplab extract` runs: every --family member and --model, at --revision, on the
+    opened corpora, with the loading options given to every model."""
+    from dataclasses import replace
+
+    from rbplab.grid import Grid
+    from rbplab.grid.models import family_refs, model_ref
 
     if not args.model and not args.family:
         raise ValueError("give at least one --model or --family (see `rbplab families`)")
-    chosen: list[tuple[str, str]] = []
-    for family in args.family:
-        for row in registry.family_models(family).itertuples():
-            chosen.append((row.model, registry.resolve_source(row.source)))
-    for name in args.model:
-        chosen.append((name, registry.resolve_model(name)))
-    return list(dict.fromkeys(chosen))  # drop repeats, keep order
+    members = [ref for family in args.family for ref in family_refs(family)]
+    members += [model_ref(name) for name in args.model]
+    options = {
+        "gguf_file": args.gguf_file,
+        "tokenizer": args.tokenizer,
+        "trust_remote_code": args.trust_remote_code,
+    }
+    members = [replace(ref, **options) for ref in members]
+    wanted = [r for r in (args.revision or "").split(",") if r.strip()]
+    # Revisions are checked against every model's schedule before any weights are loaded.
+    return Grid.of(members, corpora, settings_from_args(args), revisions=wanted or None)
 
 
 def _check_context(label: str, source: str, context_length: int | None) -> None:
@@ -156,11 +164,10 @@ def run_extract(args: argparse.Namespace) -> int:
     from rbplab.store.files import CacheLocationError, cache_root, check_writable
 
     # Everything that can be checked without torch is checked before any model is touched.
-    settings = settings_from_args(args)
-    models = _models_to_run(args)
     corpora = [open_corpus(spec, max_documents=args.max_documents) for spec in args.corpus]
-    for label, source in models:
-        _check_context(label, source, args.context_length)
+    grid = grid_from_args(args, corpora)
+    for ref in grid.members:
+        _check_context(ref.model, ref.source, args.context_length)
     root = cache_root(args.cache_dir)
     try:
         check_writable(root)
@@ -170,25 +177,7 @@ def run_extract(args: argparse.Namespace) -> int:
         # An existing cache that cannot be written (a shared, read-only mount) still serves hits;
         # a run that needs to write fails with this same error before loading any weights.
 
-    from rbplab.core.runs import run_label
-    from rbplab.extraction.grid import extract_many
-    from rbplab.extraction.sources import ModelSpec
-    from rbplab.store.schedules import select_revisions
-
-    wanted = [r for r in (args.revision or "").split(",") if r.strip()]
-    # Revisions are checked against every model's schedule before any weights are loaded.
-    revisions = {label: select_revisions(label, wanted) if wanted else [None] for label, _ in models}
-    specs = {
-        run_label(label, revision): ModelSpec(
-            name_or_path=source,
-            revision=revision,
-            gguf_file=args.gguf_file,
-            tokenizer=args.tokenizer,
-            trust_remote_code=args.trust_remote_code,
-        )
-        for label, source in models
-        for revision in revisions[label]
-    }
+    from rbplab.extraction.grid import extract_grid
 
     def say(row: dict) -> None:
         state = "cached" if row["from_cache"] else "extracted"
@@ -199,5 +188,5 @@ def run_extract(args: argparse.Namespace) -> int:
             )
         )
 
-    extract_many(specs, corpora, settings, cache_dir=root, progress=not args.no_progress, on_result=say)
+    extract_grid(grid, cache_dir=root, progress=not args.no_progress, on_result=say)
     return 0

@@ -1,7 +1,8 @@
-"""A grid of models x corpora through the cache, in this process: the Python face of `rbplab extract`.
+"""A grid through the cache, in this process: the Python face of `rbplab extract`.
 
-Corpora are loaded once, before any model is touched, so a bad corpus fails the grid at once;
-every (model, corpus) pair is one cached `extract` call (a hit runs no model).
+Corpora are opened once, before any model is touched, so a bad corpus fails the grid at once;
+every run of the grid (`rbplab.grid.Grid.runs`, models outer so each model's weights load once)
+is one cached `extract` (a hit runs no model).
 """
 
 from __future__ import annotations
@@ -13,12 +14,44 @@ from typing import Any
 import pandas as pd
 
 from rbplab.core.settings import ExtractionSettings, resolve_settings
-from rbplab.extraction.pipeline import extract
+from rbplab.extraction.pipeline import extract_plan, plan_extraction
 from rbplab.extraction.sources import ModelSpec, as_spec
-from rbplab.store.corpora import Corpus, LazyCorpus, open_corpus
+from rbplab.grid import Grid, ModelRef
+from rbplab.store.corpora import Corpus, LazyCorpus
 from rbplab.store.files import cache_root
 
 GRID_COLUMNS = ["model", "corpus", "n_tokens", "from_cache", "key", "path"]
+
+
+def extract_grid(
+    grid: Grid,
+    *,
+    cache_dir: str | Path | None = None,
+    progress: bool = True,
+    on_result: Callable[[dict[str, Any]], None] | None = None,
+) -> pd.DataFrame:
+    """Extract every run of `grid`; `on_result` receives each row as it is done. Returns one row
+    per run: model (``model@revision`` for a checkpoint), corpus, n_tokens, from_cache, key, path."""
+    opened = grid.opened  # every corpus opened (and checked) before any model is described
+    if not opened:
+        raise ValueError("a grid needs at least one corpus")
+    root = cache_root(cache_dir)
+    rows, described = [], {}  # each model described once for the whole grid
+    for run in grid.runs():
+        plan = plan_extraction(run.model, run.corpus, grid.settings, described=described)
+        result = extract_plan(plan, cache_dir=root, progress=progress)
+        row = {
+            "model": run.label,
+            "corpus": run.corpus.name,
+            "n_tokens": result.n_tokens,
+            "from_cache": result.from_cache,
+            "key": result.key,
+            "path": str(result.path),
+        }
+        if on_result is not None:
+            on_result(row)
+        rows.append(row)
+    return pd.DataFrame(rows, columns=GRID_COLUMNS)
 
 
 def extract_many(
@@ -35,31 +68,35 @@ def extract_many(
 
     models: names, paths, hub ids or ModelSpecs, or a mapping label -> model (the label names
     the row). corpora: names, paths or Corpus objects. `on_result` receives each row as it is
-    done. Returns one row per pair: model, corpus, n_tokens, from_cache, key, path."""
+    done. Returns one row per pair: model, corpus, n_tokens, from_cache, key, path. A study's
+    grid (families, revisions) is `extract_grid(Grid.build(...))`."""
     settings = resolve_settings(settings, **overrides)
     labelled = dict(models) if isinstance(models, Mapping) else {_label(m): m for m in models}
     if not labelled:
         raise ValueError("extract_many needs at least one model")
-    loaded = [c if isinstance(c, (Corpus, LazyCorpus)) else open_corpus(c) for c in corpora]
-    if not loaded:
-        raise ValueError("extract_many needs at least one corpus")
-    root = cache_root(cache_dir)
-    rows = []
-    for label, model in labelled.items():
-        for corpus in loaded:
-            result = extract(model, corpus, settings, cache_dir=root, progress=progress)
-            row = {
-                "model": label,
-                "corpus": corpus.name,
-                "n_tokens": result.n_tokens,
-                "from_cache": result.from_cache,
-                "key": result.key,
-                "path": str(result.path),
-            }
-            if on_result is not None:
-                on_result(row)
-            rows.append(row)
-    return pd.DataFrame(rows, columns=GRID_COLUMNS)
+    members = tuple(_ref(label, model) for label, model in labelled.items())
+    grid = Grid(None, members, tuple(corpora), {}, settings)
+    return extract_grid(grid, cache_dir=cache_dir, progress=progress, on_result=on_result)
+
+
+def _ref(label: str, model: ModelSpec | ModelRef | str) -> ModelRef:
+    if isinstance(model, ModelRef):
+        return model
+    spec = as_spec(model)
+    if (spec.dtype, spec.device, spec.device_map) != ("auto", "auto", None):
+        raise ValueError(
+            f"{label}: give dtype, device and device_map in extract_many's settings, not in a ModelSpec"
+        )
+    return ModelRef(
+        "",
+        label,
+        spec.name_or_path,
+        None,
+        revision=spec.revision,
+        gguf_file=spec.gguf_file,
+        tokenizer=spec.tokenizer,
+        trust_remote_code=spec.trust_remote_code,
+    )
 
 
 def _label(model: ModelSpec | str) -> str:

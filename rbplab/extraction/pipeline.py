@@ -27,8 +27,8 @@ import socket
 import time
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -61,8 +61,9 @@ from rbplab.extraction.windows import (
     resolve_bos,
     tokenize_documents,
 )
+from rbplab.grid import ModelRef
 from rbplab.store import schedules
-from rbplab.store.cache import CacheCorruptedError, CacheEntry
+from rbplab.store.cache import CacheCorruptedError, CacheEntry, CacheError
 from rbplab.store.corpora import Corpus, LazyCorpus, open_corpus
 from rbplab.store.files import check_writable
 
@@ -122,7 +123,7 @@ def model_label(described: Described) -> str:
 
 
 def plan_extraction(
-    model: ModelSpec | str,
+    model: ModelSpec | ModelRef | str,
     corpus: str | Path | Corpus | LazyCorpus,
     settings: ExtractionSettings | None = None,
     *,
@@ -434,37 +435,118 @@ def extract(
 
 def extract_plan(plan: Plan, *, cache_dir: str | Path | None = None, progress: bool = True) -> ExtractResult:
     """`extract` of an already made plan (`plan_extraction`)."""
-    batch_size = plan.settings.batch_size
     entry = CacheEntry(cache_dir, plan.key_spec)
     hit = cache_hit(entry)  # a hit writes nothing, so a read-only cache serves it
     if hit is not None:
         return hit
     # A model that cannot be loaded fails here, before the entry directory exists (no litter).
     check_writable(entry.root)
-    info = plan.described.info
     weights = load_weights(plan.described)
-    check_head(weights, info)
+    check_head(weights, plan.described.info)
     with entry.lock():
         hit = cache_hit(entry)  # another process finished it while we waited for the lock
         if hit is not None:
             return hit
         shards = plan_shards(plan)
-        done = entry.completed_shards() & set(range(len(shards)))
-        todo = [i for i in range(len(shards)) if i not in done]
-        started = time.perf_counter()
-        if todo:
-            scorer = make_scorer(plan, weights)
-            total = sum(w.n_scored for shard in shards for w in shard)
-            initial = sum(w.n_scored for i in done for w in shards[i])
-            label = f"{plan.key_spec['model']['name']} x {plan.corpus.name}"
-            with _progress(total, initial, label, progress) as bar:
-                for index in todo:
-                    frame = shard_frame(plan, scorer, shards[index], batch_size, bar.update)
-                    entry.write_shard(index, frame, producer=producer_id())
-        elapsed = time.perf_counter() - started
-        computed = sum(w.n_scored for i in todo for w in shards[i])
-        manifest = entry.finalize(entry_manifest(plan, shards, elapsed, computed, len(done)), len(shards))
-    return ExtractResult(entry.key, entry.path, int(manifest["n_tokens"]), False, manifest)
+        done = entry.completed_shards() & set(range(len(shards)))  # damaged shards removed here
+    todo = [i for i in range(len(shards)) if i not in done]
+    total = sum(w.n_scored for shard in shards for w in shard)
+    initial = sum(w.n_scored for i in done for w in shards[i])
+    label = f"{plan.key_spec['model']['name']} x {plan.corpus.name}"
+    with _progress(total, initial, label, progress) as bar:
+        compute_shards(
+            plan, entry, todo, shards=shards, scorer=make_scorer(plan, weights), on_tokens=bar.update
+        )
+    hit = cache_hit(entry)
+    if hit is None:  # every shard was computed or waited for, so only a failed write gets here
+        raise CacheError(f"cache entry {entry.key[:12]} is not complete after computing its shards")
+    return ExtractResult(entry.key, entry.path, hit.n_tokens, False, hit.manifest)
+
+
+@dataclass
+class ShardWork:
+    """What one call of `compute_shards` did: tokens and shards it computed (others were present
+    or computed by another process), whether it finalised the entry, and where the time went."""
+
+    tokens: int = 0
+    shards: int = 0
+    finalized: bool = False
+    timings: dict[str, float] = field(default_factory=lambda: {"load": 0.0, "score": 0.0, "write": 0.0})
+
+
+def compute_shards(
+    plan: Plan,
+    entry: CacheEntry,
+    indices: Iterable[int],
+    *,
+    shards: list[list[Window]] | None = None,
+    scorer: Scorer | None = None,
+    on_tokens: Callable[[int], object] | None = None,
+) -> ShardWork:
+    """The shard loop that `extract`, the runner's work units and the CLI share.
+
+    Computes each shard of `indices` the entry lacks, each under a claim of its own so no two
+    processes compute one shard (a shard another process holds is waited for, then checked), and
+    finalises the entry when every shard exists, whoever computed them. Weights load at the first
+    shard that needs computing unless `scorer` is given. `shards`: the plan's windows per shard
+    (`plan_shards`, when the caller already has them)."""
+    started = time.perf_counter()
+    shards = plan_shards(plan) if shards is None else shards
+    work = ShardWork()
+    report = on_tokens or (lambda _n: None)
+    producer = producer_id()
+
+    def compute(index: int) -> None:
+        nonlocal scorer
+        if entry.has_shard(index):
+            report(sum(w.n_scored for w in shards[index]))
+            return
+        if scorer is None:
+            clock = time.perf_counter()
+            scorer = make_scorer(plan)
+            work.timings["load"] += time.perf_counter() - clock
+        clock = time.perf_counter()
+        frame = shard_frame(plan, scorer, shards[index], plan.settings.batch_size, report)
+        work.timings["score"] += time.perf_counter() - clock
+        clock = time.perf_counter()
+        with entry.lock():
+            entry.write_shard(index, frame, producer=producer)
+        work.timings["write"] += time.perf_counter() - clock
+        work.tokens += len(frame)
+        work.shards += 1
+        _crash_hook()
+
+    held_elsewhere = []
+    for index in indices:
+        with entry.shard_claim(index, wait=False) as mine:
+            if mine:
+                compute(index)
+            else:
+                held_elsewhere.append(index)
+    for index in held_elsewhere:  # another process is on it: wait, then make sure it landed
+        with entry.shard_claim(index, wait=True):
+            compute(index)
+    clock = time.perf_counter()
+    with entry.lock():
+        # the planned count: a shard that vanished since cannot shorten the entry
+        if not entry.is_complete() and set(range(len(shards))) <= entry.completed_shards():
+            manifest = entry_manifest(plan, shards, clock - started, work.tokens, len(shards) - work.shards)
+            entry.finalize(manifest, len(shards))
+            work.finalized = True
+    work.timings["write"] += time.perf_counter() - clock
+    return work
+
+
+# Test hook: a process exits hard right after writing its first shard if this names a file that
+# does not exist yet (the file is created first, so the retry runs normally).
+CRASH_HOOK_ENV = "RBPLAB_TEST_CRASH_AFTER_FIRST_SHARD"
+
+
+def _crash_hook() -> None:
+    marker = os.environ.get(CRASH_HOOK_ENV)
+    if marker and not os.path.exists(marker):
+        Path(marker).write_text("crashed once\n")
+        os._exit(3)
 
 
 def cache_hit(entry: CacheEntry) -> ExtractResult | None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from rbplab.grid import ModelRef
 from rbplab.store.schedules import CHECKPOINTS_DIR, directory_schedule, natural_sorted
 
 
@@ -37,9 +38,19 @@ class ModelSpec:
     trust_remote_code: bool = False  # run Python code shipped with the model (opt-in; enters the cache key)
 
 
-def as_spec(model: ModelSpec | str | Path, **overrides: Any) -> ModelSpec:
-    """A ModelSpec from a spec or a name/path; `overrides` (non-None values) replace fields."""
-    spec = model if isinstance(model, ModelSpec) else ModelSpec(str(model))
+def as_spec(model: ModelSpec | ModelRef | str | Path, **overrides: Any) -> ModelSpec:
+    """A ModelSpec from a spec, a grid's ModelRef or a name/path; `overrides` (non-None values)
+    replace fields."""
+    if isinstance(model, ModelRef):
+        spec = ModelSpec(
+            model.source,
+            revision=model.revision,
+            gguf_file=model.gguf_file,
+            tokenizer=model.tokenizer,
+            trust_remote_code=model.trust_remote_code,
+        )
+    else:
+        spec = model if isinstance(model, ModelSpec) else ModelSpec(str(model))
     changes = {k: v for k, v in overrides.items() if v is not None}
     return replace(spec, **changes) if changes else spec
 

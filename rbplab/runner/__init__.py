@@ -1,17 +1,19 @@
 """Running a study's grid on one process, many Ray workers, or SLURM array tasks.
 
-`studyfile` reads the TOML that names the grid; `units` plans (model, revision, corpus, shard
+The grid comes from `rbplab.grid` (a study file is one in TOML); `units` plans (model, revision, corpus, shard
 range) work units from metadata; `worker` computes a unit into the shared cache; `executors`
 run units locally or on Ray; `run` drives it all with one progress bar and a final table.
 """
 
+from rbplab.grid import Grid, StudyFileError, parse_study, read_study_file
 from rbplab.runner.executors import ExecutorError, RayOptions
 from rbplab.runner.run import StudyRun, run_study
-from rbplab.runner.studyfile import StudyFile, StudyFileError, parse_study, read_study_file
+from rbplab.runner.studyfile import StudyFile
 from rbplab.runner.units import plan_study, slice_units
 
 __all__ = [
     "ExecutorError",
+    "Grid",
     "RayOptions",
     "StudyFile",
     "StudyFileError",

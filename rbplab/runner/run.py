@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from rbplab.grid import Grid
 from rbplab.runner.executors import RayOptions, UnitOutcome, cluster_gpus, run_local, run_processes, run_ray
-from rbplab.runner.studyfile import StudyFile, read_study_file
 from rbplab.runner.units import DEFAULT_SHARDS_PER_UNIT, StudyPlan, plan_study, slice_units
 from rbplab.store.cache import CacheEntry
 from rbplab.store.files import cache_root, check_writable
@@ -53,7 +53,7 @@ class StudyRun:
 
 
 def run_study(
-    study: StudyFile | str | Path,
+    study: Grid | str | Path,
     *,
     executor: str = "local",
     cache_dir: str | Path | None = None,
@@ -65,7 +65,7 @@ def run_study(
     progress: bool = True,
     say: Callable[[str], object] | None = None,
 ) -> StudyRun:
-    """Run every unit of `study` (a StudyFile or the path of a study TOML) into the cache.
+    """Run every unit of `study` (a `rbplab.grid.Grid`, or the path of a study TOML) into the cache.
 
     executor "local" runs units in this process (`workers` > 1: in that many processes of this
     machine, the CPUs split between them); "ray" runs them as Ray tasks (`ray` options)."""
@@ -78,7 +78,7 @@ def run_study(
         raise ValueError("give both --task-index and --num-tasks (a SLURM array slice), or neither")
     if num_tasks is not None:
         slice_units((), task_index, num_tasks)  # checks the slice before any planning writes a spec
-    study = study if isinstance(study, StudyFile) else read_study_file(study)
+    study = study if isinstance(study, Grid) else Grid.read(study)
     accelerator = False
     if executor == "ray":  # fail on a missing Ray or an unreachable cluster before any work
         options = ray or RayOptions()

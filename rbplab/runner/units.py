@@ -12,13 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from rbplab.core.runs import run_label
 from rbplab.core.settings import ExtractionSettings
 from rbplab.extraction.pipeline import plan_extraction, plan_shards
-from rbplab.extraction.sources import ModelSpec
-from rbplab.runner.studyfile import StudyFile
+from rbplab.extraction.sources import ModelSpec, as_spec
+from rbplab.grid import Grid, ModelRef
 from rbplab.store.cache import CacheEntry
-from rbplab.store.corpora import Corpus, LazyCorpus, open_corpus
+from rbplab.store.corpora import Corpus, LazyCorpus
 
 DEFAULT_SHARDS_PER_UNIT = 4
 
@@ -43,9 +42,7 @@ class WorkUnit:
     """Shards `shards` of one entry; everything a worker needs besides the shared cache path."""
 
     key: str
-    model: str
-    source: str
-    revision: str | None
+    ref: ModelRef  # the model at its revision, resolved once by the grid
     corpus: Corpus | LazyCorpus
     settings: ExtractionSettings
     shards: tuple[int, ...]
@@ -53,8 +50,16 @@ class WorkUnit:
     weight_bytes: int = 0  # the model's weights in the dtype it runs in (GPU placement)
 
     @property
+    def model(self) -> str:
+        return self.ref.model
+
+    @property
+    def revision(self) -> str | None:
+        return self.ref.revision
+
+    @property
     def label(self) -> str:
-        return run_label(self.model, self.revision)
+        return self.ref.label
 
     @property
     def name(self) -> str:
@@ -73,68 +78,66 @@ class StudyPlan:
 
 
 def plan_study(
-    study: StudyFile,
+    study: Grid,
     cache_dir: str | Path,
     shards_per_unit: int = DEFAULT_SHARDS_PER_UNIT,
     accelerator: bool = False,
 ) -> StudyPlan:
-    """Every entry and work unit of `study` (units of entries already complete are skipped when run).
+    """Every entry and work unit of the grid `study` (units of entries already complete are
+    skipped when run).
 
     accelerator: the units will run on GPUs while this driver may have none. The dtype "auto"
     resolves to the checkpoint's own half type on a GPU and to float32 on a CPU, and the dtype is
     part of the key, so the driver plans each model with the dtype a GPU worker will use."""
     if shards_per_unit < 1:
         raise ValueError(f"shards_per_unit must be a positive integer, got {shards_per_unit}")
-    corpora = [open_corpus(c) for c in study.corpora]  # once per study, handed to every unit
     entries: list[EntryPlan] = []
     units: list[WorkUnit] = []
-    for member in study.members:
-        source = member.loadable()
-        for revision in study.revisions_of(member.model):
-            settings = study.settings
-            if accelerator and settings.dtype == "auto":
-                settings = settings.with_changes(
-                    dtype=accelerator_dtype(ModelSpec(source, revision=revision))
+    described: dict = {}  # each model described once for the whole grid
+    dtypes: dict = {}
+    for run in study.runs():
+        ref = run.model
+        settings = study.settings
+        if accelerator and settings.dtype == "auto":
+            if ref not in dtypes:
+                dtypes[ref] = accelerator_dtype(as_spec(ref))
+            settings = settings.with_changes(dtype=dtypes[ref])
+        plan = plan_extraction(ref, run.corpus, settings, described=described)
+        entry = CacheEntry(cache_dir, plan.key_spec)
+        cached = entry.is_complete()
+        if cached:  # shard sizes from the manifest: a cached study is not re-tokenized
+            sizes = [int(record["rows"]) for record in entry.manifest()["shards"]]
+        else:
+            sizes = [sum(w.n_scored for w in shard) for shard in plan_shards(plan)]
+            with entry.lock():  # writes spec.json: the entry exists before any worker runs
+                pass
+        entries.append(
+            EntryPlan(
+                entry.key,
+                ref.family,
+                ref.model,
+                ref.revision,
+                run.corpus.name,
+                ref.S,
+                len(sizes),
+                sum(sizes),
+                cached,
+            )
+        )
+        # Units of cached entries too, so every planner cuts the same list (SLURM slices).
+        for start in range(0, len(sizes), shards_per_unit):
+            indices = tuple(range(start, min(start + shards_per_unit, len(sizes))))
+            units.append(
+                WorkUnit(
+                    entry.key,
+                    ref,
+                    run.corpus,
+                    settings,
+                    indices,
+                    sum(sizes[i] for i in indices),
+                    plan.described.info.n_params * BYTES_PER_PARAM[plan.described.info.dtype],
                 )
-            for corpus in corpora:
-                plan = plan_extraction(ModelSpec(source, revision=revision), corpus, settings)
-                entry = CacheEntry(cache_dir, plan.key_spec)
-                cached = entry.is_complete()
-                if cached:  # shard sizes from the manifest: a cached study is not re-tokenized
-                    sizes = [int(record["rows"]) for record in entry.manifest()["shards"]]
-                else:
-                    sizes = [sum(w.n_scored for w in shard) for shard in plan_shards(plan)]
-                    with entry.lock():  # writes spec.json: the entry exists before any worker runs
-                        pass
-                entries.append(
-                    EntryPlan(
-                        entry.key,
-                        member.family,
-                        member.model,
-                        revision,
-                        corpus.name,
-                        member.S,
-                        len(sizes),
-                        sum(sizes),
-                        cached,
-                    )
-                )
-                # Units of cached entries too, so every planner cuts the same list (SLURM slices).
-                for start in range(0, len(sizes), shards_per_unit):
-                    indices = tuple(range(start, min(start + shards_per_unit, len(sizes))))
-                    units.append(
-                        WorkUnit(
-                            entry.key,
-                            member.model,
-                            source,
-                            revision,
-                            corpus,
-                            settings,
-                            indices,
-                            sum(sizes[i] for i in indices),
-                            plan.described.info.n_params * BYTES_PER_PARAM[plan.described.info.dtype],
-                        )
-                    )
+            )
     return StudyPlan(tuple(entries), tuple(units))
 
 

@@ -15,11 +15,12 @@ from typing import Any
 
 import pandas as pd
 
-from rbplab.core.runs import Run, run_label
-from rbplab.core.settings import ExtractionSettings, resolve_settings
+from rbplab.core.runs import Run
+from rbplab.core.settings import ExtractionSettings
 from rbplab.core.stats import check_ties
-from rbplab.store.corpora import Corpus, LazyCorpus, open_corpus
-from rbplab.study.study import Study, as_list
+from rbplab.grid import Grid
+from rbplab.store.corpora import Corpus, LazyCorpus
+from rbplab.study.study import Study
 
 
 def default_corpora() -> list[str]:
@@ -28,18 +29,6 @@ def default_corpora() -> list[str]:
 
     table = list_corpora()
     return table.loc[table["origin"] == "bundled", "name"].tolist()
-
-
-def _corpus_label(spec: object) -> str:
-    # Corpus objects carry a name; bundled and hub names stay as they are; a path is labelled by its stem.
-    if isinstance(spec, (Corpus, LazyCorpus)):
-        return str(spec.name)
-    spec = str(spec)
-    if spec.startswith("hub:"):
-        return spec.split("@", 1)[0]
-    if "/" not in spec and not spec.endswith((".jsonl", ".gz", ".txt")):
-        return spec
-    return Path(spec).name.split(".")[0]
 
 
 class MissingRunsError(ValueError):
@@ -55,37 +44,39 @@ def _describe_missing(missing: list[str], cache_dir: str | Path | None) -> str:
     )
 
 
-def _read_runs(
-    items: list[dict], settings: ExtractionSettings, cache_dir, extract: bool, progress
-) -> list[Run]:
-    """One run per item (family, model, source, revision, S, corpus label and object), each read
-    as its entry's summary; missing entries are extracted only when `extract` is true."""
-    from rbplab.extraction.pipeline import count_problems, plan_extraction
-    from rbplab.extraction.pipeline import extract as run_extraction
-    from rbplab.extraction.sources import ModelSpec
+def load_grid(
+    grid: Grid,
+    *,
+    cache_dir: str | Path | None = None,
+    ties: str = "pessimistic",
+    level: float = 0.95,
+    extract: bool = False,
+    progress: bool | Callable[[str], None] = False,
+) -> Study:
+    """The study of every run of `grid` (`rbplab.grid.Grid`), each read as its cache entry's
+    summary; missing entries are a `MissingRunsError` naming them, or extracted first when
+    `extract` is true. A model outside the registry gets its S from its description (the same
+    one its cache key comes from) and family ``custom``."""
+    from rbplab.extraction.pipeline import count_problems, extract_plan, plan_extraction
     from rbplab.store import schedules
     from rbplab.store.cache import CacheCorruptedError, CacheEntry
 
+    check_ties(ties)
     say = progress if callable(progress) else None
     planned, described = [], {}  # each model described once for the whole grid
-    for item in items:
-        spec = ModelSpec(item["source"], revision=item["revision"])
-        plan = plan_extraction(spec, item["corpus"], settings, described=described)
-        planned.append((item, spec, plan, CacheEntry(cache_dir, plan.key_spec)))
-    missing = [
-        f"{run_label(item['model'], item['revision'])} on {item['label']}"
-        for item, _, _, entry in planned
-        if not entry.is_complete()
-    ]
+    for run in grid.runs(outer="corpus"):
+        plan = plan_extraction(run.model, run.corpus, grid.settings, described=described)
+        planned.append((run, plan, CacheEntry(cache_dir, plan.key_spec)))
+    missing = [f"{run.label} on {run.corpus_label}" for run, _, entry in planned if not entry.is_complete()]
     if missing and not extract:
         raise MissingRunsError(_describe_missing(missing, cache_dir))
     runs = []
-    for item, spec, plan, entry in planned:
-        label = run_label(item["model"], item["revision"])
+    for run, plan, entry in planned:
+        ref = run.model
         if say:
-            say(f"{item['family']}/{label} on {item['label']}")
+            say(f"{ref.family or 'custom'}/{run.label} on {run.corpus_label}")
         if not entry.is_complete():
-            run_extraction(spec, item["corpus"], settings, cache_dir=cache_dir, progress=progress is True)
+            extract_plan(plan, cache_dir=cache_dir, progress=progress is True)
         try:
             manifest = entry.manifest()
             if not entry.has_summary():  # nothing vouches for its token count: derive it first
@@ -96,18 +87,18 @@ def _read_runs(
         except CacheCorruptedError as err:
             if not extract:
                 raise MissingRunsError(f"{err}; or load with extract=True") from None
-            warnings.warn(f"{err}; recomputing the damaged shards now", stacklevel=3)
-            run_extraction(spec, item["corpus"], settings, cache_dir=cache_dir, progress=progress is True)
+            warnings.warn(f"{err}; recomputing the damaged shards now", stacklevel=2)
+            extract_plan(plan, cache_dir=cache_dir, progress=progress is True)
             manifest = entry.manifest()
             summary = entry.summary(manifest)
-        S, revision = item["S"], item["revision"]
-        training = _training(manifest, item["model"], revision, S, schedules) if revision else {}
-        runs.append(Run(item["family"], label, item["label"], S, summary, **training))
-    return runs
+        S = ref.S if ref.S is not None else float(plan.described.info.n_nonembedding)
+        training = _training(manifest, ref.model, ref.revision, S, schedules) if ref.revision else {}
+        runs.append(Run(ref.family or "custom", run.label, run.corpus_label, S, summary, **training))
+    return Study(runs, ties=ties, level=level)
 
 
 def load_study(
-    families: str | Iterable[str] = "micro",
+    families: Grid | str | Path | Mapping[str, Any] | Iterable[str] | pd.DataFrame = "micro",
     corpora: str | Corpus | LazyCorpus | Iterable[str | Corpus | LazyCorpus] | None = None,
     settings: ExtractionSettings | Mapping[str, Any] | None = None,
     *,
@@ -120,61 +111,25 @@ def load_study(
     extract: bool = False,
     **overrides: Any,
 ) -> Study:
-    """Rank statistics of every model of `families` on every corpus, read from the cache.
+    """Rank statistics of every run of a grid, read from the cache.
 
-    families: registry family names (`rbplab families`); models: optional subset of their
-    short names; revisions: checkpoints of every model, by name or ``"log:N"`` (N log-spaced ones
-    from its schedule), reported as ``model@revision`` with step, D and C (default: the final
-    model); corpora: bundled names, ``hub:<name>`` or paths (default: every bundled
-    corpus); settings: how the runs were scored (`rbplab.core.ExtractionSettings`; its fields
-    may also be given as keywords, e.g. max_tokens=2000). Each run is read as its cache entry's
-    summary (no token is held; `Study.stats` reads one run's tokens when asked). Runs missing
-    from the cache are a `MissingRunsError` naming them, or with ``extract=True`` are extracted
-    first (`rbplab.extraction.extract`). `progress` may be True (extraction progress bars) or a
+    families: what names the grid (`rbplab.grid.Grid.build`): registry family names
+    (`rbplab families`), registered models, local model paths and hub ids, a study file
+    (``.toml``) or its table (a dict), a table with a ``model`` column, or a `Grid`.
+    models: optional subset of the families' short names; revisions: checkpoints of every model,
+    by name or ``"log:N"`` (N log-spaced ones from its schedule), reported as ``model@revision``
+    with step, D and C (default: the final model); corpora: bundled names, ``hub:<name>`` or
+    paths (default: every bundled corpus, or the study file's); settings: how the runs were
+    scored (`rbplab.core.ExtractionSettings`; its fields may also be given as keywords, e.g.
+    max_tokens=2000). Each run is read as its cache entry's summary (no token is held;
+    `Study.stats` reads one run's tokens when asked). Runs missing from the cache are a
+    `MissingRunsError` naming them, or with ``extract=True`` are extracted first
+    (`rbplab.extraction.extract`). `progress` may be True (extraction progress bars) or a
     callable receiving one line per run. Made-up studies come from `synthetic_study`.
     """
     check_ties(ties)
-    settings = resolve_settings(settings, **overrides)
-    fams = as_list(families) or []
-    if not fams:
-        raise ValueError("give at least one model family, e.g. 'micro'")
-    from rbplab.store import registry, schedules
-
-    corpus_specs = as_list(corpora) or default_corpora()
-    if not corpus_specs:
-        raise ValueError("no corpora given and none bundled in data/corpora")
-    members = pd.concat([registry.family_models(f) for f in fams], ignore_index=True)
-    if models is not None:
-        wanted = set(as_list(models))
-        unknown = sorted(wanted - set(members["model"]))
-        if unknown:
-            raise ValueError(
-                f"models {unknown} are not in families {fams}; members: {list(members['model'])}"
-            )
-        members = members[members["model"].isin(wanted)]
-    # Every revision is checked against its schedule before any model runs.
-    chosen = {
-        row.model: schedules.select_revisions(row.model, revisions) if revisions is not None else [None]
-        for row in members.itertuples()
-    }
-    # Each corpus is opened once per study and the object handed to every model: a hub corpus
-    # resolves its commit here and reads its documents only if some run is not cached, once.
-    opened = [spec if isinstance(spec, (Corpus, LazyCorpus)) else open_corpus(spec) for spec in corpus_specs]
-    items = [
-        {
-            "family": row.family,
-            "model": row.model,
-            "source": registry.resolve_source(row.source),
-            "revision": revision,
-            "S": float(row.S),
-            "label": _corpus_label(spec),
-            "corpus": corpus,
-        }
-        for spec, corpus in zip(corpus_specs, opened, strict=True)
-        for row in members.itertuples()
-        for revision in chosen[row.model]
-    ]
-    return Study(_read_runs(items, settings, cache_dir, extract, progress), ties=ties, level=level)
+    grid = Grid.build(families, corpora, settings, models=models, revisions=revisions, **overrides)
+    return load_grid(grid, cache_dir=cache_dir, ties=ties, level=level, extract=extract, progress=progress)
 
 
 def load_study_file(
@@ -191,34 +146,12 @@ def load_study_file(
     them). `path` may also be the file's table as a dict (e.g.
     ``{"families": ["micro"], "corpora": ["prose"], "revisions": "log:5"}``). A model checkpoint
     is reported as ``model@revision``; a model outside the registry gets its S from its config
-    (a local directory) and family ``custom``. A checkpoint's run carries its revision, step,
-    tokens seen D and compute C (from the cache manifest's ``training`` block, else the model's
-    checkpoint schedule)."""
-    from rbplab.runner.studyfile import parse_study, read_study_file
-    from rbplab.store.sizes import nonembedding_params
-
+    and family ``custom``. A checkpoint's run carries its revision, step, tokens seen D and
+    compute C (from the cache manifest's ``training`` block, else the model's checkpoint
+    schedule). The same as ``load_study(path)``."""
     check_ties(ties)
-    study = parse_study(path) if isinstance(path, Mapping) else read_study_file(path)
-    opened = [open_corpus(c) for c in study.corpora]
-    items = []
-    for member in study.members:
-        source = member.loadable()
-        S = member.S if member.S is not None else float(nonembedding_params(source))
-        for revision in study.revisions_of(member.model):
-            for spec, corpus in zip(study.corpora, opened, strict=True):
-                items.append(
-                    {
-                        "family": member.family or "custom",
-                        "model": member.model,
-                        "source": source,
-                        "revision": revision,
-                        "S": S,
-                        "label": _corpus_label(spec),
-                        "corpus": corpus,
-                    }
-                )
-    runs = _read_runs(items, study.settings, cache_dir, extract, progress)
-    return Study(runs, ties=ties, level=level)
+    grid = Grid.from_mapping(path) if isinstance(path, Mapping) else Grid.read(path)
+    return load_grid(grid, cache_dir=cache_dir, ties=ties, level=level, extract=extract, progress=progress)
 
 
 ENTRY_COLUMNS = ("key", "family", "model", "corpus", "S")

@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from rbplab.core.settings import ExtractionSettings, resolve_settings
+from rbplab.core.settings import ExtractionSettings
 
 
 def resolve_grid(
@@ -24,46 +24,14 @@ def resolve_grid(
     settings: ExtractionSettings | Mapping[str, Any] | None = None,
     study_file: str | Path | None = None,
 ) -> dict:
-    """The grid as plain data: families, models (family, model, S and, from a study file, the
-    revisions), corpora, settings (every field) and settings_changed (those not at their default).
-    A study file's own grid replaces families, corpora and settings."""
-    from rbplab.store import registry
-    from rbplab.study import default_corpora
+    """The grid as plain data (`rbplab.grid.Grid.to_dict`): families, models (family, model, S
+    and, from a study file, the revisions), corpora, settings (every field) and settings_changed
+    (those not at their default). A study file's own grid replaces families, corpora and settings."""
+    from rbplab.grid import Grid
 
     if study_file is not None:
-        from rbplab.runner.studyfile import read_study_file
-
-        study = read_study_file(study_file)
-        resolved = study.settings
-        rows = [
-            {
-                "family": m.family or "custom",
-                "model": m.model,
-                "S": m.S,
-                "revisions": [r for r in study.revisions_of(m.model) if r is not None] or None,
-            }
-            for m in study.members
-        ]
-        return {
-            "study_file": str(study_file),
-            "families": study.families,
-            "models": rows,
-            "corpora": list(study.corpora),
-            "settings": resolved.to_dict(),
-            "settings_changed": resolved.to_dict(changed_only=True),
-        }
-    resolved = resolve_settings(settings)
-    members = pd.concat([registry.family_models(f) for f in families], ignore_index=True)
-    if models is not None:
-        members = members[members["model"].isin(list(models))]
-    return {
-        "study_file": None,
-        "families": list(families),
-        "models": [{"family": r.family, "model": r.model, "S": float(r.S)} for r in members.itertuples()],
-        "corpora": list(corpora) if corpora else default_corpora(),
-        "settings": resolved.to_dict(),
-        "settings_changed": resolved.to_dict(changed_only=True),
-    }
+        return Grid.read(study_file).to_dict() | {"study_file": str(study_file)}
+    return Grid.build(list(families), corpora, settings, models=models).to_dict()
 
 
 def cached_checkpoints(

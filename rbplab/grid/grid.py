@@ -1,0 +1,396 @@
+"""The grid of a study: models x revisions x corpora under one set of extraction settings.
+
+This is the one place a study's grid is expanded. `rbplab extract`, a study file (`rbplab run`,
+`rbplab report`, the notebooks' `study_file`), `load_study` and the runner all build a `Grid` and
+iterate `Grid.runs()`; nothing else turns family names into models or revisions into checkpoints.
+
+A study file is the grid in TOML:
+
+    models = ["micro-1-25K", "micro-2-85K", "micro-3-200K"]   # and/or families = ["pythia"]
+    corpora = ["humaneval", "prose"]
+    revisions = ["step1000", "step143000"]          # optional; "log:8"; or a table model -> either
+    [settings]                                      # rbplab.core.ExtractionSettings fields
+    max_tokens = 8000
+
+Everything is checked when the grid is built, before any work starts: unknown keys, families,
+models and corpora and invalid settings are one-line errors naming the key and what is allowed.
+Revisions are checked against the model's checkpoint schedule (rbplab.store.schedules) where one
+is known (Pythia, the micro-suite): ``"log:N"`` picks N log-spaced existing checkpoints, and a
+revision that does not exist is an error listing the available ones. Models without a known
+schedule (other hub models) take revision names as given; they are checked when planned.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal
+
+import pandas as pd
+
+from rbplab.core.settings import ExtractionSettings, resolve_settings
+from rbplab.grid.models import ModelRef, family_refs, model_ref
+from rbplab.store import registry, schedules
+from rbplab.store.corpora import Corpus, LazyCorpus, list_corpora, open_corpus
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+KEYS = ("families", "models", "corpora", "revisions", "settings")
+
+CorpusLike = str | Path | Corpus | LazyCorpus
+
+
+class StudyFileError(ValueError):
+    """A grid (a study file, its table) that cannot be run as written; the message names the key
+    and the fix."""
+
+
+def corpus_label(spec: CorpusLike) -> str:
+    """How a corpus is reported: a Corpus by its name, bundled and hub names as they are
+    (without a hub revision), a path by its stem."""
+    if isinstance(spec, (Corpus, LazyCorpus)):
+        return str(spec.name)
+    spec = str(spec)
+    if spec.startswith("hub:"):
+        return spec.split("@", 1)[0]
+    if "/" not in spec and not spec.endswith((".jsonl", ".gz", ".txt")):
+        return spec
+    return Path(spec).name.split(".")[0]
+
+
+@dataclass(frozen=True)
+class GridRun:
+    """One (model at a revision, corpus) of the grid: one cache entry once settings are applied."""
+
+    model: ModelRef
+    corpus: Corpus | LazyCorpus
+    corpus_label: str
+
+    @property
+    def label(self) -> str:
+        return self.model.label
+
+
+@dataclass(frozen=True)
+class Grid:
+    """Models (each resolved once), their revisions, corpora and the extraction settings.
+
+    `members` are the models at no revision; `revisions` maps a model name to the revisions run
+    (absent: only the final model); `corpora` are names, paths or Corpus objects, opened once per
+    grid (`opened`). Build one with `Grid.build` (anything a user names) or the constructors."""
+
+    path: Path | None
+    members: tuple[ModelRef, ...]
+    corpora: tuple[CorpusLike, ...]
+    revisions: Mapping[str, tuple[str | None, ...]] = field(default_factory=dict)
+    settings: ExtractionSettings = field(default_factory=ExtractionSettings)
+
+    # ---- what the grid holds ----------------------------------------------------------------
+    def revisions_of(self, model: str) -> tuple[str | None, ...]:
+        return self.revisions.get(model, (None,))
+
+    @property
+    def families(self) -> list[str]:
+        return list(dict.fromkeys(m.family for m in self.members if m.family))
+
+    @property
+    def models(self) -> list[str]:
+        return [m.model for m in self.members]
+
+    def checkpoints(self) -> Iterator[ModelRef]:
+        """Every model at every revision of the grid."""
+        for member in self.members:
+            for revision in self.revisions_of(member.model):
+                yield member.at(revision)
+
+    @cached_property
+    def opened(self) -> tuple[Corpus | LazyCorpus, ...]:
+        """The corpora, each opened once for the whole grid (a hub corpus resolves its commit
+        here and reads its documents only if some run is not cached)."""
+        return tuple(c if isinstance(c, (Corpus, LazyCorpus)) else open_corpus(c) for c in self.corpora)
+
+    def runs(self, outer: Literal["model", "corpus"] = "model") -> Iterator[GridRun]:
+        """Every (checkpoint, corpus): models outer (extraction: each model's weights load once)
+        or corpora outer (the order a study's tables list them)."""
+        corpora = list(zip(self.opened, (corpus_label(c) for c in self.corpora), strict=True))
+        if outer == "model":
+            for ref in self.checkpoints():
+                for corpus, label in corpora:
+                    yield GridRun(ref, corpus, label)
+        else:
+            for corpus, label in corpora:
+                for ref in self.checkpoints():
+                    yield GridRun(ref, corpus, label)
+
+    def to_dict(self) -> dict:
+        """The grid as plain data (the report's index, the results file)."""
+        return {
+            "study_file": str(self.path) if self.path is not None else None,
+            "families": self.families,
+            "models": [
+                {
+                    "family": m.family or "custom",
+                    "model": m.model,
+                    "S": m.S,
+                    "revisions": [r for r in self.revisions_of(m.model) if r is not None] or None,
+                }
+                for m in self.members
+            ],
+            "corpora": [
+                corpus_label(c) if isinstance(c, (Corpus, LazyCorpus)) else str(c) for c in self.corpora
+            ],
+            "settings": self.settings.to_dict(),
+            "settings_changed": self.settings.to_dict(changed_only=True),
+        }
+
+    # ---- building one -------------------------------------------------------------------------
+    @classmethod
+    def build(
+        cls,
+        what: Grid | str | Path | Mapping[str, Any] | Iterable[str] | pd.DataFrame,
+        corpora: CorpusLike | Iterable[CorpusLike] | None = None,
+        settings: ExtractionSettings | Mapping[str, Any] | None = None,
+        *,
+        models: Iterable[str] | None = None,
+        revisions: str | Sequence[str] | None = None,
+        **overrides: Any,
+    ) -> Grid:
+        """A grid from anything that names one: a Grid, a study file (``.toml``) or its table (a
+        dict), a table with a ``model`` column, or names: registry families (every member, or
+        those in `models`), registered models, local model paths and hub ids.
+        corpora: bundled names, ``hub:<name>``, paths or Corpus objects (default: every bundled
+        corpus, or the study file's); settings: `ExtractionSettings` (its fields may also be given
+        as keywords); revisions: names or ``"log:N"`` for every model. Given with a grid or a
+        study file, these replace the file's own."""
+        if isinstance(what, Grid):
+            grid = what
+        elif isinstance(what, Mapping):
+            grid = cls.from_mapping(what)
+        elif isinstance(what, (str, Path)) and str(what).endswith(".toml"):
+            grid = cls.read(what)
+        else:
+            if isinstance(what, pd.DataFrame):
+                if "model" not in what.columns:
+                    raise StudyFileError("a table of models needs a 'model' column")
+                what = list(dict.fromkeys(what["model"].astype(str)))
+            names = [what] if isinstance(what, (str, Path)) else list(what)
+            return cls.from_names(names, corpora, settings, models=models, revisions=revisions, **overrides)
+        changes: dict[str, Any] = {}
+        if models is not None:
+            changes["members"] = tuple(_subset(list(grid.members), models, grid.families))
+        if corpora is not None:
+            changes["corpora"] = tuple(_as_list(corpora))
+        if settings is not None or overrides:
+            changes["settings"] = resolve_settings(settings, **overrides)
+        if revisions is not None:
+            members = changes.get("members", grid.members)
+            changes["revisions"] = {m.model: _checked(m.model, revisions, "revisions", "") for m in members}
+        return replace(grid, **changes) if changes else grid
+
+    @classmethod
+    def from_names(
+        cls,
+        names: Iterable[str | Path],
+        corpora: CorpusLike | Iterable[CorpusLike] | None = None,
+        settings: ExtractionSettings | Mapping[str, Any] | None = None,
+        *,
+        models: Iterable[str] | None = None,
+        revisions: str | Sequence[str] | None = None,
+        **overrides: Any,
+    ) -> Grid:
+        """Families (expanded to their members; `models` keeps a subset of them by short name)
+        and single models, on `corpora` (default: the bundled ones)."""
+        names = [str(n) for n in names]
+        if not names:
+            raise StudyFileError("give at least one model family or model, e.g. 'micro' (rbplab families)")
+        members: list[ModelRef] = []
+        families: list[str] = []
+        for name in names:
+            refs = _family_or_model(name)
+            families += [name] if refs is not None else []
+            members += refs if refs is not None else [_named_model(name)]
+        members = list({m.model: m for m in members}.values())
+        if models is not None:
+            members = _subset(members, models, families)
+        return cls.of(members, corpora, settings, revisions=revisions, **overrides)
+
+    @classmethod
+    def of(
+        cls,
+        members: Iterable[ModelRef],
+        corpora: CorpusLike | Iterable[CorpusLike] | None = None,
+        settings: ExtractionSettings | Mapping[str, Any] | None = None,
+        *,
+        revisions: str | Sequence[str] | None = None,
+        **overrides: Any,
+    ) -> Grid:
+        """Resolved models on `corpora` (default: the bundled ones), each at `revisions` (names or
+        ``"log:N"``, checked against its schedule; default: the final model)."""
+        members = list({m.model: m for m in members}.values())
+        if not members:
+            raise StudyFileError("give at least one model family or model, e.g. 'micro' (rbplab families)")
+        specs = _as_list(corpora) if corpora is not None else _bundled_corpora()
+        if not specs:
+            raise StudyFileError("no corpora given and none bundled in data/corpora")
+        chosen = (
+            {m.model: _checked(m.model, revisions, "revisions", "") for m in members}
+            if revisions is not None
+            else {}
+        )
+        return cls(None, tuple(members), tuple(specs), chosen, resolve_settings(settings, **overrides))
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any], path: Path | None = None) -> Grid:
+        """A study file's table (as read from TOML), validated."""
+        where = f"{path}: " if path else ""
+        unknown = sorted(set(data) - set(KEYS))
+        if unknown:
+            raise StudyFileError(
+                f"{where}unknown key(s) {', '.join(unknown)}; a study file has {', '.join(KEYS)}"
+            )
+        if "families" not in data and "models" not in data:
+            raise StudyFileError(f"{where}give 'families' and/or 'models' (see `rbplab families`)")
+        families = _strings(data["families"], "families") if "families" in data else []
+        model_names = _strings(data["models"], "models") if "models" in data else []
+        members = _resolve_members(families, model_names, where)
+        if "corpora" not in data:
+            raise StudyFileError(
+                f"{where}give 'corpora' (bundled names, hub:<name> or paths; see `rbplab corpora`)"
+            )
+        corpora = _strings(data["corpora"], "corpora")
+        known = set(list_corpora()["name"])
+        base = path.parent if path else Path.cwd()
+        for name in corpora:
+            if (
+                name not in known
+                and not (base / name).expanduser().exists()
+                and not Path(name).expanduser().exists()
+            ):
+                raise StudyFileError(
+                    f"{where}unknown corpus {name!r} in 'corpora'; "
+                    f"known: {', '.join(sorted(known))}, or an existing path"
+                )
+        corpora = [name if name in known or Path(name).exists() else str(base / name) for name in corpora]
+        revisions = _revisions(data.get("revisions"), [m.model for m in members], where)
+        settings_table = data.get("settings", {})
+        if not isinstance(settings_table, Mapping):
+            raise StudyFileError(f"{where}'settings' must be a table ([settings]), got {settings_table!r}")
+        try:
+            settings = ExtractionSettings.from_mapping(settings_table)
+        except ValueError as err:
+            raise StudyFileError(f"{where}[settings]: {err}") from None
+        return cls(path, tuple(members), tuple(corpora), revisions, settings)
+
+    @classmethod
+    def read(cls, path: str | Path) -> Grid:
+        """A study TOML file, read and validated."""
+        path = Path(path).expanduser()
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise StudyFileError(f"study file {path} not found") from None
+        except tomllib.TOMLDecodeError as err:
+            raise StudyFileError(f"{path}: not valid TOML ({err})") from None
+        return cls.from_mapping(data, path.resolve())
+
+
+def _resolve_members(families: list[str], names: list[str], where: str) -> list[ModelRef]:
+    """Each family's members, then each named model, resolved once; repeats dropped."""
+    members: list[ModelRef] = []
+    try:
+        for family in families:
+            members += family_refs(family)
+        members += [model_ref(name) for name in names]
+    except (registry.UnknownFamilyError, registry.UnknownModelError) as err:
+        raise StudyFileError(f"{where}{err}") from None
+    return list({m.model: m for m in members}.values())
+
+
+def _family_or_model(name: str) -> list[ModelRef] | None:
+    """The members of family `name`, or None when no family has that name."""
+    try:
+        return family_refs(name)
+    except registry.UnknownFamilyError:
+        return None
+
+
+def _named_model(name: str) -> ModelRef:
+    """A name that is not a family: a model, or (when it is not one either and looks closer to
+    a family than to a model) the unknown-family error with its suggestion."""
+    try:
+        return model_ref(name)
+    except registry.UnknownModelError as err:
+        if "did you mean" in str(err) or "/" in name or name.endswith(".gguf"):
+            raise
+        registry.family_models(name)  # raises UnknownFamilyError naming the known families
+        raise
+
+
+def _subset(members: list[ModelRef], models: Iterable[str], families: list[str]) -> list[ModelRef]:
+    wanted = set(_as_list(models))
+    unknown = sorted(wanted - {m.model for m in members})
+    if unknown:
+        raise StudyFileError(
+            f"models {unknown} are not in families {families}; members: {[m.model for m in members]}"
+        )
+    return [m for m in members if m.model in wanted]
+
+
+def _as_list(value: Any) -> list:
+    if isinstance(value, (str, Path, Corpus, LazyCorpus)):
+        return [value]
+    return list(value)
+
+
+def _bundled_corpora() -> list[str]:
+    table = list_corpora()
+    return table.loc[table["origin"] == "bundled", "name"].tolist()
+
+
+def _strings(value: Any, key: str) -> list[str]:
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not items or not all(isinstance(v, str) and v for v in items):
+        raise StudyFileError(f"study file key '{key}' must be a non-empty list of names, got {value!r}")
+    return list(dict.fromkeys(items))
+
+
+def _revisions(value: Any, models: list[str], where: str) -> dict[str, tuple[str | None, ...]]:
+    if value is None:
+        return {}
+    if isinstance(value, (list, str)):
+        return {m: _checked(m, value, "revisions", where) for m in models}
+    if isinstance(value, Mapping):
+        unknown = sorted(set(value) - set(models))
+        if unknown:
+            raise StudyFileError(
+                f"{where}'revisions' names models not in the study: {', '.join(unknown)}; "
+                f"models: {', '.join(models)}"
+            )
+        return {m: _checked(m, v, f"revisions.{m}", where) for m, v in value.items()}
+    raise StudyFileError(
+        f"{where}'revisions' must be a list, \"log:N\" or a table model -> either, got {value!r}"
+    )
+
+
+def _checked(model: str, value: Any, key: str, where: str) -> tuple[str, ...]:
+    """`value` (names or "log:N") as revisions of `model`, checked against its schedule."""
+    try:
+        return tuple(schedules.select_revisions(model, _strings(value, key)))
+    except schedules.UnknownRevisionError as err:
+        raise StudyFileError(f"{where}'{key}': {err}") from None
+
+
+def read_study_file(path: str | Path) -> Grid:
+    """Read and validate a study TOML file (`Grid.read`)."""
+    return Grid.read(path)
+
+
+def parse_study(data: Mapping[str, Any], path: Path | None = None) -> Grid:
+    """Validate a study's table (as read from TOML) into a Grid (`Grid.from_mapping`)."""
+    return Grid.from_mapping(data, path)
