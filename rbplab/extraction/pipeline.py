@@ -37,6 +37,14 @@ import numpy as np
 import pandas as pd
 import torch
 
+from rbplab.core.entry_spec import (
+    BosIdentity,
+    CorpusIdentity,
+    EntrySpec,
+    ModelIdentity,
+    VocabIdentity,
+    WindowIdentity,
+)
 from rbplab.core.settings import ExtractionSettings, resolve_settings
 from rbplab.core.stats import TokenStats
 from rbplab.extraction.models import (
@@ -95,7 +103,12 @@ class Plan:
     bos: BosDecision
     vocab_size: int
     settings: ExtractionSettings
-    key_spec: dict
+    spec: EntrySpec  # the entry's identity: its JSON is spec.json and what the cache key hashes
+
+    @property
+    def key_spec(self) -> dict:
+        """The spec as JSON (what `CacheEntry` and `cache_key` take)."""
+        return self.spec.to_json()
 
     @property
     def max_tokens(self) -> int | None:
@@ -160,30 +173,29 @@ def plan_extraction(
     policy = WindowPolicy(int(context_length), stride, bos)
     decision = resolve_bos(described.tokenizer, bos, described.config)
     vocab_size = info.head_rows if include_padded_vocab else info.vocab_size
-    key_spec = {
-        "model": {
-            "name": model_label(described),
-            "fingerprint": info.fingerprint,
-            "revision": keyed_revision(described.spec, described.source),
-            "gguf_file": info.gguf_file,
-            "dtype": info.dtype,
-        },
-        "tokenizer": info.tokenizer_fingerprint,
-        "corpus": corpus.key(),
-        "windows": {
-            "context_length": policy.context_length,
-            "stride": policy.stride,
-            "bos": decision.to_dict(),
-            "scheme": WINDOW_SCHEME,
-            "shard_tokens": settings.shard_tokens or SHARD_TOKENS,
-        },
-        "vocab": {"size": vocab_size, "include_padded": include_padded_vocab, "head_rows": info.head_rows},
-        "softcap": info.softcap,
-        "max_tokens": max_tokens,
-    }
-    if spec.trust_remote_code:  # only when set, so every other key stays what it was
-        key_spec["model"]["trust_remote_code"] = True
-    return Plan(described, corpus, policy, decision, vocab_size, settings, key_spec)
+    entry_spec = EntrySpec(
+        model=ModelIdentity(
+            name=model_label(described),
+            fingerprint=info.fingerprint,
+            revision=keyed_revision(described.spec, described.source),
+            gguf_file=info.gguf_file,
+            dtype=info.dtype,
+            trust_remote_code=spec.trust_remote_code,
+        ),
+        tokenizer=info.tokenizer_fingerprint,
+        corpus=CorpusIdentity.from_json(corpus.key()),
+        windows=WindowIdentity(
+            context_length=policy.context_length,
+            stride=policy.stride,
+            bos=BosIdentity(decision.use, decision.token_id, decision.rule),
+            scheme=WINDOW_SCHEME,
+            shard_tokens=settings.shard_tokens or SHARD_TOKENS,
+        ),
+        vocab=VocabIdentity(vocab_size, include_padded_vocab, info.head_rows),
+        softcap=info.softcap,
+        max_tokens=max_tokens,
+    )
+    return Plan(described, corpus, policy, decision, vocab_size, settings, entry_spec)
 
 
 # Windows depend on the tokenizer, the corpus and the window settings, not on the model: models of
@@ -194,9 +206,11 @@ _WINDOW_MEMO_SIZE = 8
 
 def plan_windows(plan: Plan) -> list[Window]:
     """Every scored window of the plan's corpus (memoised per tokenizer, corpus and settings)."""
-    spec = plan.key_spec
+    spec = plan.spec
     memo_key = json.dumps(
-        [spec["tokenizer"], spec["corpus"], spec["windows"], spec["max_tokens"]], sort_keys=True, default=str
+        [spec.tokenizer, spec.corpus.to_json(), spec.windows.to_json(), spec.max_tokens],
+        sort_keys=True,
+        default=str,
     )
     if memo_key in _WINDOW_MEMO:
         _WINDOW_MEMO.move_to_end(memo_key)
@@ -301,7 +315,7 @@ def shard_frame(
 
 def plan_shards(plan: Plan) -> list[list[Window]]:
     """The windows of every shard of the entry `plan` describes (tokenizes the corpus)."""
-    return shard_windows(plan_windows(plan), plan.key_spec["windows"]["shard_tokens"])
+    return shard_windows(plan_windows(plan), plan.spec.windows.shard_tokens)
 
 
 def count_problems(plan: Plan, manifest: dict) -> list[str]:
@@ -346,7 +360,7 @@ def entry_manifest(
     info = plan.described.info
     manifest = {
         # the revision as keyed: a local model's final checkpoint named by step is the model itself
-        "model": info.to_dict() | {"revision": plan.key_spec["model"]["revision"]},
+        "model": info.to_dict() | {"revision": plan.spec.model.revision},
         "corpus": {
             "name": plan.corpus.name,
             "content_hash": plan.corpus.content_hash(),
@@ -376,6 +390,11 @@ def entry_manifest(
             "resumed_shards": resumed,
         },
     }
+    for path, value in plan.spec.manifest_fields().items():  # what the spec pins, from the spec
+        target = manifest
+        for part in path[:-1]:
+            target = target.setdefault(part, {})
+        target[path[-1]] = value
     training = training_position(plan)
     if training is not None:  # manifest only: cache keys of existing runs stay what they were
         manifest["training"] = training
@@ -452,7 +471,7 @@ def extract_plan(plan: Plan, *, cache_dir: str | Path | None = None, progress: b
     todo = [i for i in range(len(shards)) if i not in done]
     total = sum(w.n_scored for shard in shards for w in shard)
     initial = sum(w.n_scored for i in done for w in shards[i])
-    label = f"{plan.key_spec['model']['name']} x {plan.corpus.name}"
+    label = f"{plan.spec.model.name} x {plan.corpus.name}"
     with _progress(total, initial, label, progress) as bar:
         compute_shards(
             plan, entry, todo, shards=shards, scorer=make_scorer(plan, weights), on_tokens=bar.update

@@ -1,8 +1,9 @@
 """Recomputing a damaged or incomplete cache entry through the normal extraction path.
 
-The entry's spec records which model, corpus and settings produced it. Nothing else on disk is
-trusted: the model and corpus are re-resolved from the names the spec and manifest record,
-planned again, and used only if the planned key equals the entry's key. Then the damaged
+The entry's spec (`rbplab.core.EntrySpec`) records which model, corpus and settings produced it.
+Nothing else on disk is trusted: the model and corpus are re-resolved from the names the spec and
+manifest record, planned again with the settings the spec pins, and used only if the planned key
+equals the entry's key. Then the damaged
 manifest is dropped and `extract` resumes, reusing every shard that still passes its checks. An
 entry whose shard counts differ from what its spec and corpus give (a truncated entry) is damaged
 too, though the store alone cannot tell.
@@ -15,6 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from rbplab.core.entry_spec import EntrySpec
 from rbplab.extraction.pipeline import ExtractResult, Plan, count_problems, extract_plan, plan_extraction
 from rbplab.extraction.sources import ModelSpec
 from rbplab.store.cache import (
@@ -70,15 +72,20 @@ def replan(entry: CacheEntry, purpose: str = "repair") -> Plan:
             f"cannot {purpose} cache entry {entry.key[:12]}: corpus {corpus_name!r} cannot be re-resolved "
             f"to the content it was extracted from ({'; '.join(corpus_errors) or 'no name recorded'})"
         )
-    settings = {
-        "context_length": _get(spec, "windows", "context_length"),
-        "stride": _get(spec, "windows", "stride"),
-        "max_tokens": _get(spec, "max_tokens"),
-        "include_padded_vocab": bool(_get(spec, "vocab", "include_padded")),
-        "dtype": _get(spec, "model", "dtype") or "auto",
-        "shard_tokens": _get(spec, "windows", "shard_tokens"),  # as keyed (None: the default then)
-    }
-    policies = _unique([_get(hints, "settings", "bos"), "auto", "always", "never"])
+    typed = EntrySpec.parse(spec)
+    if typed is not None:  # the spec pins every setting, the BOS policy included: nothing to try
+        settings = typed.settings()
+        policies = [settings.pop("bos")]
+    else:  # a spec of an older layout: its BOS policy is found by planning each until the key matches
+        settings = {
+            "context_length": _get(spec, "windows", "context_length"),
+            "stride": _get(spec, "windows", "stride"),
+            "max_tokens": _get(spec, "max_tokens"),
+            "include_padded_vocab": bool(_get(spec, "vocab", "include_padded")),
+            "dtype": _get(spec, "model", "dtype") or "auto",
+            "shard_tokens": _get(spec, "windows", "shard_tokens"),  # as keyed (None: the default then)
+        }
+        policies = _unique([_get(hints, "settings", "bos"), "auto", "always", "never"])
     model_errors = []
     for name in model_names:
         model = ModelSpec(

@@ -83,6 +83,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from filelock import FileLock, Timeout
 
+from rbplab.core.entry_spec import MANIFEST_FIELDS, EntrySpec
 from rbplab.core.stats import TokenStats
 from rbplab.core.summary import SUMMARY_VERSION, EntrySummary, summarize
 from rbplab.store.files import (
@@ -157,27 +158,10 @@ DEFAULT_MAX_SHARDS = 1 << 18  # for specs without a token budget: 17 billion tok
 SHARD_KEY_META = b"rbplab.entry_key"
 SHARD_INDEX_META = b"rbplab.shard_index"
 
-# Manifest fields that repeat a spec field (manifest path -> spec path): checked equal when the
-# spec has the field, so a hand-edited manifest cannot change what a reader believes.
-MIRRORED: dict[tuple[str, ...], tuple[str, ...]] = {
-    ("vocab_size",): ("vocab", "size"),
-    ("settings", "context_length"): ("windows", "context_length"),
-    ("settings", "stride"): ("windows", "stride"),
-    ("settings", "bos_decision"): ("windows", "bos"),
-    ("settings", "include_padded_vocab"): ("vocab", "include_padded"),
-    ("settings", "max_tokens"): ("max_tokens",),
-    ("settings", "dtype"): ("model", "dtype"),
-    ("model", "fingerprint"): ("model", "fingerprint"),
-    ("model", "revision"): ("model", "revision"),
-    ("model", "gguf_file"): ("model", "gguf_file"),
-    ("model", "dtype"): ("model", "dtype"),
-    ("model", "head_rows"): ("vocab", "head_rows"),
-    ("model", "softcap"): ("softcap",),
-    ("model", "tokenizer_fingerprint"): ("tokenizer",),
-    ("corpus", "name"): ("corpus", "name"),
-    ("corpus", "content_hash"): ("corpus", "content_hash"),
-    ("corpus", "n_documents"): ("corpus", "n_documents"),
-}
+# Manifest fields that repeat a spec field: the typed spec names them (`rbplab.core.entry_spec`);
+# each is checked equal when the spec has the field, so a hand-edited manifest cannot change what
+# a reader believes.
+MIRRORED = MANIFEST_FIELDS
 
 
 def shard_name(index: int) -> str:
@@ -320,8 +304,9 @@ def _versions() -> dict:
 class CacheEntry:
     """One (model, corpus, settings) result in the cache; see the module docstring for the layout."""
 
-    def __init__(self, root: str | Path | None, spec: dict):
+    def __init__(self, root: str | Path | None, spec: dict | EntrySpec):
         self.root = cache_root(root)
+        spec = spec.to_json() if isinstance(spec, EntrySpec) else spec
         self.spec = spec
         self.key = cache_key(spec)
         self.path = self.root / self.key[:2] / self.key
