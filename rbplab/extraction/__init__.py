@@ -2,30 +2,39 @@
 
 `sources` says where a model comes from, `models` loads config, tokenizer and weights,
 `fingerprints` identifies them, `windows` turns documents into model inputs, `ranks` computes
-the exact counts from hidden states, `pipeline` runs it all into cache entries, `repair`
-recomputes damaged entries from what their spec records, and `verify` checks entries against what
-only the corpus and the model can tell (shard counts; shards recomputed and compared).
+the exact counts from hidden states, `pipeline` runs it all into cache entries, `known_plans`
+finds the entry of a request already planned on this machine without loading model code,
+`repair` recomputes damaged entries from what their spec records, and `verify` checks entries
+against what only the corpus and the model can tell (shard counts; shards recomputed and compared).
+
+Names are imported on first use, so `rbplab.extraction.known_plans` and `sources` work without
+importing torch.
 """
 
-from rbplab.extraction.grid import extract_many
-from rbplab.extraction.models import ModelInfo, describe_model, load_model
-from rbplab.extraction.pipeline import ExtractResult, extract, load_stats, plan_extraction
-from rbplab.extraction.ranks import rank_stats
-from rbplab.extraction.repair import repair_entry
-from rbplab.extraction.sources import ModelLoadError, ModelSpec, RemoteCodeError
+from importlib import import_module
+from typing import Any
 
-__all__ = [
-    "ExtractResult",
-    "ModelInfo",
-    "ModelLoadError",
-    "ModelSpec",
-    "RemoteCodeError",
-    "describe_model",
-    "extract",
-    "extract_many",
-    "load_model",
-    "load_stats",
-    "plan_extraction",
-    "rank_stats",
-    "repair_entry",
-]
+_LAZY = {
+    "ExtractResult": "rbplab.extraction.pipeline",
+    "ModelInfo": "rbplab.extraction.models",
+    "ModelLoadError": "rbplab.extraction.sources",
+    "ModelSpec": "rbplab.extraction.sources",
+    "RemoteCodeError": "rbplab.extraction.sources",
+    "describe_model": "rbplab.extraction.models",
+    "extract": "rbplab.extraction.pipeline",
+    "extract_grid": "rbplab.extraction.grid",
+    "extract_many": "rbplab.extraction.grid",
+    "load_model": "rbplab.extraction.models",
+    "load_stats": "rbplab.extraction.pipeline",
+    "plan_extraction": "rbplab.extraction.pipeline",
+    "rank_stats": "rbplab.extraction.ranks",
+    "repair_entry": "rbplab.extraction.repair",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'rbplab.extraction' has no attribute {name!r}")

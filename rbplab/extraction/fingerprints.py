@@ -107,7 +107,9 @@ def _file_sha256(path: str, size: int, mtime_ns: int) -> str:
     return digest.hexdigest()
 
 
-def _files_digest(files: list[Path], root: Path) -> str:
+def files_digest(files: list[Path], root: Path) -> str:
+    """sha256 over the relative names and contents of `files` (each file's hash memoised by size
+    and modification time)."""
     digest = hashlib.sha256()
     for file in sorted(files):
         stat = file.stat()
@@ -127,7 +129,7 @@ def weights_fingerprint(source: Source, revision: str | None = None) -> str:
     else:
         files = [p for p in root.iterdir() if p.is_file() and p.name.endswith(_WEIGHT_SUFFIXES)]
         files.append(root / "config.json")
-    return "sha256:" + _files_digest(files, root)
+    return "sha256:" + files_digest(files, root)
 
 
 def tokenizer_fingerprint(tokenizer: Any) -> str:

@@ -47,6 +47,7 @@ from rbplab.core.entry_spec import (
 )
 from rbplab.core.settings import ExtractionSettings, resolve_settings
 from rbplab.core.stats import TokenStats
+from rbplab.extraction.known_plans import remember
 from rbplab.extraction.models import (
     Described,
     ModelSpec,
@@ -457,6 +458,7 @@ def extract_plan(plan: Plan, *, cache_dir: str | Path | None = None, progress: b
     entry = CacheEntry(cache_dir, plan.key_spec)
     hit = cache_hit(entry)  # a hit writes nothing, so a read-only cache serves it
     if hit is not None:
+        remember(plan, cache_dir)
         return hit
     # A model that cannot be loaded fails here, before the entry directory exists (no litter).
     check_writable(entry.root)
@@ -476,6 +478,7 @@ def extract_plan(plan: Plan, *, cache_dir: str | Path | None = None, progress: b
         compute_shards(
             plan, entry, todo, shards=shards, scorer=make_scorer(plan, weights), on_tokens=bar.update
         )
+    remember(plan, cache_dir)  # the next analysis of this run finds its key without model code
     hit = cache_hit(entry)
     if hit is None:  # every shard was computed or waited for, so only a failed write gets here
         raise CacheError(f"cache entry {entry.key[:12]} is not complete after computing its shards")

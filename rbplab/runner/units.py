@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rbplab.core.settings import ExtractionSettings
+from rbplab.extraction.known_plans import remember
 from rbplab.extraction.pipeline import plan_extraction, plan_shards
 from rbplab.extraction.sources import ModelSpec, as_spec
 from rbplab.grid import Grid, ModelRef
@@ -104,6 +105,7 @@ def plan_study(
             settings = settings.with_changes(dtype=dtypes[ref])
         plan = plan_extraction(ref, run.corpus, settings, described=described)
         entry = CacheEntry(cache_dir, plan.key_spec)
+        remember(plan, cache_dir)
         cached = entry.is_complete()
         if cached:  # shard sizes from the manifest: a cached study is not re-tokenized
             sizes = [int(record["rows"]) for record in entry.manifest()["shards"]]

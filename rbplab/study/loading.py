@@ -57,16 +57,21 @@ def load_grid(
     summary; missing entries are a `MissingRunsError` naming them, or extracted first when
     `extract` is true. A model outside the registry gets its S from its description (the same
     one its cache key comes from) and family ``custom``."""
+    check_ties(ties)
+    known = _known_runs(grid, cache_dir, progress)
+    if known is not None:  # every run planned before on this machine: no model code is imported
+        return Study(known, ties=ties, level=level)
+    from rbplab.extraction.known_plans import remember
     from rbplab.extraction.pipeline import count_problems, extract_plan, plan_extraction
     from rbplab.store import schedules
     from rbplab.store.cache import CacheCorruptedError, CacheEntry
 
-    check_ties(ties)
     say = progress if callable(progress) else None
     planned, described = [], {}  # each model described once for the whole grid
     for run in grid.runs(outer="corpus"):
         plan = plan_extraction(run.model, run.corpus, grid.settings, described=described)
         planned.append((run, plan, CacheEntry(cache_dir, plan.key_spec)))
+        remember(plan, cache_dir)
     missing = [f"{run.label} on {run.corpus_label}" for run, _, entry in planned if not entry.is_complete()]
     if missing and not extract:
         raise MissingRunsError(_describe_missing(missing, cache_dir))
@@ -95,6 +100,38 @@ def load_grid(
         training = _training(manifest, ref.model, ref.revision, S, schedules) if ref.revision else {}
         runs.append(Run(ref.family or "custom", run.label, run.corpus_label, S, summary, **training))
     return Study(runs, ties=ties, level=level)
+
+
+def _known_runs(grid: Grid, cache_dir, progress) -> list[Run] | None:
+    """The runs of `grid` read through their plan records (`rbplab.extraction.known_plans`), or
+    None when any run has none that holds, or its entry has no summary vouching for its tokens:
+    then every run is planned the slow way."""
+    from rbplab.extraction.known_plans import known_plan
+    from rbplab.extraction.sources import as_spec
+    from rbplab.store import schedules
+    from rbplab.store.cache import CacheCorruptedError, CacheEntry
+
+    say = progress if callable(progress) else None
+    runs = []
+    for run in grid.runs(outer="corpus"):
+        ref = run.model
+        found = known_plan(as_spec(ref), run.corpus, grid.settings, cache_dir)
+        if found is None:
+            return None
+        entry = CacheEntry.open(found.key, cache_dir)
+        try:
+            if not entry.has_summary():
+                return None
+            manifest = entry.manifest()
+            summary = entry.summary(manifest)
+        except CacheCorruptedError:
+            return None
+        if say:
+            say(f"{ref.family or 'custom'}/{run.label} on {run.corpus_label}")
+        S = ref.S if ref.S is not None else found.n_nonembedding
+        training = _training(manifest, ref.model, ref.revision, S, schedules) if ref.revision else {}
+        runs.append(Run(ref.family or "custom", run.label, run.corpus_label, S, summary, **training))
+    return runs
 
 
 def load_study(

@@ -1,0 +1,210 @@
+"""The cache key of a request already planned on this machine, found without loading model code.
+
+Planning a run (`pipeline.plan_extraction`) derives its key from the model's config, tokenizer and
+a meta-device instance of its architecture: seconds of torch and transformers imports, paid again
+by every analysis of a warm cache. A *plan record* remembers what one planning derived: the entry
+key for a request, under ``<cache>/plans/<sha256 of the request>.json``. A request is everything
+the key is a function of, read without torch or transformers: the model's files (the sha256 of
+its weights and config, and of its other files — the tokenizer's — or its hub commit), the corpus
+key, the settings, the versions of rbplab, transformers and tokenizers, and the device kind (a
+record is used only on a machine that can only run on the CPU, where dtype "auto" is float32).
+
+Derive, never trust: a record is used only when its request equals the one derived now, and the
+entry it names is then checked against everything the request fixes (the spec's weights
+fingerprint, corpus identity and every setting it pins). A record that fails any check is
+ignored, and the caller plans the run the slow way (and writes a fresh record).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+from dataclasses import dataclass, replace
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from rbplab.core.entry_spec import EntrySpec
+from rbplab.core.settings import ExtractionSettings
+from rbplab.extraction.fingerprints import files_digest, resolve_commit, weights_fingerprint
+from rbplab.extraction.sources import ModelLoadError, ModelSpec, Source, resolve_source
+from rbplab.store.cache import CacheEntry, CacheError, canonical_json
+from rbplab.store.corpora import Corpus, LazyCorpus
+from rbplab.store.files import atomic_write, cache_root, ensure_real_dir, read_entry_file
+
+RECORD_VERSION = 1
+PLANS_DIR = "plans"
+MAX_RECORD_BYTES = 1 << 16
+DEFAULT_SHARD_TOKENS = 1 << 16  # pipeline.SHARD_TOKENS (a test keeps them equal)
+_LIBRARIES = ("rbplab", "transformers", "tokenizers", "gguf")
+# Settings that do not enter the key (how fast, not what).
+_UNKEYED = ("batch_size",)
+
+
+@dataclass(frozen=True)
+class KnownPlan:
+    """A request's entry, found through its plan record: key and the model's non-embedding size."""
+
+    key: str
+    n_nonembedding: float
+    spec: EntrySpec
+
+
+def cpu_only(settings: ExtractionSettings) -> bool:
+    """Whether this run can only resolve to the CPU, decided without torch: device "cpu", or
+    "auto" on a machine with no sign of a GPU (NVIDIA or AMD device nodes, Apple silicon)."""
+    if settings.device_map:
+        return False
+    if settings.device == "cpu":
+        return True
+    if settings.device != "auto":
+        return False
+    gpu_signs = ("/dev/nvidiactl", "/proc/driver/nvidia", "/dev/kfd", "/dev/dxg")
+    return not any(Path(p).exists() for p in gpu_signs) and platform.system() != "Darwin"
+
+
+def _library_versions() -> dict[str, str | None]:
+    versions = {}
+    for name in _LIBRARIES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def _directory_files(root: Path, weights: bool) -> list[Path]:
+    # Every regular file of a model folder (not its checkpoints/ subfolders): with or without weights.
+    suffixes = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".h5", ".msgpack")
+    return [p for p in root.iterdir() if p.is_file() and (weights or not p.name.endswith(suffixes))]
+
+
+def _local_identity(location: str) -> str:
+    root = Path(location)
+    return "sha256:" + files_digest(_directory_files(root, weights=False), root)
+
+
+def request(spec: ModelSpec, corpus: Corpus | LazyCorpus, settings: ExtractionSettings) -> dict | None:
+    """Everything the cache key of (spec, corpus, settings) is a function of, derived without torch
+    or transformers; None when this cannot be decided here (a GPU may be used, a hub tokenizer
+    override, a hub commit that cannot be resolved offline)."""
+    if not cpu_only(settings) or (spec.dtype, spec.device, spec.device_map) != ("auto", "auto", None):
+        return None
+    try:
+        source: Source = resolve_source(spec)
+        if source.local:
+            model = {
+                "weights": weights_fingerprint(source, spec.revision),
+                "files": _local_identity(source.location),
+                "tokenizer_files": _local_identity(source.tokenizer_location)
+                if source.tokenizer_location
+                else None,
+            }
+        else:
+            model = {"weights": f"hub:{resolve_commit(source, spec.revision)}"}
+        tokenizer = None
+        if spec.tokenizer:
+            path = Path(spec.tokenizer).expanduser()
+            if not path.is_dir():
+                return None
+            tokenizer = _local_identity(str(path.resolve()))
+    except (ModelLoadError, OSError, ValueError):
+        return None
+    keyed = {k: v for k, v in settings.to_dict().items() if k not in _UNKEYED}
+    return {
+        "version": RECORD_VERSION,
+        "model": {
+            "location": source.location,
+            "gguf_file": source.gguf_file,
+            "revision": spec.revision,
+            "trust_remote_code": spec.trust_remote_code,
+            "tokenizer": tokenizer,
+            **model,
+        },
+        "corpus": corpus.key(),
+        "settings": keyed,
+        "libraries": _library_versions(),
+        "device": "cpu",
+    }
+
+
+def _record_path(root: Path, req: dict) -> Path:
+    name = hashlib.sha256(canonical_json(req).encode()).hexdigest()
+    return root / PLANS_DIR / name[:2] / f"{name}.json"
+
+
+def remember(plan: Any, cache_dir: str | Path | None) -> None:
+    """Write the plan record of a request the slow path just planned (`plan`: a pipeline Plan).
+    Best effort: a cache that cannot be written keeps no record, and nothing else changes."""
+    settings = plan.settings
+    spec = plan.described.spec
+    # plan_extraction folds non-"auto" settings into the spec; a request names them in the settings
+    spec = replace(
+        spec,
+        dtype="auto" if spec.dtype == settings.dtype else spec.dtype,
+        device="auto" if spec.device == settings.device else spec.device,
+        device_map=None if spec.device_map == settings.device_map else spec.device_map,
+    )
+    req = request(spec, plan.corpus, settings)
+    if req is None:
+        return
+    root = cache_root(cache_dir)
+    path = _record_path(root, req)
+    record = {
+        "request": req,
+        "key": CacheEntry(root, plan.spec).key,
+        "n_nonembedding": int(plan.described.info.n_nonembedding),
+    }
+    try:
+        ensure_real_dir(root / PLANS_DIR, "the plans folder")
+        ensure_real_dir(path.parent, "a plans folder")
+        atomic_write(path, (json.dumps(record, sort_keys=True) + "\n").encode())
+    except OSError:
+        pass
+
+
+def known_plan(
+    spec: ModelSpec, corpus: Corpus | LazyCorpus, settings: ExtractionSettings, cache_dir
+) -> KnownPlan | None:
+    """The complete entry a request was planned to before, checked against the request; None
+    when there is no record, it does not hold, or the entry is not complete."""
+    req = request(spec, corpus, settings)
+    if req is None:
+        return None
+    root = cache_root(cache_dir)
+    path = _record_path(root, req)
+    try:
+        record = json.loads(read_entry_file(path, path.parent, MAX_RECORD_BYTES))
+        if not isinstance(record, dict) or record.get("request") != req:
+            return None
+        n_nonembedding = record.get("n_nonembedding")
+        if not isinstance(n_nonembedding, int) or isinstance(n_nonembedding, bool) or n_nonembedding <= 0:
+            return None
+        entry = CacheEntry.open(str(record.get("key", "")), root)
+    except (OSError, ValueError, CacheError):
+        return None
+    typed = EntrySpec.parse(entry.spec)
+    if typed is None or not entry.is_complete() or not _agrees(typed, req, corpus, settings):
+        return None
+    return KnownPlan(entry.key, float(n_nonembedding), typed)
+
+
+def _agrees(spec: EntrySpec, req: dict, corpus: Corpus | LazyCorpus, settings: ExtractionSettings) -> bool:
+    """Whether an entry's spec says what the request fixes: the weights, the corpus, every setting."""
+    pinned = spec.settings()
+    wanted_dtype = "float32" if settings.dtype == "auto" else settings.dtype  # CPU only (cpu_only)
+    checks = [
+        spec.model.fingerprint == req["model"]["weights"],
+        spec.model.gguf_file == req["model"]["gguf_file"],
+        spec.model.trust_remote_code == req["model"]["trust_remote_code"],
+        spec.corpus.to_json() == corpus.key(),
+        pinned["bos"] == settings.bos,
+        pinned["max_tokens"] == settings.max_tokens,
+        pinned["include_padded_vocab"] == settings.include_padded_vocab,
+        pinned["dtype"] == wanted_dtype,
+        pinned["shard_tokens"] == (settings.shard_tokens or DEFAULT_SHARD_TOKENS),
+        settings.context_length is None or pinned["context_length"] == settings.context_length,
+        pinned["stride"] == settings.stride,
+    ]
+    return all(checks)

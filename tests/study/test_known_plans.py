@@ -1,0 +1,109 @@
+"""Plan records: a warm cache is analysed without importing torch or transformers, and a record
+that does not hold (another entry, changed model files, garbage) is ignored, never believed."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from rbplab.core import ExtractionSettings
+from rbplab.extraction import known_plans
+from rbplab.extraction.known_plans import PLANS_DIR, cpu_only, known_plan
+from rbplab.extraction.sources import ModelSpec
+from rbplab.store.corpora import open_corpus
+from rbplab.study import load_study
+
+SETTINGS = {"context_length": 32, "max_tokens": 60}
+
+READ = """
+import json, sys
+from rbplab.study import load_study
+models, corpus, cache = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
+study = load_study(models, corpus, cache_dir=cache, context_length=32, max_tokens=60)
+print(json.dumps({
+    "heavy": sorted(m for m in ("torch", "transformers") if m in sys.modules),
+    "summary": study.summary().to_dict("list"),
+}))
+"""
+
+
+@pytest.fixture
+def setup(tmp_path, gpt2_dir, neox_dir, tiny_corpus):
+    corpus = tmp_path / "tiny.jsonl"
+    corpus.write_text(
+        "".join(json.dumps({"id": str(d.id), "text": d.text}) + "\n" for d in tiny_corpus.documents)
+    )
+    models = [
+        str(shutil.copytree(gpt2_dir, tmp_path / "gpt2")),
+        str(shutil.copytree(neox_dir, tmp_path / "neox")),
+    ]
+    return models, str(corpus), tmp_path / "cache"
+
+
+def read_in_subprocess(models, corpus, cache) -> dict:
+    out = subprocess.run(
+        [sys.executable, "-c", READ, json.dumps(models), corpus, str(cache)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_a_warm_cache_is_read_without_model_code(setup):
+    models, corpus, cache = setup
+    first = load_study(models, corpus, cache_dir=cache, extract=True, **SETTINGS)
+    assert len(list((cache / PLANS_DIR).rglob("*.json"))) == 2
+    again = read_in_subprocess(models, corpus, cache)
+    assert again["heavy"] == []
+    pd.testing.assert_frame_equal(pd.DataFrame(again["summary"]), first.summary(), check_dtype=False)
+
+
+def test_a_record_naming_another_entry_is_ignored(setup):
+    models, corpus, cache = setup
+    load_study(models, corpus, cache_dir=cache, extract=True, **SETTINGS)
+    settings = ExtractionSettings(**SETTINGS)
+    opened = open_corpus(corpus)
+    gpt2, neox = (known_plan(ModelSpec(m), opened, settings, cache) for m in models)
+    assert gpt2 is not None and neox is not None and gpt2.key != neox.key
+    # Forge gpt2's record to name neox's entry: the entry's weights fingerprint gives it away.
+    record_path = known_plans._record_path(cache, known_plans.request(ModelSpec(models[0]), opened, settings))
+    record = json.loads(record_path.read_text())
+    record_path.write_text(json.dumps({**record, "key": neox.key}))
+    assert known_plan(ModelSpec(models[0]), opened, settings, cache) is None
+    # The study then plans gpt2 the slow way, reads its own entry, and writes the record again.
+    study = load_study(models, corpus, cache_dir=cache, **SETTINGS)
+    assert known_plan(ModelSpec(models[0]), opened, settings, cache).key == gpt2.key
+    assert len(study.runs) == 2
+    record_path.write_text("{not json")
+    assert known_plan(ModelSpec(models[0]), opened, settings, cache) is None
+
+
+def test_changed_model_files_or_settings_find_no_record(setup):
+    models, corpus, cache = setup
+    load_study(models, corpus, cache_dir=cache, extract=True, **SETTINGS)
+    opened = open_corpus(corpus)
+    settings = ExtractionSettings(**SETTINGS)
+    assert known_plan(ModelSpec(models[0]), opened, settings, cache) is not None
+    assert known_plan(ModelSpec(models[0]), opened, settings.with_changes(max_tokens=50), cache) is None
+    tokenizer = Path(models[0]) / "tokenizer_config.json"
+    tokenizer.write_text(tokenizer.read_text().replace("}", ', "model_max_length": 31}', 1))
+    assert known_plan(ModelSpec(models[0]), opened, settings, cache) is None  # tokenizer files changed
+
+
+def test_only_a_cpu_only_request_is_recorded():
+    assert cpu_only(ExtractionSettings(device="cpu"))
+    assert not cpu_only(ExtractionSettings(device="cuda"))
+    assert not cpu_only(ExtractionSettings(device="cpu", device_map="auto"))
+
+
+def test_default_shard_size_is_the_pipelines():
+    from rbplab.extraction.pipeline import SHARD_TOKENS
+
+    assert known_plans.DEFAULT_SHARD_TOKENS == SHARD_TOKENS
