@@ -18,7 +18,7 @@ import pandas as pd
 from rbplab.core.runs import Run
 from rbplab.core.settings import ExtractionSettings
 from rbplab.core.stats import check_ties
-from rbplab.grid import Grid
+from rbplab.grid import Grid, GridRun
 from rbplab.store.corpora import Corpus, LazyCorpus
 from rbplab.study.study import Study
 
@@ -63,7 +63,6 @@ def load_grid(
         return Study(known, ties=ties, level=level)
     from rbplab.extraction.known_plans import remember
     from rbplab.extraction.pipeline import count_problems, extract_plan, plan_extraction
-    from rbplab.store import schedules
     from rbplab.store.cache import CacheCorruptedError, CacheEntry
 
     say = progress if callable(progress) else None
@@ -96,9 +95,7 @@ def load_grid(
             extract_plan(plan, cache_dir=cache_dir, progress=progress is True)
             manifest = entry.manifest()
             summary = entry.summary(manifest)
-        S = ref.S if ref.S is not None else float(plan.described.info.n_nonembedding)
-        training = _training(manifest, ref.model, ref.revision, S, schedules) if ref.revision else {}
-        runs.append(Run(ref.family or "custom", run.label, run.corpus_label, S, summary, **training))
+        runs.append(_study_run(run, plan.described.info.n_nonembedding, summary, manifest))
     return Study(runs, ties=ties, level=level)
 
 
@@ -108,7 +105,6 @@ def _known_runs(grid: Grid, cache_dir, progress) -> list[Run] | None:
     then every run is planned the slow way."""
     from rbplab.extraction.known_plans import known_plan
     from rbplab.extraction.sources import as_spec
-    from rbplab.store import schedules
     from rbplab.store.cache import CacheCorruptedError, CacheEntry
 
     say = progress if callable(progress) else None
@@ -126,12 +122,21 @@ def _known_runs(grid: Grid, cache_dir, progress) -> list[Run] | None:
             summary = entry.summary(manifest)
         except CacheCorruptedError:
             return None
-        if say:
-            say(f"{ref.family or 'custom'}/{run.label} on {run.corpus_label}")
-        S = ref.S if ref.S is not None else found.n_nonembedding
-        training = _training(manifest, ref.model, ref.revision, S, schedules) if ref.revision else {}
-        runs.append(Run(ref.family or "custom", run.label, run.corpus_label, S, summary, **training))
+        runs.append(_study_run(run, found.n_nonembedding, summary, manifest))
+    if say:  # only once every run is known: otherwise the slow path reports them
+        for run in runs:
+            say(f"{run.family}/{run.model} on {run.corpus}")
     return runs
+
+
+def _study_run(run: GridRun, described_S: float, summary: Any, manifest: Mapping) -> Run:
+    """A study's run of grid run `run`: S from the registry, else from the model's description."""
+    from rbplab.store import schedules
+
+    ref = run.model
+    S = ref.S if ref.S is not None else float(described_S)
+    training = _training(manifest, ref.model, ref.revision, S, schedules) if ref.revision else {}
+    return Run(ref.family or "custom", run.label, run.corpus_label, S, summary, **training)
 
 
 def load_study(
