@@ -2,6 +2,7 @@
 
 The package follows the data path, one subpackage per step:
 
+    grid        what a study runs: models, revisions, corpora, settings (`Grid`)
     extraction  model x corpus -> exact per-token ranks (`extract`, `load_stats`)
     store       the cache those ranks live in, the corpora, the model registry and sizes S
     analysis    RBP_k, fits against S, k-sweeps, emergence, rank distributions
@@ -33,6 +34,8 @@ _LAZY = {
     "load_results": "rbplab.study.results",
     "save_results": "rbplab.study.results",
     "ExtractionSettings": "rbplab.core",
+    "Grid": "rbplab.grid",
+    "ModelRef": "rbplab.grid",
 }
 
 __all__ = ["TokenStats", *_LAZY]
