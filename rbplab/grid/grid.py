@@ -163,7 +163,8 @@ class Grid:
     ) -> Grid:
         """A grid from anything that names one: a Grid, a study file (``.toml``) or its table (a
         dict), a table with a ``model`` column, or names: registry families (every member, or
-        those in `models`), registered models, local model paths and hub ids.
+        those in `models`), registered models, local model paths and hub ids (a name that is
+        both a family and a model, such as "gpt2", is the family).
         corpora: bundled names, ``hub:<name>``, paths or Corpus objects (default: every bundled
         corpus, or the study file's); settings: `ExtractionSettings` (its fields may also be given
         as keywords); revisions: names or ``"log:N"`` for every model. Given with a grid or a
