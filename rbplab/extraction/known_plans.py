@@ -85,24 +85,30 @@ def _local_identity(location: str) -> str:
     return "sha256:" + files_digest(_directory_files(root, weights=False), root)
 
 
-def request(spec: ModelSpec, corpus: Corpus | LazyCorpus, settings: ExtractionSettings) -> dict | None:
+def request(
+    spec: ModelSpec,
+    corpus: Corpus | LazyCorpus,
+    settings: ExtractionSettings,
+    resolved: tuple[Source, str] | None = None,
+) -> dict | None:
     """Everything the cache key of (spec, corpus, settings) is a function of, derived without torch
     or transformers; None when this cannot be decided here (a GPU may be used, a hub tokenizer
-    override, a hub commit that cannot be resolved offline)."""
+    override, a hub commit that cannot be resolved offline). `resolved`: the model's source and
+    weights fingerprint when a planning already derived them (not derived again)."""
     if not cpu_only(settings) or (spec.dtype, spec.device, spec.device_map) != ("auto", "auto", None):
         return None
     try:
-        source: Source = resolve_source(spec)
+        source, fingerprint = resolved if resolved is not None else (resolve_source(spec), None)
         if source.local:
             model = {
-                "weights": weights_fingerprint(source, spec.revision),
+                "weights": fingerprint or weights_fingerprint(source, spec.revision),
                 "files": _local_identity(source.location),
                 "tokenizer_files": _local_identity(source.tokenizer_location)
                 if source.tokenizer_location
                 else None,
             }
         else:
-            model = {"weights": f"hub:{resolve_commit(source, spec.revision)}"}
+            model = {"weights": fingerprint or f"hub:{resolve_commit(source, spec.revision)}"}
         tokenizer = None
         if spec.tokenizer:
             path = Path(spec.tokenizer).expanduser()
@@ -146,7 +152,8 @@ def remember(plan: Any, cache_dir: str | Path | None) -> None:
         device="auto" if spec.device == settings.device else spec.device,
         device_map=None if spec.device_map == settings.device_map else spec.device_map,
     )
-    req = request(spec, plan.corpus, settings)
+    info = plan.described.info
+    req = request(spec, plan.corpus, settings, resolved=(plan.described.source, info.fingerprint))
     if req is None:
         return
     root = cache_root(cache_dir)
@@ -154,7 +161,7 @@ def remember(plan: Any, cache_dir: str | Path | None) -> None:
     record = {
         "request": req,
         "key": CacheEntry(root, plan.spec).key,
-        "n_nonembedding": int(plan.described.info.n_nonembedding),
+        "n_nonembedding": int(info.n_nonembedding),
     }
     try:
         ensure_real_dir(root / PLANS_DIR, "the plans folder")
