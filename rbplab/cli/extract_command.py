@@ -100,13 +100,15 @@ def add_settings_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def grid_from_args(args: argparse.Namespace, corpora: list):
+def grid_from_args(args: argparse.Namespace):
     """The grid `rbplab extract` runs: every --family member and --model, at --revision, on the
-    opened corpora, with the loading options given to every model."""
+    --corpus corpora (models resolved first: a missing bundled model says how to get the data),
+    with the loading options given to every model."""
     from dataclasses import replace
 
     from rbplab.grid import Grid
     from rbplab.grid.models import family_refs, model_ref
+    from rbplab.store.corpora import open_corpus
 
     if not args.model and not args.family:
         raise ValueError("give at least one --model or --family (see `rbplab families`)")
@@ -118,6 +120,7 @@ def grid_from_args(args: argparse.Namespace, corpora: list):
         "trust_remote_code": args.trust_remote_code,
     }
     members = [replace(ref, **options) for ref in members]
+    corpora = [open_corpus(spec, max_documents=args.max_documents) for spec in args.corpus]
     wanted = [r for r in (args.revision or "").split(",") if r.strip()]
     # Revisions are checked against every model's schedule before any weights are loaded.
     return Grid.of(members, corpora, settings_from_args(args), revisions=wanted or None)
@@ -160,12 +163,10 @@ def settings_from_args(args: argparse.Namespace):
 
 
 def run_extract(args: argparse.Namespace) -> int:
-    from rbplab.store.corpora import open_corpus
     from rbplab.store.files import CacheLocationError, cache_root, check_writable
 
     # Everything that can be checked without torch is checked before any model is touched.
-    corpora = [open_corpus(spec, max_documents=args.max_documents) for spec in args.corpus]
-    grid = grid_from_args(args, corpora)
+    grid = grid_from_args(args)
     for ref in grid.members:
         _check_context(ref.model, ref.source, args.context_length)
     root = cache_root(args.cache_dir)
