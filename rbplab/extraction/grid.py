@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from rbplab.core.settings import ExtractionSettings, resolve_settings
+from rbplab.extraction.known_plans import remember
 from rbplab.extraction.pipeline import extract_plan, plan_extraction
 from rbplab.extraction.sources import ModelSpec, as_spec
 from rbplab.grid import Grid, ModelRef
@@ -40,6 +41,7 @@ def extract_grid(
     for run in grid.runs():
         plan = plan_extraction(run.model, run.corpus, grid.settings, described=described)
         result = extract_plan(plan, cache_dir=root, progress=progress)
+        remember(plan, root)  # the next analysis of this run finds its key without model code
         row = {
             "model": run.label,
             "corpus": run.corpus.name,

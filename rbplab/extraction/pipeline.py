@@ -450,7 +450,9 @@ def extract(
     fields given as keywords, e.g. extract(model, corpus, max_tokens=2000).
     """
     plan = plan_extraction(model, corpus, settings, **overrides)
-    return extract_plan(plan, cache_dir=cache_dir, progress=progress)
+    result = extract_plan(plan, cache_dir=cache_dir, progress=progress)
+    remember(plan, cache_dir)  # the next analysis of this run finds its key without model code
+    return result
 
 
 def extract_plan(plan: Plan, *, cache_dir: str | Path | None = None, progress: bool = True) -> ExtractResult:
@@ -458,7 +460,6 @@ def extract_plan(plan: Plan, *, cache_dir: str | Path | None = None, progress: b
     entry = CacheEntry(cache_dir, plan.key_spec)
     hit = cache_hit(entry)  # a hit writes nothing, so a read-only cache serves it
     if hit is not None:
-        remember(plan, cache_dir)
         return hit
     # A model that cannot be loaded fails here, before the entry directory exists (no litter).
     check_writable(entry.root)
@@ -478,7 +479,6 @@ def extract_plan(plan: Plan, *, cache_dir: str | Path | None = None, progress: b
         compute_shards(
             plan, entry, todo, shards=shards, scorer=make_scorer(plan, weights), on_tokens=bar.update
         )
-    remember(plan, cache_dir)  # the next analysis of this run finds its key without model code
     hit = cache_hit(entry)
     if hit is None:  # every shard was computed or waited for, so only a failed write gets here
         raise CacheError(f"cache entry {entry.key[:12]} is not complete after computing its shards")
@@ -616,6 +616,7 @@ def load_run(
     plan = plan_extraction(model, corpus, resolve_settings(settings, **overrides))
     for attempt in (1, 2):
         result = extract_plan(plan, cache_dir=cache_dir, progress=progress)
+        remember(plan, cache_dir)
         entry = CacheEntry(cache_dir, plan.key_spec)
         try:
             problems = count_problems(plan, result.manifest)
