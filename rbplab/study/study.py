@@ -13,6 +13,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -258,6 +259,38 @@ class Study:
                 | {"rbp_1": self.curves[(r.family, r.model, r.corpus)].rbp(1)}
             )
         return pd.DataFrame(rows)
+
+    # ---- sharing ------------------------------------------------------------------------------
+    def to_markdown(
+        self, ks: Iterable[int] | int = (1, 10, 100), table: pd.DataFrame | None = None, digits: int = 3
+    ) -> str:
+        """The fit table at `ks` (or any `table` of this study's) as Markdown, each estimate with
+        its interval in one cell ("0.036 ± 0.006"; a bootstrap interval as "0.036 [0.030, 0.043]")."""
+        from rbplab.study.tables import to_markdown
+
+        return to_markdown(self.fit_table(ks) if table is None else table, digits)
+
+    def to_latex(
+        self,
+        ks: Iterable[int] | int = (1, 10, 100),
+        table: pd.DataFrame | None = None,
+        digits: int = 3,
+        *,
+        caption: str | None = None,
+        label: str | None = None,
+    ) -> str:
+        """The fit table at `ks` (or any `table`) as a booktabs LaTeX table with $\\pm$ intervals."""
+        from rbplab.study.tables import to_latex
+
+        return to_latex(self.fit_table(ks) if table is None else table, digits, caption=caption, label=label)
+
+    def save(self, path: str | Path, ks: Iterable[int] | int = (1, 10, 100), **options: Any) -> Path:
+        """Write this study's results file (grid, settings, package versions, runs with their cache
+        keys, the fits at `ks`; `rbplab.study.results.save_results` takes the `options`), which
+        `rbplab.load_results` reads back."""
+        from rbplab.study.results import save_results
+
+        return save_results(self, path, ks=[int(k) for k in np.atleast_1d(ks)], **options)
 
     def training_table(self, ks: Iterable[int] | int = (1, 10, 100)) -> pd.DataFrame:
         """The checkpoints of the study, tidy for `rbplab.analysis.data_scaling`: one row per run

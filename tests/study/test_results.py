@@ -105,3 +105,18 @@ def test_cache_keys_only_when_one_entry_matches(tmp_path):
     assert matching_keys(runs, {}, tmp_path) == [full, None, None]  # the uncapped settings
     assert matching_keys(runs, {"max_tokens": 100}, tmp_path) == [capped, checkpoint, None]
     assert matching_keys(runs, None, tmp_path) == [None, checkpoint, None]  # settings unknown: ambiguous
+
+
+def test_study_methods_save_and_tabulate(study, tmp_path):
+    path = study.save(tmp_path / "study.json", ks=[1, 10], find_keys=False)
+    back = rbplab.load_results(path).table("fits")
+    fits = study.fit_table([1, 10])
+    assert np.array_equal(back["alpha"].to_numpy(), fits["alpha"].to_numpy())
+    markdown = study.to_markdown([1, 10])
+    latex = study.to_latex([1, 10], caption="fits")
+    for row in fits.itertuples():
+        half = (row.alpha_ci_high - row.alpha_ci_low) / 2  # an OLS t-interval: symmetric
+        assert f"{row.alpha:.3f} ± {half:.3f}" in markdown
+        assert f"${row.alpha:.3f} \\pm {half:.3f}$" in latex
+    assert markdown.splitlines()[0].startswith("| family | corpus | k | α |")
+    assert "\\caption{fits}" in latex and "alpha_ci_low" not in markdown
