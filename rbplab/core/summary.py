@@ -34,7 +34,9 @@ not reduce to run lengths; it reads the tokens (`rbplab.analysis.emergence` says
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -138,6 +140,22 @@ class HitRuns:
         return np.bincount(self.doc, weights=weights, minlength=n_docs).astype(np.float64)
 
 
+# The per-document tables of the last few summaries read stay in memory: an interactive view
+# asks for the same runs' tables at every slider step, while a grid of thousands of entries
+# still holds only this many.
+RECENT_DOCUMENT_TABLES = 8
+_RECENT: collections.deque = collections.deque()
+
+
+def _keep_recent(summary: EntrySummary, tables: tuple[dict, dict]) -> None:
+    summary.__dict__["_recent"] = tables
+    _RECENT.append(weakref.ref(summary))
+    while len(_RECENT) > RECENT_DOCUMENT_TABLES:
+        older = _RECENT.popleft()()
+        if older is not None and not any(ref() is older for ref in _RECENT):
+            older.__dict__.pop("_recent", None)
+
+
 @dataclass(frozen=True, eq=False)
 class EntrySummary:
     """The sufficient statistics of one cache entry (module docstring); no per-token array.
@@ -177,8 +195,11 @@ class EntrySummary:
     def _document_tables(self) -> tuple[dict, dict]:
         if self.hits or self.load_documents is None:  # in memory (or nothing to read)
             return self.hits, self.doc_runs
-        held = self.__dict__.get("_held")
-        return held if held is not None else self.load_documents()
+        held = self.__dict__.get("_held") or self.__dict__.get("_recent")
+        if held is None:
+            held = self.load_documents()
+            _keep_recent(self, held)
+        return held
 
     @contextlib.contextmanager
     def documents(self) -> Iterator[None]:
@@ -186,7 +207,7 @@ class EntrySummary:
         if self.hits or self.load_documents is None or "_held" in self.__dict__:
             yield
             return
-        self.__dict__["_held"] = self.load_documents()
+        self.__dict__["_held"] = self._document_tables()
         try:
             yield
         finally:

@@ -467,20 +467,27 @@ class Study:
         """Empirical rank frequencies and the fitted lognormal's, per model of `corpus`, in
         log-spaced rank bins (exact for small ranks) divided by the bin width, so the curve is
         a per-rank frequency that a log-log plot of |V| ranks can draw cheaply."""
-        # Reuse the full table when it exists; otherwise fit only this corpus (a dropdown change).
+        # The full table's fit when it exists; otherwise only the lognormal fit of each run of this
+        # corpus (the same fit, without the table's comparisons: a dropdown change stays quick).
         table = self._cache.get("lognormal")
-        if table is None:
-            table = self.subset(corpora=corpus).lognormal()
         frames = []
         for r in self.subset(corpora=corpus).runs:
-            row = table[
-                (table["family"] == r.family) & (table["model"] == r.model) & (table["corpus"] == corpus)
-            ]
+            if table is not None:
+                row = table[
+                    (table["family"] == r.family) & (table["model"] == r.model) & (table["corpus"] == corpus)
+                ]
+                mu, sigma = float(row["mu"].iloc[0]), float(row["sigma"].iloc[0])
+            else:
+                key = ("lognormal_fit", r.family, r.model, r.corpus)
+                if key not in self._cache:
+                    params = lognormal.fit_lognormal(metrics.rank_histogram(r.stats, self.ties)).params
+                    self._cache[key] = (params["mu"], params["sigma"])
+                mu, sigma = self._cache[key]
             curve = self.curves[(r.family, r.model, r.corpus)]
             vocab = curve.vocab_size
             edges = np.unique(np.round(np.geomspace(1, vocab + 1, n_bins)).astype(np.int64))
             cum_emp = curve.cumulative / curve.n_tokens  # cum_emp[j] = Pr(R <= j)
-            pmf = lognormal.lognormal_pmf(float(row["mu"].iloc[0]), float(row["sigma"].iloc[0]), vocab)
+            pmf = lognormal.lognormal_pmf(mu, sigma, vocab)
             cum_fit = np.r_[0.0, np.cumsum(pmf)]
             width = np.diff(edges)
             lo, hi = edges[:-1] - 1, edges[1:] - 1  # bin [edges_i, edges_i+1) in rank

@@ -11,9 +11,11 @@ test can read as well.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,6 +35,9 @@ PANEL_TITLE_ROOM = 24  # px above a panel for its title
 Y_TICK_ROOM = 48  # px left of a panel for its y tick labels
 
 TEMPLATE = pio.templates["plotly_white"]  # looked up once: by name it is rebuilt per figure
+# Validating a template takes plotly ~15 ms a figure; a view redrawing the figure it shows keeps
+# the template it has (`untemplated`), so a slider step does not pay it again.
+_TEMPLATED: contextvars.ContextVar[bool] = contextvars.ContextVar("rbplab_templated", default=True)
 CATEGORICAL = qualitative.Plotly + qualitative.D3  # unordered things: families, corpora
 SIZE_SCALE = "Viridis"  # ordered things (model size S, sequence length N), dark to light
 SCALE_END = 0.85  # Viridis' last 15 % is a yellow too pale for lines on white
@@ -44,6 +49,17 @@ _BRACED = re.compile(r"([_^])\{([^{}]*)\}")
 _SUBSCRIPT = re.compile(r"\b(RBP|p|L)_(\([^()]*\)|[A-Za-z0-9]+)")
 _SUPERSCRIPT = re.compile(r"\^([-−]?[A-Za-z0-9αβ]+)")
 
+
+
+@contextlib.contextmanager
+def untemplated() -> Iterator[None]:
+    """Figures `arrange` lays out in this block get no template: for redrawing a figure that
+    already has one (`rbplab.viz.widgets.sync_figure` keeps it)."""
+    token = _TEMPLATED.set(False)
+    try:
+        yield
+    finally:
+        _TEMPLATED.reset(token)
 
 def html_label(text: str | None) -> str:
     """`text` with TeX-like sub- and superscripts (p_{N,k}, RBP_1, S^-α) in plotly's HTML
@@ -239,7 +255,6 @@ def arrange(
             )
         )
     layout: dict = {
-        "template": TEMPLATE,
         "width": WIDTH,
         "height": int(top + plot_height + bottom),
         "autosize": False,
@@ -278,6 +293,8 @@ def arrange(
             "yanchor": "top",
             "tracegroupgap": 0,
         }
+    if _TEMPLATED.get():
+        layout["template"] = TEMPLATE
     fig.update_layout(**layout)
     for trace in fig.data:  # names built from data (quantities such as "RBP_1") in HTML too
         if trace.name and ("_" in trace.name or "^" in trace.name):

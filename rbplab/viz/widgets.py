@@ -28,6 +28,7 @@ from rbplab.analysis import data_scaling
 from rbplab.core.summary import EntrySummary
 from rbplab.study import Study
 from rbplab.viz import plots
+from rbplab.viz.layout import untemplated
 
 STATIC_ENV = "RBPLAB_STATIC_FIGURES"  # "1": always add static figures, "0": never, unset: detect
 _HEADLESS_PARENTS = ("papermill", "nbclient", "nbconvert")
@@ -77,7 +78,8 @@ def show(fig: go.Figure) -> None:
 
 def sync_figure(target: go.FigureWidget, source: go.Figure) -> None:
     """Make `target` show `source` in place: with the same trace layout, traces are updated
-    one by one (the front end gets a small diff); otherwise traces are replaced."""
+    one by one (the front end gets a small diff); otherwise traces are replaced. A `source`
+    built without a template (`layout.untemplated`) keeps the template `target` has."""
     with target.batch_update():
         same = len(target.data) == len(source.data) and all(
             a.type == b.type for a, b in zip(target.data, source.data, strict=True)
@@ -88,7 +90,14 @@ def sync_figure(target: go.FigureWidget, source: go.Figure) -> None:
         else:
             target.data = ()
             target.add_traces(list(source.data))
-        target.layout = source.layout
+        new_layout = source.layout.to_plotly_json()
+        if "template" in new_layout or "template" not in target.layout.to_plotly_json():
+            target.layout = source.layout
+            return
+        # Keep the target's template (copying one costs plotly ~12 ms): replace every other
+        # property and clear those the new layout does not have.
+        stale = set(target.layout.to_plotly_json()) - set(new_layout) - {"template"}
+        target.layout.update({**new_layout, **dict.fromkeys(stale)}, overwrite=True)
 
 
 def _k_options(vocab_size: int, n: int = 160) -> list[tuple[str, int]]:
@@ -140,7 +149,12 @@ class _FigureView:
     def refresh(self, *_: object) -> None:
         if self._held:
             return
-        sync_figure(self.figure, self.build())
+        if self.updates:  # the shown figure has its template: redraws build without one
+            with untemplated():
+                figure = self.build()
+        else:
+            figure = self.build()
+        sync_figure(self.figure, figure)
         self.updates += 1
 
     @contextmanager
