@@ -42,6 +42,7 @@ cache_dir: Optional[str] = None  # None: $RBPLAB_CACHE or ~/.cache/rbplab
 extract: bool = False  # True: run the models for runs missing from the cache; False: name them
 output_dir: Optional[str] = None  # folder for tables and figures (the report sets it); None: none
 ties: str = "pessimistic"  # rank convention: pessimistic (paper), optimistic (g + 1) or expected
+n_boot: int = 100  # document-bootstrap replicates for the intervals on mu and sigma (0: none)
 
 # %%
 # Batch runs hand lists as text (papermill -p corpora '["prose", "humaneval"]'): read them as lists.
@@ -94,9 +95,14 @@ RankDistributionView(study)
 
 # %% [markdown]
 # ## Figure 8d: μ, σ and μ/σ against S
+# Intervals: a bootstrap over documents (the independent units; tokens within a document are
+# correlated), each replicate fitted on the summary's k grid, its spread added to the exact fit.
 
 # %%
-show(report.save_figure(plots.lognormal_params(ln), "figure8d", output_dir))
+params = (
+    report.save_table(study.lognormal_intervals(n_boot), "lognormal_intervals", output_dir) if n_boot else ln
+)
+show(report.save_figure(plots.lognormal_params(params), "figure8d", output_dir))
 report.save_table(study.lognormal_scaling(), "lognormal_scaling", output_dir)
 
 # %% [markdown]

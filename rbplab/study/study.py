@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from rbplab.analysis import bootstrap, fit, ksweep, lognormal, lognormal_theory, metrics
+from rbplab.analysis import bootstrap, fit, ksweep, lognormal, lognormal_bootstrap, lognormal_theory, metrics
 from rbplab.analysis import emergence as _emergence
 from rbplab.analysis.metrics import RBPCurve
 from rbplab.core.runs import TRAINING_FIELDS, Run, model_of_label
@@ -457,6 +457,17 @@ class Study:
         if "lognormal" not in self._cache:
             self._cache["lognormal"] = lognormal_theory.lognormal_table(self.runs, ties=self.ties)
         return self._cache["lognormal"]
+
+    def lognormal_intervals(self, n_boot: int = 200, seed: int = 0) -> pd.DataFrame:
+        """Per run: mu, sigma and mu/sigma of the fitted lognormal with document-bootstrap intervals
+        at the study's level (`rbplab.analysis.lognormal_bootstrap`: replicates fitted on the
+        summary's k grid, their spread added to the exact fit's estimate)."""
+        key = ("lognormal_intervals", n_boot, seed)
+        if key not in self._cache:
+            self._cache[key] = lognormal_bootstrap.lognormal_intervals(
+                self.runs, self.ties, self.level, n_boot, seed
+            )
+        return self._cache[key]
 
     def lognormal_scaling(self) -> pd.DataFrame:
         """How mu, sigma and mu/sigma scale with S (`rbplab.analysis.lognormal_theory.parameter_scaling`)."""

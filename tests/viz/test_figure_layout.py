@@ -68,6 +68,7 @@ def _figures(study: Study, training) -> dict:
         "figure 7 linearised": plots.emergence_linearised(em),
         "rank distribution": plots.rank_distribution(study.rank_pmf(CORPORA[1])),
         "lognormal parameters": plots.lognormal_params(study.lognormal()),
+        "lognormal parameters with intervals": plots.lognormal_params(study.lognormal_intervals(n_boot=20)),
         "ce vs rbp": plots.ce_vs_rbp(study.ce_comparison(n_grid=6)),
         "training": plots.training_dynamics(sel, fits, y_label="-log RBP_1"),
         "training at a step": plots.training_dynamics(sel, fits, step=200),
