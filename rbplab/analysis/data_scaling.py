@@ -36,6 +36,7 @@ from scipy.optimize import minimize, minimize_scalar
 from scipy.special import logsumexp
 
 from rbplab.analysis.fit import fit_power_law
+from rbplab.core.compute import FLOPS_PER_PARAMETER_TOKEN, tokens_for_compute, training_compute
 
 HUBER_DELTA = 1e-3  # Hoffmann et al. (2022)
 PARAMS = ("E", "A", "B", "alpha", "beta")
@@ -114,7 +115,7 @@ class JointLawFit:
         """Closed-form S_opt(C) for C = 6 S D: G (C/6)^(beta/(alpha+beta)),
         G = (alpha A / (beta B))^(1/(alpha+beta))."""
         G = (self.alpha * self.A / (self.beta * self.B)) ** (1 / (self.alpha + self.beta))
-        return G * (np.asarray(C, dtype=np.float64) / 6) ** self.frontier_exponent
+        return G * (np.asarray(C, dtype=np.float64) / FLOPS_PER_PARAMETER_TOKEN) ** self.frontier_exponent
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -341,14 +342,16 @@ def frontier(fit: JointLawFit, C: Sequence[float] | np.ndarray) -> pd.DataFrame:
     numerically (bounded search over log S), and the loss there. Columns C, S_opt, D_opt, loss_opt."""
     rows = []
     for c in np.asarray(C, dtype=np.float64):
-        log_n = np.log(c / 6)  # log(S D)
+        log_n = np.log(c / FLOPS_PER_PARAMETER_TOKEN)  # log(S D)
 
         def loss_at(log_s: float, log_n: float = log_n) -> float:
             return float(fit.predict(np.exp(log_s), np.exp(log_n - log_s)))
 
         result = minimize_scalar(loss_at, bounds=(0.0, log_n), method="bounded", options={"xatol": 1e-10})
         s_opt = float(np.exp(result.x))
-        rows.append({"C": c, "S_opt": s_opt, "D_opt": c / (6 * s_opt), "loss_opt": float(result.fun)})
+        rows.append(
+            {"C": c, "S_opt": s_opt, "D_opt": tokens_for_compute(c, s_opt), "loss_opt": float(result.fun)}
+        )
     return pd.DataFrame(rows)
 
 
@@ -360,7 +363,7 @@ def law_surface(fit: JointLawFit, S: Sequence[float], D: Sequence[float], n: int
     d_grid = np.geomspace(D[D > 0].min(), D.max(), n)
     SS, DD = np.meshgrid(s_grid, d_grid, indexing="ij")
     SS, DD = SS.ravel(), DD.ravel()
-    return pd.DataFrame({"S": SS, "D": DD, "C": 6 * SS * DD, "loss": fit.predict(SS, DD)})
+    return pd.DataFrame({"S": SS, "D": DD, "C": training_compute(SS, DD), "loss": fit.predict(SS, DD)})
 
 
 def compare_frontiers(
@@ -403,12 +406,12 @@ def frontier_rows(
     if reference not in fits or len(fits) < 2:
         raise ValueError(f"fits must hold {reference!r} and at least one other quantity")
     S, D = np.asarray(S, dtype=np.float64), np.asarray(D, dtype=np.float64)
-    C = float(np.exp(np.mean(np.log(6 * S * D)))) if C is None else float(C)
+    C = float(np.exp(np.mean(np.log(training_compute(S, D))))) if C is None else float(C)
     rows = []
     ref_fit, ref_boot = fits[reference], boots[reference]
 
     def outside(s_opt: float) -> bool:
-        return not (S.min() <= s_opt <= S.max() and D.min() <= C / (6 * s_opt) <= D.max())
+        return not (S.min() <= s_opt <= S.max() and D.min() <= tokens_for_compute(C, s_opt) <= D.max())
 
     ref_s_opt = float(ref_fit.optimal_size(C))
     for name, fit in fits.items():
@@ -446,7 +449,7 @@ def frontier_rows(
 def _optimal_sizes(boot: pd.DataFrame, C: float) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         G = (boot["alpha"] * boot["A"] / (boot["beta"] * boot["B"])) ** (1 / (boot["alpha"] + boot["beta"]))
-        return (G * (C / 6) ** boot["frontier_exponent"]).to_numpy(np.float64)
+        return (G * (C / FLOPS_PER_PARAMETER_TOKEN) ** boot["frontier_exponent"]).to_numpy(np.float64)
 
 
 def _groups(table: pd.DataFrame, by: Iterable[str] | None, exclude: Sequence[str]) -> list[str]:
@@ -486,7 +489,7 @@ def synthetic_law_table(
             "S": S,
             "step": step,
             "D": D,
-            "C": 6 * S * D,
+            "C": training_compute(S, D),
             "loss": loss,
         }
     )

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from rbplab.core.compute import training_compute
 from rbplab.store import registry
 
 PYTHIA_TOKENS_PER_STEP = 2_097_152  # 1024 sequences x 2048 tokens
@@ -94,7 +95,7 @@ class Schedule:
 
     def compute(self, revision: str | None, S: float) -> float:
         """C ~= 6 S D, in FLOPs (S: non-embedding parameters)."""
-        return 6.0 * float(S) * self.tokens(revision)
+        return training_compute(float(S), self.tokens(revision))
 
     def log_spaced(self, n: int) -> list[str]:
         """`n` existing checkpoints spaced evenly in log(step), the last being the final one.
@@ -133,7 +134,7 @@ class Schedule:
         frame = pd.DataFrame({"revision": self.revisions(), "step": list(self.steps)})
         frame["D"] = frame["step"].astype("int64") * self.tokens_per_step
         if S is not None:
-            frame["C"] = 6.0 * float(S) * frame["D"].astype(float)
+            frame["C"] = training_compute(float(S), frame["D"].astype(float))
         return frame
 
 
@@ -243,7 +244,7 @@ def training_position(model: str, revision: str | None, S: float | None = None) 
         "D": step * schedule.tokens_per_step,
     }
     if S is not None:
-        position["C"] = 6.0 * float(S) * position["D"]
+        position["C"] = training_compute(float(S), position["D"])
     return position
 
 

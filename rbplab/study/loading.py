@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from rbplab.core.compute import training_compute
 from rbplab.core.runs import Run
 from rbplab.core.settings import ExtractionSettings
 from rbplab.core.stats import check_ties
@@ -253,7 +254,7 @@ def _training(manifest: Mapping, model: str, revision: str, S: float, schedules:
         "step": None if block.get("step") is None else int(block["step"]),
         "D": None if D is None else float(D),
         # C from the run's S (the study's), so it matches the table it is drawn with
-        "C": None if D is None else 6.0 * S * float(D),
+        "C": None if D is None else training_compute(S, float(D)),
     }
 
 
