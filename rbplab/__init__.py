@@ -16,6 +16,7 @@ with `core` (TokenStats, runs, tie conventions, settings) at the bottom.
 from importlib import import_module
 from typing import Any
 
+from rbplab.core.errors import RbplabError
 from rbplab.core.stats import TokenStats
 
 # Imported on first use: torch and transformers take seconds to import, which
@@ -38,7 +39,7 @@ _LAZY = {
     "ModelRef": "rbplab.grid",
 }
 
-__all__ = ["TokenStats", *_LAZY]
+__all__ = ["RbplabError", "TokenStats", *_LAZY]
 __version__ = "0.1.0"
 
 

@@ -23,10 +23,20 @@ from rbplab.cli.extract_command import (
     run_extract,
     settings_from_args,
 )
+from rbplab.core.errors import RbplabError
 from rbplab.core.names import did_you_mean
 
-# Errors a user can cause and fix; anything else is a bug and keeps its traceback.
-USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, LookupError, OSError, ImportError, RuntimeError)
+# Errors a user can cause and fix: rbplab's own (`RbplabError`), and the standard kinds that input
+# checks and libraries raise for bad input, files or a missing extra. Anything else is a bug and
+# keeps its traceback (as does any error with --traceback).
+USER_ERRORS: tuple[type[BaseException], ...] = (
+    RbplabError,
+    ValueError,
+    LookupError,
+    OSError,
+    ImportError,
+    RuntimeError,
+)
 
 
 @dataclass(frozen=True)

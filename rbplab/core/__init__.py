@@ -5,6 +5,7 @@ Everything else may import from here; this package imports nothing of rbplab's.
 """
 
 from rbplab.core.entry_spec import EntrySpec, EntrySpecError
+from rbplab.core.errors import RbplabError
 from rbplab.core.runs import Run, RunsLike, as_runs
 from rbplab.core.settings import ExtractionSettings, resolve_settings
 from rbplab.core.stats import TIES, Ties, TokenStats, check_ties
@@ -14,6 +15,7 @@ __all__ = [
     "EntrySpec",
     "EntrySpecError",
     "ExtractionSettings",
+    "RbplabError",
     "Run",
     "RunsLike",
     "Ties",

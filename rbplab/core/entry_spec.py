@@ -26,6 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from rbplab.core.errors import RbplabError
+
 BOS_POLICIES = ("auto", "always", "never")
 HUB_CORPUS_FIELDS = ("dataset", "config", "split", "revision", "max_documents", "text_scheme")
 
@@ -51,7 +53,7 @@ MANIFEST_FIELDS: dict[tuple[str, ...], tuple[str, ...]] = {
 }
 
 
-class EntrySpecError(ValueError):
+class EntrySpecError(RbplabError, ValueError):
     """A spec.json that is not an entry spec of this version; the message names the field."""
 
 

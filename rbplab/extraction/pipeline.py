@@ -45,6 +45,7 @@ from rbplab.core.entry_spec import (
     VocabIdentity,
     WindowIdentity,
 )
+from rbplab.core.errors import RbplabError
 from rbplab.core.settings import ExtractionSettings, resolve_settings
 from rbplab.core.stats import TokenStats
 from rbplab.extraction.known_plans import remember
@@ -81,7 +82,7 @@ DEFAULT_MAX_CONTEXT = 2048
 WINDOW_SCHEME = 1  # bump when window or shard construction changes (part of the cache key)
 
 
-class ContextLengthError(ValueError):
+class ContextLengthError(RbplabError, ValueError):
     """Requested context longer than the model's position limit."""
 
 

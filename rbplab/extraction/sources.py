@@ -14,11 +14,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from rbplab.core.errors import RbplabError
 from rbplab.grid import ModelRef
 from rbplab.store.schedules import CHECKPOINTS_DIR, directory_schedule, natural_sorted
 
 
-class ModelLoadError(ValueError):
+class ModelLoadError(RbplabError, ValueError):
     """A model that cannot be loaded as asked; the message says what to pass instead."""
 
 

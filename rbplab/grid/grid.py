@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 import pandas as pd
 
+from rbplab.core.errors import RbplabError
 from rbplab.core.settings import ExtractionSettings, resolve_settings
 from rbplab.grid.models import ModelRef, family_refs, model_ref
 from rbplab.store import registry, schedules
@@ -46,7 +47,7 @@ KEYS = ("families", "models", "corpora", "revisions", "settings")
 CorpusLike = str | Path | Corpus | LazyCorpus
 
 
-class StudyFileError(ValueError):
+class StudyFileError(RbplabError, ValueError):
     """A grid (a study file, its table) that cannot be run as written; the message names the key
     and the fix."""
 

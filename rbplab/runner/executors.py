@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from rbplab.core.errors import RbplabError
 from rbplab.runner.units import WorkUnit
 from rbplab.runner.worker import UnitResult, run_unit
 from rbplab.store.cache import CacheEntry, CacheError
@@ -22,7 +23,7 @@ from rbplab.store.cache import CacheEntry, CacheError
 RAY_HINT = "pip install 'rbplab[ray]'"
 
 
-class ExecutorError(RuntimeError):
+class ExecutorError(RbplabError, RuntimeError):
     """An executor that cannot start (Ray missing, cluster unreachable); nothing was run."""
 
 

@@ -84,6 +84,7 @@ import pyarrow.parquet as pq
 from filelock import FileLock, Timeout
 
 from rbplab.core.entry_spec import MANIFEST_FIELDS, EntrySpec
+from rbplab.core.errors import RbplabError
 from rbplab.core.stats import TokenStats
 from rbplab.core.summary import SUMMARY_VERSION, EntrySummary, summarize
 from rbplab.store.files import (
@@ -248,7 +249,7 @@ def _record_problem(record: Any, spec: Any) -> str | None:
     return None
 
 
-class CacheError(RuntimeError):
+class CacheError(RbplabError, RuntimeError):
     """A cache entry cannot be used as asked (incomplete, locked, unknown key, ...)."""
 
 

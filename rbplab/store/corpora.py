@@ -30,11 +30,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from rbplab.core.errors import RbplabError
 from rbplab.core.names import did_you_mean
 from rbplab.store.paths import data_dir
 
 
-class CorpusError(ValueError):
+class CorpusError(RbplabError, ValueError):
     """A corpus that cannot be loaded: unknown name, bad file format, no documents."""
 
 

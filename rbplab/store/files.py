@@ -28,18 +28,20 @@ import uuid
 from pathlib import Path
 from typing import BinaryIO
 
+from rbplab.core.errors import RbplabError
+
 MIN_FREE_BYTES = 64 * 2**20  # refuse to start writing with less free space than this
 _HOW_TO_MOVE = "choose another location with --cache-dir or the RBPLAB_CACHE environment variable"
 
 
-class CacheLocationError(OSError):
+class CacheLocationError(RbplabError, OSError):
     """The cache directory cannot be written: no permission, read-only, or no space left."""
 
     def __str__(self) -> str:  # the message already names the problem; drop the "[Errno n]" prefix
         return self.strerror or super().__str__()
 
 
-class UnsafeFileError(OSError):
+class UnsafeFileError(RbplabError, OSError):
     """A file or folder the cache will not read or write through: a symbolic link below the cache
     root, something other than a regular file (FIFO, device, socket, directory) where a file must
     be, or a file larger than it can be."""

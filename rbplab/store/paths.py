@@ -12,6 +12,8 @@ import os
 from importlib import resources
 from pathlib import Path
 
+from rbplab.core.errors import RbplabError
+
 DATA_ENV = "RBPLAB_DATA"
 HOW_TO_GET_DATA = (
     "the bundled corpora and micro-suite models are not part of the installed package: use a source "
@@ -19,7 +21,7 @@ HOW_TO_GET_DATA = (
 )
 
 
-class DataNotFoundError(FileNotFoundError):
+class DataNotFoundError(RbplabError, FileNotFoundError):
     """The bundled data folder (corpora, micro-suite models) is not available."""
 
     def __str__(self) -> str:  # one line, without the "[Errno n]" prefix

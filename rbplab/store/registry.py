@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from rbplab.core.errors import RbplabError
 from rbplab.core.names import did_you_mean
 from rbplab.store.paths import data_dir, registry_path
 
@@ -20,11 +21,11 @@ COLUMNS = ("family", "model", "source", "S", "n_params", "vocab_size", "head_row
 _INT_COLUMNS = ("S", "n_params", "vocab_size", "head_rows")
 
 
-class UnknownModelError(ValueError):
+class UnknownModelError(RbplabError, ValueError):
     """A model name that is neither registered, a local path, nor a hub id."""
 
 
-class UnknownFamilyError(ValueError):
+class UnknownFamilyError(RbplabError, ValueError):
     """A family name not in the registry."""
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 import pandas as pd
 
 from rbplab.core.compute import training_compute
+from rbplab.core.errors import RbplabError
 from rbplab.store import registry
 
 PYTHIA_TOKENS_PER_STEP = 2_097_152  # 1024 sequences x 2048 tokens
@@ -40,7 +41,7 @@ CHECKPOINTS_DIR = "checkpoints"
 LOG_SPEC = re.compile(r"^log:(\d+)$")
 
 
-class UnknownRevisionError(ValueError):
+class UnknownRevisionError(RbplabError, ValueError):
     """A revision that the model's checkpoint schedule does not have."""
 
 

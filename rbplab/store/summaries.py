@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rbplab.core.errors import RbplabError
 from rbplab.core.stats import TIES, TokenStats
 from rbplab.core.summary import (
     DOC_RUN_KS,
@@ -45,7 +46,7 @@ TOKENS_META = b"rbplab.n_tokens"
 NLL_SQ_META = b"rbplab.nll_sq_sum"  # float.hex: exact
 
 
-class SummaryError(ValueError):
+class SummaryError(RbplabError, ValueError):
     """A summary file that cannot be believed (damaged, foreign, stale or inconsistent)."""
 
 

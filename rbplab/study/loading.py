@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from rbplab.core.compute import training_compute
+from rbplab.core.errors import RbplabError
 from rbplab.core.runs import Run
 from rbplab.core.settings import ExtractionSettings
 from rbplab.core.stats import check_ties
@@ -32,7 +33,7 @@ def default_corpora() -> list[str]:
     return table.loc[table["origin"] == "bundled", "name"].tolist()
 
 
-class MissingRunsError(ValueError):
+class MissingRunsError(RbplabError, ValueError):
     """Some runs of a study are not in the cache and extraction was not asked for."""
 
 

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rbplab.core.errors import RbplabError
 from rbplab.core.settings import ExtractionSettings, resolve_settings
 
 RESULTS_FORMAT = "rbplab-results"
@@ -53,7 +54,7 @@ VERSIONED_PACKAGES = (
 )
 
 
-class ResultsError(ValueError):
+class ResultsError(RbplabError, ValueError):
     """A results file that cannot be read: not JSON, not rbplab's, or of a newer format."""
 
 

@@ -17,13 +17,15 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
+from rbplab.core.errors import RbplabError
+
 IMAGE_FORMATS = ("png", "svg", "pdf", "jpeg", "jpg", "webp")
 OTHER_FORMATS = ("html", "json")
 FORMATS = IMAGE_FORMATS + OTHER_FORMATS
 PNG_SCALE = 2  # raster exports at twice the layout's pixels: sharp in print and on high-DPI screens
 
 
-class FigureExportError(RuntimeError):
+class FigureExportError(RbplabError, RuntimeError):
     """A figure cannot be written as asked (unknown format, kaleido or Chrome missing)."""
 
 

@@ -50,7 +50,6 @@ _SUBSCRIPT = re.compile(r"\b(RBP|p|L)_(\([^()]*\)|[A-Za-z0-9]+)")
 _SUPERSCRIPT = re.compile(r"\^([-−]?[A-Za-z0-9αβ]+)")
 
 
-
 @contextlib.contextmanager
 def untemplated() -> Iterator[None]:
     """Figures `arrange` lays out in this block get no template: for redrawing a figure that
@@ -60,6 +59,7 @@ def untemplated() -> Iterator[None]:
         yield
     finally:
         _TEMPLATED.reset(token)
+
 
 def html_label(text: str | None) -> str:
     """`text` with TeX-like sub- and superscripts (p_{N,k}, RBP_1, S^-α) in plotly's HTML

@@ -13,10 +13,11 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from rbplab.core.errors import RbplabError
 from rbplab.core.names import did_you_mean
 
 
-class ParameterError(ValueError):
+class ParameterError(RbplabError, ValueError):
     """A notebook parameter that cannot be used as given."""
 
 
