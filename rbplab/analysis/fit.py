@@ -65,6 +65,16 @@ class PowerLawFit:
     def predict(self, S: float | np.ndarray) -> float | np.ndarray:
         return self.prefactor * np.asarray(S, dtype=np.float64) ** -self.alpha
 
+    def confidence_interval(self, S: float | np.ndarray, level: float | None = None) -> tuple:
+        """Interval for the law's line itself at size S (the OLS mean in log space, t quantiles);
+        NaN with two models (no residual degrees of freedom)."""
+        level = self.level if level is None else level
+        x = np.log(np.asarray(S, dtype=np.float64))
+        se = self.residual_sd * np.sqrt(1 / self.n + (x - self.log_s_mean) ** 2 / self.log_s_sxx)
+        half = t_quantile(level, self.n - 2) * se
+        line = self.predict(S)
+        return line * np.exp(-half), line * np.exp(half)
+
     def prediction_interval(self, S: float | np.ndarray, level: float | None = None) -> tuple:
         """Interval for a new model's loss at size S (log-normal residuals, t quantiles)."""
         level = self.level if level is None else level

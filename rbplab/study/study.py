@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
 from rbplab.analysis import bootstrap, fit, ksweep, lognormal, lognormal_bootstrap, lognormal_theory, metrics
 from rbplab.analysis import emergence as _emergence
@@ -226,13 +225,7 @@ class Study:
             except ValueError:
                 continue  # too few sizes or RBP_k = 1: no line to draw (fits() says why)
             grid = np.geomspace(S.min(), S.max(), BAND_POINTS)
-            if kind == "prediction":
-                lo, hi = pl.prediction_interval(grid)
-            else:
-                x = np.log(grid)
-                se = pl.residual_sd * np.sqrt(1 / pl.n + (x - pl.log_s_mean) ** 2 / pl.log_s_sxx)
-                half = sps.t.ppf((1 + self.level) / 2, pl.n - 2) * se if pl.n > 2 else np.nan
-                lo, hi = pl.predict(grid) * np.exp(-half), pl.predict(grid) * np.exp(half)
+            lo, hi = pl.prediction_interval(grid) if kind == "prediction" else pl.confidence_interval(grid)
             labels = dict(zip(by, key, strict=True))
             rows.append(pd.DataFrame({**labels, "S": grid, "fit": pl.predict(grid)}).assign(lo=lo, hi=hi))
         cols = [*by, "S", "fit", "lo", "hi"]

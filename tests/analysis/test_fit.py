@@ -83,3 +83,24 @@ def test_extrapolation_check():
     bent = fit.extrapolation_check(t.assign(metric="ce"))
     assert bent.loc[0, "loss_log_error"] < 0
     assert bent.loc[0, "value_predicted"] == bent.loc[0, "loss_predicted"]  # CE is its own loss
+
+
+def test_confidence_interval_is_the_textbook_band_of_the_ols_line():
+    rng = np.random.default_rng(3)
+    S = np.geomspace(1e6, 1e9, 7)
+    y = 3.0 * S**-0.07 * np.exp(rng.normal(0, 0.02, len(S)))
+    f = fit.fit_power_law(S, y, level=0.9)
+    x, z = np.log(S), np.log(y)
+    slope, intercept = np.polyfit(x, z, 1)
+    resid = z - (intercept + slope * x)
+    s = np.sqrt(resid @ resid / (len(S) - 2))
+    grid = np.geomspace(1e6, 1e10, 5)
+    se = s * np.sqrt(1 / len(S) + (np.log(grid) - x.mean()) ** 2 / ((x - x.mean()) ** 2).sum())
+    half = sps.t.ppf(0.95, len(S) - 2) * se
+    line = np.exp(intercept + slope * np.log(grid))
+    low, high = f.confidence_interval(grid)
+    assert np.allclose(low, line * np.exp(-half), rtol=1e-10) and np.allclose(
+        high, line * np.exp(half), rtol=1e-10
+    )
+    p_low, p_high = f.prediction_interval(grid)
+    assert np.all(p_low < low) and np.all(p_high > high)  # a new model scatters around the line too
