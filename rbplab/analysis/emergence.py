@@ -45,6 +45,7 @@ import warnings
 import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -326,6 +327,12 @@ def sequence_table(
     return table[front + [c for c in table.columns if c not in front]]
 
 
+def sequence_law(prefactor: Any, alpha: Any, N: Any, S: Any) -> Any:
+    """-log p_{N,k} = C N S^-alpha (eq. 8), C the prefactor of the RBP_k power law: the one place
+    the sigmoid's exponent is computed (numbers, arrays or table columns)."""
+    return prefactor * N * S**-alpha
+
+
 def fitted_sequence_success(fits: pd.DataFrame, ns: Iterable[int], S: Iterable[float]) -> pd.DataFrame:
     """Sigmoids p_{N,k} = exp(-C N S^-alpha) (eq. 8) from RBP scaling fits (rows of
     `rbplab.analysis.fit.scaling_fits` with metric == "rbp": C = prefactor). One row per (fit row, N,
@@ -338,7 +345,7 @@ def fitted_sequence_success(fits: pd.DataFrame, ns: Iterable[int], S: Iterable[f
     rows = []
     for fit in fits.itertuples(index=False):
         fit = fit._asdict()
-        neg_log = fit["prefactor"] * np.outer(ns, S ** -fit["alpha"])
+        neg_log = sequence_law(fit["prefactor"], fit["alpha"], ns[:, None], S[None, :])
         rows.append(
             pd.DataFrame(
                 {"N": np.repeat(ns, len(S)), "S": np.tile(S, len(ns)), "neg_log_p": neg_log.ravel()}

@@ -425,7 +425,9 @@ class Study:
         fits = fits[["family", "corpus", "k", "alpha", "prefactor"]]
         table = table.merge(fits, on=["family", "corpus", "k"], how="left")
         with np.errstate(divide="ignore", invalid="ignore"):
-            table["p_fit"] = np.exp(-table["prefactor"] * table["N"] * table["S"] ** -table["alpha"])
+            table["p_fit"] = np.exp(
+                -_emergence.sequence_law(table["prefactor"], table["alpha"], table["N"], table["S"])
+            )
             table["x"] = table["N"] * table["S"] ** -table["alpha"]
             table["neg_log_p_emp"] = -np.log(table["p_emp"])
             table["neg_log_p_pred"] = -np.log(table["p_pred"])
