@@ -27,13 +27,8 @@
 # %%
 from typing import Optional
 
-import numpy as np
-import pandas as pd
-
 from rbplab.analysis import data_scaling
-from rbplab.store import registry
-from rbplab.study import load_study_file
-from rbplab.study.synthetic import synthetic_training_table
+from rbplab.study.training import open_training
 from rbplab.viz import headlines, plots, report
 from rbplab.viz.parameters import as_mapping, as_names, as_numbers
 from rbplab.viz.widgets import TrainingView, show
@@ -54,37 +49,18 @@ n_boot: int = 200  # bootstrap replicates over checkpoints for the joint fits an
 # %%
 # Batch runs hand lists and tables as text (papermill -p ks '[1, 100]'): read them as such.
 families, ks = as_names(families, "families"), as_numbers(ks, "ks")
-checkpoints = as_mapping(checkpoints, "checkpoints") or None
-table, reason, study = None, None, None
-if synthetic:
-    reason = "`synthetic = True`"
-elif checkpoints or study_file:
-    grid = checkpoints or study_file
-    study = load_study_file(grid, cache_dir=cache_dir, ties=ties, extract=extract)
-    table = study.training_table(ks)
-    enough = len(table) and table.groupby(["corpus", "k"])["D"].nunique().min() >= 2
-    if not enough:
-        table, study, reason = None, None, f"the study {grid} names no checkpoints with known D"
-else:
-    reason = (
-        "no study file with checkpoints was given (the families' final models alone have no "
-        'data axis; list checkpoints with `revisions = "log:8"` in a study file)'
-    )
-if table is None:
-    sizes = None
-    try:
-        sizes = sorted({S for f in families or [] for S in registry.family_models(f)["S"]})
-    except (registry.UnknownFamilyError, FileNotFoundError, ValueError):
-        sizes = None
-    table = synthetic_training_table(ks=ks, **({"sizes": sizes} if sizes and len(sizes) >= 3 else {}))
-    report.banner(
-        f"SYNTHETIC DATA: this notebook analyses checkpoints drawn from a known law "
-        f"(rbplab.study.synthetic.synthetic_training_table) because {reason}. The fits below should "
-        "recover that law; they say nothing about real models.",
-        output_dir,
-    )
-source = "synthetic" if table["family"].eq("synthetic").all() else "checkpoints"
-report.save_table(table, "checkpoints", output_dir)
+training = open_training(
+    as_mapping(checkpoints, "checkpoints") or study_file,
+    ks,
+    families=families or [],
+    synthetic=synthetic,
+    cache_dir=cache_dir,
+    ties=ties,
+    extract=extract,
+)
+if training.banner:
+    report.banner(training.banner, output_dir)
+table = report.save_table(training.table, "checkpoints", output_dir)
 k_low, k_high = min(ks), max(ks)
 
 # %% [markdown]
@@ -92,25 +68,19 @@ k_low, k_high = min(ks), max(ks)
 # OLS in log-log space per size: $L = a D^{-\beta}$, with the t-interval of $\beta$ over checkpoints.
 
 # %%
-per_size = [
-    data_scaling.data_fits(table, y="neg_log_rbp").assign(quantity="-log RBP_k"),
-    data_scaling.data_fits(table[table["k"] == k_low], y="ce").assign(quantity="CE", k=np.nan),
-]
-data_fit_table = report.save_table(pd.concat(per_size, ignore_index=True), "data_fits", output_dir)
-data_fit_table
+report.save_table(training.data_fits(), "data_fits", output_dir)
 
 # %%
 corpus = table["corpus"].iloc[0]
-for k in (k_low, k_high):
+for k, y, label in (
+    (k_low, "neg_log_rbp", f"-log RBP_{k_low}"),
+    (k_high, "neg_log_rbp", f"-log RBP_{k_high}"),
+    (k_low, "ce", "CE"),
+):
     sel = table[(table["corpus"] == corpus) & (table["k"] == k)]
-    fits = data_scaling.data_fits(sel, y="neg_log_rbp")
-    figure = plots.training_dynamics(sel, fits, y_label=f"-log RBP_{k}", title=f"{corpus}: -log RBP_{k} vs D")
-    show(report.save_figure(figure, f"rbp{k}_vs_D", output_dir))
-sel = table[(table["corpus"] == corpus) & (table["k"] == k_low)]
-figure = plots.training_dynamics(
-    sel, data_scaling.data_fits(sel, y="ce"), y="ce", y_label="CE", title=f"{corpus}: CE vs D"
-)
-show(report.save_figure(figure, "ce_vs_D", output_dir))
+    fits = data_scaling.data_fits(sel, y=y)
+    figure = plots.training_dynamics(sel, fits, y=y, y_label=label, title=f"{corpus}: {label} vs D")
+    show(report.save_figure(figure, f"rbp{k}_vs_D" if y == "neg_log_rbp" else "ce_vs_D", output_dir))
 
 # %% [markdown]
 # ## The joint law L(S, D)
@@ -120,40 +90,9 @@ show(report.save_figure(figure, "ce_vs_D", output_dir))
 # corpus's documents (`resampled` says which).
 
 # %%
-quantities = {
-    f"RBP_{k_low}": ("neg_log_rbp", k_low),
-    f"RBP_{k_high}": ("neg_log_rbp", k_high),
-    "CE": ("ce", k_low),
-}
-
-
-def checkpoint_losses(corpus_name):
-    """S, D, losses and document replicates of one corpus (points with D > 0, table order)."""
-    parts = {
-        name: table[(table["corpus"] == corpus_name) & (table["k"] == k)]
-        for name, (_, k) in quantities.items()
-    }
-    first = parts[f"RBP_{k_low}"]
-    keep = first["D"].to_numpy() > 0  # step 0 has seen no data: no place on a log axis
-    losses = {name: parts[name][column].to_numpy()[keep] for name, (column, _) in quantities.items()}
-    replicates = None
-    if study is not None:
-        reps = study.training_replicates(corpus_name, [k_low, k_high], n_rep=n_boot)
-        by_name = {f"RBP_{k_low}": reps[k_low], f"RBP_{k_high}": reps[k_high], "CE": reps["ce"]}
-        replicates = {name: r[:, keep] for name, r in by_name.items()}
-    return first["S"].to_numpy()[keep], first["D"].to_numpy()[keep], losses, replicates
-
-
-# One bootstrap per corpus, read twice: here for the laws, below for the frontier comparison.
-bootstraps, rows = {}, []
-for name in table["corpus"].unique():
-    S, D, losses, replicates = checkpoint_losses(name)
-    fits, boots = data_scaling.bootstrap_joint(S, D, losses, n_boot=n_boot, replicates=replicates)
-    bootstraps[name] = (S, D, fits, boots)
-    law = data_scaling.law_rows(fits, boots, losses, replicates=replicates)
-    rows.append(law.assign(family=table["family"].iloc[0], corpus=name))
-joint = report.save_table(pd.concat(rows, ignore_index=True), "joint_fits", output_dir)
-report.headline(headlines.training(joint, synthetic=source == "synthetic"), output_dir)
+laws = training.joint_laws(n_boot)
+joint = report.save_table(laws.table(), "joint_fits", output_dir)
+report.headline(headlines.training(joint, synthetic=training.source == "synthetic"), output_dir)
 joint
 
 # %% [markdown]
@@ -162,14 +101,8 @@ joint
 # frontiers of RBP_1 and of CE (each from its own fitted law), markers the checkpoints.
 
 # %%
-S, D, laws, _ = bootstraps[corpus]
+surface, frontiers = laws.surface(corpus)
 sel = table[(table["corpus"] == corpus) & (table["k"] == k_low) & (table["D"] > 0)]
-surface = data_scaling.law_surface(laws[f"RBP_{k_low}"], S, D)
-C = np.geomspace(surface["C"].min(), surface["C"].max(), 40)
-frontiers = pd.concat(
-    [data_scaling.frontier(laws[name], C).assign(quantity=name) for name in (f"RBP_{k_low}", "CE")],
-    ignore_index=True,
-)
 surface_figure = plots.iso_loss(
     surface, frontiers, sel, loss_label=f"-log RBP_{k_low}", title=f"{corpus}: fitted -log RBP_{k_low}(S, D)"
 )
@@ -185,11 +118,7 @@ show(report.save_figure(surface_figure, "headline", output_dir))
 # the size ratio is the fitted laws' extrapolation rather than a measurement.
 
 # %%
-comparison = [
-    data_scaling.frontier_rows(fits, boots, S, D, reference="CE").assign(corpus=name, source=source)
-    for name, (S, D, fits, boots) in bootstraps.items()
-]
-report.save_table(pd.concat(comparison, ignore_index=True), "frontiers", output_dir)
+report.save_table(laws.frontiers(reference="CE", source=training.source), "frontiers", output_dir)
 
 # %% [markdown]
 # ## Explore
@@ -200,18 +129,4 @@ report.save_table(pd.concat(comparison, ignore_index=True), "frontiers", output_
 TrainingView(table, k=k_low)
 
 # %%
-headline = joint[
-    [
-        "corpus",
-        "quantity",
-        "alpha",
-        "alpha_low",
-        "alpha_high",
-        "beta",
-        "beta_low",
-        "beta_high",
-        "E",
-        "frontier_exponent",
-    ]
-].assign(source=source)
-report.save_table(headline, "headline", output_dir)
+report.save_table(laws.headline(source=training.source), "headline", output_dir)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pandas as pd
 
@@ -54,13 +54,15 @@ def load_grid(
     level: float = 0.95,
     extract: bool = False,
     progress: bool | Callable[[str], None] = False,
+    outer: Literal["corpus", "model"] = "corpus",
 ) -> Study:
     """The study of every run of `grid` (`rbplab.grid.Grid`), each read as its cache entry's
     summary; missing entries are a `MissingRunsError` naming them, or extracted first when
     `extract` is true. A model outside the registry gets its S from its description (the same
-    one its cache key comes from) and family ``custom``."""
+    one its cache key comes from) and family ``custom``. `outer`: the order of the study's runs
+    (corpora outer, or models and their revisions outer as a study file lists them)."""
     check_ties(ties)
-    known = _known_runs(grid, cache_dir, progress)
+    known = _known_runs(grid, cache_dir, progress, outer)
     if known is not None:  # every run planned before on this machine: no model code is imported
         return Study(known, ties=ties, level=level)
     from rbplab.extraction.known_plans import remember
@@ -69,7 +71,7 @@ def load_grid(
 
     say = progress if callable(progress) else None
     planned, described = [], {}  # each model described once for the whole grid
-    for run in grid.runs(outer="corpus"):
+    for run in grid.runs(outer=outer):
         plan = plan_extraction(run.model, run.corpus, grid.settings, described=described)
         planned.append((run, plan, CacheEntry(cache_dir, plan.key_spec)))
         remember(plan, cache_dir)
@@ -101,7 +103,7 @@ def load_grid(
     return Study(runs, ties=ties, level=level)
 
 
-def _known_runs(grid: Grid, cache_dir, progress) -> list[Run] | None:
+def _known_runs(grid: Grid, cache_dir, progress, outer: Literal["corpus", "model"]) -> list[Run] | None:
     """The runs of `grid` read through their plan records (`rbplab.extraction.known_plans`), or
     None when any run has none that holds, or its entry has no summary vouching for its tokens:
     then every run is planned the slow way."""
@@ -111,7 +113,7 @@ def _known_runs(grid: Grid, cache_dir, progress) -> list[Run] | None:
 
     say = progress if callable(progress) else None
     runs = []
-    for run in grid.runs(outer="corpus"):
+    for run in grid.runs(outer=outer):
         ref = run.model
         found = known_plan(as_spec(ref), run.corpus, grid.settings, cache_dir)
         if found is None:
@@ -192,10 +194,12 @@ def load_study_file(
     is reported as ``model@revision``; a model outside the registry gets its S from its config
     and family ``custom``. A checkpoint's run carries its revision, step, tokens seen D and
     compute C (from the cache manifest's ``training`` block, else the model's checkpoint
-    schedule). The same as ``load_study(path)``."""
+    schedule). Its runs are listed as the file lists its models (`load_grid`, outer="model")."""
     check_ties(ties)
     grid = Grid.from_mapping(path) if isinstance(path, Mapping) else Grid.read(path)
-    return load_grid(grid, cache_dir=cache_dir, ties=ties, level=level, extract=extract, progress=progress)
+    return load_grid(
+        grid, cache_dir=cache_dir, ties=ties, level=level, extract=extract, progress=progress, outer="model"
+    )
 
 
 ENTRY_COLUMNS = ("key", "family", "model", "corpus", "S")

@@ -18,7 +18,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rbplab.analysis import bootstrap, fit, ksweep, lognormal, lognormal_bootstrap, lognormal_theory, metrics
+from rbplab.analysis import (
+    bootstrap,
+    fit,
+    joint_laws,
+    ksweep,
+    lognormal,
+    lognormal_bootstrap,
+    lognormal_theory,
+    metrics,
+)
 from rbplab.analysis import emergence as _emergence
 from rbplab.analysis.metrics import RBPCurve
 from rbplab.core.runs import TRAINING_FIELDS, Run, model_of_label
@@ -328,6 +337,20 @@ class Study:
                 out[int(k)] = -np.log(np.stack([r["rbp"][:, j] for r in reps], axis=1))
         out["ce"] = np.stack([r["ce"] for r in reps], axis=1)
         return out
+
+    def joint_laws(self, ks: Iterable[int] = (1, 10, 100), n_boot: int = 200) -> joint_laws.JointLaws:
+        """The joint laws L(S, D) of this study's checkpoints (`rbplab.analysis.joint_laws`):
+        -log RBP_k at the smallest and largest of `ks` and CE per corpus, each bootstrap
+        resampling the checkpoints and, paired across all of them, the corpus's documents.
+        `.table()`, `.frontiers(reference="CE")` and `.surface(corpus)` read the same fits."""
+        ks = sorted(int(k) for k in ks)
+        k_low, k_high = ks[0], ks[-1]
+
+        def replicates(corpus: str) -> dict[str, np.ndarray]:
+            reps = self.training_replicates(corpus, [k_low, k_high], n_rep=n_boot)
+            return {f"RBP_{k_low}": reps[k_low], f"RBP_{k_high}": reps[k_high], "CE": reps["ce"]}
+
+        return joint_laws.joint_laws(self.training_table(ks), ks, n_boot=n_boot, replicates=replicates)
 
     def at_step(self, step: int | None = None) -> Study:
         """The runs at one training step, for the size-only analyses (k-sweeps, emergence,
