@@ -333,6 +333,33 @@ def sequence_law(prefactor: Any, alpha: Any, N: Any, S: Any) -> Any:
     return prefactor * N * S**-alpha
 
 
+EXTRAPOLATION_DECADES = 12.0  # how far beyond the measured sizes the fitted law is drawn, at most
+P_LOW, P_HIGH = 0.01, 0.95  # the extrapolation runs until the fitted p_{N,k} reaches these
+
+
+def sequence_law_range(
+    s_min: float,
+    s_max: float,
+    alpha: float,
+    prefactor: float,
+    ns: Sequence[float],
+    *,
+    decades: float = EXTRAPOLATION_DECADES,
+    p_low: float = P_LOW,
+    p_high: float = P_HIGH,
+) -> tuple[float, float]:
+    """The sizes over which p = exp(-C N S^-alpha) shows its sigmoid: down to where the largest N
+    falls to p_low and up to where the smallest N reaches p_high (the law inverted), but never
+    inside the measured range [s_min, s_max] and at most `decades` beyond it. Returns (s_min,
+    s_max) unchanged when the law does not rise with S (alpha <= 0, C <= 0 or not finite)."""
+    if not (np.isfinite(alpha) and np.isfinite(prefactor) and alpha > 0 and prefactor > 0 and len(ns)):
+        return s_min, s_max
+    low = (prefactor * max(ns) / -np.log(p_low)) ** (1 / alpha)
+    high = (prefactor * min(ns) / -np.log(p_high)) ** (1 / alpha)
+    span = 10.0**decades
+    return float(np.clip(low, s_min / span, s_min)), float(np.clip(high, s_max, s_max * span))
+
+
 def fitted_sequence_success(fits: pd.DataFrame, ns: Iterable[int], S: Iterable[float]) -> pd.DataFrame:
     """Sigmoids p_{N,k} = exp(-C N S^-alpha) (eq. 8) from RBP scaling fits (rows of
     `rbplab.analysis.fit.scaling_fits` with metric == "rbp": C = prefactor). One row per (fit row, N,

@@ -28,6 +28,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from rbplab.analysis.emergence import sequence_law, sequence_law_range
 from rbplab.viz.layout import Grid, arrange, categorical, html_label, legend_key, sequential
 
 REGIME_COLOURS = {"k = 1": "rgba(99,110,250,0.08)", "1 < k <= 100": "rgba(0,204,150,0.08)"}
@@ -408,31 +409,8 @@ def _cell(frame: pd.DataFrame, corpus: object, k: float) -> pd.DataFrame:
     return sel if corpus is None else sel[sel["corpus"] == corpus]
 
 
-EXTRAPOLATION_DECADES = 12.0  # how far beyond the measured sizes the fitted law is drawn, at most
-P_LOW, P_HIGH = 0.01, 0.95  # the extrapolation runs until the fitted p_{N,k} reaches these
-
-
-def law_range(
-    s_min: float,
-    s_max: float,
-    alpha: float,
-    prefactor: float,
-    ns: Sequence[float],
-    *,
-    decades: float = EXTRAPOLATION_DECADES,
-    p_low: float = P_LOW,
-    p_high: float = P_HIGH,
-) -> tuple[float, float]:
-    """The sizes over which to draw p = exp(-C N S^-α) so its sigmoid shows: down to where the
-    largest N falls to p_low and up to where the smallest N reaches p_high, but never inside
-    the measured range [s_min, s_max] and at most `decades` beyond it. Returns (s_min, s_max)
-    unchanged when the law does not rise with S (α <= 0, C <= 0 or not finite)."""
-    if not (np.isfinite(alpha) and np.isfinite(prefactor) and alpha > 0 and prefactor > 0 and len(ns)):
-        return s_min, s_max
-    low = (prefactor * max(ns) / -np.log(p_low)) ** (1 / alpha)
-    high = (prefactor * min(ns) / -np.log(p_high)) ** (1 / alpha)
-    span = 10.0**decades
-    return float(np.clip(low, s_min / span, s_min)), float(np.clip(high, s_max, s_max * span))
+# Where the fitted sigmoid is drawn beyond the measured sizes: `analysis.emergence.sequence_law_range`.
+law_range = sequence_law_range
 
 
 def _law_traces(sel: pd.DataFrame, n: int, colour: str, lo: float, hi: float) -> list:
@@ -443,7 +421,7 @@ def _law_traces(sel: pd.DataFrame, n: int, colour: str, lo: float, hi: float) ->
     s_min, s_max = float(sel["S"].min()), float(sel["S"].max())
 
     def law(s: np.ndarray) -> np.ndarray:
-        return np.exp(-c * n * s**-alpha)
+        return np.exp(-sequence_law(c, alpha, n, s))
 
     inside = np.geomspace(s_min, s_max, 40)
     traces = [
