@@ -231,6 +231,96 @@ def extrapolation_check(
     return pd.DataFrame(rows).reindex(columns=[c for c in by if c != "model"] + cols + ["value_error"])
 
 
+AUDIT_COLUMNS = (
+    "n_holdout", "held_out", "x", "n_fit", "alpha_fit", "r2_fit", "loss_observed", "loss_predicted",
+    "loss_predicted_low", "loss_predicted_high", "log_error", "interval_units", "covered",
+)  # fmt: skip
+
+
+def prediction_audit(
+    table: pd.DataFrame,
+    n_holdouts: Iterable[int] = (1, 2),
+    y: str = "loss",
+    x: str = "S",
+    by: Iterable[str] | None = None,
+    level: float = 0.95,
+    label: str = "model",
+) -> pd.DataFrame:
+    """Does the law predict the next model? For each group and each n in `n_holdouts`, fit the
+    power law y = A x^-alpha on all but the n largest x (model size S, or tokens seen D along a
+    checkpoint run) and predict the n held out with a `level` prediction interval.
+
+    One row per (group, n_holdout, held-out point): held_out (its `label`: the model, or a
+    checkpoint's revision), x, n_fit, alpha_fit, r2_fit,
+    loss_observed, loss_predicted, loss_predicted_low/high, log_error = log(observed /
+    predicted), interval_units = log_error / the interval's half-width in log space (|.| <= 1
+    exactly when the interval covers; a systematic sign says the law bends), covered (<NA>
+    with two fitted points: no residual scatter, no interval). Groups with fewer than two
+    distinct x left to fit are skipped. Rows repeated with identical values (CE over k) are
+    collapsed; a group must hold one value per x."""
+    if not 0 < level < 1:
+        raise ValueError(f"level must lie in (0, 1), got {level}")
+    holdouts = sorted({int(n) for n in n_holdouts})
+    if not holdouts or holdouts[0] < 1:
+        raise ValueError(f"n_holdouts must be positive integers, got {list(n_holdouts)}")
+    for col in (x, y):
+        if col not in table.columns:
+            raise ValueError(f"table needs column {col!r}; it has {list(table.columns)}")
+    by = grouping_columns(table, by, exclude=(x,))
+    rows = []
+    grouped = table.groupby(by, dropna=False, sort=True) if by else [((), table)]
+    for key, frame in grouped:
+        key = key if isinstance(key, tuple) else (key,)
+        labels = dict(zip(by, key, strict=True))
+        frame = frame.drop_duplicates([x, y]).sort_values(x, kind="stable")
+        if frame[x].duplicated().any():
+            raise ValueError(
+                f"group {labels}: several {y} values at {x} = {frame.loc[frame[x].duplicated(), x].iloc[0]}"
+            )
+        X, v = frame[x].to_numpy(np.float64), frame[y].to_numpy(np.float64)
+        names = frame[label].to_numpy() if label in frame else np.arange(len(X))
+        for n_out in holdouts:
+            n_fit = len(X) - n_out
+            if n_fit < 2 or unusable_reason(X[:n_fit], v[:n_fit]):
+                continue
+            pl = fit_power_law(X[:n_fit], v[:n_fit], level)
+            for i in range(n_fit, len(X)):
+                pred = float(pl.predict(X[i]))
+                low, high = (float(b) for b in pl.prediction_interval(X[i]))
+                half = np.log(high / pred) if np.isfinite(high) else np.nan
+                log_err = float(np.log(v[i] / pred)) if v[i] > 0 and np.isfinite(v[i]) else np.nan
+                rows.append(
+                    {**labels, "n_holdout": n_out, "held_out": names[i], "x": X[i], "n_fit": n_fit}
+                    | {"alpha_fit": pl.alpha, "r2_fit": pl.r2, "loss_observed": v[i]}
+                    | {"loss_predicted": pred, "loss_predicted_low": low, "loss_predicted_high": high}
+                    | {"log_error": log_err, "interval_units": log_err / half if half > 0 else np.nan}
+                    | {"covered": bool(low <= v[i] <= high) if np.isfinite(low) else pd.NA}
+                )
+    out = pd.DataFrame(rows).reindex(columns=by + list(AUDIT_COLUMNS))
+    out["covered"] = out["covered"].astype("boolean")
+    return out
+
+
+def audit_summary(audit: pd.DataFrame, by: Iterable[str] | None = None) -> pd.DataFrame:
+    """Coverage of a `prediction_audit` per group (default: n_holdout and, when present,
+    metric): n (held-out predictions with an interval), n_covered, coverage, median and max
+    |interval_units|, mean log_error (its sign: the law over- or under-predicts the loss)."""
+    by = [c for c in ("n_holdout", "metric") if c in audit.columns] if by is None else list(by)
+    rows = []
+    scored = audit[audit["covered"].notna()]
+    for key, part in scored.groupby(by, dropna=False, sort=True) if by else [((), scored)]:
+        key = key if isinstance(key, tuple) else (key,)
+        units = part["interval_units"].abs()
+        rows.append(
+            dict(zip(by, key, strict=True))
+            | {"n": len(part), "n_covered": int(part["covered"].sum())}
+            | {"coverage": float(part["covered"].mean()), "median_abs_units": float(units.median())}
+            | {"max_abs_units": float(units.max()), "mean_log_error": float(part["log_error"].mean())}
+        )
+    cols = ["n", "n_covered", "coverage", "median_abs_units", "max_abs_units", "mean_log_error"]
+    return pd.DataFrame(rows).reindex(columns=by + cols)
+
+
 # ---- document-bootstrap uncertainty of the fits --------------------------------------------------
 # Each replicate resamples a corpus's documents once and re-evaluates every model of that corpus
 # on the same resample, so the models' errors stay paired; the OLS is the one above, vectorised
