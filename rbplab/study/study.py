@@ -18,7 +18,16 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from rbplab.analysis import bootstrap, decomposition, fit, ksweep, lognormal, lognormal_theory, metrics
+from rbplab.analysis import (
+    bootstrap,
+    decomposition,
+    decomposition_bootstrap,
+    fit,
+    ksweep,
+    lognormal,
+    lognormal_theory,
+    metrics,
+)
 from rbplab.analysis import emergence as _emergence
 from rbplab.analysis.metrics import RBPCurve
 from rbplab.core.runs import TRAINING_FIELDS, Run, model_of_label
@@ -428,6 +437,17 @@ class Study:
         table = self.metric_table(metrics=[m for m in metrics if m != "rbp"])
         by = ["family", "corpus", "metric", *(["step"] if "step" in table.columns else [])]
         return fit.scaling_fits(table.drop(columns="k"), y="loss", by=by, level=self.level)
+
+    def decomposition_bootstrap(self, n_boot: int = 200, seed: int = 0) -> pd.DataFrame:
+        """Document-bootstrap intervals of the exponents of EE, EE_MM, SA, Conf and -log MRR
+        against S per family and corpus, every model of a corpus on the same resamples
+        (`rbplab.analysis.decomposition_bootstrap.bootstrap_decomposition_fits`). Needs each
+        run's tokens: a study read from the cache reads them now (one pass per run)."""
+        self._one_step("the bootstrap of the decomposition")
+        stats = [r.token_stats() for r in self.runs]
+        return decomposition_bootstrap.bootstrap_decomposition_fits(
+            self.runs, stats, ties=self.ties, n_boot=n_boot, seed=seed, level=self.level
+        )
 
     def prediction_audit(
         self,
