@@ -189,7 +189,8 @@ def extrapolation_check(
     by: Iterable[str] | None = None,
     level: float = 0.95,
 ) -> pd.DataFrame:
-    """Fit on all but the `n_holdout` largest models of each group and predict them.
+    """Fit on all but the `n_holdout` largest models of each group and predict them: the
+    `prediction_audit` of one holdout, in the columns this function has always had.
 
     One row per held-out model: loss_observed, loss_predicted with a prediction interval
     (loss_pred_low/high, needs >= 3 fitted models), inside_interval, loss_log_error =
@@ -199,36 +200,40 @@ def extrapolation_check(
     if n_holdout < 1:
         raise ValueError(f"n_holdout must be >= 1, got {n_holdout}")
     by = grouping_columns(table, by)
-    rows = []
-    for key, frame in model_groups(table, y, by):
-        S, v = frame["S"].to_numpy(np.float64), frame[y].to_numpy(np.float64)
-        fit_part = slice(0, len(S) - n_holdout)
-        if len(S) - n_holdout < 2 or unusable_reason(S[fit_part], v[fit_part]):
-            continue
-        fit = fit_power_law(S[fit_part], v[fit_part], level)
-        metric = frame["metric"].iloc[0] if "metric" in frame else None
-        to_value = np.exp if (y == "loss" and metric in _VALUE_IS_EXP_NEG_LOSS) else None
-        names = frame["model"].to_numpy() if "model" in frame else np.arange(len(S))
-        for i in range(len(S) - n_holdout, len(S)):
-            pred = float(fit.predict(S[i]))
-            low, high = (float(b) for b in fit.prediction_interval(S[i]))
-            val_obs = float(np.exp(-v[i])) if to_value else float(v[i])
-            val_pred = float(np.exp(-pred)) if to_value else pred
-            rows.append(
-                {**key, "model": names[i], "S": S[i], "n_fit": fit.n, "alpha_fit": fit.alpha}
-                | {
-                    "loss_observed": v[i],
-                    "loss_predicted": pred,
-                    "loss_pred_low": low,
-                    "loss_pred_high": high,
-                }
-                | {"inside_interval": bool(low <= v[i] <= high) if np.isfinite(low) else pd.NA}
-                | {"loss_log_error": float(np.log(pred / v[i])) if v[i] > 0 else np.nan}
-                | {"value_observed": val_obs, "value_predicted": val_pred, "value_error": val_pred - val_obs}
-            )
-    cols = ["model", "S", "n_fit", "alpha_fit", "loss_observed", "loss_predicted", "loss_pred_low"]
-    cols += ["loss_pred_high", "inside_interval", "loss_log_error", "value_observed", "value_predicted"]
-    return pd.DataFrame(rows).reindex(columns=[c for c in by if c != "model"] + cols + ["value_error"])
+    keys = [c for c in by if c != "model"]
+    # The metric decides the value scale; carried through the audit when each group has one.
+    carry = (
+        "metric" in table.columns
+        and "metric" not in by
+        and (not by or table.groupby(by, dropna=False)["metric"].nunique().max() <= 1)
+    )
+    audit = prediction_audit(
+        table, [n_holdout], y=y, x="S", by=by + (["metric"] if carry else []), level=level
+    )
+    metric = audit["metric"] if "metric" in audit.columns else pd.Series(None, index=audit.index)
+    to_value = (metric.isin(_VALUE_IS_EXP_NEG_LOSS) & (y == "loss")).to_numpy()
+    obs, pred = audit["loss_observed"].to_numpy(np.float64), audit["loss_predicted"].to_numpy(np.float64)
+    out = audit[keys].assign(
+        model=audit["held_out"],
+        S=audit["x"],
+        n_fit=audit["n_fit"],
+        alpha_fit=audit["alpha_fit"],
+        loss_observed=obs,
+        loss_predicted=pred,
+        loss_pred_low=audit["loss_predicted_low"],
+        loss_pred_high=audit["loss_predicted_high"],
+        # bool when every held-out model has an interval, as before; <NA> marks those without one
+        inside_interval=(
+            audit["covered"].astype(bool)
+            if audit["covered"].notna().all()
+            else audit["covered"].astype(object).where(audit["covered"].notna(), pd.NA)
+        ),
+        loss_log_error=-audit["log_error"],
+        value_observed=np.where(to_value, np.exp(-obs), obs),
+        value_predicted=np.where(to_value, np.exp(-pred), pred),
+    )
+    out["value_error"] = out["value_predicted"] - out["value_observed"]
+    return out.reset_index(drop=True)
 
 
 AUDIT_COLUMNS = (
