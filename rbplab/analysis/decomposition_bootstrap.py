@@ -19,9 +19,9 @@ import numpy as np
 import pandas as pd
 from scipy import sparse, special
 
+from rbplab.analysis._regression import fit_many
 from rbplab.analysis.bootstrap import weight_chunks
 from rbplab.analysis.decomposition import DECOMPOSITION_METRICS
-from rbplab.analysis.fit import _fit_many
 from rbplab.core.runs import Run
 from rbplab.core.stats import TokenStats, check_ties
 
@@ -164,8 +164,8 @@ def bootstrap_decomposition_fits(
                 continue
             for name in DECOMPOSITION_METRICS:
                 loss = np.stack([boot[j][name] for j in members])[..., None]  # (models, B, 1)
-                alpha, _ = _fit_many(S, loss)
-                alpha0, _ = _fit_many(S, np.stack([point[j][name] for j in members])[..., None])
+                alpha, _ = fit_many(S, loss)
+                alpha0, _ = fit_many(S, np.stack([point[j][name] for j in members])[..., None])
                 a = alpha[:, 0]
                 valid = np.isfinite(a)
                 low, high = np.quantile(a[valid], q) if valid.sum() >= 2 else (np.nan, np.nan)

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from rbplab.analysis._regression import (
+    fit_many,
     grouping_columns,
     model_groups,
     ols,
@@ -332,18 +333,6 @@ def audit_summary(audit: pd.DataFrame, by: Iterable[str] | None = None) -> pd.Da
 # over replicates and thresholds.
 
 
-def _fit_many(S: np.ndarray, loss: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """alpha and R^2 of log(loss) on log S for every replicate and threshold: loss (n_models,
-    B, m) -> two (B, m) arrays, NaN where some loss is not positive and finite."""
-    n, b, m = loss.shape
-    valid = np.all(np.isfinite(loss) & (loss > 0), axis=0).ravel()
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = np.log(np.where(np.isfinite(loss) & (loss > 0), loss, 1.0)).reshape(n, b * m)
-    slope, _, rss, tss, _ = ols(np.log(S), z)
-    alpha = np.where(valid, -slope, np.nan).reshape(b, m)
-    return alpha, np.where(valid, r_squared(rss, tss), np.nan).reshape(b, m)
-
-
 def _losses(reps: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     """Stack per-model replicate metrics into losses (n_models, B, m) per metric."""
     with np.errstate(divide="ignore"):
@@ -406,8 +395,8 @@ def bootstrap_fits(
             boot = _losses([reps[i] for i in idx])
             point = _losses([docs[i].evaluate(np.ones(n_docs)) for i in idx])
             for metric, loss in boot.items():
-                alpha, r2 = _fit_many(S, loss)
-                alpha0, r20 = _fit_many(S, point[metric])
+                alpha, r2 = fit_many(S, loss)
+                alpha0, r20 = fit_many(S, point[metric])
                 if len(idx) <= 2:  # a line through two points: R^2 = 1 whatever the data
                     r2, r20 = np.full_like(r2, np.nan), np.full_like(r20, np.nan)
                 with warnings.catch_warnings():
