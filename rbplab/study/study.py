@@ -461,8 +461,10 @@ class Study:
         predict the held-out -log RBP_k, CE, EE... with a prediction interval at the study's
         level; per training step in a study of checkpoints. along="D": per model of a checkpoint
         study, fit against the tokens seen D on the earliest checkpoints and predict the latest.
-        Columns: the group, n_holdout, model, S or D, n_fit, alpha_fit, r2_fit, loss_observed,
-        loss_predicted(_low/_high), log_error, interval_units (error in interval half-widths),
+        Columns: the group (family, corpus, metric, k [, step]; along D: family, model, corpus,
+        metric, k), n_holdout, held_out (the model, or along D the checkpoint's revision), S or D,
+        n_fit, alpha_fit, r2_fit, loss_observed, loss_predicted(_low/_high), log_error =
+        log(observed / predicted), interval_units (the error in half-widths of the interval),
         covered."""
         if along not in ("S", "D"):
             raise ValueError(f"along must be 'S' or 'D', got {along!r}")
