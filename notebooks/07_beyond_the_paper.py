@@ -50,6 +50,7 @@ cache_dir: Optional[str] = None  # None: $RBPLAB_CACHE or ~/.cache/rbplab
 extract: bool = False  # True: run the models for runs missing from the cache; False: name them
 output_dir: Optional[str] = None  # folder for tables and figures (the report sets it); None: none
 ties: str = "pessimistic"  # rank convention: pessimistic (paper), optimistic (g + 1) or expected
+n_boot: int = 200  # document-bootstrap replicates of the terms' exponents (reads each run's tokens)
 
 # %%
 # Batch runs hand lists as text (papermill -p corpora '["prose", "humaneval"]'): read them as lists.
@@ -103,6 +104,16 @@ decomposition
 # %%
 show(report.save_figure(plots.decomposition_vs_size(decomposition), "decomposition_vs_size", output_dir))
 decomposition_fits[["family", "corpus", "metric", "alpha", "alpha_ci_low", "alpha_ci_high", "r2", "note"]]
+
+# %% [markdown]
+# Uncertainty from the corpus: the document bootstrap of each term's exponent, every model of a
+# corpus on the same resamples. SA and Conf replicates are biased low (a resample shows fewer distinct
+# RBE values), so read their intervals as spread, not as intervals around the estimate.
+
+# %%
+report.save_table(final.decomposition_bootstrap(n_boot), "decomposition_bootstrap", output_dir)[
+    ["family", "corpus", "metric", "alpha", "alpha_boot_low", "alpha_boot_high", "n_boot_valid"]
+]
 
 # %% [markdown]
 # ## The decomposition of cross-entropy, model by model

@@ -284,6 +284,13 @@ def test_beyond_the_paper_tables(run) -> None:
     fits = _table(out, "07_beyond_the_paper", "decomposition_fits")
     assert set(fits["metric"]) == {"ce", "ee", "ee_mm", "sa", "conf", "mrr"}
     assert np.isfinite(fits.loc[fits["metric"].isin(["ce", "ee"]), "alpha"]).all()
+    boot = _table(out, "07_beyond_the_paper", "decomposition_bootstrap").set_index(["corpus", "metric"])
+    ee = fits[fits["metric"] == "ee"].set_index("corpus")["alpha"]
+    for corpus in CORPORA:  # the bootstrap's full-data exponent is the fit's; its interval brackets it
+        row = boot.loc[(corpus, "ee")]
+        assert row["alpha"] == pytest.approx(ee[corpus], rel=1e-9) and row["n_boot_valid"] == 20
+        # (2,000 tokens of wikipedia are one document: every resample is the corpus, the interval a point)
+        assert row["alpha_boot_low"] - 1e-12 <= row["alpha"] <= row["alpha_boot_high"] + 1e-12
     audit = _table(out, "07_beyond_the_paper", "prediction_audit")
     # per corpus: ks (1, 10, 100) + CE + EE, each with 1 + 2 held-out predictions
     assert len(audit) == len(CORPORA) * 5 * 3 and set(audit["n_holdout"]) == {1, 2}
