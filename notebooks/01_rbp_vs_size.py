@@ -27,6 +27,8 @@
 # %%
 from typing import Optional
 
+from rbplab.analysis import fit
+from rbplab.store import paper_reference
 from rbplab.study import open_study
 from rbplab.viz import headlines, plots, report
 from rbplab.viz.parameters import as_mapping, as_names, as_numbers
@@ -122,6 +124,29 @@ report.save_table(study.bootstrap(ks, n_boot=n_boot), "bootstrap", output_dir)
 
 # %%
 report.save_table(study.extrapolation(ks), "extrapolation", output_dir)
+
+# %% [markdown]
+# ## The paper's own GPT-2 numbers
+# The paper's code repository published its GPT-2 results on Wikipedia; rbplab bundles them
+# (`rbplab.store.paper_reference`, source and commit in data/SOURCES.md) and fits them with the same
+# code. Their setup: the optimistic tie convention (ranks `(logits > target).sum() + 1`), fp32
+# models, 1,000 Wikipedia sequences of 512 tokens, special-token positions dropped. When this study
+# holds GPT-2, its points are drawn beside the paper's, with this study's own tie convention and corpora.
+
+# %%
+reference = paper_reference()
+own = None
+if "gpt2" in study.families:
+    gpt2 = study.subset(families="gpt2")
+    reference_ks = [k for k in sorted(reference["k"].unique()) if k <= gpt2.vocab_size]
+    own = gpt2.points(reference_ks).assign(ties=study.ties)
+reference_fits = fit.scaling_fits(
+    reference.assign(loss=reference["neg_log_rbp"], metric="rbp"), by=["family", "corpus", "ties", "k"]
+)
+show(report.save_figure(plots.reference_vs_size(reference, own), "paper_reference", output_dir))
+report.save_table(reference_fits, "paper_reference_fits", output_dir)[
+    ["family", "corpus", "ties", "k", "alpha", "alpha_ci_low", "alpha_ci_high", "r2", "n_models"]
+]
 
 # %% [markdown]
 # ## Explore

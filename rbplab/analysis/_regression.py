@@ -76,3 +76,15 @@ def model_groups(table: pd.DataFrame, y: str, by: list[str]):
                     f"group {dict(zip(by, key, strict=True))}: several {y} values for model {dup!r}"
                 )
         yield dict(zip(by, key, strict=True)), frame.sort_values("S", kind="stable")
+
+
+def fit_many(S: np.ndarray, loss: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """alpha and R^2 of log(loss) on log S for every replicate and threshold: loss (n_models,
+    B, m) -> two (B, m) arrays, NaN where some loss is not positive and finite."""
+    n, b, m = loss.shape
+    valid = np.all(np.isfinite(loss) & (loss > 0), axis=0).ravel()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.log(np.where(np.isfinite(loss) & (loss > 0), loss, 1.0)).reshape(n, b * m)
+    slope, _, rss, tss, _ = ols(np.log(S), z)
+    alpha = np.where(valid, -slope, np.nan).reshape(b, m)
+    return alpha, np.where(valid, r_squared(rss, tss), np.nan).reshape(b, m)

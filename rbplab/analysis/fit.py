@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from rbplab.analysis._regression import (
+    fit_many,
     grouping_columns,
     model_groups,
     ols,
@@ -199,7 +200,8 @@ def extrapolation_check(
     by: Iterable[str] | None = None,
     level: float = 0.95,
 ) -> pd.DataFrame:
-    """Fit on all but the `n_holdout` largest models of each group and predict them.
+    """Fit on all but the `n_holdout` largest models of each group and predict them: the
+    `prediction_audit` of one holdout, in the columns this function has always had.
 
     One row per held-out model: loss_observed, loss_predicted with a prediction interval
     (loss_pred_low/high, needs >= 3 fitted models), inside_interval, loss_log_error =
@@ -209,54 +211,136 @@ def extrapolation_check(
     if n_holdout < 1:
         raise ValueError(f"n_holdout must be >= 1, got {n_holdout}")
     by = grouping_columns(table, by)
+    keys = [c for c in by if c != "model"]
+    # The metric decides the value scale; carried through the audit when each group has one.
+    carry = (
+        "metric" in table.columns
+        and "metric" not in by
+        and (not by or table.groupby(by, dropna=False)["metric"].nunique().max() <= 1)
+    )
+    audit = prediction_audit(
+        table, [n_holdout], y=y, x="S", by=by + (["metric"] if carry else []), level=level
+    )
+    metric = audit["metric"] if "metric" in audit.columns else pd.Series(None, index=audit.index)
+    to_value = (metric.isin(_VALUE_IS_EXP_NEG_LOSS) & (y == "loss")).to_numpy()
+    obs, pred = audit["loss_observed"].to_numpy(np.float64), audit["loss_predicted"].to_numpy(np.float64)
+    out = audit[keys].assign(
+        model=audit["held_out"],
+        S=audit["x"],
+        n_fit=audit["n_fit"],
+        alpha_fit=audit["alpha_fit"],
+        loss_observed=obs,
+        loss_predicted=pred,
+        loss_pred_low=audit["loss_predicted_low"],
+        loss_pred_high=audit["loss_predicted_high"],
+        # bool when every held-out model has an interval, as before; <NA> marks those without one
+        inside_interval=(
+            audit["covered"].astype(bool)
+            if audit["covered"].notna().all()
+            else audit["covered"].astype(object).where(audit["covered"].notna(), pd.NA)
+        ),
+        loss_log_error=-audit["log_error"],
+        value_observed=np.where(to_value, np.exp(-obs), obs),
+        value_predicted=np.where(to_value, np.exp(-pred), pred),
+    )
+    out["value_error"] = out["value_predicted"] - out["value_observed"]
+    return out.reset_index(drop=True)
+
+
+AUDIT_COLUMNS = (
+    "n_holdout", "held_out", "x", "n_fit", "alpha_fit", "r2_fit", "loss_observed", "loss_predicted",
+    "loss_predicted_low", "loss_predicted_high", "log_error", "interval_units", "covered",
+)  # fmt: skip
+
+
+def prediction_audit(
+    table: pd.DataFrame,
+    n_holdouts: Iterable[int] = (1, 2),
+    y: str = "loss",
+    x: str = "S",
+    by: Iterable[str] | None = None,
+    level: float = 0.95,
+    label: str = "model",
+) -> pd.DataFrame:
+    """Does the law predict the next model? For each group and each n in `n_holdouts`, fit the
+    power law y = A x^-alpha on all but the n largest x (model size S, or tokens seen D along a
+    checkpoint run) and predict the n held out with a `level` prediction interval.
+
+    One row per (group, n_holdout, held-out point): held_out (its `label`: the model, or a
+    checkpoint's revision), x, n_fit, alpha_fit, r2_fit,
+    loss_observed, loss_predicted, loss_predicted_low/high, log_error = log(observed /
+    predicted), interval_units = log_error / the interval's half-width in log space (|.| <= 1
+    exactly when the interval covers; a systematic sign says the law bends), covered (<NA>
+    with two fitted points: no residual scatter, no interval). Groups with fewer than two
+    distinct x left to fit are skipped. Rows repeated with identical values (CE over k) are
+    collapsed; a group must hold one value per x."""
+    if not 0 < level < 1:
+        raise ValueError(f"level must lie in (0, 1), got {level}")
+    holdouts = sorted({int(n) for n in n_holdouts})
+    if not holdouts or holdouts[0] < 1:
+        raise ValueError(f"n_holdouts must be positive integers, got {list(n_holdouts)}")
+    for col in (x, y):
+        if col not in table.columns:
+            raise ValueError(f"table needs column {col!r}; it has {list(table.columns)}")
+    by = grouping_columns(table, by, exclude=(x,))
     rows = []
-    for key, frame in model_groups(table, y, by):
-        S, v = frame["S"].to_numpy(np.float64), frame[y].to_numpy(np.float64)
-        fit_part = slice(0, len(S) - n_holdout)
-        if len(S) - n_holdout < 2 or unusable_reason(S[fit_part], v[fit_part]):
-            continue
-        fit = fit_power_law(S[fit_part], v[fit_part], level)
-        metric = frame["metric"].iloc[0] if "metric" in frame else None
-        to_value = np.exp if (y == "loss" and metric in _VALUE_IS_EXP_NEG_LOSS) else None
-        names = frame["model"].to_numpy() if "model" in frame else np.arange(len(S))
-        for i in range(len(S) - n_holdout, len(S)):
-            pred = float(fit.predict(S[i]))
-            low, high = (float(b) for b in fit.prediction_interval(S[i]))
-            val_obs = float(np.exp(-v[i])) if to_value else float(v[i])
-            val_pred = float(np.exp(-pred)) if to_value else pred
-            rows.append(
-                {**key, "model": names[i], "S": S[i], "n_fit": fit.n, "alpha_fit": fit.alpha}
-                | {
-                    "loss_observed": v[i],
-                    "loss_predicted": pred,
-                    "loss_pred_low": low,
-                    "loss_pred_high": high,
-                }
-                | {"inside_interval": bool(low <= v[i] <= high) if np.isfinite(low) else pd.NA}
-                | {"loss_log_error": float(np.log(pred / v[i])) if v[i] > 0 else np.nan}
-                | {"value_observed": val_obs, "value_predicted": val_pred, "value_error": val_pred - val_obs}
+    grouped = table.groupby(by, dropna=False, sort=True) if by else [((), table)]
+    for key, frame in grouped:
+        key = key if isinstance(key, tuple) else (key,)
+        labels = dict(zip(by, key, strict=True))
+        frame = frame.drop_duplicates([x, y]).sort_values(x, kind="stable")
+        if frame[x].duplicated().any():
+            raise ValueError(
+                f"group {labels}: several {y} values at {x} = {frame.loc[frame[x].duplicated(), x].iloc[0]}"
             )
-    cols = ["model", "S", "n_fit", "alpha_fit", "loss_observed", "loss_predicted", "loss_pred_low"]
-    cols += ["loss_pred_high", "inside_interval", "loss_log_error", "value_observed", "value_predicted"]
-    return pd.DataFrame(rows).reindex(columns=[c for c in by if c != "model"] + cols + ["value_error"])
+        X, v = frame[x].to_numpy(np.float64), frame[y].to_numpy(np.float64)
+        names = frame[label].to_numpy() if label in frame else np.arange(len(X))
+        for n_out in holdouts:
+            n_fit = len(X) - n_out
+            if n_fit < 2 or unusable_reason(X[:n_fit], v[:n_fit]):
+                continue
+            pl = fit_power_law(X[:n_fit], v[:n_fit], level)
+            for i in range(n_fit, len(X)):
+                pred = float(pl.predict(X[i]))
+                low, high = (float(b) for b in pl.prediction_interval(X[i]))
+                half = np.log(high / pred) if np.isfinite(high) else np.nan
+                log_err = float(np.log(v[i] / pred)) if v[i] > 0 and np.isfinite(v[i]) else np.nan
+                rows.append(
+                    {**labels, "n_holdout": n_out, "held_out": names[i], "x": X[i], "n_fit": n_fit}
+                    | {"alpha_fit": pl.alpha, "r2_fit": pl.r2, "loss_observed": v[i]}
+                    | {"loss_predicted": pred, "loss_predicted_low": low, "loss_predicted_high": high}
+                    | {"log_error": log_err, "interval_units": log_err / half if half > 0 else np.nan}
+                    | {"covered": bool(low <= v[i] <= high) if np.isfinite(low) else pd.NA}
+                )
+    out = pd.DataFrame(rows).reindex(columns=by + list(AUDIT_COLUMNS))
+    out["covered"] = out["covered"].astype("boolean")
+    return out
+
+
+def audit_summary(audit: pd.DataFrame, by: Iterable[str] | None = None) -> pd.DataFrame:
+    """Coverage of a `prediction_audit` per group (default: n_holdout and, when present,
+    metric): n (held-out predictions with an interval), n_covered, coverage, median and max
+    |interval_units|, mean log_error (its sign: the law over- or under-predicts the loss)."""
+    by = [c for c in ("n_holdout", "metric") if c in audit.columns] if by is None else list(by)
+    rows = []
+    scored = audit[audit["covered"].notna()]
+    for key, part in scored.groupby(by, dropna=False, sort=True) if by else [((), scored)]:
+        key = key if isinstance(key, tuple) else (key,)
+        units = part["interval_units"].abs()
+        rows.append(
+            dict(zip(by, key, strict=True))
+            | {"n": len(part), "n_covered": int(part["covered"].sum())}
+            | {"coverage": float(part["covered"].mean()), "median_abs_units": float(units.median())}
+            | {"max_abs_units": float(units.max()), "mean_log_error": float(part["log_error"].mean())}
+        )
+    cols = ["n", "n_covered", "coverage", "median_abs_units", "max_abs_units", "mean_log_error"]
+    return pd.DataFrame(rows).reindex(columns=by + cols)
 
 
 # ---- document-bootstrap uncertainty of the fits --------------------------------------------------
 # Each replicate resamples a corpus's documents once and re-evaluates every model of that corpus
 # on the same resample, so the models' errors stay paired; the OLS is the one above, vectorised
 # over replicates and thresholds.
-
-
-def _fit_many(S: np.ndarray, loss: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """alpha and R^2 of log(loss) on log S for every replicate and threshold: loss (n_models,
-    B, m) -> two (B, m) arrays, NaN where some loss is not positive and finite."""
-    n, b, m = loss.shape
-    valid = np.all(np.isfinite(loss) & (loss > 0), axis=0).ravel()
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = np.log(np.where(np.isfinite(loss) & (loss > 0), loss, 1.0)).reshape(n, b * m)
-    slope, _, rss, tss, _ = ols(np.log(S), z)
-    alpha = np.where(valid, -slope, np.nan).reshape(b, m)
-    return alpha, np.where(valid, r_squared(rss, tss), np.nan).reshape(b, m)
 
 
 def _losses(reps: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
@@ -321,8 +405,8 @@ def bootstrap_fits(
             boot = _losses([reps[i] for i in idx])
             point = _losses([docs[i].evaluate(np.ones(n_docs)) for i in idx])
             for metric, loss in boot.items():
-                alpha, r2 = _fit_many(S, loss)
-                alpha0, r20 = _fit_many(S, point[metric])
+                alpha, r2 = fit_many(S, loss)
+                alpha0, r20 = fit_many(S, point[metric])
                 if len(idx) <= 2:  # a line through two points: R^2 = 1 whatever the data
                     r2, r20 = np.full_like(r2, np.nan), np.full_like(r20, np.nan)
                 with warnings.catch_warnings():

@@ -28,12 +28,16 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from rbplab.analysis.decomposition import DECOMPOSITION_METRICS, decomposition_metrics
 from rbplab.core.columns import METRIC_COLUMNS, RUN_COLUMNS
 from rbplab.core.runs import RunsLike, as_runs
 from rbplab.core.stats import TokenStats, check_ties
 from rbplab.core.summary import PAPER_KS, EntrySummary, RankPairs
 
 METRICS = ("rbp", "ce", "mean_p")
+# With decomposition=True the tables also hold the error-entropy terms and MRR
+# (`rbplab.analysis.decomposition`), one row each, k = <NA>.
+ALL_METRICS = METRICS + DECOMPOSITION_METRICS
 # Statistics of one run: its tokens in memory, or the summary the cache keeps (`rbplab.core.summary`).
 RunData = TokenStats | EntrySummary
 
@@ -225,9 +229,12 @@ def _metric_frame(rbp_values: np.ndarray, ks: np.ndarray, ce: float, mean_p: flo
     )
 
 
-def summary(data: RunData, ks: Iterable[int] | None = None, ties: str = "pessimistic") -> pd.DataFrame:
+def summary(
+    data: RunData, ks: Iterable[int] | None = None, ties: str = "pessimistic", decomposition: bool = False
+) -> pd.DataFrame:
     """Long table: one row per metric ("rbp" per k, "ce", "mean_p") with value and loss,
-    plus n_tokens, n_docs, vocab_size and ties."""
+    plus n_tokens, n_docs, vocab_size and ties. decomposition=True adds the rows of
+    `rbplab.analysis.decomposition.decomposition_metrics` (ee, ee_mm, sa, conf, mrr; with n_rbe)."""
     ks = as_ks(ks, data.vocab_size)
     frame = _metric_frame(
         np.asarray(rbp_curve(data, ties).rbp(ks), dtype=np.float64),
@@ -235,15 +242,21 @@ def summary(data: RunData, ks: Iterable[int] | None = None, ties: str = "pessimi
         cross_entropy(data),
         mean_target_probability(data),
     )
+    if decomposition:
+        frame = pd.concat([frame, decomposition_metrics(data, ties)], ignore_index=True)
     return frame.assign(n_tokens=n_tokens(data), n_docs=data.n_docs, vocab_size=data.vocab_size, ties=ties)
 
 
-def metrics_table(runs: RunsLike, ks: Iterable[int] | None = None, ties: str = "pessimistic") -> pd.DataFrame:
+def metrics_table(
+    runs: RunsLike, ks: Iterable[int] | None = None, ties: str = "pessimistic", decomposition: bool = False
+) -> pd.DataFrame:
     """Tidy per-run metrics, the input of `rbplab.analysis.fit`: columns family, model, corpus, S,
-    metric, k, value, loss, n_tokens, n_docs, vocab_size, ties. ks default: `standard_ks(|V|)`."""
+    metric, k, value, loss, n_tokens, n_docs, vocab_size, ties. ks default: `standard_ks(|V|)`.
+    decomposition=True adds ee, ee_mm, sa, conf and mrr rows (and an n_rbe column), which
+    `scaling_fits`, `extrapolation_check` and `prediction_audit` fit like any other metric."""
     frames = []
     for run in as_runs(runs):
-        frame = summary(run.stats, ks, ties)
+        frame = summary(run.stats, ks, ties, decomposition)
         frames.append(frame.assign(family=run.family, model=run.model, corpus=run.corpus, S=run.S))
     if not frames:
         raise ValueError("metrics_table needs at least one run")

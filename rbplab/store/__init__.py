@@ -26,6 +26,7 @@ from rbplab.store.corpora import (
     open_corpus,
 )
 from rbplab.store.files import CacheLocationError, cache_root
+from rbplab.store.reference import paper_reference, paper_reference_meta
 from rbplab.store.registry import families, family_models, resolve_model
 from rbplab.store.sizes import nonembedding_params, parameter_counts
 
@@ -48,6 +49,8 @@ __all__ = [
     "list_corpora",
     "list_entries",
     "load_corpus",
+    "paper_reference",
+    "paper_reference_meta",
     "nonembedding_params",
     "open_corpus",
     "parameter_counts",

@@ -20,6 +20,8 @@ import pandas as pd
 
 from rbplab.analysis import (
     bootstrap,
+    decomposition,
+    decomposition_bootstrap,
     fit,
     joint_laws,
     ksweep,
@@ -34,6 +36,8 @@ from rbplab.core.runs import TRAINING_FIELDS, Run, model_of_label
 from rbplab.core.stats import TokenStats, check_ties
 
 BAND_POINTS = 40
+# Metrics `Study.prediction_audit` and `Study.decomposition_fits` know besides "rbp" (per k).
+RUN_METRICS = ("ce", *decomposition.DECOMPOSITION_METRICS)
 
 
 def as_list(value: object) -> list | None:
@@ -416,6 +420,113 @@ class Study:
         return fit.extrapolation_check(
             table, n_holdout=n_holdout, by=["family", "corpus", "k"], level=self.level
         )
+
+    # ---- cross-entropy decomposition and prediction audit --------------------------------------
+    def decomposition(self, ties: str | None = None) -> pd.DataFrame:
+        """Per run: CE = EE + SA - Conf (`rbplab.analysis.decomposition`) and MRR: family, corpus,
+        model, S (and revision, step, D, C for checkpoints), ties, n_tokens, n_rbe (RBE values
+        observed: SA and Conf grow with them, so compare those at equal n_tokens), ce, ee,
+        ee_mm (Miller-Madow), sa, conf, mrr, residual (ce - (ee + sa - conf), ~1e-15). `ties`
+        defaults to the study's convention. Computed once per convention, then cached."""
+        ties = check_ties(self.ties if ties is None else ties)
+        key = ("decomposition", ties)
+        if key not in self._cache:
+            training = self.has_training
+            rows = []
+            for r in self.runs:
+                d = decomposition.decomposition_row(r.summary, ties)
+                rows.append(
+                    {"family": r.family, "corpus": r.corpus, "model": r.model, "S": r.S}
+                    | (r.training if training else {})
+                    | {"ties": ties, "n_tokens": d["n_tokens"], "n_rbe": d["n_rbe"], "ce": d["ce"]}
+                    | {m: d[m] for m in ("ee", "ee_mm", "sa", "conf", "mrr")}
+                    | {"residual": d["ce"] - (d["ee"] + d["sa"] - d["conf"])}
+                )
+            self._cache[key] = pd.DataFrame(rows)
+        return self._cache[key].copy()
+
+    def metric_table(
+        self, ks: Iterable[int] | int = (1, 10, 100), metrics: Iterable[str] = ("rbp", "ce", "ee")
+    ) -> pd.DataFrame:
+        """Long table of per-run losses for the fits: family, corpus, model, S (and revision,
+        step, D, C for checkpoints), metric, k (<NA> except for rbp), value, loss (-log RBP_k,
+        CE, EE, EE_MM, SA, Conf, or -log MRR), n_tokens."""
+        metrics = list(metrics)
+        unknown = sorted(set(metrics) - {"rbp", *RUN_METRICS})
+        if unknown:
+            raise ValueError(f"unknown metrics {unknown}; choose from {['rbp', *RUN_METRICS]}")
+        ident = ["family", "corpus", "model", "S", *(TRAINING_FIELDS if self.has_training else ())]
+        frames = []
+        if "rbp" in metrics:
+            pts = self.points(ks)
+            frames.append(
+                pts[[*ident, "k", "n_tokens"]].assign(metric="rbp", value=pts["rbp"], loss=pts["neg_log_rbp"])
+            )
+        others = [m for m in metrics if m != "rbp"]
+        if others:
+            dec = self.decomposition()
+            long = dec.melt(id_vars=[*ident, "n_tokens"], value_vars=others, var_name="metric")
+            long["loss"] = np.where(long["metric"] == "mrr", -np.log(long["value"]), long["value"])
+            frames.append(long.assign(k=pd.array([pd.NA] * len(long), dtype="Int64")))
+        out = pd.concat(frames, ignore_index=True)
+        out["k"] = out["k"].astype("Int64")
+        return out[[*ident, "metric", "k", "value", "loss", "n_tokens"]]
+
+    def decomposition_fits(self, metrics: Iterable[str] = RUN_METRICS) -> pd.DataFrame:
+        """Power laws of CE, EE, SA, Conf (and MRR as -log MRR) against S per family and corpus
+        (per training step for checkpoints), by `rbplab.analysis.fit.scaling_fits`. A term that
+        is not positive for every model (Conf can be) has no exponent, and `note` says why."""
+        table = self.metric_table(metrics=[m for m in metrics if m != "rbp"])
+        by = ["family", "corpus", "metric", *(["step"] if "step" in table.columns else [])]
+        return fit.scaling_fits(table.drop(columns="k"), y="loss", by=by, level=self.level)
+
+    def decomposition_bootstrap(self, n_boot: int = 200, seed: int = 0) -> pd.DataFrame:
+        """Document-bootstrap intervals of the exponents of EE, EE_MM, SA, Conf and -log MRR
+        against S per family and corpus, every model of a corpus on the same resamples
+        (`rbplab.analysis.decomposition_bootstrap.bootstrap_decomposition_fits`). Needs each
+        run's tokens: a study read from the cache reads them now (one pass per run)."""
+        self._one_step("the bootstrap of the decomposition")
+        stats = [r.token_stats() for r in self.runs]
+        return decomposition_bootstrap.bootstrap_decomposition_fits(
+            self.runs, stats, ties=self.ties, n_boot=n_boot, seed=seed, level=self.level
+        )
+
+    def prediction_audit(
+        self,
+        ks: Iterable[int] | int = (1, 10, 100),
+        n_holdouts: Iterable[int] = (1, 2),
+        metrics: Iterable[str] = ("rbp", "ce", "ee"),
+        along: str = "S",
+    ) -> pd.DataFrame:
+        """Does the law predict the next model (`rbplab.analysis.fit.prediction_audit`)? Per family,
+        corpus, metric and k: fit on all but the n largest sizes (each n of `n_holdouts`) and
+        predict the held-out -log RBP_k, CE, EE... with a prediction interval at the study's
+        level; per training step in a study of checkpoints. along="D": per model of a checkpoint
+        study, fit against the tokens seen D on the earliest checkpoints and predict the latest.
+        Columns: the group (family, corpus, metric, k [, step]; along D: family, model, corpus,
+        metric, k), n_holdout, held_out (the model, or along D the checkpoint's revision), S or D,
+        n_fit, alpha_fit, r2_fit, loss_observed, loss_predicted(_low/_high), log_error =
+        log(observed / predicted), interval_units (the error in half-widths of the interval),
+        covered."""
+        if along not in ("S", "D"):
+            raise ValueError(f"along must be 'S' or 'D', got {along!r}")
+        table = self.metric_table(ks, metrics)
+        if along == "S":
+            by = ["family", "corpus", "metric", "k", *(["step"] if "step" in table.columns else [])]
+            label = "model"
+        else:
+            if "D" not in table.columns or table["D"].isna().all():
+                raise ValueError("along='D' needs checkpoints with a known D (a study of training revisions)")
+            table = table[table["D"].notna()].copy()
+            # One law per model along its checkpoints; a held-out row names the checkpoint's revision.
+            revisions = table["revision"].astype(str)
+            table["model"] = [model_of_label(m, r) for m, r in zip(table["model"], revisions, strict=True)]
+            table["revision"] = revisions
+            by, label = ["family", "model", "corpus", "metric", "k"], "revision"
+        audit = fit.prediction_audit(
+            table, n_holdouts, y="loss", x=along, by=by, level=self.level, label=label
+        )
+        return audit.rename(columns={"x": along})
 
     def emergence(
         self,

@@ -135,3 +135,42 @@ def training(joint: pd.DataFrame, synthetic: bool) -> str:
         else "On the scored checkpoints, "
     )
     return f"{lead}{JOINT_LAW} with {_corpus_list(parts)}."
+
+
+def decomposition(fits: pd.DataFrame) -> str:
+    """Notebook 07: the exponents of CE and of its error entropy EE against S per corpus, and
+    how flat SA and Conf stay (their exponents), from `Study.decomposition_fits`."""
+    parts = []
+    for corpus, part in fits.groupby("corpus", sort=False):
+        by = part.set_index("metric")
+        terms = [
+            f"{label} α = {_estimate(by.loc[m], 'alpha')} (R² = {by.loc[m, 'r2']:.3f})"
+            for m, label in (("ce", "CE"), ("ee", "EE"))
+            if m in by.index and pd.notna(by.loc[m, "alpha"])
+        ]
+        flat = [
+            f"{label} α = {by.loc[m, 'alpha']:.3g}"
+            for m, label in (("sa", "SA"), ("conf", "Conf"))
+            if m in by.index and pd.notna(by.loc[m, "alpha"])
+        ]
+        parts.append(f"{corpus}: {', '.join(terms + flat)}")
+    return f"Cross-entropy split as CE = EE + SA − Conf, exponents against S: {_corpus_list(parts)}."
+
+
+def prediction_audit(summary: pd.DataFrame, level: float = 0.95) -> str:
+    """Notebook 07: how often the law fitted on the smaller models predicted the held-out ones
+    within its prediction interval (`rbplab.analysis.fit.audit_summary`, by n_holdout and metric)."""
+    if summary.empty:
+        return "No prediction could be audited (too few model sizes)."
+    names = {"rbp": "−log RBP_k", "ce": "CE", "ee": "EE", "ee_mm": "EE (Miller-Madow)", "mrr": "−log MRR"}
+    parts = []
+    for n_out, part in summary.groupby("n_holdout", sort=True):
+        held = "the largest size" if n_out == 1 else f"the {n_out} largest sizes"
+        counts = ", ".join(
+            f"{names.get(r['metric'], r['metric'])} {int(r['n_covered'])}/{int(r['n'])}"
+            f" (median |error| {r['median_abs_units']:.2f} half-widths)"
+            for _, r in part.iterrows()
+        )
+        parts.append(f"holding out {held}: {counts}")
+    lead = f"Does the law predict the next model? Predictions inside their {level:.0%} interval"
+    return f"{lead}, {_corpus_list(parts)}."

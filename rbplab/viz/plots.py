@@ -989,3 +989,274 @@ def iso_loss(
         subtitle=f"the frontier of {', '.join(outside)} lies outside the fitted range" if outside else None,
         colorbar=True,
     )
+
+
+# ---- beyond the paper: the cross-entropy decomposition, the prediction audit, the paper's numbers ---
+DECOMPOSITION_TITLES = {"ee": "error entropy EE", "sa": "self-alignment SA", "conf": "confidence Conf"}
+
+
+def decomposition_vs_size(dec: pd.DataFrame, *, title: str | None = None) -> go.Figure:
+    """EE, SA and Conf (nats) against S, one panel per term and one line per corpus
+    (`Study.decomposition`). SA and Conf depend on the number of tokens, so the legend states
+    each corpus's token count: compare those two terms across corpora only at equal counts."""
+    _require(dec, ["corpus", "S", "n_tokens", *DECOMPOSITION_TITLES], "decomposition")
+    fig = _panels(1, 3)
+    pending: list = []
+    for i, corpus in enumerate(dict.fromkeys(dec["corpus"])):
+        sel = dec[dec["corpus"] == corpus].sort_values("S")
+        name = f"{corpus} ({si(sel['n_tokens'].iloc[0])} tokens)"
+        for col, term in enumerate(DECOMPOSITION_TITLES, start=1):
+            pending.append(
+                (
+                    go.Scatter(
+                        x=sel["S"],
+                        y=sel[term],
+                        mode="lines+markers",
+                        line={"color": categorical(i)},
+                        name=name,
+                        legendgroup=str(corpus),
+                        showlegend=col == 1,
+                        text=sel.get("model"),
+                        hovertemplate="%{text}<br>S=%{x:.3s}<br>%{y:.4f} nats<extra></extra>",
+                        meta=term,
+                    ),
+                    1,
+                    col,
+                )
+            )
+    _flush(fig, pending)
+    fig.update_xaxes(type="log")
+    for col in range(1, 4):
+        fig.update_yaxes(title_text="nats", row=1, col=col)
+    return arrange(
+        fig,
+        Grid(cols=3, panel_height=340, per_axis_y_titles=True),
+        title=title or "Cross-entropy decomposition vs model size: CE = EE + SA − Conf",
+        subtitle="SA and Conf grow with the number of tokens: compare them at equal token counts",
+        panel_titles=list(DECOMPOSITION_TITLES.values()),
+        x_title=S_TITLE,
+    )
+
+
+def decomposition_bars(dec: pd.DataFrame, *, title: str | None = None) -> go.Figure:
+    """CE of each model split into its terms as stacked bars, one panel per corpus: EE and SA
+    stacked upwards, −Conf downwards, so the bars' net height is CE (drawn as a marker)."""
+    _require(dec, ["corpus", "model", "S", "ce", *DECOMPOSITION_TITLES], "decomposition")
+    corpora = list(dict.fromkeys(dec["corpus"]))
+    fig = _panels(1, len(corpora), shared_yaxes=True)
+    pending: list = []
+    parts = (("ee", "EE", 1.0), ("sa", "SA", 1.0), ("conf", "−Conf", -1.0))
+    ticks: dict[int, tuple] = {}
+    for c, corpus in enumerate(corpora, start=1):
+        sel = dec[dec["corpus"] == corpus].sort_values("S")
+        labels = np.arange(1, len(sel) + 1)  # numeric positions, named by S on the axis below
+        ticks[c] = (labels, [si(s) for s in sel["S"]])
+        for i, (term, name, sign) in enumerate(parts):
+            pending.append(
+                (
+                    go.Bar(
+                        x=labels,
+                        y=sign * sel[term].to_numpy(),
+                        name=name,
+                        marker={"color": categorical(i)},
+                        legendgroup=term,
+                        showlegend=c == 1,
+                        text=sel["model"],
+                        textposition="none",  # the model names are for hovering, not printed on bars
+                        hovertemplate="%{text}<br>" + name + " = %{y:.4f} nats<extra></extra>",
+                        meta=term,
+                    ),
+                    1,
+                    c,
+                )
+            )
+        pending.append(
+            (
+                go.Scatter(
+                    x=labels,
+                    y=sel["ce"],
+                    mode="markers",
+                    marker={"color": "black", "symbol": "diamond", "size": 9},
+                    name="CE = EE + SA − Conf",
+                    legendgroup="ce",
+                    showlegend=c == 1,
+                    text=sel["model"],
+                    hovertemplate="%{text}<br>CE = %{y:.4f} nats<extra></extra>",
+                    meta="ce",
+                ),
+                1,
+                c,
+            )
+        )
+    _flush(fig, pending)
+    fig.update_layout(barmode="relative")
+    for c, (values, text) in ticks.items():
+        fig.update_xaxes(tickvals=values, ticktext=text, row=1, col=c)
+    return arrange(
+        fig,
+        Grid(cols=len(corpora), panel_height=360),
+        title=title or "Cross-entropy decomposed per model",
+        panel_titles=[str(c) for c in corpora],
+        x_title="model (non-embedding parameters S)",
+        y_title="nats per token",
+    )
+
+
+def _audit_label(row: pd.Series) -> str:
+    metric = str(row["metric"])
+    if metric == "rbp":
+        return f"−log RBP<sub>{_fmt_k(row['k'])}</sub>"
+    return {"ce": "CE", "ee": "EE", "ee_mm": "EE (Miller-Madow)", "mrr": "−log MRR"}.get(metric, metric)
+
+
+def prediction_audit(audit: pd.DataFrame, *, title: str | None = None, level: float = 0.95) -> go.Figure:
+    """Predicted against measured loss of every held-out model (`Study.prediction_audit`), one
+    panel per number of held-out sizes: error bars are the prediction intervals, filled markers
+    the ones that cover the measurement, open markers the misses, the grey diagonal a perfect
+    prediction. Log axes: a point's distance from the diagonal is its relative error."""
+    _require(audit, ["n_holdout", "metric", "k", "loss_observed", "loss_predicted", "covered"], "audit")
+    holdouts = sorted(audit["n_holdout"].unique())
+    fig = _panels(1, len(holdouts))
+    pending: list = []
+    frame = audit.assign(series=[_audit_label(r) for _, r in audit.iterrows()])
+    series = list(dict.fromkeys(frame["series"]))
+    lo = float(np.nanmin(frame[["loss_observed", "loss_predicted"]].to_numpy()))
+    hi = float(np.nanmax(frame[["loss_observed", "loss_predicted"]].to_numpy()))
+    for c, n_out in enumerate(holdouts, start=1):
+        pending.append(
+            (
+                go.Scatter(
+                    x=[lo, hi],
+                    y=[lo, hi],
+                    mode="lines",
+                    line={"color": "grey", "dash": "dot"},
+                    name="predicted = measured",
+                    showlegend=c == 1,
+                    hoverinfo="skip",
+                    meta="diagonal",
+                ),
+                1,
+                c,
+            )
+        )
+        for i, name in enumerate(series):
+            sel = frame[(frame["n_holdout"] == n_out) & (frame["series"] == name)]
+            if not len(sel):
+                continue
+            covered = sel["covered"].fillna(False).to_numpy(dtype=bool)
+            pending.append(
+                (
+                    go.Scatter(
+                        x=sel["loss_observed"],
+                        y=sel["loss_predicted"],
+                        mode="markers",
+                        marker={
+                            "color": categorical(i),
+                            "size": 9,
+                            "symbol": np.where(covered, "circle", "circle-open"),
+                            "line": {"color": categorical(i), "width": 2},
+                        },
+                        error_y=_error_bars(
+                            sel, "loss_predicted", "loss_predicted_low", "loss_predicted_high"
+                        ),
+                        name=name,
+                        legendgroup=name,
+                        showlegend=c == 1,
+                        text=[
+                            f"{r.get('corpus', '')} · {r['held_out']}"
+                            f"<br>{r['interval_units']:+.2f} interval half-widths"
+                            for _, r in sel.iterrows()
+                        ],
+                        hovertemplate="%{text}<br>measured %{x:.4f}<br>predicted %{y:.4f}<extra></extra>",
+                        meta="held out",
+                    ),
+                    1,
+                    c,
+                )
+            )
+    pending.append((legend_key("open marker: outside its interval", mode="markers"), 1, 1))
+    _flush(fig, pending)
+    fig.update_xaxes(type="log")
+    fig.update_yaxes(type="log")
+    n_models = "largest size" if holdouts == [1] else "largest sizes"
+    return arrange(
+        fig,
+        Grid(cols=len(holdouts), panel_height=360),
+        title=title or "Does the law predict the next model? Predicted vs measured loss",
+        subtitle=f"error bars: {level:.0%} prediction intervals of the law fitted on the smaller models",
+        panel_titles=[f"{n} {n_models if n > 1 else 'largest size'} held out" for n in holdouts],
+        x_title="measured loss",
+        y_title="predicted loss",
+    )
+
+
+def reference_vs_size(
+    reference: pd.DataFrame, points: pd.DataFrame | None = None, *, title: str | None = None
+) -> go.Figure:
+    """The paper's own GPT-2 measurements (`rbplab.store.paper_reference`) against S, one panel
+    per k, with a user's own GPT-2 points beside them when `points` (from `Study.points`, any
+    corpus) holds some; the legend states each source's tie convention."""
+    _require(reference, ["model", "S", "k", "neg_log_rbp", "ties"], "reference")
+    ks = sorted(reference["k"].unique())
+    fig = _panels(1, len(ks))
+    pending: list = []
+    ref_ties = reference["ties"].iloc[0]
+    own = None
+    if points is not None and len(points):
+        own = points[points["k"].isin(ks)]
+    for c, k in enumerate(ks, start=1):
+        sel = reference[reference["k"] == k].sort_values("S")
+        pending.append(
+            (
+                go.Scatter(
+                    x=sel["S"],
+                    y=sel["neg_log_rbp"],
+                    mode="lines+markers",
+                    line={"color": categorical(0), "dash": "dash"},
+                    marker={"size": 9, "symbol": "square"},
+                    name=f"paper's GPT-2 on Wikipedia ({ref_ties} ties)",
+                    legendgroup="paper",
+                    showlegend=c == 1,
+                    text=sel["model"],
+                    hovertemplate="%{text}<br>S=%{x:.3s}<br>-log RBP=%{y:.4f}<extra></extra>",
+                    meta="paper",
+                ),
+                1,
+                c,
+            )
+        )
+        if own is None:
+            continue
+        for i, (corpus, part) in enumerate(own[own["k"] == k].groupby("corpus", sort=True), start=1):
+            part = part.sort_values("S")
+            pending.append(
+                (
+                    go.Scatter(
+                        x=part["S"],
+                        y=part["neg_log_rbp"],
+                        mode="markers",
+                        marker={"color": categorical(i), "size": 9},
+                        name=f"yours · {corpus}"
+                        + (f" ({part['ties'].iloc[0]} ties)" if "ties" in part else ""),
+                        legendgroup=f"own|{corpus}",
+                        showlegend=c == 1,
+                        text=part["model"],
+                        hovertemplate="%{text}<br>S=%{x:.3s}<br>-log RBP=%{y:.4f}<extra></extra>",
+                        meta="own",
+                    ),
+                    1,
+                    c,
+                )
+            )
+    _flush(fig, pending)
+    fig.update_xaxes(type="log")
+    fig.update_yaxes(type="log")
+    return arrange(
+        fig,
+        Grid(cols=len(ks), panel_height=320),
+        title=title or "The paper's GPT-2 measurements (its code repository)",
+        subtitle="1,000 Wikipedia sequences × 512 tokens, fp32, special-token positions dropped",
+        panel_titles=[f"k={_fmt_k(k)}" for k in ks],
+        x_title=S_TITLE,
+        y_title=NEG_LOG_RBP,
+    )

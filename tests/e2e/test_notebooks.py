@@ -37,6 +37,7 @@ ORDER = [
     "03_emergence",
     "04_lognormal",
     "06_training_dynamics",
+    "07_beyond_the_paper",
 ]
 PLOTLY = "application/vnd.plotly.v1+json"
 
@@ -165,6 +166,7 @@ def test_index_shows_headline_figures_and_tables(run) -> None:
         "03_emergence",
         "04_lognormal",
         "06_training_dynamics",
+        "07_beyond_the_paper",
     }
     for name in ORDER:
         section = index[index.index(f'<section id="{name}"') :]
@@ -222,14 +224,16 @@ def test_rbp_vs_size_fits_and_figures(run) -> None:
     assert len(runs) == len(MEMBERS) * len(CORPORA) and (runs["n_tokens"] == MAX_TOKENS).all()
     assert len(_table(out, "01_rbp_vs_size", "bootstrap")) > 0
     figures = _plotly_outputs(out, "01_rbp_vs_size")
-    assert len(figures) == 3  # Figure 3, Figure 4 and the static copy of the k-slider view
+    assert len(figures) == 4  # Figure 3, Figure 4, the paper's GPT-2 numbers, the k-slider view
     markers = [t for t in figures[0]["data"] if t.get("mode") == "markers"]
     assert len(markers) == len(CORPORA) and all(len(_values(t["y"])) == len(MEMBERS) for t in markers)
     k1_points = runs.sort_values("S").groupby("corpus")["rbp_1"].apply(lambda v: -np.log(v.to_numpy()))
     for trace, corpus in zip(markers, CORPORA, strict=True):  # the figure shows the data
         assert np.allclose(_values(trace["y"]), k1_points[corpus])
     html = (out / "01_rbp_vs_size.html").read_text()
-    assert html.count("Plotly.newPlot") == 3 and "alpha_ci_low" in html  # figures and the fit table
+    assert html.count("Plotly.newPlot") == 4 and "alpha_ci_low" in html  # figures and the fit table
+    paper = _table(out, "01_rbp_vs_size", "paper_reference_fits").set_index("k")  # the bundled GPT-2 numbers
+    assert paper.loc[1, "alpha"] == pytest.approx(0.056, abs=5e-4) and (paper["ties"] == "optimistic").all()
     summary = _table(out, "01_rbp_vs_size", "headline")
     columns = ["family", "corpus", "alpha", "alpha_ci_low", "alpha_ci_high", "r2", "n_models"]
     assert list(summary.columns) == columns and len(summary) == len(CORPORA)
@@ -267,6 +271,33 @@ def test_lognormal_tables(run) -> None:
     exps = _table(out, "04_lognormal", "ce_exponents")
     assert len(exps) == len(CORPORA) * 2 * 2  # corpora x (empirical, lognormal) x (CE, -log RBP_1)
     assert len(_plotly_outputs(out, "04_lognormal")) == 3  # rank distribution view, mu/sigma, CE
+
+
+@pytest.mark.slow
+def test_beyond_the_paper_tables(run) -> None:
+    _, out, _ = run
+    dec = _table(out, "07_beyond_the_paper", "decomposition")
+    assert len(dec) == len(MEMBERS) * len(CORPORA)
+    assert np.allclose(dec["ce"], dec["ee"] + dec["sa"] - dec["conf"], atol=1e-10)
+    runs = _table(out, "01_rbp_vs_size", "runs").merge(dec, on=["corpus", "model"], suffixes=("", "_dec"))
+    assert np.allclose(runs["ce"], runs["ce_dec"])  # the same CE the size-law notebook reports
+    fits = _table(out, "07_beyond_the_paper", "decomposition_fits")
+    assert set(fits["metric"]) == {"ce", "ee", "ee_mm", "sa", "conf", "mrr"}
+    assert np.isfinite(fits.loc[fits["metric"].isin(["ce", "ee"]), "alpha"]).all()
+    boot = _table(out, "07_beyond_the_paper", "decomposition_bootstrap").set_index(["corpus", "metric"])
+    ee = fits[fits["metric"] == "ee"].set_index("corpus")["alpha"]
+    for corpus in CORPORA:  # the bootstrap's full-data exponent is the fit's; its interval brackets it
+        row = boot.loc[(corpus, "ee")]
+        assert row["alpha"] == pytest.approx(ee[corpus], rel=1e-9) and row["n_boot_valid"] == 20
+        # (2,000 tokens of wikipedia are one document: every resample is the corpus, the interval a point)
+        assert row["alpha_boot_low"] - 1e-12 <= row["alpha"] <= row["alpha_boot_high"] + 1e-12
+    audit = _table(out, "07_beyond_the_paper", "prediction_audit")
+    # per corpus: ks (1, 10, 100) + CE + EE, each with 1 + 2 held-out predictions
+    assert len(audit) == len(CORPORA) * 5 * 3 and set(audit["n_holdout"]) == {1, 2}
+    assert (audit["covered"] == (audit["interval_units"].abs() <= 1)).all()
+    summary = _table(out, "07_beyond_the_paper", "headline")
+    assert summary["n"].sum() == len(audit)
+    assert len(_plotly_outputs(out, "07_beyond_the_paper")) == 3  # EE/SA/Conf vs S, bars, audit
 
 
 @pytest.mark.slow

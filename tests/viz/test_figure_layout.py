@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from rbplab.analysis import data_scaling
+from rbplab.store import paper_reference
 from rbplab.study import Study, synthetic_study
 from rbplab.study.synthetic import synthetic_training_table
 from rbplab.viz import plots, widgets
@@ -81,6 +82,13 @@ def _figures(study: Study, training) -> dict:
         "k-sweep view": widgets.KSweepView(study, k=100, live=False).figure,
         "rank view": widgets.RankDistributionView(study, live=False).figure,
         "training view": widgets.TrainingView(training, live=False).figure,
+        "decomposition vs size": plots.decomposition_vs_size(study.decomposition()),
+        "decomposition bars": plots.decomposition_bars(study.decomposition()),
+        "prediction audit": plots.prediction_audit(study.prediction_audit(ks)),
+        "paper reference": plots.reference_vs_size(paper_reference()),
+        "paper reference with own points": plots.reference_vs_size(
+            paper_reference(), study.points([1, 10, 100, 1000]).assign(ties=study.ties)
+        ),
     }
 
 
@@ -109,6 +117,11 @@ FIGURES = [
     "k-sweep view",
     "rank view",
     "training view",
+    "decomposition vs size",
+    "decomposition bars",
+    "prediction audit",
+    "paper reference",
+    "paper reference with own points",
 ]
 
 
