@@ -52,12 +52,16 @@ _SUPERSCRIPT = re.compile(r"\^([-−]?[A-Za-z0-9αβ]+)")
 
 @contextlib.contextmanager
 def untemplated() -> Iterator[None]:
-    """Figures `arrange` lays out in this block get no template: for redrawing a figure that
-    already has one (`rbplab.viz.widgets.sync_figure` keeps it)."""
+    """Figures made in this block get no template (not ours, and not plotly's default either:
+    plotly gives every new figure its default template): for redrawing a figure that already has
+    one, whose template `rbplab.viz.widgets.sync_figure(..., keep_template=True)` keeps."""
     token = _TEMPLATED.set(False)
+    default = pio.templates.default
+    pio.templates.default = "none"
     try:
         yield
     finally:
+        pio.templates.default = default
         _TEMPLATED.reset(token)
 
 

@@ -76,10 +76,11 @@ def show(fig: go.Figure) -> None:
     display({PLOTLY_MIME: fig.to_plotly_json()}, raw=True)
 
 
-def sync_figure(target: go.FigureWidget, source: go.Figure) -> None:
+def sync_figure(target: go.FigureWidget, source: go.Figure, keep_template: bool = False) -> None:
     """Make `target` show `source` in place: with the same trace layout, traces are updated
-    one by one (the front end gets a small diff); otherwise traces are replaced. A `source`
-    built without a template (`layout.untemplated`) keeps the template `target` has."""
+    one by one (the front end gets a small diff); otherwise traces are replaced. With
+    `keep_template` (a `source` built under `layout.untemplated`) the target keeps its template:
+    copying one costs plotly ~12 ms, and the redraw would otherwise lose it."""
     with target.batch_update():
         same = len(target.data) == len(source.data) and all(
             a.type == b.type for a, b in zip(target.data, source.data, strict=True)
@@ -90,14 +91,16 @@ def sync_figure(target: go.FigureWidget, source: go.Figure) -> None:
         else:
             target.data = ()
             target.add_traces(list(source.data))
-        new_layout = source.layout.to_plotly_json()
-        if "template" in new_layout or "template" not in target.layout.to_plotly_json():
+        if not keep_template:
             target.layout = source.layout
             return
-        # Keep the target's template (copying one costs plotly ~12 ms): replace every other
-        # property and clear those the new layout does not have.
-        stale = set(target.layout.to_plotly_json()) - set(new_layout) - {"template"}
-        target.layout.update({**new_layout, **dict.fromkeys(stale)}, overwrite=True)
+        new_layout = source.layout.to_plotly_json()
+        new_layout.pop("template", None)
+        if set(target.layout.to_plotly_json()) - set(new_layout) - {"template"}:
+            # fewer panels than shown: a new layout (the template copied once, for this redraw)
+            target.layout = go.Layout(new_layout, template=target.layout.template)
+        else:
+            target.layout.update(new_layout, overwrite=True)
 
 
 def _k_options(vocab_size: int, n: int = 160) -> list[tuple[str, int]]:
@@ -152,9 +155,9 @@ class _FigureView:
         if self.updates:  # the shown figure has its template: redraws build without one
             with untemplated():
                 figure = self.build()
+            sync_figure(self.figure, figure, keep_template=True)
         else:
-            figure = self.build()
-        sync_figure(self.figure, figure)
+            sync_figure(self.figure, self.build())
         self.updates += 1
 
     @contextmanager

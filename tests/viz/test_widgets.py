@@ -225,3 +225,24 @@ def test_emergence_view_offers_the_k_a_cached_summary_keeps(study: Study) -> Non
     assert view.k in grid and [t for t in view.figure.data if t.meta == "empirical"]
     with pytest.raises(KeyError, match="k = 77 is not one of them"):
         cached.emergence([77], [10], corpora=["b"])  # why the slider keeps to the grid
+
+
+@pytest.mark.parametrize("live", [True, False])
+def test_redraws_keep_the_house_template_and_drop_stale_layout(study: Study, live: bool) -> None:
+    # Redraws are built without a template (it costs plotly ~15 ms to validate one) and must keep
+    # the one the figure has: plotly's default template would turn the background grey.
+    from rbplab.viz.layout import TEMPLATE
+
+    view = widgets.EmergenceView(study, corpus="a", live=live)
+    for n in (2, 5):
+        view.set_n(n)
+    scaling = widgets.ScalingView(study, corpus="a", live=live)
+    scaling.set_k(10)
+    scaling.set_corpus(widgets.ALL_CORPORA)  # more panels: a different layout
+    scaling.set_corpus("b")
+    for v in (view, scaling):
+        assert v.figure.layout.template.layout.plot_bgcolor == TEMPLATE.layout.plot_bgcolor == "white"
+        fresh = v.build().layout.to_plotly_json()  # what a first draw would show, template aside
+        shown = v.figure.layout.to_plotly_json()
+        assert set(shown) - {"template"} == set(fresh) - {"template"}  # no stale property left
+    assert "N=5" in view.figure.layout.title.text and "k=10" in scaling.figure.layout.title.text
