@@ -177,7 +177,10 @@ class _FigureView:
                 "this view was made headless (live=False): use .figure, or make it with live=True"
             )
         if not hasattr(self, "_box"):
-            self._box = w.VBox([w.HBox(self._controls()), self.figure])
+            # Controls wrap onto a second row rather than shrink: a squeezed slider has no track
+            # left to drag (five controls do not fit one row beside a 960 px figure).
+            controls = w.HBox(self._controls(), layout=w.Layout(flex_flow="row wrap", align_items="center"))
+            self._box = w.VBox([controls, self.figure])
         return self._box
 
     def _ipython_display_(self) -> None:
@@ -260,7 +263,7 @@ class _KMixin:
             value=_nearest(options, k),
             description=description,
             continuous_update=True,
-            layout=w.Layout(width="480px"),
+            layout=w.Layout(width="480px", min_width="320px", flex="0 0 auto"),
         )
 
     @property
@@ -354,7 +357,14 @@ class EmergenceView(_CorpusMixin, _KMixin, _View):
         if k is None:
             k = visible_k(self.study, n, self.corpus_dropdown.value)
         self.k_slider = self._k_slider(k)
-        self.n_slider = w.IntSlider(value=n, min=1, max=n_max, description="N", continuous_update=True)
+        self.n_slider = w.IntSlider(
+            value=n,
+            min=1,
+            max=n_max,
+            description="N",
+            continuous_update=True,
+            layout=w.Layout(width="400px", min_width="280px", flex="0 0 auto"),
+        )
         self.extrapolate_box = w.Checkbox(
             value=bool(extrapolate), description="extrapolate beyond measured S"
         )
@@ -523,13 +533,16 @@ class TrainingView(_FigureView):
         if corpus is not None and corpus not in corpora:
             raise ValueError(f"unknown corpus {corpus!r}; the table has {corpora}")
         self.k_slider = w.SelectionSlider(
-            options=[(f"{v:,}", v) for v in ks], value=ks[0] if k is None else k, description="k"
+            options=[(f"{v:,}", v) for v in ks],
+            value=ks[0] if k is None else k,
+            description="k",
+            layout=w.Layout(width="300px", min_width="220px", flex="0 0 auto"),
         )
         self.step_slider = w.SelectionSlider(
             options=[(f"{v:,}", v) for v in steps],
             value=steps[-1] if step is None else step,
             description="step",
-            layout=w.Layout(width="480px"),
+            layout=w.Layout(width="480px", min_width="320px", flex="0 0 auto"),
         )
         self.corpus_dropdown = w.Dropdown(options=corpora, value=corpus or corpora[0], description="corpus")
         self.quantity_toggle = w.ToggleButtons(
