@@ -366,7 +366,10 @@ class EmergenceView(_CorpusMixin, _KMixin, _View):
             layout=w.Layout(width="400px", min_width="280px", flex="0 0 auto"),
         )
         self.extrapolate_box = w.Checkbox(
-            value=bool(extrapolate), description="extrapolate beyond measured S"
+            value=bool(extrapolate),
+            description="extrapolate beyond measured S",
+            indent=False,  # its own width: the label is not cut to a description column
+            layout=w.Layout(width="auto"),
         )
         for control in (self.k_slider, self.n_slider, self.corpus_dropdown, self.extrapolate_box):
             control.observe(self.refresh, names="value")
