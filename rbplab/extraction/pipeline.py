@@ -59,7 +59,6 @@ from rbplab.extraction.models import (
     load_weights,
 )
 from rbplab.extraction.ranks import FloatHead, check_finite, rank_stats
-from rbplab.extraction.sources import keyed_revision
 from rbplab.extraction.windows import (
     PAD_MULTIPLE,
     BosDecision,
@@ -121,22 +120,6 @@ class Plan:
         return self.settings.include_padded_vocab
 
 
-def model_label(described: Described) -> str:
-    """A machine-independent model name: registry short name, hub id, or file/directory name."""
-    source = described.source
-    try:
-        from rbplab.store.registry import lookup_model
-
-        row = lookup_model(described.spec.name_or_path)
-        if row is not None:
-            return str(row["model"])
-    except (ImportError, OSError, ValueError):
-        pass
-    if not source.local:
-        return source.location + (f"/{source.gguf_file}" if source.gguf_file else "")
-    return source.gguf_file or Path(source.location).name
-
-
 def plan_extraction(
     model: ModelSpec | ModelRef | str,
     corpus: str | Path | Corpus | LazyCorpus,
@@ -177,9 +160,9 @@ def plan_extraction(
     vocab_size = info.head_rows if include_padded_vocab else info.vocab_size
     entry_spec = EntrySpec(
         model=ModelIdentity(
-            name=model_label(described),
+            name=described.source.label,
             fingerprint=info.fingerprint,
-            revision=keyed_revision(described.spec, described.source),
+            revision=described.source.keyed_revision,
             gguf_file=info.gguf_file,
             dtype=info.dtype,
             trust_remote_code=spec.trust_remote_code,
@@ -408,7 +391,7 @@ def training_position(plan: Plan) -> dict | None:
     checkpoint schedule (rbplab.store.schedules) knows them; None otherwise."""
     info = plan.described.info
     # registry name, then what the user named (a local model directory holding checkpoints/)
-    for name in dict.fromkeys((model_label(plan.described), plan.described.spec.name_or_path)):
+    for name in dict.fromkeys((plan.spec.model.name, plan.described.spec.name_or_path)):
         try:
             found = schedules.training_position(name, info.revision, info.n_nonembedding)
         except (OSError, ValueError):

@@ -58,19 +58,55 @@ def as_spec(model: ModelSpec | ModelRef | str | Path, **overrides: Any) -> Model
 
 @dataclass(frozen=True)
 class Source:
+    """Where a model loads from, resolved once; every later step reads these fields instead of
+    asking the registry or the file system again."""
+
     location: str  # hub id or absolute directory path
     gguf_file: str | None  # file name inside location
     local: bool
     tokenizer_location: str | None = None  # when not `location` (checkpoints share their model's)
+    label: str = ""  # machine-independent name: registry short name, hub id, or file/directory name
+    # The revision as it enters a cache key: a local model directory's final checkpoint named by
+    # revision (``main``, or its last ``step-<n>``) is the directory itself, so it keys as no
+    # revision and shares the final model's cache entries; hub revisions are kept as given.
+    keyed_revision: str | None = None
 
 
 def resolve_source(spec: ModelSpec) -> Source:
-    """Map a user-given model name to a loadable location (registry names, paths, GGUF files, hub ids)."""
+    """Map a user-given model name to a loadable location (registry names, paths, GGUF files, hub
+    ids), with its label and keyed revision. The registry is read once."""
+    row = _registry_row(spec.name_or_path)
+    source = _locate(spec, row)
+    if source.label:
+        return source
+    if not source.local:
+        label = source.location + (f"/{source.gguf_file}" if source.gguf_file else "")
+    else:
+        label = source.gguf_file or Path(source.location).name
+    return replace(source, label=label)
+
+
+def _registry_row(name: str) -> Any:
+    from rbplab.store import registry
+
+    try:
+        return registry.lookup_model(name)
+    except (OSError, ValueError):  # no readable registry: names are paths or hub ids
+        return None
+
+
+def _locate(spec: ModelSpec, row: Any) -> Source:
     name = spec.name_or_path
     path = Path(name).expanduser()
     if not path.exists():
-        name = _registry_resolve(name)
+        if row is not None:
+            from rbplab.store.registry import resolve_source as registry_location
+
+            name = registry_location(str(row["source"]))
+        else:
+            name = _registry_resolve(name)  # a hub id, or the unknown-model error
         path = Path(name).expanduser()
+    label = str(row["model"]) if row is not None else ""
     if path.is_file():
         if path.suffix != ".gguf":
             raise ModelLoadError(
@@ -78,7 +114,7 @@ def resolve_source(spec: ModelSpec) -> Source:
             )
         if spec.gguf_file and spec.gguf_file != path.name:
             raise ModelLoadError(f"gguf_file={spec.gguf_file!r} contradicts the GGUF path {path}")
-        return Source(str(path.resolve().parent), path.name, True)
+        return Source(str(path.resolve().parent), path.name, True, label=label)
     if path.is_dir():
         directory = path.resolve()
         if spec.revision and not spec.gguf_file:
@@ -87,16 +123,17 @@ def resolve_source(spec: ModelSpec) -> Source:
                 has_tokenizer = any(
                     (checkpoint / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json")
                 )
-                return Source(str(checkpoint), None, True, None if has_tokenizer else str(directory))
+                tokenizer_location = None if has_tokenizer else str(directory)
+                return Source(str(checkpoint), None, True, tokenizer_location, label, spec.revision)
         if spec.gguf_file:
             if not (directory / spec.gguf_file).is_file():
                 raise ModelLoadError(f"GGUF file {spec.gguf_file!r} not found in {directory}")
-            return Source(str(directory), spec.gguf_file, True)
+            return Source(str(directory), spec.gguf_file, True, label=label)
         if (directory / "config.json").is_file():
-            return Source(str(directory), None, True)
+            return Source(str(directory), None, True, label=label)
         ggufs = sorted(p.name for p in directory.glob("*.gguf"))
         if len(ggufs) == 1:
-            return Source(str(directory), ggufs[0], True)
+            return Source(str(directory), ggufs[0], True, label=label)
         if ggufs:
             raise ModelLoadError(
                 f"{directory} holds several GGUF files {ggufs}; choose one with gguf_file=..."
@@ -105,18 +142,7 @@ def resolve_source(spec: ModelSpec) -> Source:
             f"{directory} is not a model directory: it has no config.json and no .gguf file "
             "(expected a Hugging Face model directory saved with save_pretrained, or a GGUF file)"
         )
-    return Source(name, spec.gguf_file, False)
-
-
-def keyed_revision(spec: ModelSpec, source: Source) -> str | None:
-    """The revision as it enters a cache key. A local model directory's final checkpoint named
-    by revision (``main``, or its last ``step-<n>``) is the directory itself, so it keys as no
-    revision and shares the final model's cache entries; hub revisions are kept as given."""
-    if spec.revision is None or not source.local:
-        return spec.revision
-    itself = resolve_source(replace(spec, revision=None))
-    same = (itself.location, itself.gguf_file) == (source.location, source.gguf_file)
-    return None if same else spec.revision
+    return Source(name, spec.gguf_file, False, label=label, keyed_revision=spec.revision)
 
 
 def checkpoint_directory(directory: str | Path, revision: str | None) -> Path:
