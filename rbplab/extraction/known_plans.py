@@ -21,12 +21,12 @@ import hashlib
 import json
 import platform
 from dataclasses import dataclass, replace
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from rbplab.core.entry_spec import EntrySpec
 from rbplab.core.settings import ExtractionSettings
+from rbplab.core.versions import installed_versions
 from rbplab.extraction.fingerprints import files_digest, resolve_commit, weights_fingerprint
 from rbplab.extraction.sources import ModelLoadError, ModelSpec, Source, resolve_source
 from rbplab.store.cache import CacheEntry, CacheError, canonical_json
@@ -62,16 +62,6 @@ def cpu_only(settings: ExtractionSettings) -> bool:
         return False
     gpu_signs = ("/dev/nvidiactl", "/proc/driver/nvidia", "/dev/kfd", "/dev/dxg")
     return not any(Path(p).exists() for p in gpu_signs) and platform.system() != "Darwin"
-
-
-def _library_versions() -> dict[str, str | None]:
-    versions = {}
-    for name in _LIBRARIES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = None
-    return versions
 
 
 def _directory_files(root: Path, weights: bool) -> list[Path]:
@@ -130,7 +120,7 @@ def request(
         },
         "corpus": corpus.key(),
         "settings": keyed,
-        "libraries": _library_versions(),
+        "libraries": installed_versions(_LIBRARIES),
         "device": "cpu",
     }
 

@@ -73,17 +73,23 @@ def _link_target(path: Path) -> str:
     return ""
 
 
+def _examine(path: Path, label: str) -> tuple[int | None, str | None]:
+    """(st_mode, None) without following a link; (None, None) when `path` does not exist;
+    (None, why) when it cannot be examined."""
+    try:
+        return os.lstat(path).st_mode, None
+    except FileNotFoundError:
+        return None, None
+    except OSError as err:
+        return None, f"{label} cannot be examined ({err.strerror or err})"
+
+
 def folder_problem(path: Path, label: str) -> str | None:
     """Why `path` is not a real folder the cache may use (a symbolic link, a file, ...), or None
     (also when it does not exist). Never follows a link."""
-    try:
-        mode = os.lstat(path).st_mode
-    except FileNotFoundError:
-        return None
-    except OSError as err:
-        return f"{label} cannot be examined ({err.strerror or err})"
-    if stat.S_ISDIR(mode):
-        return None
+    mode, problem = _examine(path, label)
+    if mode is None or stat.S_ISDIR(mode):
+        return problem
     if stat.S_ISLNK(mode):
         return f"{label} is a symbolic link{_link_target(path)}; the cache never reads or writes through one"
     return f"{label} is {file_kind(mode)}, not a folder"
@@ -139,14 +145,9 @@ def _open_entry_dir(entry_dir: Path) -> int:
 def entry_file_problem(path: Path) -> str | None:
     """Why the item `path` inside an entry is not a regular file (without following a link), or
     None (also when it does not exist)."""
-    try:
-        mode = os.lstat(path).st_mode
-    except FileNotFoundError:
-        return None
-    except OSError as err:
-        return f"{path.name} cannot be examined ({err.strerror or err})"
-    if stat.S_ISREG(mode):
-        return None
+    mode, problem = _examine(path, path.name)
+    if mode is None or stat.S_ISREG(mode):
+        return problem
     what = file_kind(mode) + (_link_target(path) if stat.S_ISLNK(mode) else "")
     return f"{path.name} is {what}, not a regular file"
 

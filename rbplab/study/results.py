@@ -28,7 +28,6 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +36,7 @@ import pandas as pd
 
 from rbplab.core.errors import RbplabError
 from rbplab.core.settings import ExtractionSettings, resolve_settings
+from rbplab.core.versions import installed_versions
 
 RESULTS_FORMAT = "rbplab-results"
 RESULTS_VERSION = 1
@@ -81,13 +81,7 @@ class Results:
 def package_versions(packages: Sequence[str] = VERSIONED_PACKAGES) -> dict[str, str | None]:
     """Python, the platform and each package's installed version (None when not installed),
     from package metadata: nothing is imported."""
-    out: dict[str, str | None] = {"python": sys.version.split()[0], "platform": platform.platform()}
-    for package in packages:
-        try:
-            out[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            out[package] = None
-    return out
+    return {"python": sys.version.split()[0], "platform": platform.platform(), **installed_versions(packages)}
 
 
 def _plain(value: Any) -> Any:

@@ -210,53 +210,13 @@ def arrange(
                 fig.layout[f"xaxis{suffix}"].domain = [max(0.0, x0), min(1.0, x1)]
                 fig.layout[f"yaxis{suffix}"].domain = [max(0.0, y0), min(1.0, y1)]
             if panel_titles and index <= len(panel_titles) and panel_titles[index - 1]:
-                annotations.append(
-                    go.layout.Annotation(
-                        text=html_label(panel_titles[index - 1]),
-                        name="panel title",
-                        x=(x0 + x1) / 2,
-                        y=y1,
-                        xref="paper",
-                        yref="paper",
-                        xanchor="center",
-                        yanchor="bottom",
-                        yshift=4,
-                        showarrow=False,
-                        font={"size": 13},
-                    )
-                )
+                text, centre = panel_titles[index - 1], (x0 + x1) / 2
+                annotations.append(_label(text, "panel title", centre, y1, "center", "bottom", 13, yshift=4))
     if x_title:
-        annotations.append(
-            go.layout.Annotation(
-                text=html_label(x_title),
-                name="x title",
-                x=0.5,
-                y=0,
-                xref="paper",
-                yref="paper",
-                xanchor="center",
-                yanchor="top",
-                yshift=-TICK_ROOM,
-                showarrow=False,
-                font={"size": 14},
-            )
-        )
+        annotations.append(_label(x_title, "x title", 0.5, 0, "center", "top", 14, yshift=-TICK_ROOM))
     if y_title:
         annotations.append(
-            go.layout.Annotation(
-                text=html_label(y_title),
-                name="y title",
-                x=0,
-                y=0.5,
-                xref="paper",
-                yref="paper",
-                xanchor="right",
-                yanchor="middle",
-                xshift=-Y_TICK_ROOM,
-                textangle=-90,
-                showarrow=False,
-                font={"size": 14},
-            )
+            _label(y_title, "y title", 0, 0.5, "right", "middle", 14, xshift=-Y_TICK_ROOM, textangle=-90)
         )
     layout: dict = {
         "width": WIDTH,
@@ -316,4 +276,23 @@ def _has_axis_titles(fig: go.Figure, letter: str) -> bool:
         (value.get("title") or {}).get("text")
         for name, value in layout.items()
         if name.startswith(f"{letter}axis") and isinstance(value, dict)
+    )
+
+
+def _label(
+    text: str, name: str, x: float, y: float, xanchor: str, yanchor: str, size: int, **shift: float
+) -> go.layout.Annotation:
+    """A text placed on the figure's paper (panel and axis titles; `name` finds it again)."""
+    return go.layout.Annotation(
+        text=html_label(text),
+        name=name,
+        x=x,
+        y=y,
+        xref="paper",
+        yref="paper",
+        xanchor=xanchor,
+        yanchor=yanchor,
+        showarrow=False,
+        font={"size": size},
+        **shift,
     )
