@@ -35,7 +35,7 @@ import pandas as pd
 from scipy.optimize import minimize, minimize_scalar
 from scipy.special import logsumexp
 
-from rbplab.analysis.fit import fit_power_law
+from rbplab.analysis.fit import fit_power_law, power_law
 from rbplab.core.compute import FLOPS_PER_PARAMETER_TOKEN, tokens_for_compute, training_compute
 
 HUBER_DELTA = 1e-3  # Hoffmann et al. (2022)
@@ -86,6 +86,21 @@ def data_fits(
         )
     columns = [*by, "S", "beta", "beta_ci_low", "beta_ci_high", "prefactor", "r2", "n", "note"]
     return pd.DataFrame(rows).reindex(columns=columns)
+
+
+def data_law_curves(fits: pd.DataFrame, points: pd.DataFrame, n: int = 30) -> pd.DataFrame:
+    """The laws of `data_fits` evaluated on a log grid of `n` values of D over each fitted size's
+    measured D range (D > 0 in `points`): columns S, D, fitted. Sizes without a finite beta are
+    left out. What `rbplab.viz.plots.training_dynamics` draws as each size's fit."""
+    rows = []
+    for _, fit in fits[np.isfinite(fits["beta"].to_numpy(np.float64))].iterrows():
+        D = points.loc[(points["S"] == fit["S"]) & (points["D"] > 0), "D"]
+        if D.empty:
+            continue
+        grid = np.geomspace(D.min(), D.max(), n)
+        fitted = power_law(float(fit["prefactor"]), float(fit["beta"]), grid)
+        rows.append(pd.DataFrame({"S": fit["S"], "D": grid, "fitted": fitted}))
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=["S", "D", "fitted"])
 
 
 # ------------------------------------------------------------------------------ the joint law

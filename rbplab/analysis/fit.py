@@ -43,6 +43,11 @@ _VALUE_IS_EXP_NEG_LOSS = ("rbp", "mean_p")
 TWO_MODELS_NOTE = "2 models: no residual degrees of freedom, R^2 and the alpha interval are undefined"
 
 
+def power_law(prefactor: float, exponent: float, x: float | np.ndarray) -> float | np.ndarray:
+    """prefactor * x^-exponent: the one place a fitted power law is evaluated (in S or in D)."""
+    return prefactor * np.asarray(x, dtype=np.float64) ** -exponent
+
+
 @dataclass(frozen=True)
 class PowerLawFit:
     """loss = prefactor * S^-alpha, fitted by OLS in log-log space.
@@ -64,7 +69,7 @@ class PowerLawFit:
     log_s_sxx: float
 
     def predict(self, S: float | np.ndarray) -> float | np.ndarray:
-        return self.prefactor * np.asarray(S, dtype=np.float64) ** -self.alpha
+        return power_law(self.prefactor, self.alpha, S)
 
     def confidence_interval(self, S: float | np.ndarray, level: float | None = None) -> tuple:
         """Interval for the law's line itself at size S (the OLS mean in log space, t quantiles);

@@ -28,6 +28,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from rbplab.analysis.data_scaling import data_law_curves
 from rbplab.analysis.emergence import sequence_law, sequence_law_range
 from rbplab.viz.layout import Grid, arrange, categorical, html_label, legend_key, sequential
 
@@ -843,11 +844,13 @@ def training_dynamics(
     y_label = html_label(y_label)
     fig = _panels(1, 2, shared_yaxes=True)
     pending: list = []
+    fits = fits if fits is not None and len(fits) else None
+    curves = data_law_curves(fits, points) if fits is not None else None
     for S in sizes:
         colour = colours[float(S)]
         sel = points[points["S"] == S].sort_values("D")
-        fr = fits[fits["S"] == S] if fits is not None and len(fits) else pd.DataFrame()
-        fitted = bool(len(fr)) and bool(np.isfinite(fr["beta"].iloc[0]))
+        curve = curves[curves["S"] == S] if curves is not None else ()
+        fitted = len(curve) > 0
         pending.append(
             (
                 go.Scatter(
@@ -868,13 +871,12 @@ def training_dynamics(
             )
         )
         if fitted:
-            row = fr.iloc[0]
-            grid = np.geomspace(sel["D"].min(), sel["D"].max(), 30)
+            row = fits[fits["S"] == S].iloc[0]
             pending.append(
                 (
                     go.Scatter(
-                        x=grid,
-                        y=row["prefactor"] * grid ** -row["beta"],
+                        x=curve["D"],
+                        y=curve["fitted"],
                         mode="lines",
                         line={"color": colour, "dash": "dash"},
                         name=f"{_size_label(S)}: β = {_interval(row, 'beta')}, R² = {row['r2']:.3f}",

@@ -13,6 +13,7 @@ from rbplab.analysis.data_scaling import (
     bootstrap_joint,
     compare_frontiers,
     data_fits,
+    data_law_curves,
     fit_joint_law,
     frontier,
     joint_fits,
@@ -83,6 +84,22 @@ def test_per_size_data_fits_find_the_d_exponent_of_a_pure_power_law():
     assert list(table["S"]) == [1e5, 1e6] and list(table["n"]) == [6, 6]  # step 0 left out
     np.testing.assert_allclose(table["beta"], [0.2, 0.4])
     assert (table["beta_ci_low"] <= table["beta"]).all() and (table["beta"] <= table["beta_ci_high"]).all()
+
+
+def test_data_law_curves_evaluate_each_sizes_law_over_its_own_d_range():
+    rows = []
+    for S, beta, top in ((1e5, 0.2, 6), (1e6, 0.4, 7)):
+        D = np.logspace(4, top, 5)
+        rows.append(pd.DataFrame({"S": S, "D": np.r_[0.0, D], "loss": np.r_[10.0, 50 * D**-beta]}))
+    points = pd.concat(rows)
+    unfitted = pd.DataFrame({"S": [3e6], "D": [1e4], "loss": [1.0]})  # one point: no fit, no curve
+    curves = data_law_curves(data_fits(pd.concat([points, unfitted])), points, n=7)
+    assert sorted(curves["S"].unique()) == [1e5, 1e6]
+    for S, beta, top in ((1e5, 0.2, 6), (1e6, 0.4, 7)):
+        curve = curves[curves["S"] == S]
+        grid = np.logspace(4, top, 7)  # D = 0 (step 0) is not part of the range
+        np.testing.assert_allclose(curve["D"], grid, rtol=1e-12)
+        np.testing.assert_allclose(curve["fitted"], 50 * grid**-beta, rtol=1e-9)
 
 
 def test_joint_fits_are_tidy_per_group():
