@@ -145,7 +145,7 @@ reference_fits = fit.scaling_fits(
 )
 show(report.save_figure(plots.reference_vs_size(reference, own), "paper_reference", output_dir))
 report.save_table(reference_fits, "paper_reference_fits", output_dir)[
-    ["family", "corpus", "ties", "k", "alpha", "alpha_ci_low", "alpha_ci_high", "r2", "n_models"]
+    ["family", "corpus", "ties", "k", "alpha", "alpha_low", "alpha_high", "r2", "n_models"]
 ]
 
 # %% [markdown]
@@ -157,5 +157,5 @@ report.save_table(reference_fits, "paper_reference_fits", output_dir)[
 ScalingView(study, k=1)
 
 # %%
-columns = ["family", "corpus", "alpha", "alpha_ci_low", "alpha_ci_high", "r2", "n_models"]
+columns = ["family", "corpus", "alpha", "alpha_low", "alpha_high", "r2", "n_models"]
 report.save_table(fits.loc[fits["k"] == min(ks), columns], "headline", output_dir)

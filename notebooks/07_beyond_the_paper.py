@@ -103,7 +103,7 @@ decomposition
 
 # %%
 show(report.save_figure(plots.decomposition_vs_size(decomposition), "decomposition_vs_size", output_dir))
-decomposition_fits[["family", "corpus", "metric", "alpha", "alpha_ci_low", "alpha_ci_high", "r2", "note"]]
+decomposition_fits[["family", "corpus", "metric", "alpha", "alpha_low", "alpha_high", "r2", "note"]]
 
 # %% [markdown]
 # Uncertainty from the corpus: the document bootstrap of each term's exponent, every model of a

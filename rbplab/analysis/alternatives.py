@@ -24,6 +24,7 @@ from scipy import stats as sps
 
 from rbplab.analysis._regression import grouping_columns, model_groups, t_quantile, unusable_reason
 from rbplab.analysis.fit import fit_power_law
+from rbplab.core.frames import as_table
 
 
 def pooled_fits(
@@ -36,7 +37,7 @@ def pooled_fits(
     """Shared slope with one intercept per `group` (family), and an F-test of the shared slope
     against separate slopes: F = [(RSS_shared - RSS_separate)/(G-1)] / [RSS_separate/(n-2G)].
 
-    One row per (by-group, family): alpha (shared), alpha_se, alpha_ci_low/high, prefactor of
+    One row per (by-group, family): alpha (shared), alpha_se, alpha_low/high, prefactor of
     that family, alpha_separate (the family's own fit), r2 (total) and r2_within (after family
     means), f_stat, df_num, df_den, p_value (the test is across models, so its p-value is
     meaningful, unlike token-level tests), n_families, n_models. Groups need >= 2 families with
@@ -76,15 +77,15 @@ def pooled_fits(
         for j, fam in enumerate(labels):
             rows.append(
                 {**key, group: fam, "alpha": -slope, "alpha_se": se}
-                | {"alpha_ci_low": -slope - half, "alpha_ci_high": -slope + half}
+                | {"alpha_low": -slope - half, "alpha_high": -slope + half}
                 | {"prefactor": float(np.exp(zm[j] - slope * xm[j])), "alpha_separate": -sep_slopes[j]}
                 | {"r2": 1 - rss_shared / tss if tss > 0 else np.nan, "r2_within": 1 - rss_shared / (zc @ zc)}
                 | {"f_stat": f_stat, "df_num": df_num, "df_den": df_den, "p_value": p_value}
                 | {"n_families": g, "n_models": n}
             )
-    cols = ["alpha", "alpha_se", "alpha_ci_low", "alpha_ci_high", "prefactor", "alpha_separate", "r2"]
+    cols = ["alpha", "alpha_se", "alpha_low", "alpha_high", "prefactor", "alpha_separate", "r2"]
     cols += ["r2_within", "f_stat", "df_num", "df_den", "p_value", "n_families", "n_models"]
-    return pd.DataFrame(rows).reindex(columns=by + [group] + cols)
+    return as_table(pd.DataFrame(rows).reindex(columns=by + [group] + cols))
 
 
 def _pooled_groups(table: pd.DataFrame, y: str, by: list[str], group: str):

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from rbplab.analysis.metrics import RunData, as_ks, n_tokens, summary
+from rbplab.core.frames import Table
 from rbplab.core.stats import TokenStats, check_ties
 from rbplab.core.summary import EntrySummary, document_hits, document_totals
 
@@ -218,7 +219,7 @@ def bootstrap_ci(
     unit: str = "document",
 ) -> pd.DataFrame:
     """Point estimate, bootstrap standard error and percentile interval per metric and k:
-    columns metric, k, estimate, se, ci_low, ci_high, n_boot, unit. Intervals for the loss
+    columns metric, k, estimate, se, estimate_low, estimate_high, n_boot, unit. Intervals for the loss
     follow by the monotone map loss = -log(value) (CE: loss = value)."""
     if not 0 < level < 1:
         raise ValueError(f"level must lie in (0, 1), got {level}")
@@ -226,14 +227,14 @@ def bootstrap_ci(
     metric, k, values = _columns(_replicates(stats, ks, ties, n_boot, seed, unit), ks)
     point = summary(stats, ks, ties)
     low, high = np.nanquantile(values, [(1 - level) / 2, (1 + level) / 2], axis=0)
-    return pd.DataFrame(
+    return Table(
         {
             "metric": metric,
             "k": pd.array(k, dtype="Int64"),
             "estimate": point["value"].to_numpy(),
             "se": np.nanstd(values, axis=0, ddof=1),
-            "ci_low": low,
-            "ci_high": high,
+            "estimate_low": low,
+            "estimate_high": high,
             "n_boot": n_boot,
             "unit": unit,
         }

@@ -35,8 +35,9 @@ import pandas as pd
 from scipy.optimize import minimize, minimize_scalar
 from scipy.special import logsumexp
 
-from rbplab.analysis.fit import fit_power_law, power_law
+from rbplab.analysis.fit import fit_columns, power_law
 from rbplab.core.compute import FLOPS_PER_PARAMETER_TOKEN, tokens_for_compute, training_compute
+from rbplab.core.frames import as_table
 
 HUBER_DELTA = 1e-3  # Hoffmann et al. (2022)
 PARAMS = ("E", "A", "B", "alpha", "beta")
@@ -55,6 +56,9 @@ FLOOR_RATIO = 1e-6  # a fitted E below this share of the smallest loss is the bo
 
 
 # ------------------------------------------------------------------------------------ loss vs D
+IN_D = {"alpha": "beta", "alpha_low": "beta_low", "alpha_high": "beta_high"}  # a fit's names, in D
+
+
 def data_fits(
     table: pd.DataFrame, y: str = "loss", by: Iterable[str] | None = None, level: float = 0.95
 ) -> pd.DataFrame:
@@ -67,25 +71,17 @@ def data_fits(
     for keys, part in table[table["D"] > 0].groupby([*by, "S"], sort=True, dropna=False):
         keys = keys if isinstance(keys, tuple) else (keys,)
         D, loss = part["D"].to_numpy(np.float64), part[y].to_numpy(np.float64)
-        try:
-            fit = fit_power_law(D, loss, level)
-        except ValueError as err:
-            rows.append({**dict(zip([*by, "S"], keys, strict=True)), "n": len(part), "note": str(err)})
-            continue
+        fitted = fit_columns(D, loss, level)
         rows.append(
             {
                 **dict(zip([*by, "S"], keys, strict=True)),
-                "beta": fit.alpha,
-                "beta_ci_low": fit.alpha_ci_low,
-                "beta_ci_high": fit.alpha_ci_high,
-                "prefactor": fit.prefactor,
-                "r2": fit.r2,
-                "n": fit.n,
-                "note": "",
+                **{IN_D.get(name, name): value for name, value in fitted.items()},
+                "n": len(part),
+                "note": fitted["note"] or "",
             }
         )
-    columns = [*by, "S", "beta", "beta_ci_low", "beta_ci_high", "prefactor", "r2", "n", "note"]
-    return pd.DataFrame(rows).reindex(columns=columns)
+    columns = [*by, "S", "beta", "beta_low", "beta_high", "prefactor", "r2", "n", "note"]
+    return as_table(pd.DataFrame(rows).reindex(columns=columns))
 
 
 def data_law_curves(fits: pd.DataFrame, points: pd.DataFrame, n: int = 30) -> pd.DataFrame:

@@ -22,6 +22,7 @@ from scipy import sparse, special
 from rbplab.analysis._regression import fit_many
 from rbplab.analysis.bootstrap import weight_chunks
 from rbplab.analysis.decomposition import DECOMPOSITION_METRICS
+from rbplab.core.frames import as_table
 from rbplab.core.runs import Run
 from rbplab.core.stats import TokenStats, check_ties
 
@@ -105,7 +106,7 @@ def decomposition_ci(
     stats: TokenStats, ties: str = "pessimistic", n_boot: int = 200, level: float = 0.95, seed: int = 0
 ) -> pd.DataFrame:
     """Document-bootstrap intervals of one run's ee, ee_mm, sa, conf and mrr: metric, estimate,
-    se, ci_low, ci_high (percentile), n_boot (the columns of `bootstrap.bootstrap_ci`).
+    se, estimate_low, estimate_high (percentile), n_boot (the columns of `bootstrap.bootstrap_ci`).
 
     Caveat: SA and Conf grow with the number of distinct RBE values observed, and a resample
     (documents drawn with replacement) shows fewer of them, so their replicates are biased low
@@ -122,9 +123,9 @@ def decomposition_ci(
         low, high = np.nanquantile(values, [(1 - level) / 2, (1 + level) / 2])
         rows.append(
             {"metric": name, "estimate": float(point[name][0]), "se": float(np.nanstd(values, ddof=1))}
-            | {"ci_low": float(low), "ci_high": float(high), "n_boot": n_boot}
+            | {"estimate_low": float(low), "estimate_high": float(high), "n_boot": n_boot}
         )
-    return pd.DataFrame(rows)
+    return as_table(pd.DataFrame(rows))
 
 
 def bootstrap_decomposition_fits(

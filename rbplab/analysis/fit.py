@@ -35,6 +35,7 @@ from rbplab.analysis._regression import (
 )
 from rbplab.analysis.bootstrap import doc_stats, replicate_arrays
 from rbplab.analysis.metrics import as_ks, standard_ks
+from rbplab.core.frames import as_table
 from rbplab.core.runs import RunsLike, as_runs
 
 _VALUE_IS_EXP_NEG_LOSS = ("rbp", "mean_p")
@@ -60,8 +61,8 @@ class PowerLawFit:
     prefactor: float
     r2: float
     alpha_se: float
-    alpha_ci_low: float
-    alpha_ci_high: float
+    alpha_low: float
+    alpha_high: float
     residual_sd: float  # of log(loss)
     n: int
     level: float
@@ -70,6 +71,18 @@ class PowerLawFit:
 
     def predict(self, S: float | np.ndarray) -> float | np.ndarray:
         return power_law(self.prefactor, self.alpha, S)
+
+    @property
+    def alpha_ci_low(self) -> float:
+        """Deprecated: `alpha_low` (the old name goes in the next release)."""
+        warnings.warn("PowerLawFit.alpha_ci_low is now alpha_low", FutureWarning, stacklevel=2)
+        return self.alpha_low
+
+    @property
+    def alpha_ci_high(self) -> float:
+        """Deprecated: `alpha_high` (the old name goes in the next release)."""
+        warnings.warn("PowerLawFit.alpha_ci_high is now alpha_high", FutureWarning, stacklevel=2)
+        return self.alpha_high
 
     def confidence_interval(self, S: float | np.ndarray, level: float | None = None) -> tuple:
         """Interval for the law's line itself at size S (the OLS mean in log space, t quantiles);
@@ -112,8 +125,8 @@ def fit_power_law(S: Sequence[float], y: Sequence[float], level: float = 0.95) -
         prefactor=float(np.exp(intercept[0])),
         r2=float(r_squared(rss, tss)[0]) if df > 0 else float("nan"),
         alpha_se=se,
-        alpha_ci_low=alpha - half,
-        alpha_ci_high=alpha + half,
+        alpha_low=alpha - half,
+        alpha_high=alpha + half,
         residual_sd=resid_sd,
         n=n,
         level=level,
@@ -134,10 +147,24 @@ def _loo_alphas(S: np.ndarray, y: np.ndarray) -> np.ndarray:
         return np.where(sxx > 0, -np.sum(xc * z, axis=1) / sxx, np.nan)
 
 
+FIT_COLUMNS = ("alpha", "prefactor", "r2", "alpha_se", "alpha_low", "alpha_high", "residual_sd")
+
+
+def fit_columns(x: np.ndarray, y: np.ndarray, level: float = 0.95) -> dict:
+    """One table row's worth of `fit_power_law(x, y)`: the `FIT_COLUMNS` and note = None, or only
+    note = why the points cannot be fitted. The row of `scaling_fits` (x = S) and of
+    `data_scaling.data_fits` (x = D, alpha read as beta)."""
+    problem = unusable_reason(x, y)
+    if problem is not None:
+        return {"note": problem}
+    fit = fit_power_law(x, y, level)
+    return {**{name: getattr(fit, name) for name in FIT_COLUMNS}, "note": None}
+
+
 def scaling_fits(
     table: pd.DataFrame, y: str = "loss", by: Iterable[str] | None = None, level: float = 0.95
 ) -> pd.DataFrame:
-    """One power-law fit per group: alpha, prefactor, r2, alpha_se, alpha_ci_low/high (t),
+    """One power-law fit per group: alpha, prefactor, r2, alpha_se, alpha_low/high (t),
     residual_sd, leave-one-model-out range (alpha_loo_min/max) and jackknife SE, n_models,
     S_min, S_max, note (why a fit is missing, or `TWO_MODELS_NOTE` when r2 and the interval are
     NaN because the group has only two models)."""
@@ -145,15 +172,10 @@ def scaling_fits(
     rows = []
     for key, frame in model_groups(table, y, by):
         S, v = frame["S"].to_numpy(np.float64), frame[y].to_numpy(np.float64)
-        row = {**key, "n_models": len(S), "S_min": S.min(), "S_max": S.max(), "note": unusable_reason(S, v)}
+        row = {**key, "n_models": len(S), "S_min": S.min(), "S_max": S.max(), **fit_columns(S, v, level)}
         if row["note"] is None:
-            fit = fit_power_law(S, v, level)
             if len(S) <= 2:
                 row["note"] = TWO_MODELS_NOTE
-            row.update({f: getattr(fit, f) for f in ("alpha", "prefactor", "r2", "alpha_se")})
-            row.update(
-                alpha_ci_low=fit.alpha_ci_low, alpha_ci_high=fit.alpha_ci_high, residual_sd=fit.residual_sd
-            )
             if len(S) >= 3:
                 loo = _loo_alphas(S, v)
                 n = np.sum(np.isfinite(loo))
@@ -163,9 +185,9 @@ def scaling_fits(
                     alpha_jackknife_se=float(np.sqrt((n - 1) / n * np.nansum((loo - np.nanmean(loo)) ** 2))),
                 )
         rows.append(row)
-    cols = ["alpha", "prefactor", "r2", "alpha_se", "alpha_ci_low", "alpha_ci_high", "residual_sd"]
+    cols = ["alpha", "prefactor", "r2", "alpha_se", "alpha_low", "alpha_high", "residual_sd"]
     cols += ["alpha_loo_min", "alpha_loo_max", "alpha_jackknife_se", "n_models", "S_min", "S_max", "note"]
-    return pd.DataFrame(rows).reindex(columns=by + cols)
+    return as_table(pd.DataFrame(rows).reindex(columns=by + cols))
 
 
 def leave_one_out(table: pd.DataFrame, y: str = "loss", by: Iterable[str] | None = None) -> pd.DataFrame:

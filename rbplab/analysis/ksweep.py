@@ -17,6 +17,7 @@ import pandas as pd
 
 from rbplab.analysis.fit import TWO_MODELS_NOTE, bootstrap_fits, scaling_fits
 from rbplab.analysis.metrics import metrics_table
+from rbplab.core.frames import as_table
 from rbplab.core.runs import RunsLike, as_runs
 
 REGIMES = ("k=1", "moderate", "intermediate", "large")
@@ -60,8 +61,8 @@ def k_sweep(
     columns of `rbplab.analysis.fit.bootstrap_fits` are added. Thresholds above the smallest
     vocabulary of a group are dropped so every fit uses every model.
 
-    Columns: family, corpus, ties, k, regime, vocab_size, alpha, r2, alpha_se, alpha_ci_low,
-    alpha_ci_high, n_models, note [, alpha_boot_*, r2_boot_*]."""
+    Columns: family, corpus, ties, k, regime, vocab_size, alpha, r2, alpha_se, alpha_low,
+    alpha_high, n_models, note [, alpha_boot_*, r2_boot_*]."""
     runs = None
     if isinstance(data, pd.DataFrame) and "stats" not in data.columns:
         table = data
@@ -83,7 +84,7 @@ def k_sweep(
     vocab = table.groupby(by, dropna=False)["vocab_size"].min().rename("vocab_size").reset_index()
     fits = fits.merge(vocab, on=by)
     fits["regime"] = regime(fits["k"].to_numpy(dtype=np.int64), fits["vocab_size"].to_numpy(), large_fraction)
-    cols = by + ["k", "regime", "vocab_size", "alpha", "r2", "alpha_se", "alpha_ci_low", "alpha_ci_high"]
+    cols = by + ["k", "regime", "vocab_size", "alpha", "r2", "alpha_se", "alpha_low", "alpha_high"]
     fits = fits[cols + ["n_models", "note"]]
     if runs is not None and n_boot > 0:
         boot = bootstrap_fits(
@@ -91,7 +92,7 @@ def k_sweep(
         )
         boot = boot[boot["metric"] == "rbp"].drop(columns=["metric", "n_models", "alpha", "r2"])
         fits = fits.merge(boot, on=by + ["k"], how="left")
-    return fits.sort_values(by + ["k"], ignore_index=True)
+    return as_table(fits.sort_values(by + ["k"], ignore_index=True))
 
 
 def sweep_summary(sweep: pd.DataFrame, r2_threshold: float = 0.9) -> pd.DataFrame:

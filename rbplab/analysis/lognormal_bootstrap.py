@@ -26,6 +26,7 @@ from rbplab.analysis._cells import LOG_SQRT_2PI, dot, log_cell
 from rbplab.analysis.bootstrap import bootstrap_weights, doc_stats
 from rbplab.analysis.lognormal import fit_lognormal
 from rbplab.analysis.metrics import rank_histogram
+from rbplab.core.frames import as_table
 from rbplab.core.runs import RunsLike, as_runs
 from rbplab.core.stats import TokenStats
 from rbplab.core.summary import EntrySummary, summary_ks
@@ -80,7 +81,7 @@ def lognormal_interval(
     seed: int = 0,
 ) -> dict[str, float]:
     """mu, sigma, mu_over_sigma of `fit_lognormal` with document-bootstrap intervals
-    (`<name>_ci_low`, `<name>_ci_high`; see the module docstring), and n_docs."""
+    (`<name>_low`, `<name>_high`; see the module docstring), and n_docs."""
     if not 0 < level < 1:
         raise ValueError(f"level must lie in (0, 1), got {level}")
     if n_boot < 2:
@@ -105,8 +106,8 @@ def lognormal_interval(
         low, high = np.quantile(shifts[name], [tail, 1 - tail])
         out |= {
             name: values[name],
-            f"{name}_ci_low": values[name] + low,
-            f"{name}_ci_high": values[name] + high,
+            f"{name}_low": values[name] + low,
+            f"{name}_high": values[name] + high,
         }
     return out
 
@@ -120,4 +121,4 @@ def lognormal_intervals(
     for run in as_runs(runs):
         result = lognormal_interval(run.stats, ties, level, n_boot, seed)
         rows.append({"family": run.family, "model": run.model, "corpus": run.corpus, "S": run.S} | result)
-    return pd.DataFrame(rows)
+    return as_table(pd.DataFrame(rows))

@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from rbplab.core.errors import RbplabError
+from rbplab.core.frames import renamed_columns
 from rbplab.core.settings import ExtractionSettings, resolve_settings
 from rbplab.core.versions import installed_versions
 
@@ -112,8 +113,9 @@ def table_json(frame: pd.DataFrame) -> dict:
 
 
 def table_frame(data: Mapping) -> pd.DataFrame:
+    """A table read back; interval columns an older release named otherwise get today's names."""
     try:
-        return pd.DataFrame(list(data["rows"]), columns=list(data["columns"]))
+        return renamed_columns(pd.DataFrame(list(data["rows"]), columns=list(data["columns"])))
     except (KeyError, TypeError, ValueError) as err:
         raise ResultsError(f"a table in the results file is malformed ({err})") from None
 

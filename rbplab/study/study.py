@@ -32,6 +32,7 @@ from rbplab.analysis import (
 )
 from rbplab.analysis import emergence as _emergence
 from rbplab.analysis.metrics import RBPCurve
+from rbplab.core.frames import as_table
 from rbplab.core.runs import TRAINING_FIELDS, Run, model_of_label
 from rbplab.core.stats import TokenStats, check_ties
 
@@ -166,7 +167,7 @@ class Study:
         """RBP_k per run and k from the cached curves: family, corpus, model, S, k, rbp,
         neg_log_rbp, n_tokens (after S also revision, step, D, C when the study holds
         checkpoints, `has_training`); with n_boot > 0 also the document-bootstrap percentile interval
-        of -log RBP_k (neg_log_rbp_lo, neg_log_rbp_hi; `rbplab.analysis.bootstrap.bootstrap_ci`)."""
+        of -log RBP_k (neg_log_rbp_low, neg_log_rbp_high; `rbplab.analysis.bootstrap.bootstrap_ci`)."""
         ks = metrics.as_ks(ks, self.vocab_size)
         runs = self._runs(corpora)
         # One frame from stacked arrays: a slider callback calls this, so no per-run concat.
@@ -195,10 +196,10 @@ class Study:
                 ci = bootstrap.bootstrap_ci(r.stats, ks, self.ties, n_boot, self.level, seed)
                 ci = ci[ci["metric"] == "rbp"]
                 with np.errstate(divide="ignore"):  # -log is decreasing: the interval flips
-                    lo.append(-np.log(ci["ci_high"].to_numpy()))
-                    hi.append(-np.log(ci["ci_low"].to_numpy()))
-            frame["neg_log_rbp_lo"], frame["neg_log_rbp_hi"] = np.concatenate(lo), np.concatenate(hi)
-        return frame
+                    lo.append(-np.log(ci["estimate_high"].to_numpy()))
+                    hi.append(-np.log(ci["estimate_low"].to_numpy()))
+            frame["neg_log_rbp_low"], frame["neg_log_rbp_high"] = np.concatenate(lo), np.concatenate(hi)
+        return as_table(frame)
 
     def fits(
         self,
@@ -207,7 +208,7 @@ class Study:
         points: pd.DataFrame | None = None,
     ) -> pd.DataFrame:
         """Power law -log RBP_k = A S^-alpha per family, corpus and k (`rbplab.analysis.fit.scaling_fits`):
-        alpha, prefactor, r2, alpha_se, alpha_ci_low/high, leave-one-out range, n_models, note.
+        alpha, prefactor, r2, alpha_se, alpha_low/high, leave-one-out range, n_models, note.
         In a study of checkpoints the law is fitted per training step (a `step` column), never
         across them. `points` (from `points(ks, corpora)`) saves recomputing them."""
         points = self.points(ks, corpora) if points is None else points
@@ -222,7 +223,7 @@ class Study:
         kind: str = "confidence",
     ) -> pd.DataFrame:
         """The fitted line and its band on a grid of S spanning each family: family, corpus,
-        k, S, fit, lo, hi on the -log RBP_k scale. kind="confidence": where the law's line
+        k, S, fit, fit_low, fit_high on the -log RBP_k scale. kind="confidence": where the law's line
         lies (t interval of the OLS mean in log space); kind="prediction": where a new
         model of size S would fall (adds the scatter of models around the line). Per training
         step (a `step` column) in a study of checkpoints, like `fits`."""
@@ -240,15 +241,17 @@ class Study:
             grid = np.geomspace(S.min(), S.max(), BAND_POINTS)
             lo, hi = pl.prediction_interval(grid) if kind == "prediction" else pl.confidence_interval(grid)
             labels = dict(zip(by, key, strict=True))
-            rows.append(pd.DataFrame({**labels, "S": grid, "fit": pl.predict(grid)}).assign(lo=lo, hi=hi))
-        cols = [*by, "S", "fit", "lo", "hi"]
-        return pd.concat(rows, ignore_index=True)[cols] if rows else pd.DataFrame(columns=cols)
+            rows.append(
+                pd.DataFrame({**labels, "S": grid, "fit": pl.predict(grid), "fit_low": lo, "fit_high": hi})
+            )
+        cols = [*by, "S", "fit", "fit_low", "fit_high"]
+        return as_table(pd.concat(rows, ignore_index=True)[cols] if rows else pd.DataFrame(columns=cols))
 
     def fit_table(
         self, ks: Iterable[int] | int = (1, 10, 100), corpora: Sequence[str] | None = None
     ) -> pd.DataFrame:
         """The headline table: one row per family, corpus and k with alpha (and CI), R²."""
-        cols = ["family", "corpus", "k", "alpha", "alpha_ci_low", "alpha_ci_high", "r2", "n_models", "note"]
+        cols = ["family", "corpus", "k", "alpha", "alpha_low", "alpha_high", "r2", "n_models", "note"]
         return self.fits(ks, corpora)[cols]
 
     def summary(self) -> pd.DataFrame:
@@ -690,14 +693,12 @@ class Study:
         per family and corpus: the paper's observation that the two are nearly equal (Fig. 8a/b).
         The theory's "CE" is the rank entropy (`rbplab.analysis.lognormal_theory`). Its curves
         are deterministic functions of the fitted trends, so their alpha has no t-interval
-        (alpha_ci_low/high are NaN for source "lognormal")."""
+        (alpha_low/high are NaN for source "lognormal")."""
         self._one_step("the CE exponents")
         # Without the model column: the theory's curve is a grid of S values, not models.
         comp = self.ce_comparison().drop(columns="model")
         fits = fit.scaling_fits(
             comp, y="value", by=["family", "corpus", "source", "quantity"], level=self.level
         )
-        fits.loc[fits["source"] == "lognormal", ["alpha_ci_low", "alpha_ci_high"]] = np.nan
-        return fits[
-            ["family", "corpus", "source", "quantity", "alpha", "alpha_ci_low", "alpha_ci_high", "r2"]
-        ]
+        fits.loc[fits["source"] == "lognormal", ["alpha_low", "alpha_high"]] = np.nan
+        return fits[["family", "corpus", "source", "quantity", "alpha", "alpha_low", "alpha_high", "r2"]]

@@ -16,7 +16,7 @@ LAW = "−log RBP_k(S) = A · S^−α"  # the relative-based scaling law, as the
 JOINT_LAW = "L(S, D) = E + A · S^−α + B · D^−β"
 
 
-def _estimate(row: pd.Series | dict, name: str, suffixes: Sequence[str] = ("_ci_low", "_ci_high")) -> str:
+def _estimate(row: pd.Series | dict, name: str, suffixes: Sequence[str] = ("_low", "_high")) -> str:
     value = row.get(name)
     if value is None or pd.isna(value):
         return "n/a"

@@ -9,10 +9,10 @@ each fitted line's panel with its exponent and interval, and sizes on a sequenti
 Text uses plotly's HTML (<sub>, <sup>), never raw TeX.
 
 Column conventions (extra columns are ignored):
-  points : family, corpus, model, S, k, rbp, neg_log_rbp [, neg_log_rbp_lo, neg_log_rbp_hi]
-  fits   : family, corpus, k, alpha, r2 [, alpha_ci_low, alpha_ci_high]
+  points : family, corpus, model, S, k, rbp, neg_log_rbp [, neg_log_rbp_low, neg_log_rbp_high]
+  fits   : family, corpus, k, alpha, r2 [, alpha_low, alpha_high]
   bands  : family, corpus, k, S, fit, lo, hi            (on the -log RBP_k scale)
-  ksweep : family, corpus, k, alpha, r2 [, alpha_ci_low, alpha_ci_high]
+  ksweep : family, corpus, k, alpha, r2 [, alpha_low, alpha_high]
 
 Emergence figures (paper Figure 7) and lognormal-theory figures (paper Figure 8) follow the
 same rules. Traces carry a `meta` tag saying what they are ("models", "fit", "band", "empirical",
@@ -61,7 +61,7 @@ def si(value: float) -> str:
 def _interval(row: pd.Series | dict, name: str, digits: int = 3) -> str:
     """ "0.036 [0.030, 0.043]": a value with its interval when the row has one."""
     value = row[name]
-    lo, hi = row.get(f"{name}_ci_low"), row.get(f"{name}_ci_high")
+    lo, hi = row.get(f"{name}_low"), row.get(f"{name}_high")
     if lo is None or hi is None or pd.isna(lo) or pd.isna(hi):
         return f"{value:.{digits}f}"
     return f"{value:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
@@ -154,7 +154,7 @@ def rbp_vs_size(
     fig = _panels(len(ks), len(corpora), shared_xaxes=True)
     pending: list = []
     has_bands = bands is not None and len(bands) > 0
-    intervals = {"neg_log_rbp_lo", "neg_log_rbp_hi"} <= set(points.columns)
+    intervals = {"neg_log_rbp_low", "neg_log_rbp_high"} <= set(points.columns)
     for r, k in enumerate(ks, start=1):
         for c, corpus in enumerate(corpora, start=1):
             first = r == 1 and c == 1
@@ -178,7 +178,7 @@ def rbp_vs_size(
                             (
                                 go.Scatter(
                                     x=np.r_[b["S"], b["S"][::-1]],
-                                    y=np.r_[b["hi"], b["lo"][::-1]],
+                                    y=np.r_[b["fit_high"], b["fit_low"][::-1]],
                                     fill="toself",
                                     fillcolor=colour,
                                     opacity=0.15,
@@ -208,7 +208,7 @@ def rbp_vs_size(
                                 c,
                             )
                         )
-                error_y = _error_bars(sel, "neg_log_rbp", "neg_log_rbp_lo", "neg_log_rbp_hi")
+                error_y = _error_bars(sel, "neg_log_rbp", "neg_log_rbp_low", "neg_log_rbp_high")
                 pending.append(
                     (
                         go.Scatter(
@@ -331,7 +331,7 @@ def ksweep(
                 1,
             )
         )
-        error_y = _error_bars(sel, "alpha", "alpha_ci_low", "alpha_ci_high")
+        error_y = _error_bars(sel, "alpha", "alpha_low", "alpha_high")
         pending.append(
             (
                 go.Scatter(
@@ -729,7 +729,7 @@ PARAMETER_TITLES = {"mu": "μ", "sigma": "σ", "mu_over_sigma": "μ/σ"}
 
 def lognormal_params(params: pd.DataFrame, *, title: str | None = None) -> go.Figure:
     """μ, σ and μ/σ of the fitted lognormal against S (paper Figure 8d), one line per corpus, each
-    panel titled by its parameter; intervals drawn when the frame has `<name>_ci_low/_ci_high`."""
+    panel titled by its parameter; intervals drawn when the frame has `<name>_low/_high`."""
     _require(params, ["corpus", "S", "mu", "sigma", "mu_over_sigma"], "lognormal params")
     fig = _panels(1, 3)
     pending: list = []
@@ -743,7 +743,7 @@ def lognormal_params(params: pd.DataFrame, *, title: str | None = None) -> go.Fi
                         y=sel[name],
                         mode="lines+markers",
                         line={"color": categorical(i)},
-                        error_y=_error_bars(sel, name, f"{name}_ci_low", f"{name}_ci_high"),
+                        error_y=_error_bars(sel, name, f"{name}_low", f"{name}_high"),
                         name=str(corpus),
                         legendgroup=str(corpus),
                         showlegend=col == 1,
@@ -758,7 +758,7 @@ def lognormal_params(params: pd.DataFrame, *, title: str | None = None) -> go.Fi
     fig.update_xaxes(type="log")
     for col, name in enumerate(PARAMETER_TITLES, start=1):
         fig.update_yaxes(title_text=PARAMETER_TITLES[name], row=1, col=col)
-    has_intervals = any(f"{n}_ci_low" in params.columns for n in PARAMETER_TITLES)
+    has_intervals = any(f"{n}_low" in params.columns for n in PARAMETER_TITLES)
     return arrange(
         fig,
         Grid(cols=3, panel_height=340, per_axis_y_titles=True),

@@ -69,7 +69,16 @@ def test_bootstrap_tables():
     rbp1 = reps[(reps["metric"] == "rbp") & (reps["k"] == 1)]
     np.testing.assert_allclose(rbp1["loss"], -np.log(rbp1["value"]))
     ci = bootstrap.bootstrap_ci(stats, [1, 5], n_boot=200, seed=2)
-    assert list(ci.columns) == ["metric", "k", "estimate", "se", "ci_low", "ci_high", "n_boot", "unit"]
-    assert np.all((ci["ci_low"] <= ci["estimate"]) & (ci["estimate"] <= ci["ci_high"]))
+    assert list(ci.columns) == [
+        "metric",
+        "k",
+        "estimate",
+        "se",
+        "estimate_low",
+        "estimate_high",
+        "n_boot",
+        "unit",
+    ]
+    assert np.all((ci["estimate_low"] <= ci["estimate"]) & (ci["estimate"] <= ci["estimate_high"]))
     with pytest.raises(ValueError, match="unit"):
         bootstrap.bootstrap_ci(stats, [1], unit="sentence")

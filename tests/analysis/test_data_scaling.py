@@ -83,7 +83,7 @@ def test_per_size_data_fits_find_the_d_exponent_of_a_pure_power_law():
     table = data_fits(pd.concat(rows))
     assert list(table["S"]) == [1e5, 1e6] and list(table["n"]) == [6, 6]  # step 0 left out
     np.testing.assert_allclose(table["beta"], [0.2, 0.4])
-    assert (table["beta_ci_low"] <= table["beta"]).all() and (table["beta"] <= table["beta_ci_high"]).all()
+    assert (table["beta_low"] <= table["beta"]).all() and (table["beta"] <= table["beta_high"]).all()
 
 
 def test_data_law_curves_evaluate_each_sizes_law_over_its_own_d_range():

@@ -27,10 +27,10 @@ def test_alpha_ci_covers_at_nominal_rate():
     for seed in range(200):
         t = power_table(alpha=true_alpha, noise=0.03, seed=seed)
         f = fit.fit_power_law(t["S"], t["loss"])
-        covered.append(f.alpha_ci_low <= true_alpha <= f.alpha_ci_high)
+        covered.append(f.alpha_low <= true_alpha <= f.alpha_high)
     assert abs(np.mean(covered) - 0.95) < 3 * np.sqrt(0.95 * 0.05 / 200)
     f = fit.fit_power_law(t["S"], t["loss"])
-    assert f.alpha_ci_high - f.alpha == pytest.approx(sps.t.ppf(0.975, 4) * f.alpha_se)
+    assert f.alpha_high - f.alpha == pytest.approx(sps.t.ppf(0.975, 4) * f.alpha_se)
 
 
 def test_prediction_interval_covers_new_models():

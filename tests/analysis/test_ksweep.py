@@ -40,9 +40,7 @@ def make_runs(families=(("a", 600), ("b", 500)), sizes=(1e6, 1e7, 1e8, 1e9), n=8
 def test_k_sweep_from_runs_and_from_table():
     runs = make_runs()
     sweep = ksweep.k_sweep(runs)
-    assert {"family", "corpus", "ties", "k", "regime", "vocab_size", "alpha", "r2", "alpha_ci_low"} <= set(
-        sweep
-    )
+    assert {"family", "corpus", "ties", "k", "regime", "vocab_size", "alpha", "r2", "alpha_low"} <= set(sweep)
     for fam, vocab in (("a", 600), ("b", 500)):
         part = sweep[sweep["family"] == fam]
         assert part["k"].min() == 1 and part["k"].max() < vocab and np.all(part["vocab_size"] == vocab)
@@ -102,7 +100,7 @@ def test_sweep_summary():
 def test_two_models_claim_no_range():
     runs = [r for r in make_runs(sizes=(1e6, 1e8)) if r.family == "a"]
     sweep = ksweep.k_sweep(runs, ks=[1, 10, 100])
-    assert sweep["r2"].isna().all() and sweep["alpha_ci_low"].isna().all()
+    assert sweep["r2"].isna().all() and sweep["alpha_low"].isna().all()
     assert sweep["note"].eq(fit.TWO_MODELS_NOTE).all()
     summary = ksweep.sweep_summary(sweep)
     assert summary["k_max_r2"].isna().all() and summary["note"].eq(fit.TWO_MODELS_NOTE).all()

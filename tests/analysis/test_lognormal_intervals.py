@@ -46,9 +46,9 @@ def test_intervals_cover_known_parameters_near_nominal():
     covered = {"mu": 0, "sigma": 0}
     for seed in range(draws):
         out = lognormal_interval(documents(mu, sigma, 40, 150, seed), n_boot=100, seed=seed)
-        covered["mu"] += out["mu_ci_low"] <= mu <= out["mu_ci_high"]
-        covered["sigma"] += out["sigma_ci_low"] <= sigma <= out["sigma_ci_high"]
-        assert out["mu_ci_low"] < out["mu"] < out["mu_ci_high"]
+        covered["mu"] += out["mu_low"] <= mu <= out["mu_high"]
+        covered["sigma"] += out["sigma_low"] <= sigma <= out["sigma_high"]
+        assert out["mu_low"] < out["mu"] < out["mu_high"]
     # 95 % intervals over 60 draws: a binomial count's 2.5-sigma range is about 51..60
     assert covered["mu"] >= 51 and covered["sigma"] >= 51, covered
 
@@ -56,7 +56,7 @@ def test_intervals_cover_known_parameters_near_nominal():
 def test_study_table_and_bad_arguments():
     study = synthetic_study(n_tokens=3000, corpora=("a",))
     table = study.lognormal_intervals(n_boot=20)
-    assert {"mu_ci_low", "sigma_ci_high", "mu_over_sigma_ci_low"} <= set(table.columns)
+    assert {"mu_low", "sigma_high", "mu_over_sigma_low"} <= set(table.columns)
     assert np.allclose(table["mu"], study.lognormal()["mu"])  # the exact fit's estimate
     with pytest.raises(ValueError, match="n_boot must be at least 2"):
         lognormal_interval(study.runs[0].stats, n_boot=1)

@@ -46,9 +46,7 @@ def test_per_family_fit_se_r2_and_jackknife():
         assert row["alpha_se"] == pytest.approx(se[1], rel=1e-10)
         assert row["r2"] == pytest.approx(1 - rss / np.sum((z - z.mean()) ** 2), rel=1e-10)
         half = sps.t.ppf(0.975, 3) * se[1]
-        assert (row["alpha_ci_low"], row["alpha_ci_high"]) == pytest.approx(
-            (-beta[1] - half, -beta[1] + half)
-        )
+        assert (row["alpha_low"], row["alpha_high"]) == pytest.approx((-beta[1] - half, -beta[1] + half))
         loo = np.array([-np.polyfit(np.log(np.delete(S, i)), np.delete(z, i), 1)[0] for i in range(5)])
         jack = np.sqrt(4 / 5 * np.sum((loo - loo.mean()) ** 2))  # Efron's (n-1)/n scaling
         assert row["alpha_jackknife_se"] == pytest.approx(jack, rel=1e-10)
@@ -66,7 +64,7 @@ def test_pooled_fit_se_dof_prefactors_and_within_r2():
     assert out["alpha"].iloc[0] == pytest.approx(-beta[2], rel=1e-10)
     assert out["alpha_se"].iloc[0] == pytest.approx(se[2], rel=1e-10)
     half = sps.t.ppf(0.975, dof) * se[2]
-    assert out["alpha_ci_high"].iloc[0] - out["alpha"].iloc[0] == pytest.approx(half, rel=1e-10)
+    assert out["alpha_high"].iloc[0] - out["alpha"].iloc[0] == pytest.approx(half, rel=1e-10)
     assert out.loc["a", "prefactor"] == pytest.approx(np.exp(beta[0]), rel=1e-10)
     assert out.loc["b", "prefactor"] == pytest.approx(np.exp(beta[1]), rel=1e-10)
     within = z - np.where(fam_b == 1, z[5:].mean(), z[:5].mean())
@@ -93,14 +91,14 @@ def test_bootstrap_percentile_levels():
     p_hat = np.mean(ranks == 1)
     sd = np.sqrt(p_hat * (1 - p_hat) / n)
     z90 = sps.norm.ppf(0.95)
-    assert ci.loc["rbp", "ci_low"] == pytest.approx(p_hat - z90 * sd, abs=0.15 * sd)
-    assert ci.loc["rbp", "ci_high"] == pytest.approx(p_hat + z90 * sd, abs=0.15 * sd)
+    assert ci.loc["rbp", "estimate_low"] == pytest.approx(p_hat - z90 * sd, abs=0.15 * sd)
+    assert ci.loc["rbp", "estimate_high"] == pytest.approx(p_hat + z90 * sd, abs=0.15 * sd)
     assert ci.loc["rbp", "se"] == pytest.approx(sd, rel=0.05)
     # And exactly the 5th and 95th percentiles of the replicates (same seed, same replicates).
     reps = bootstrap.bootstrap_metrics(stats, ks=[1], n_boot=4000, seed=1)
     vals = reps.loc[reps["metric"] == "rbp", "value"].to_numpy()
-    assert ci.loc["rbp", "ci_low"] == pytest.approx(np.percentile(vals, 5), rel=1e-12)
-    assert ci.loc["rbp", "ci_high"] == pytest.approx(np.percentile(vals, 95), rel=1e-12)
+    assert ci.loc["rbp", "estimate_low"] == pytest.approx(np.percentile(vals, 5), rel=1e-12)
+    assert ci.loc["rbp", "estimate_high"] == pytest.approx(np.percentile(vals, 95), rel=1e-12)
 
 
 def test_parameter_scaling_r2_by_hand():
@@ -153,4 +151,4 @@ def test_theory_versus_measured_by_hand():
     ce = measured[measured["quantity"] == "CE"].sort_values("S")
     slope = np.polyfit(np.log(ce["S"]), np.log(ce["value"]), 1)[0]
     assert exps.loc[("empirical", "CE"), "alpha"] == pytest.approx(-slope, rel=1e-9)
-    assert np.isnan(exps.loc[("lognormal", "CE"), "alpha_ci_low"])  # deterministic curve: no t-interval
+    assert np.isnan(exps.loc[("lognormal", "CE"), "alpha_low"])  # deterministic curve: no t-interval

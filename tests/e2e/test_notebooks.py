@@ -231,11 +231,11 @@ def test_rbp_vs_size_fits_and_figures(run) -> None:
     for trace, corpus in zip(markers, CORPORA, strict=True):  # the figure shows the data
         assert np.allclose(_values(trace["y"]), k1_points[corpus])
     html = (out / "01_rbp_vs_size.html").read_text()
-    assert html.count("Plotly.newPlot") == 4 and "alpha_ci_low" in html  # figures and the fit table
+    assert html.count("Plotly.newPlot") == 4 and "alpha_low" in html  # figures and the fit table
     paper = _table(out, "01_rbp_vs_size", "paper_reference_fits").set_index("k")  # the bundled GPT-2 numbers
     assert paper.loc[1, "alpha"] == pytest.approx(0.056, abs=5e-4) and (paper["ties"] == "optimistic").all()
     summary = _table(out, "01_rbp_vs_size", "headline")
-    columns = ["family", "corpus", "alpha", "alpha_ci_low", "alpha_ci_high", "r2", "n_models"]
+    columns = ["family", "corpus", "alpha", "alpha_low", "alpha_high", "r2", "n_models"]
     assert list(summary.columns) == columns and len(summary) == len(CORPORA)
 
 

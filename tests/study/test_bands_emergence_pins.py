@@ -67,8 +67,8 @@ def test_band_is_the_t_interval_of_the_ols_line_in_log_space(kind, level):
         var_mean = s2 * np.einsum("ij,jk,ik->i", x0, inv, x0)  # Var of the fitted mean at x0
         se = np.sqrt(var_mean + (s2 if kind == "prediction" else 0.0))
         np.testing.assert_allclose(part["fit"], np.exp(centre), rtol=1e-10)
-        np.testing.assert_allclose(part["lo"], np.exp(centre - t * se), rtol=1e-10)
-        np.testing.assert_allclose(part["hi"], np.exp(centre + t * se), rtol=1e-10)
+        np.testing.assert_allclose(part["fit_low"], np.exp(centre - t * se), rtol=1e-10)
+        np.testing.assert_allclose(part["fit_high"], np.exp(centre + t * se), rtol=1e-10)
 
 
 def _windows_all_in_top_k(ranks: np.ndarray, k: int, n: int) -> tuple[int, int]:

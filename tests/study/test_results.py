@@ -115,8 +115,8 @@ def test_study_methods_save_and_tabulate(study, tmp_path):
     markdown = study.to_markdown([1, 10])
     latex = study.to_latex([1, 10], caption="fits")
     for row in fits.itertuples():
-        half = (row.alpha_ci_high - row.alpha_ci_low) / 2  # an OLS t-interval: symmetric
+        half = (row.alpha_high - row.alpha_low) / 2  # an OLS t-interval: symmetric
         assert f"{row.alpha:.3f} ± {half:.3f}" in markdown
         assert f"${row.alpha:.3f} \\pm {half:.3f}$" in latex
     assert markdown.splitlines()[0].startswith("| family | corpus | k | α |")
-    assert "\\caption{fits}" in latex and "alpha_ci_low" not in markdown
+    assert "\\caption{fits}" in latex and "alpha_low" not in markdown

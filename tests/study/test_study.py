@@ -51,10 +51,10 @@ def test_points_with_bootstrap_intervals(synth: Study) -> None:
     plain = synth.points([1, 10], corpora=["a"])
     boot = synth.points([1, 10], corpora=["a"], n_boot=50)
     assert np.allclose(boot["neg_log_rbp"], plain["neg_log_rbp"])
-    assert (boot["neg_log_rbp_lo"] <= boot["neg_log_rbp"]).all() and (
-        boot["neg_log_rbp"] <= boot["neg_log_rbp_hi"]
+    assert (boot["neg_log_rbp_low"] <= boot["neg_log_rbp"]).all() and (
+        boot["neg_log_rbp"] <= boot["neg_log_rbp_high"]
     ).all()
-    assert (boot["neg_log_rbp_hi"] > boot["neg_log_rbp_lo"]).all()
+    assert (boot["neg_log_rbp_high"] > boot["neg_log_rbp_low"]).all()
 
 
 def test_fit_recovers_known_exponent(law: Study) -> None:
@@ -64,23 +64,25 @@ def test_fit_recovers_known_exponent(law: Study) -> None:
     assert fits["r2"].iloc[0] > 0.99
     table = law.fit_table([1, 10])
     assert list(table["k"]) == [1, 10]
-    assert {"alpha", "alpha_ci_low", "alpha_ci_high", "r2"} <= set(table.columns)
+    assert {"alpha", "alpha_low", "alpha_high", "r2"} <= set(table.columns)
 
 
 def test_bands_bracket_the_fitted_line(law: Study) -> None:
     bands = law.bands([1, 5])
     assert set(bands["k"]) == {1, 5}
-    assert (bands["lo"] <= bands["fit"]).all() and (bands["fit"] <= bands["hi"]).all()
+    assert (bands["fit_low"] <= bands["fit"]).all() and (bands["fit"] <= bands["fit_high"]).all()
     assert bands["S"].min() == pytest.approx(min(SIZES)) and bands["S"].max() == pytest.approx(max(SIZES))
     line = fit.fit_power_law(SIZES, law.points(1)["neg_log_rbp"])
     first = bands[bands["k"] == 1].iloc[0]
     assert first["fit"] == pytest.approx(line.predict(first["S"]))
     wide = law.bands([1], kind="prediction")
-    assert np.allclose(wide["lo"], line.prediction_interval(wide["S"])[0])
+    assert np.allclose(wide["fit_low"], line.prediction_interval(wide["S"])[0])
     conf = bands[bands["k"] == 1]
-    assert (wide["hi"].to_numpy() > conf["hi"].to_numpy()).all()  # a new model scatters more than the line
+    assert (
+        wide["fit_high"].to_numpy() > conf["fit_high"].to_numpy()
+    ).all()  # a new model scatters more than the line
     # the confidence band is narrowest at the centre of log S, as for any OLS line
-    width = np.log(conf["hi"] / conf["lo"]).to_numpy()
+    width = np.log(conf["fit_high"] / conf["fit_low"]).to_numpy()
     assert width.argmin() in range(len(width) // 2 - 3, len(width) // 2 + 3)
     with pytest.raises(ValueError, match="kind"):
         law.bands([1], kind="bootstrap")

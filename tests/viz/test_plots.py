@@ -35,7 +35,7 @@ def test_rbp_vs_size_one_panel_per_k_and_corpus(study: Study) -> None:
     row = fits[(fits["corpus"] == "b") & (fits["k"] == 10)].iloc[0]
     # The fitted line's legend entry names its panel, with alpha, its interval and R².
     (line,) = [t for t in fig.data if t.meta == "fit" and (t.xaxis, t.yaxis) == ("x4", "y4")]
-    interval = f"{row['alpha']:.3f} [{row['alpha_ci_low']:.3f}, {row['alpha_ci_high']:.3f}]"
+    interval = f"{row['alpha']:.3f} [{row['alpha_low']:.3f}, {row['alpha_high']:.3f}]"
     assert line.name == f"b, k=10: α = {interval}, R² = {row['r2']:.3f}"
     assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
 
@@ -46,8 +46,8 @@ def test_rbp_vs_size_without_fits_shows_points_in_legend(study: Study) -> None:
 
 
 def test_error_bars_from_intervals(study: Study) -> None:
-    points = study.points(1).assign(neg_log_rbp_lo=lambda f: f["neg_log_rbp"] * 0.9)
-    points["neg_log_rbp_hi"] = points["neg_log_rbp"] * 1.2
+    points = study.points(1).assign(neg_log_rbp_low=lambda f: f["neg_log_rbp"] * 0.9)
+    points["neg_log_rbp_high"] = points["neg_log_rbp"] * 1.2
     fig = plots.rbp_vs_size(points)
     assert np.allclose(fig.data[0].error_y.array, fig.data[0].y * 0.2)
 
@@ -67,7 +67,7 @@ def test_ksweep_two_panels_and_regimes(study: Study) -> None:
     r2 = next(t for t in fig.data if t.xaxis == "x" and t.name == "a")
     assert np.allclose(r2.y, part["r2"])
     alpha = next(t for t in fig.data if t.xaxis == "x2" and t.name == "a")
-    assert np.allclose(alpha.error_y.array, part["alpha_ci_high"] - part["alpha"])  # OLS intervals drawn
+    assert np.allclose(alpha.error_y.array, part["alpha_high"] - part["alpha"])  # OLS intervals drawn
     assert len(fig.layout.shapes) == 2 * 3  # two shaded regimes and |V| in each panel
 
 
@@ -81,7 +81,7 @@ def test_ksweep_marker_moves_to_the_chosen_k(study: Study) -> None:
         corpus, column = trace.name.split(" at ")[0], "r2" if trace.xaxis == "x" else "alpha"
         assert list(trace.x) == [10] and trace.y[0] == pytest.approx(at.loc[corpus, column])
     row = at.loc["a"]
-    interval = f"{row['alpha']:.3f} [{row['alpha_ci_low']:.3f}, {row['alpha_ci_high']:.3f}]"
+    interval = f"{row['alpha']:.3f} [{row['alpha_low']:.3f}, {row['alpha_high']:.3f}]"
     (entry,) = [t for t in fig.data if t.meta == "r2" and t.name.startswith("a ")]
     assert entry.name == f"a at k=10: α = {interval}, R² = {row['r2']:.3f}"  # the legend states them
 

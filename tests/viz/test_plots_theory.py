@@ -31,7 +31,7 @@ def test_lognormal_and_ce_figures(study: Study) -> None:
     fig = plots.lognormal_params(ln)
     assert len(fig.data) == 3 * 2
     assert [fig.layout[f"yaxis{i}"].title.text for i in ("", "2", "3")] == ["μ", "σ", "μ/σ"]
-    with_ci = ln.assign(mu_ci_low=ln["mu"] - 0.1, mu_ci_high=ln["mu"] + 0.3)
+    with_ci = ln.assign(mu_low=ln["mu"] - 0.1, mu_high=ln["mu"] + 0.3)
     mu = [t for t in plots.lognormal_params(with_ci).data if t.meta == "mu"]
     assert all(np.allclose(t.error_y.array, 0.3) and np.allclose(t.error_y.arrayminus, 0.1) for t in mu)
     ce = plots.ce_vs_rbp(study.ce_comparison(n_grid=6))

@@ -14,8 +14,8 @@ FITS = pd.DataFrame(
         "corpus": ["legal_standin", "prose"],
         "k": [1, 100],
         "alpha": [0.036, 0.0384],
-        "alpha_ci_low": [0.030, 0.0316],  # symmetric: 0.036 ± 0.006
-        "alpha_ci_high": [0.042, 0.0452],  # symmetric: 0.0384 ± 0.0068
+        "alpha_low": [0.030, 0.0316],  # symmetric: 0.036 ± 0.006
+        "alpha_high": [0.042, 0.0452],  # symmetric: 0.0384 ± 0.0068
         "r2": [0.98386, np.nan],
         "n_models": [6, 6],
         "note": [None, "one model fewer"],
@@ -59,5 +59,5 @@ def test_other_interval_suffixes_and_a_study_table():
     lines = tables.to_markdown(fits).strip().splitlines()
     assert len(lines) == 2 + len(fits)
     row = fits.iloc[1]
-    half = (row["alpha_ci_high"] - row["alpha_ci_low"]) / 2  # OLS t-intervals are symmetric
+    half = (row["alpha_high"] - row["alpha_low"]) / 2  # OLS t-intervals are symmetric
     assert f"| {row['alpha']:.3f} ± {half:.3f} |" in lines[3]

@@ -205,7 +205,7 @@ def bootstrap_ci(
     unit: str = "document",
 ) -> pd.DataFrame:
     """Point estimate, bootstrap standard error and percentile interval per metric and k:
-    columns metric, k, estimate, se, ci_low, ci_high, n_boot, unit. Intervals for the loss
+    columns metric, k, estimate, se, estimate_low, estimate_high, n_boot, unit. Intervals for the loss
     follow by the monotone map loss = -log(value) (CE: loss = value)."""
     if not 0 < level < 1:
         raise ValueError(f"level must lie in (0, 1), got {level}")
@@ -219,8 +219,8 @@ def bootstrap_ci(
             "k": pd.array(k, dtype="Int64"),
             "estimate": point["value"].to_numpy(),
             "se": np.nanstd(values, axis=0, ddof=1),
-            "ci_low": low,
-            "ci_high": high,
+            "estimate_low": low,
+            "estimate_high": high,
             "n_boot": n_boot,
             "unit": unit,
         }

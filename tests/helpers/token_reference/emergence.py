@@ -303,9 +303,9 @@ def sequence_fits(table: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
             if part["S"].nunique() >= 2 and len(part) == part["S"].nunique():
                 f = fit_power_law(part["S"], part["neg_log"], level)
                 row |= {"alpha": f.alpha, "C": f.prefactor / n, "r2": f.r2}
-                row |= {"alpha_ci_low": f.alpha_ci_low, "alpha_ci_high": f.alpha_ci_high}
+                row |= {"alpha_low": f.alpha_low, "alpha_high": f.alpha_high}
             rows.append(row)
-    cols = ["N", "n_models", "alpha", "alpha_ci_low", "alpha_ci_high", "C", "r2", "alpha_token"]
+    cols = ["N", "n_models", "alpha", "alpha_low", "alpha_high", "C", "r2", "alpha_token"]
     return pd.DataFrame(rows).reindex(columns=by + cols + ["alpha_joint", "C_joint", "r2_joint"])
 
 
