@@ -13,6 +13,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from rbplab.core.columns import FIT_GROUP_COLUMNS
+from rbplab.core.errors import InvalidArgumentError
 
 DEFAULT_BY = FIT_GROUP_COLUMNS
 
@@ -55,7 +56,9 @@ def grouping_columns(table: pd.DataFrame, by: Iterable[str] | None, exclude: Seq
     by = list(by)
     missing = [c for c in by if c not in table.columns]
     if missing:
-        raise ValueError(f"grouping columns {missing} not in table (columns: {list(table.columns)})")
+        raise InvalidArgumentError(
+            f"grouping columns {missing} not in table (columns: {list(table.columns)})"
+        )
     return by
 
 
@@ -63,7 +66,7 @@ def model_groups(table: pd.DataFrame, y: str, by: list[str]):
     """Yield (key dict, group frame with one row per model sorted by S)."""
     for col in ("S", y):
         if col not in table.columns:
-            raise ValueError(f"table needs columns 'S' and {y!r}; it has {list(table.columns)}")
+            raise InvalidArgumentError(f"table needs columns 'S' and {y!r}; it has {list(table.columns)}")
     model = "model" if "model" in table.columns else None
     grouped = table.groupby(by, dropna=False, sort=True) if by else [((), table)]
     for key, frame in grouped:
@@ -72,7 +75,7 @@ def model_groups(table: pd.DataFrame, y: str, by: list[str]):
             frame = frame.drop_duplicates([model, "S", y])
             if frame[model].duplicated().any():
                 dup = frame.loc[frame[model].duplicated(), model].iloc[0]
-                raise ValueError(
+                raise InvalidArgumentError(
                     f"group {dict(zip(by, key, strict=True))}: several {y} values for model {dup!r}"
                 )
         yield dict(zip(by, key, strict=True)), frame.sort_values("S", kind="stable")

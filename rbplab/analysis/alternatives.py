@@ -24,6 +24,7 @@ from scipy import stats as sps
 
 from rbplab.analysis._regression import grouping_columns, model_groups, t_quantile, unusable_reason
 from rbplab.analysis.fit import fit_power_law
+from rbplab.core.errors import InvalidArgumentError
 from rbplab.core.frames import as_table
 
 
@@ -44,7 +45,7 @@ def pooled_fits(
     >= 2 distinct sizes each and positive finite losses; others are skipped."""
     by = grouping_columns(table, by, exclude=(group,))
     if group not in table.columns:
-        raise ValueError(f"pooled_fits needs a {group!r} column")
+        raise InvalidArgumentError(f"pooled_fits needs a {group!r} column")
     rows = []
     for key, frame in _pooled_groups(table, y, by, group):
         fams = frame[group].to_numpy()
@@ -96,7 +97,9 @@ def _pooled_groups(table: pd.DataFrame, y: str, by: list[str], group: str):
         ident = [group, "model"] if "model" in frame else [group]
         frame = frame.drop_duplicates(ident + ["S", y])
         if "model" in frame and frame.duplicated(ident).any():
-            raise ValueError(f"group {dict(zip(by, key, strict=True))}: several {y} values for one model")
+            raise InvalidArgumentError(
+                f"group {dict(zip(by, key, strict=True))}: several {y} values for one model"
+            )
         yield dict(zip(by, key, strict=True)), frame
 
 
@@ -157,9 +160,9 @@ def fit_offset_power_law(
     S, y = np.asarray(S, dtype=np.float64), np.asarray(y, dtype=np.float64)
     problem = unusable_reason(S, y)
     if problem:
-        raise ValueError(problem)
+        raise InvalidArgumentError(problem)
     if len(S) < 3:
-        raise ValueError("the offset form has three parameters: need at least three models")
+        raise InvalidArgumentError("the offset form has three parameters: need at least three models")
     grid = np.linspace(1e-3, 2.0, 2000) if alphas is None else np.sort(np.asarray(alphas, dtype=np.float64))
     s = S / np.exp(np.log(S).mean())  # rescale so S^-alpha stays O(1) over the grid
 

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from rbplab.analysis.metrics import RunData, as_ks, n_tokens, summary
+from rbplab.core.errors import InvalidArgumentError
 from rbplab.core.frames import Table
 from rbplab.core.stats import TokenStats, check_ties
 from rbplab.core.summary import EntrySummary, document_hits, document_totals
@@ -86,7 +87,7 @@ def doc_stats(
     ks = as_ks(ks, data.vocab_size)
     n_docs = data.n_docs if n_docs is None else int(n_docs)
     if n_docs < data.n_docs:
-        raise ValueError(f"n_docs={n_docs} is smaller than the documents present ({data.n_docs})")
+        raise InvalidArgumentError(f"n_docs={n_docs} is smaller than the documents present ({data.n_docs})")
     if isinstance(data, EntrySummary):
         hits = data.doc_hits(ks, ties)
         tokens, nll, p = data.doc_tokens, data.doc_nll, data.doc_p
@@ -132,7 +133,9 @@ def replicate_arrays(
         return []
     n_docs = {d.n_docs for d in docstats}
     if len(n_docs) != 1:
-        raise ValueError(f"shared resampling needs one document count, got {sorted(n_docs)}; pass n_docs=")
+        raise InvalidArgumentError(
+            f"shared resampling needs one document count, got {sorted(n_docs)}; pass n_docs="
+        )
     parts: list[list[dict[str, np.ndarray]]] = [[] for _ in docstats]
     for w in weight_chunks(n_docs.pop(), n_boot, seed):
         for part, d in zip(parts, docstats, strict=True):
@@ -159,15 +162,17 @@ def _token_replicates(stats: TokenStats, ks: np.ndarray, ties: str, n_boot: int,
 
 def _replicates(data: RunData, ks: np.ndarray, ties: str, n_boot: int, seed: int, unit: str) -> dict:
     if unit not in UNITS:
-        raise ValueError(f"unit must be one of {UNITS}, got {unit!r}")
+        raise InvalidArgumentError(f"unit must be one of {UNITS}, got {unit!r}")
     if n_boot < 2 or n_tokens(data) == 0:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"need n_boot >= 2 and at least one token (n_boot={n_boot}, tokens={n_tokens(data)})"
         )
     if unit == "document":
         return replicate_arrays([doc_stats(data, ks, ties)], n_boot, seed)[0]
     if not isinstance(data, TokenStats):
-        raise ValueError("the token bootstrap resamples tokens: give the run's TokenStats (study.stats(...))")
+        raise InvalidArgumentError(
+            "the token bootstrap resamples tokens: give the run's TokenStats (study.stats(...))"
+        )
     return _token_replicates(data, ks, check_ties(ties), n_boot, seed)
 
 
@@ -222,7 +227,7 @@ def bootstrap_ci(
     columns metric, k, estimate, se, estimate_low, estimate_high, n_boot, unit. Intervals for the loss
     follow by the monotone map loss = -log(value) (CE: loss = value)."""
     if not 0 < level < 1:
-        raise ValueError(f"level must lie in (0, 1), got {level}")
+        raise InvalidArgumentError(f"level must lie in (0, 1), got {level}")
     ks = as_ks(ks, stats.vocab_size)
     metric, k, values = _columns(_replicates(stats, ks, ties, n_boot, seed, unit), ks)
     point = summary(stats, ks, ties)

@@ -37,6 +37,7 @@ from scipy.special import logsumexp
 
 from rbplab.analysis.fit import fit_columns, power_law
 from rbplab.core.compute import FLOPS_PER_PARAMETER_TOKEN, tokens_for_compute, training_compute
+from rbplab.core.errors import InvalidArgumentError
 from rbplab.core.frames import as_table
 
 HUBER_DELTA = 1e-3  # Hoffmann et al. (2022)
@@ -176,11 +177,11 @@ def fit_joint_law(
     """
     S, D, loss = (np.asarray(v, dtype=np.float64) for v in (S, D, loss))
     if not (len(S) == len(D) == len(loss)):
-        raise ValueError("S, D and loss must have the same length")
+        raise InvalidArgumentError("S, D and loss must have the same length")
     if len(S) < 5:
-        raise ValueError(f"the joint law has 5 parameters; {len(S)} points cannot determine them")
+        raise InvalidArgumentError(f"the joint law has 5 parameters; {len(S)} points cannot determine them")
     if not (np.all(S > 0) and np.all(D > 0) and np.all(loss > 0) and np.all(np.isfinite(loss))):
-        raise ValueError("S, D and loss must be positive and finite (leave out step 0: D = 0)")
+        raise InvalidArgumentError("S, D and loss must be positive and finite (leave out step 0: D = 0)")
     x, y, z = np.log(S), np.log(D), np.log(loss)
     initial = list(starts)
     if n_starts > 0 or not initial:
@@ -398,7 +399,7 @@ def compare_frontiers(
     fitted laws, not a measurement), and `differs`: whether either interval excludes 0.
     """
     if reference not in losses or len(losses) < 2:
-        raise ValueError(f"losses must hold {reference!r} and at least one other quantity")
+        raise InvalidArgumentError(f"losses must hold {reference!r} and at least one other quantity")
     fits, boots = bootstrap_joint(S, D, losses, n_boot=n_boot, seed=seed, replicates=replicates)
     return frontier_rows(fits, boots, S, D, reference, C, level)
 
@@ -415,7 +416,7 @@ def frontier_rows(
     """`compare_frontiers`'s rows from a `bootstrap_joint` result (fits, boots) of points (S, D):
     summarise one bootstrap several ways without refitting."""
     if reference not in fits or len(fits) < 2:
-        raise ValueError(f"fits must hold {reference!r} and at least one other quantity")
+        raise InvalidArgumentError(f"fits must hold {reference!r} and at least one other quantity")
     S, D = np.asarray(S, dtype=np.float64), np.asarray(D, dtype=np.float64)
     C = float(np.exp(np.mean(np.log(training_compute(S, D))))) if C is None else float(C)
     rows = []
@@ -466,7 +467,7 @@ def _optimal_sizes(boot: pd.DataFrame, C: float) -> np.ndarray:
 def _groups(table: pd.DataFrame, by: Iterable[str] | None, exclude: Sequence[str]) -> list[str]:
     missing = [c for c in ("S", "D") if c not in table.columns]
     if missing:
-        raise ValueError(f"table lacks columns {missing}; it needs S, D and the loss")
+        raise InvalidArgumentError(f"table lacks columns {missing}; it needs S, D and the loss")
     if by is not None:
         return list(by)
     return [c for c in DEFAULT_BY if c in table.columns and c not in exclude]

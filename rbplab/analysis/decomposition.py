@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 from scipy import special
 
+from rbplab.core.errors import InvalidArgumentError
 from rbplab.core.stats import TokenStats, check_ties
 from rbplab.core.summary import EntrySummary, RankPairs
 
@@ -121,7 +122,7 @@ def decompose(data: TokenStats | EntrySummary, ties: str = "pessimistic") -> Dec
     table = rbe_table(data, ties)
     n = table.n_tokens
     if n <= 0:
-        raise ValueError("the decomposition needs at least one token")
+        raise InvalidArgumentError("the decomposition needs at least one token")
     p = table.count / n
     log_p = np.log(p)
     log_q_unnorm = -table.nll_sum / table.count  # log Q_e
@@ -157,7 +158,7 @@ def mean_reciprocal_rank(data: TokenStats | EntrySummary, ties: str = "pessimist
         reciprocal = np.where(e == 1, 1.0 / (g + 1), spread)
     total = count.sum()
     if total <= 0:
-        raise ValueError("MRR needs at least one token")
+        raise InvalidArgumentError("MRR needs at least one token")
     return float(count @ reciprocal / total)
 
 

@@ -22,6 +22,7 @@ from scipy import sparse, special
 from rbplab.analysis._regression import fit_many
 from rbplab.analysis.bootstrap import weight_chunks
 from rbplab.analysis.decomposition import DECOMPOSITION_METRICS
+from rbplab.core.errors import InvalidArgumentError
 from rbplab.core.frames import as_table
 from rbplab.core.runs import Run
 from rbplab.core.stats import TokenStats, check_ties
@@ -113,7 +114,7 @@ def decomposition_ci(
     and the full-corpus estimate can lie above their whole interval; read those two as spread,
     not as intervals around the estimate. EE (and MRR) do not have that problem."""
     if n_boot < 2 or not 0 < level < 1:
-        raise ValueError(f"need n_boot >= 2 and level in (0, 1), got {n_boot}, {level}")
+        raise InvalidArgumentError(f"need n_boot >= 2 and level in (0, 1), got {n_boot}, {level}")
     table = doc_rbe(stats, ties)
     point = table.evaluate(np.ones((1, stats.n_docs)))
     reps = [table.evaluate(w) for w in weight_chunks(stats.n_docs, n_boot, seed)]
@@ -142,7 +143,7 @@ def bootstrap_decomposition_fits(
     alpha_boot_low/high (percentile), n_boot, n_boot_valid (replicates where every model's term
     was positive: Conf often is not, and then has no exponent)."""
     if len(runs) != len(stats):
-        raise ValueError(f"{len(runs)} runs but {len(stats)} token tables")
+        raise InvalidArgumentError(f"{len(runs)} runs but {len(stats)} token tables")
     q = [(1 - level) / 2, (1 + level) / 2]
     rows = []
     for corpus in sorted({r.corpus for r in runs}):

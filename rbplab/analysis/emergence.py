@@ -54,6 +54,7 @@ from rbplab.analysis.bootstrap import DocStats, doc_stats, weight_chunks
 from rbplab.analysis.fit import fit_power_law
 from rbplab.analysis.metrics import as_ks
 from rbplab.core.columns import RUN_COLUMNS, TIES
+from rbplab.core.errors import InvalidArgumentError
 from rbplab.core.frames import as_table
 from rbplab.core.runs import RunsLike, as_runs
 from rbplab.core.stats import TokenStats, check_ties
@@ -81,7 +82,7 @@ def _run_remaining(stats: TokenStats) -> np.ndarray:
 def window_starts(stats: TokenStats, n: int) -> np.ndarray:
     """Indices i such that tokens i..i+n-1 are n consecutive positions of one document."""
     if n < 1:
-        raise ValueError(f"N must be >= 1, got {n}")
+        raise InvalidArgumentError(f"N must be >= 1, got {n}")
     return np.flatnonzero(_run_remaining(stats) >= n)
 
 
@@ -246,7 +247,7 @@ def _pooled(docs):
 def _as_ns(ns: Iterable[int]) -> np.ndarray:
     arr = np.unique(np.asarray(list(ns), dtype=np.int64))
     if arr.size == 0 or arr[0] < 1:
-        raise ValueError(f"Ns must be positive integers, got {ns!r}")
+        raise InvalidArgumentError(f"Ns must be positive integers, got {ns!r}")
     return arr
 
 

@@ -35,6 +35,7 @@ from rbplab.analysis._regression import (
 )
 from rbplab.analysis.bootstrap import doc_stats, replicate_arrays
 from rbplab.analysis.metrics import as_ks, standard_ks
+from rbplab.core.errors import InvalidArgumentError
 from rbplab.core.frames import as_table
 from rbplab.core.runs import RunsLike, as_runs
 
@@ -109,9 +110,9 @@ def fit_power_law(S: Sequence[float], y: Sequence[float], level: float = 0.95) -
     S, y = np.asarray(S, dtype=np.float64), np.asarray(y, dtype=np.float64)
     problem = unusable_reason(S, y)
     if problem:
-        raise ValueError(problem)
+        raise InvalidArgumentError(problem)
     if not 0 < level < 1:
-        raise ValueError(f"level must lie in (0, 1), got {level}")
+        raise InvalidArgumentError(f"level must lie in (0, 1), got {level}")
     x = np.log(S)
     slope, intercept, rss, tss, sxx = ols(x, np.log(y)[:, None])
     n = len(S)
@@ -236,7 +237,7 @@ def extrapolation_check(
     exp(-loss) for rbp, loss itself for CE) with value_error = predicted - observed. Groups
     with fewer than two usable models left to fit are skipped."""
     if n_holdout < 1:
-        raise ValueError(f"n_holdout must be >= 1, got {n_holdout}")
+        raise InvalidArgumentError(f"n_holdout must be >= 1, got {n_holdout}")
     by = grouping_columns(table, by)
     keys = [c for c in by if c != "model"]
     # The metric decides the value scale; carried through the audit when each group has one.
@@ -302,13 +303,13 @@ def prediction_audit(
     distinct x left to fit are skipped. Rows repeated with identical values (CE over k) are
     collapsed; a group must hold one value per x."""
     if not 0 < level < 1:
-        raise ValueError(f"level must lie in (0, 1), got {level}")
+        raise InvalidArgumentError(f"level must lie in (0, 1), got {level}")
     holdouts = sorted({int(n) for n in n_holdouts})
     if not holdouts or holdouts[0] < 1:
-        raise ValueError(f"n_holdouts must be positive integers, got {list(n_holdouts)}")
+        raise InvalidArgumentError(f"n_holdouts must be positive integers, got {list(n_holdouts)}")
     for col in (x, y):
         if col not in table.columns:
-            raise ValueError(f"table needs column {col!r}; it has {list(table.columns)}")
+            raise InvalidArgumentError(f"table needs column {col!r}; it has {list(table.columns)}")
     by = grouping_columns(table, by, exclude=(x,))
     rows = []
     grouped = table.groupby(by, dropna=False, sort=True) if by else [((), table)]
@@ -317,7 +318,7 @@ def prediction_audit(
         labels = dict(zip(by, key, strict=True))
         frame = frame.drop_duplicates([x, y]).sort_values(x, kind="stable")
         if frame[x].duplicated().any():
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"group {labels}: several {y} values at {x} = {frame.loc[frame[x].duplicated(), x].iloc[0]}"
             )
         X, v = frame[x].to_numpy(np.float64), frame[y].to_numpy(np.float64)
@@ -404,14 +405,16 @@ def bootstrap_fits(
     With two models r2 and its bootstrap summaries are NaN (no residual degrees of freedom)."""
     runs = as_runs(runs)
     if n_boot < 2:
-        raise ValueError(f"n_boot must be >= 2, got {n_boot}")
+        raise InvalidArgumentError(f"n_boot must be >= 2, got {n_boot}")
     ks_all = None if ks is None else as_ks(ks, np.iinfo(np.int64).max)
     fam_ks = {}
     for fam in {r.family for r in runs}:
         v_min = min(r.vocab_size for r in runs if r.family == fam)
         fam_ks[fam] = standard_ks(v_min) if ks_all is None else ks_all[ks_all <= v_min]
         if not len(fam_ks[fam]):
-            raise ValueError(f"no k in {list(ks_all)} fits family {fam!r} (smallest vocabulary {v_min})")
+            raise InvalidArgumentError(
+                f"no k in {list(ks_all)} fits family {fam!r} (smallest vocabulary {v_min})"
+            )
     q = [(1 - level) / 2, 0.5, (1 + level) / 2]
     rows = []
     for corpus in sorted({r.corpus for r in runs}):

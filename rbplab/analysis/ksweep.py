@@ -17,6 +17,7 @@ import pandas as pd
 
 from rbplab.analysis.fit import TWO_MODELS_NOTE, bootstrap_fits, scaling_fits
 from rbplab.analysis.metrics import metrics_table
+from rbplab.core.errors import InvalidArgumentError
 from rbplab.core.frames import as_table
 from rbplab.core.runs import RunsLike, as_runs
 
@@ -30,12 +31,12 @@ def regime(
 ) -> str | np.ndarray:
     """Regime label(s) of threshold(s) k for vocabulary size(s) |V| (see module docstring)."""
     if not 0 < large_fraction <= 1:
-        raise ValueError(f"large_fraction must lie in (0, 1], got {large_fraction}")
+        raise InvalidArgumentError(f"large_fraction must lie in (0, 1], got {large_fraction}")
     k_arr, v_arr = np.broadcast_arrays(
         np.asarray(k, dtype=np.float64), np.asarray(vocab_size, dtype=np.float64)
     )
     if np.any(k_arr < 1) or np.any(k_arr > v_arr):
-        raise ValueError("k must lie in [1, vocab_size]")
+        raise InvalidArgumentError("k must lie in [1, vocab_size]")
     labels = np.select(
         [k_arr == 1, k_arr >= large_fraction * v_arr, k_arr <= MODERATE_K_MAX],
         ["k=1", "large", "moderate"],
@@ -75,7 +76,7 @@ def k_sweep(
             table = pd.concat([metrics_table([r], ks[ks <= r.vocab_size], ties) for r in runs])
     for col in ("metric", "k", "vocab_size"):
         if col not in table.columns:
-            raise ValueError(f"k_sweep needs a metrics_table with column {col!r}")
+            raise InvalidArgumentError(f"k_sweep needs a metrics_table with column {col!r}")
     table = table[table["metric"] == "rbp"]
     by = [c for c in ("family", "corpus", "ties") if c in table.columns]
     v_min = table.groupby(by, dropna=False)["vocab_size"].transform("min")

@@ -33,6 +33,7 @@ from scipy import optimize, special
 
 from rbplab.analysis._cells import LOG_SQRT_2PI, cell_edges, dot, log_cell
 from rbplab.analysis.metrics import RBPCurve, rank_histogram
+from rbplab.core.errors import InvalidArgumentError
 from rbplab.core.stats import TokenStats
 from rbplab.core.summary import EntrySummary
 
@@ -110,9 +111,11 @@ def _histogram(data: RankData, ties: str) -> tuple[np.ndarray, int]:
     else:
         hist = np.asarray(data, dtype=np.float64)
         if hist.ndim != 1 or len(hist) < 2 or hist[0] != 0 or np.any(hist < 0):
-            raise ValueError("a rank histogram must be 1-D, h[r] >= 0 for r = 0..|V|, with h[0] = 0")
+            raise InvalidArgumentError(
+                "a rank histogram must be 1-D, h[r] >= 0 for r = 0..|V|, with h[0] = 0"
+            )
     if hist.sum() <= 0:
-        raise ValueError("the rank histogram is empty")
+        raise InvalidArgumentError("the rank histogram is empty")
     return hist, len(hist) - 1
 
 

@@ -26,6 +26,7 @@ from rbplab.analysis._cells import LOG_SQRT_2PI, dot, log_cell
 from rbplab.analysis.bootstrap import bootstrap_weights, doc_stats
 from rbplab.analysis.lognormal import fit_lognormal
 from rbplab.analysis.metrics import rank_histogram
+from rbplab.core.errors import InvalidArgumentError
 from rbplab.core.frames import as_table
 from rbplab.core.runs import RunsLike, as_runs
 from rbplab.core.stats import TokenStats
@@ -83,9 +84,9 @@ def lognormal_interval(
     """mu, sigma, mu_over_sigma of `fit_lognormal` with document-bootstrap intervals
     (`<name>_low`, `<name>_high`; see the module docstring), and n_docs."""
     if not 0 < level < 1:
-        raise ValueError(f"level must lie in (0, 1), got {level}")
+        raise InvalidArgumentError(f"level must lie in (0, 1), got {level}")
     if n_boot < 2:
-        raise ValueError(f"n_boot must be at least 2, got {n_boot}")
+        raise InvalidArgumentError(f"n_boot must be at least 2, got {n_boot}")
     exact = fit_lognormal(rank_histogram(data, ties)).params
     mu_hat, sigma_hat = exact["mu"], exact["sigma"]
     first, last, counts = grid_cells(data, ties)

@@ -32,6 +32,7 @@ from rbplab.analysis.lognormal import (
     sample_lognormal_ranks,
 )
 from rbplab.analysis.metrics import cross_entropy, rank_histogram
+from rbplab.core.errors import InvalidArgumentError
 from rbplab.core.runs import RunsLike, as_runs
 
 _HEAD = 1 << 14  # exact terms of infinite sums; the rest is an analytic tail (midpoint rule)
@@ -91,7 +92,7 @@ def appendix_b(
         np.atleast_1d(np.asarray(mu, float)), np.atleast_1d(np.asarray(sigma, float))
     )
     if np.any(sigma_a <= 0):
-        raise ValueError("sigma must be positive")
+        raise InvalidArgumentError("sigma must be positive")
     rows = []
     for m, s in zip(mu_a, sigma_a, strict=True):
         p1_closed, ent_closed = _closed_forms(m, s, vocab_size)
@@ -220,12 +221,12 @@ def simulate_scaling(
     and rank_entropy_sampled (mean of -log p_R). The curves are deterministic functions of the
     fitted trends: fit them for their exponent, not for a confidence interval."""
     if sigma_mode not in ("trend", "constant"):
-        raise ValueError(f"sigma_mode must be 'trend' or 'constant', got {sigma_mode!r}")
+        raise InvalidArgumentError(f"sigma_mode must be 'trend' or 'constant', got {sigma_mode!r}")
     if n_tokens and not vocab_size:
-        raise ValueError("sampling ranks (n_tokens > 0) needs vocab_size")
+        raise InvalidArgumentError("sampling ranks (n_tokens > 0) needs vocab_size")
     x = np.log(params["S"].to_numpy(np.float64))
     if len(np.unique(x)) < 2:
-        raise ValueError("simulate_scaling needs fits for at least two model sizes")
+        raise InvalidArgumentError("simulate_scaling needs fits for at least two model sizes")
     grid = np.geomspace(np.exp(x.min()), np.exp(x.max()), n_grid) if S is None else np.asarray(list(S), float)
 
     def trend(mu_col: str, sigma_col: str) -> tuple[np.ndarray, np.ndarray]:
@@ -236,7 +237,9 @@ def simulate_scaling(
         else:
             sigma = np.full(len(grid), params[sigma_col].mean())
         if np.any(sigma <= 0):
-            raise ValueError("the sigma trend turns non-positive on this S grid; use sigma_mode='constant'")
+            raise InvalidArgumentError(
+                "the sigma trend turns non-positive on this S grid; use sigma_mode='constant'"
+            )
         return np.polyval(ratio, np.log(grid)) * sigma, sigma
 
     mu, sigma = trend("mu", "sigma")

@@ -30,6 +30,7 @@ import pandas as pd
 
 from rbplab.analysis.decomposition import DECOMPOSITION_METRICS, decomposition_metrics
 from rbplab.core.columns import METRIC_COLUMNS, RUN_COLUMNS
+from rbplab.core.errors import InvalidArgumentError
 from rbplab.core.runs import RunsLike, as_runs
 from rbplab.core.stats import TokenStats, check_ties
 from rbplab.core.summary import PAPER_KS, EntrySummary, RankPairs
@@ -45,7 +46,7 @@ RunData = TokenStats | EntrySummary
 def log_spaced_ks(vocab_size: int, n: int = 40) -> np.ndarray:
     """About `n` distinct integers log-spaced from 1 to `vocab_size` (both included)."""
     if vocab_size < 1:
-        raise ValueError(f"vocab_size must be >= 1, got {vocab_size}")
+        raise InvalidArgumentError(f"vocab_size must be >= 1, got {vocab_size}")
     return np.unique(np.round(np.geomspace(1, vocab_size, max(n, 2))).astype(np.int64))
 
 
@@ -65,10 +66,12 @@ def as_ks(ks: Iterable[int] | int | None, vocab_size: int) -> np.ndarray:
         return standard_ks(vocab_size)
     arr = np.atleast_1d(np.asarray(ks))
     if arr.size == 0 or not np.all(np.isfinite(arr.astype(float))) or np.any(arr != np.round(arr)):
-        raise ValueError(f"ks must be a non-empty list of integers, got {ks!r}")
+        raise InvalidArgumentError(f"ks must be a non-empty list of integers, got {ks!r}")
     arr = np.unique(arr.astype(np.int64))
     if arr[0] < 1 or arr[-1] > vocab_size:
-        raise ValueError(f"every k must lie in [1, vocab_size={vocab_size}], got {arr[0]}..{arr[-1]}")
+        raise InvalidArgumentError(
+            f"every k must lie in [1, vocab_size={vocab_size}], got {arr[0]}..{arr[-1]}"
+        )
     return arr
 
 
@@ -131,7 +134,7 @@ class RBPCurve:
     def _index(self, k: float | np.ndarray) -> np.ndarray:
         k = np.asarray(k, dtype=np.float64)
         if np.any(~np.isfinite(k)) or np.any(k < 1) or np.any(k > self.vocab_size):
-            raise ValueError(f"k must lie in [1, vocab_size={self.vocab_size}]")
+            raise InvalidArgumentError(f"k must lie in [1, vocab_size={self.vocab_size}]")
         return np.floor(k).astype(np.int64)  # RBP is a step function of k
 
     def count_within(self, k: np.ndarray) -> np.ndarray:
@@ -146,7 +149,7 @@ class RBPCurve:
     def rbp(self, k: float | np.ndarray) -> float | np.ndarray:
         """RBP_k (fraction of tokens ranked within the top k); scalar in, scalar out."""
         if self.n_tokens == 0:
-            raise ValueError("RBP is undefined for zero tokens")
+            raise InvalidArgumentError("RBP is undefined for zero tokens")
         out = self.count_within(self._index(k)) / self.n_tokens
         return float(out) if np.ndim(out) == 0 else out
 
@@ -259,7 +262,7 @@ def metrics_table(
         frame = summary(run.stats, ks, ties, decomposition)
         frames.append(frame.assign(family=run.family, model=run.model, corpus=run.corpus, S=run.S))
     if not frames:
-        raise ValueError("metrics_table needs at least one run")
+        raise InvalidArgumentError("metrics_table needs at least one run")
     table = pd.concat(frames, ignore_index=True)
     front = [*RUN_COLUMNS, *METRIC_COLUMNS]
     return table[front + [c for c in table.columns if c not in front]]

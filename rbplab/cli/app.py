@@ -23,20 +23,14 @@ from rbplab.cli.extract_command import (
     run_extract,
     settings_from_args,
 )
-from rbplab.core.errors import RbplabError
+from rbplab.core.errors import InvalidArgumentError, RbplabError
 from rbplab.core.names import did_you_mean
 
-# Errors a user can cause and fix: rbplab's own (`RbplabError`), and the standard kinds that input
-# checks and libraries raise for bad input, files or a missing extra. Anything else is a bug and
-# keeps its traceback (as does any error with --traceback).
-USER_ERRORS: tuple[type[BaseException], ...] = (
-    RbplabError,
-    ValueError,
-    LookupError,
-    OSError,
-    ImportError,
-    RuntimeError,
-)
+# Errors a user can cause and fix, printed as one line: rbplab's own (`RbplabError`: every check
+# of what the user passed, asked for or pointed at), and OSError, the machine's answer about files,
+# disks, permissions and the network. Anything else (a ValueError from numpy, a KeyError, ...) is a
+# bug and keeps its traceback (as does any error with --traceback).
+USER_ERRORS: tuple[type[BaseException], ...] = (RbplabError, OSError)
 
 
 @dataclass(frozen=True)
@@ -275,7 +269,7 @@ def _run_cache(args: argparse.Namespace) -> int:
         return 0
     if args.cache_command == "rm":
         if not (args.keys or args.incomplete or args.all):
-            raise ValueError("say what to remove: KEY_PREFIX..., --incomplete or --all")
+            raise InvalidArgumentError("say what to remove: KEY_PREFIX..., --incomplete or --all")
         removed = remove_entries(
             args.keys,
             root=root,
@@ -362,7 +356,7 @@ def _run_size(args: argparse.Namespace) -> int:
     row = registry.lookup_model(args.model)
     if row is None and not Path(args.model).exists():
         registry.resolve_model(args.model)  # raises the unknown-model error listing known models
-        raise ValueError(
+        raise InvalidArgumentError(
             f"{args.model!r} is not registered and its config is not available offline; "
             "download its config.json and pass the file or directory"
         )
@@ -567,7 +561,7 @@ def _run_run(args: argparse.Namespace) -> int:
     from rbplab.runner import RayOptions, run_study
 
     if args.executor != "ray" and (args.address or args.gpus_per_task is not None):
-        raise ValueError("--address and --gpus-per-task need --executor ray")
+        raise InvalidArgumentError("--address and --gpus-per-task need --executor ray")
     options = RayOptions(
         address=args.address,
         gpus_per_task=args.gpus_per_task,

@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 import transformers
 
+from rbplab.core.errors import RunFailedError
 from rbplab.core.settings import ExtractionSettings
 from rbplab.runner import StudyFileError, parse_study, run_study
 from rbplab.store.files import cache_root
@@ -53,7 +54,7 @@ def run_demo(
     # than in one multi-threaded process, with byte-identical shards (tests/runner).
     run = run_study(grid, cache_dir=root, workers=os.cpu_count() or 1)
     if not run.ok:
-        raise RuntimeError(f"{len(run.failures)} extraction unit(s) failed: {run.failures[0]}")
+        raise RunFailedError(f"{len(run.failures)} extraction unit(s) failed: {run.failures[0]}")
     stages = {"planning (driver)": run.plan_seconds} | {f"{k} (units)": v for k, v in run.timings.items()}
     checkpoints = _score_checkpoints(family, corpora, settings, root, stages)
     clock = time.perf_counter()
@@ -127,7 +128,7 @@ def _score_checkpoints(
     print(f"\ndata axis: {DEMO_REVISIONS} checkpoints per model, first {cap} tokens of each corpus")
     run = run_study(grid, cache_dir=root, workers=os.cpu_count() or 1)
     if not run.ok:
-        raise RuntimeError(f"{len(run.failures)} checkpoint unit(s) failed: {run.failures[0]}")
+        raise RunFailedError(f"{len(run.failures)} checkpoint unit(s) failed: {run.failures[0]}")
     stages["checkpoints: planning (driver)"] = run.plan_seconds
     stages["checkpoints: units"] = sum(run.timings.values())
     return table

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 
+from rbplab.core.errors import InvalidArgumentError
+
 
 def positive_int(text: str) -> int:
     value = int(text)
@@ -111,7 +113,7 @@ def grid_from_args(args: argparse.Namespace):
     from rbplab.store.corpora import open_corpus
 
     if not args.model and not args.family:
-        raise ValueError("give at least one --model or --family (see `rbplab families`)")
+        raise InvalidArgumentError("give at least one --model or --family (see `rbplab families`)")
     members = [ref for family in args.family for ref in family_refs(family)]
     members += [model_ref(name) for name in args.model]
     options = {
@@ -139,7 +141,7 @@ def _check_context(label: str, source: str, context_length: int | None) -> None:
         return
     limit = int(row["max_context"])
     if context_length > limit:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"--context-length {context_length} is longer than {label} supports ({limit} tokens)"
         )
 

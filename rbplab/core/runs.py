@@ -12,6 +12,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
+from rbplab.core.errors import InvalidArgumentError, InvalidTypeError
 from rbplab.core.stats import TokenStats
 from rbplab.core.summary import EntrySummary, summarize
 
@@ -86,7 +87,9 @@ def as_runs(runs: RunsLike) -> list[Run]:
     if isinstance(runs, pd.DataFrame):
         missing = {"family", "model", "corpus", "S", "stats"} - set(runs.columns)
         if missing:
-            raise ValueError(f"runs frame lacks {sorted(missing)}; needs family, model, corpus, S, stats")
+            raise InvalidArgumentError(
+                f"runs frame lacks {sorted(missing)}; needs family, model, corpus, S, stats"
+            )
         present = [f for f in TRAINING_FIELDS if f in runs.columns]
         out = [
             Run(
@@ -105,12 +108,12 @@ def as_runs(runs: RunsLike) -> list[Run]:
         out = list(runs)
     for run in out:
         if not isinstance(run, Run) or not isinstance(run.stats, (TokenStats, EntrySummary)):
-            raise TypeError(
+            raise InvalidTypeError(
                 f"expected Run(family, model, corpus, S, stats: TokenStats or EntrySummary), got {run!r}"
             )
         if not np.isfinite(run.S) or run.S <= 0:
-            raise ValueError(f"model {run.model!r}: S must be a positive number, got {run.S}")
+            raise InvalidArgumentError(f"model {run.model!r}: S must be a positive number, got {run.S}")
     keys = [(r.family, r.model, r.corpus) for r in out]
     if len(set(keys)) != len(keys):
-        raise ValueError("each (family, model, corpus) must appear once in runs")
+        raise InvalidArgumentError("each (family, model, corpus) must appear once in runs")
     return out

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Literal
 
+from rbplab.core.errors import InvalidArgumentError
+
 BOS_CHOICES = ("auto", "always", "never")
 DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16")
 
@@ -20,7 +22,7 @@ def _positive_int(name: str, value: Any, optional: bool) -> None:
         return
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         allowed = "a positive integer or None" if optional else "a positive integer"
-        raise ValueError(f"{name} must be {allowed}, got {value!r}")
+        raise InvalidArgumentError(f"{name} must be {allowed}, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -45,26 +47,30 @@ class ExtractionSettings:
     def __post_init__(self) -> None:
         _positive_int("context_length", self.context_length, optional=True)
         if self.context_length is not None and self.context_length < 2:
-            raise ValueError(f"context_length must be at least 2, got {self.context_length}")
+            raise InvalidArgumentError(f"context_length must be at least 2, got {self.context_length}")
         _positive_int("stride", self.stride, optional=True)
         if self.stride is not None and self.context_length is not None and self.stride >= self.context_length:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"stride must be smaller than context_length={self.context_length}, got {self.stride}; "
                 "use stride=None for non-overlapping windows"
             )
         if self.bos not in BOS_CHOICES:
-            raise ValueError(f"bos must be one of {BOS_CHOICES}, got {self.bos!r}")
+            raise InvalidArgumentError(f"bos must be one of {BOS_CHOICES}, got {self.bos!r}")
         _positive_int("max_tokens", self.max_tokens, optional=True)
         if not isinstance(self.include_padded_vocab, bool):
-            raise ValueError(f"include_padded_vocab must be true or false, got {self.include_padded_vocab!r}")
+            raise InvalidArgumentError(
+                f"include_padded_vocab must be true or false, got {self.include_padded_vocab!r}"
+            )
         if self.dtype not in DTYPE_CHOICES:
-            raise ValueError(f"dtype must be one of {DTYPE_CHOICES}, got {self.dtype!r}")
+            raise InvalidArgumentError(f"dtype must be one of {DTYPE_CHOICES}, got {self.dtype!r}")
         if not isinstance(self.device, str) or not self.device:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"device must be a device name such as 'auto', 'cpu' or 'cuda:0', got {self.device!r}"
             )
         if self.device_map is not None and not isinstance(self.device_map, str):
-            raise ValueError(f"device_map must be a string such as 'auto' or None, got {self.device_map!r}")
+            raise InvalidArgumentError(
+                f"device_map must be a string such as 'auto' or None, got {self.device_map!r}"
+            )
         _positive_int("batch_size", self.batch_size, optional=False)
         _positive_int("shard_tokens", self.shard_tokens, optional=True)
 
@@ -76,7 +82,7 @@ class ExtractionSettings:
         """A copy with some fields changed; an unknown name is a one-line error listing the fields."""
         unknown = sorted(set(changes) - set(self.field_names()))
         if unknown:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"unknown extraction setting(s) {', '.join(unknown)}; "
                 f"settings are: {', '.join(self.field_names())}"
             )
@@ -86,7 +92,7 @@ class ExtractionSettings:
     def from_mapping(cls, values: Mapping[str, Any] | None) -> ExtractionSettings:
         """From a dict (a notebook parameter, a study file's [settings] table)."""
         if values is not None and not isinstance(values, Mapping):
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"extraction settings must be a mapping of field names, got {type(values).__name__}"
             )
         return cls().with_changes(**dict(values or {}))

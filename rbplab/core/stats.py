@@ -15,6 +15,8 @@ from typing import Literal, get_args
 import numpy as np
 import pandas as pd
 
+from rbplab.core.errors import InvalidArgumentError
+
 COLUMNS = ("doc", "position", "n_greater", "n_equal", "nll")
 # The rank conventions for tied logits (see `TokenStats.rank`); every analysis takes `ties=`.
 Ties = Literal["pessimistic", "optimistic", "expected"]
@@ -24,7 +26,7 @@ TIES: tuple[str, ...] = get_args(Ties)
 def check_ties(ties: str) -> str:
     """`ties` itself if it names a tie convention; a one-line ValueError otherwise."""
     if ties not in TIES:
-        raise ValueError(f"ties must be one of {TIES}, got {ties!r}")
+        raise InvalidArgumentError(f"ties must be one of {TIES}, got {ties!r}")
     return ties
 
 
@@ -49,11 +51,13 @@ class TokenStats:
         for name in COLUMNS:
             arr = getattr(self, name)
             if arr.ndim != 1 or len(arr) != n:
-                raise ValueError(f"TokenStats.{name} must be 1-D of length {n}, got shape {arr.shape}")
+                raise InvalidArgumentError(
+                    f"TokenStats.{name} must be 1-D of length {n}, got shape {arr.shape}"
+                )
         if n and (self.n_equal.min() < 1):
-            raise ValueError("n_equal counts the target itself and must be >= 1")
+            raise InvalidArgumentError("n_equal counts the target itself and must be >= 1")
         if n and (self.n_greater.min() < 0 or (self.n_greater + self.n_equal).max() > self.vocab_size):
-            raise ValueError(f"ranks must lie in [1, vocab_size={self.vocab_size}]")
+            raise InvalidArgumentError(f"ranks must lie in [1, vocab_size={self.vocab_size}]")
 
     def __len__(self) -> int:
         return len(self.n_greater)
@@ -126,7 +130,7 @@ class TokenStats:
         n = len(ranks)
         doc = np.zeros(n, dtype=np.int64) if doc is None else np.asarray(doc, dtype=np.int64)
         if n and np.any(np.diff(doc) < 0):
-            raise ValueError("doc must be sorted (tokens grouped by document)")
+            raise InvalidArgumentError("doc must be sorted (tokens grouped by document)")
         starts = np.r_[0, np.flatnonzero(np.diff(doc)) + 1] if n else np.zeros(0, dtype=np.int64)
         position = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n])) if n else np.zeros(0)
         return cls(

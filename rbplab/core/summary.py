@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rbplab.core.errors import InvalidArgumentError, NotFoundError
 from rbplab.core.stats import TIES, TokenStats, check_ties
 
 SUMMARY_VERSION = 1
@@ -218,7 +219,9 @@ class EntrySummary:
         if self.stats is not None:
             return self.stats
         if self.load_tokens is None:
-            raise ValueError("this summary has no tokens attached (it was read without its cache entry)")
+            raise InvalidArgumentError(
+                "this summary has no tokens attached (it was read without its cache entry)"
+            )
         return self.load_tokens()
 
     def complete(self) -> EntrySummary:
@@ -281,7 +284,7 @@ class EntrySummary:
     def bucket_hit_counts(self, ks: Iterable[int], ties: str) -> np.ndarray:
         """Hits per position bucket at each of `ks` (0/1 conventions), shape (n_buckets, len(ks))."""
         if ties not in RUN_TIES:
-            raise ValueError(f"position-bucket hits are kept for {RUN_TIES}, not {ties!r}")
+            raise InvalidArgumentError(f"position-bucket hits are kept for {RUN_TIES}, not {ties!r}")
         return self._at_ks(ks, ties, per_document=False)
 
     def _at_ks(self, ks: Iterable[int], ties: str, per_document: bool) -> np.ndarray:
@@ -297,7 +300,7 @@ class EntrySummary:
             return _cumulative_hits(groups, len(total), self.stats, ks, ties).astype(np.float64)
         if len(missing):
             what = "per-document hits" if per_document else "position-bucket hits"
-            raise KeyError(
+            raise NotFoundError(
                 f"{what} are kept at k in {_grid_text(self.ks)} (and k >= |V| = {self.vocab_size}); "
                 f"k = {', '.join(map(str, missing[:5]))} is not one of them"
             )
@@ -309,7 +312,7 @@ class EntrySummary:
     def hit_runs(self, ties: str, k: int, per_document: bool = False) -> HitRuns:
         """Pooled (or per-document) hit-run histogram at threshold k under a 0/1 convention."""
         if ties not in RUN_TIES:
-            raise ValueError(f"hit runs exist for {RUN_TIES} ties, not {ties!r}")
+            raise InvalidArgumentError(f"hit runs exist for {RUN_TIES} ties, not {ties!r}")
         table, grid = (self._document_tables()[1], self.doc_run_ks) if per_document else (self.runs, self.ks)
         found = table.get((ties, int(k)))
         if found is None and self.stats is not None:  # tokens in memory: compute on first use
@@ -317,7 +320,7 @@ class EntrySummary:
             found = table.get((ties, int(k)))
         if found is None:
             what = "per-document hit runs (the emergence bootstrap)" if per_document else "hit runs"
-            raise KeyError(f"{what} are kept at k in {_grid_text(grid)}; k = {k} is not one of them")
+            raise NotFoundError(f"{what} are kept at k in {_grid_text(grid)}; k = {k} is not one of them")
         return found
 
 

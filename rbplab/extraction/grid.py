@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from rbplab.core.errors import InvalidArgumentError
 from rbplab.core.settings import ExtractionSettings, resolve_settings
 from rbplab.extraction.known_plans import remember
 from rbplab.extraction.pipeline import extract_plan, plan_extraction
@@ -35,7 +36,7 @@ def extract_grid(
     per run: model (``model@revision`` for a checkpoint), corpus, n_tokens, from_cache, key, path."""
     opened = grid.opened  # every corpus opened (and checked) before any model is described
     if not opened:
-        raise ValueError("a grid needs at least one corpus")
+        raise InvalidArgumentError("a grid needs at least one corpus")
     root = cache_root(cache_dir)
     rows, described = [], {}  # each model described once for the whole grid
     for run in grid.runs():
@@ -75,7 +76,7 @@ def extract_many(
     settings = resolve_settings(settings, **overrides)
     labelled = dict(models) if isinstance(models, Mapping) else {_label(m): m for m in models}
     if not labelled:
-        raise ValueError("extract_many needs at least one model")
+        raise InvalidArgumentError("extract_many needs at least one model")
     members = tuple(_ref(label, model) for label, model in labelled.items())
     grid = Grid(None, members, tuple(corpora), {}, settings)
     return extract_grid(grid, cache_dir=cache_dir, progress=progress, on_result=on_result)
@@ -86,7 +87,7 @@ def _ref(label: str, model: ModelSpec | ModelRef | str) -> ModelRef:
         return model
     spec = as_spec(model)
     if (spec.dtype, spec.device, spec.device_map) != ("auto", "auto", None):
-        raise ValueError(
+        raise InvalidArgumentError(
             f"{label}: give dtype, device and device_map in extract_many's settings, not in a ModelSpec"
         )
     return ModelRef(

@@ -45,7 +45,7 @@ from rbplab.core.entry_spec import (
     VocabIdentity,
     WindowIdentity,
 )
-from rbplab.core.errors import RbplabError
+from rbplab.core.errors import InvalidArgumentError, RbplabError
 from rbplab.core.settings import ExtractionSettings, resolve_settings
 from rbplab.core.stats import TokenStats
 from rbplab.extraction.known_plans import remember
@@ -218,7 +218,7 @@ def _make_windows(plan: Plan) -> list[Window]:
         max_tokens=plan.max_tokens,
     )
     if not windows:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"corpus {plan.corpus.name!r} yields no scorable tokens with {plan.policy} "
             f"(BOS: {plan.bos.rule}); documents may be too short"
         )

@@ -32,6 +32,8 @@ import math
 import torch
 from torch import Tensor, nn
 
+from rbplab.core.errors import InvalidArgumentError, InvalidTypeError
+
 # Two sizes. The matrix product wants many rows at once (the head weight is streamed
 # once per chunk: 512 rows of GPT-2's head run within ~3% of 1024 rows on CPU, 64 rows
 # ~40% slower). The passes over the logits want a block that stays in cache (0.5M-1M
@@ -62,17 +64,19 @@ class FloatHead(nn.Module):
     def from_module(cls, head: nn.Module, rows: int) -> FloatHead:
         if isinstance(head, FloatHead):
             if head.weight.shape[0] < rows:
-                raise ValueError(f"head has {head.weight.shape[0]} rows, cannot rank over {rows}")
+                raise InvalidArgumentError(f"head has {head.weight.shape[0]} rows, cannot rank over {rows}")
             if head.weight.shape[0] == rows:
                 return head
         weight = getattr(head, "weight", None)
         if not isinstance(weight, Tensor) or weight.ndim != 2 or not weight.is_floating_point():
-            raise TypeError(
+            raise InvalidTypeError(
                 f"output head {type(head).__name__} is not a linear layer with a floating-point 2-D weight; "
                 "rank extraction supports nn.Linear-style heads (quantised heads must be dequantised first)"
             )
         if weight.shape[0] < rows:
-            raise ValueError(f"output head has {weight.shape[0]} rows but vocab_size={rows} was requested")
+            raise InvalidArgumentError(
+                f"output head has {weight.shape[0]} rows but vocab_size={rows} was requested"
+            )
         bias = getattr(head, "bias", None)
         w = weight.detach()[:rows].to(torch.float32).contiguous()
         b = None if bias is None else bias.detach()[:rows].to(torch.float32).contiguous()
@@ -133,7 +137,7 @@ def rank_stats(
     rows = int(chunk_size or default_chunk_size(vocab_size, device))
     block = min(rows, block_rows(vocab_size, device))
     if rows < 1:
-        raise ValueError(f"chunk_size must be positive, got {chunk_size}")
+        raise InvalidArgumentError(f"chunk_size must be positive, got {chunk_size}")
     n_chunks = -(-n // rows)
     padded = n_chunks * rows
     if n == 0:
@@ -143,7 +147,7 @@ def rank_stats(
     # One host sync per call (not per token) to reject ids the ranking cannot see.
     lo, hi = int(targets.min()), int(targets.max())
     if lo < 0 or hi >= vocab_size:
-        raise ValueError(f"target ids must lie in [0, {vocab_size}), got ids from {lo} to {hi}")
+        raise InvalidArgumentError(f"target ids must lie in [0, {vocab_size}), got ids from {lo} to {hi}")
     # Per-row results, padded to whole chunks so every slice below has a constant shape.
     t_all = torch.zeros(padded, 1, dtype=torch.long, device=device)
     t_all[:n, 0] = targets

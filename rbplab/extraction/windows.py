@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from rbplab.core.errors import InvalidArgumentError
+
 BOS_CHOICES = ("auto", "always", "never")
 PAD_MULTIPLE = 64
 
@@ -40,16 +42,16 @@ class WindowPolicy:
 
     def __post_init__(self) -> None:
         if not isinstance(self.context_length, int) or self.context_length < 2:
-            raise ValueError(f"context_length must be an integer >= 2, got {self.context_length!r}")
+            raise InvalidArgumentError(f"context_length must be an integer >= 2, got {self.context_length!r}")
         if self.stride is not None and not (
             isinstance(self.stride, int) and 1 <= self.stride < self.context_length
         ):
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"stride must be an integer in [1, context_length={self.context_length}), "
                 f"got {self.stride!r}; use stride=None for non-overlapping windows"
             )
         if self.bos not in BOS_CHOICES:
-            raise ValueError(f"bos must be one of {BOS_CHOICES}, got {self.bos!r}")
+            raise InvalidArgumentError(f"bos must be one of {BOS_CHOICES}, got {self.bos!r}")
 
     @property
     def step(self) -> int:
@@ -103,7 +105,7 @@ def resolve_bos(tokenizer: Any, bos: str = "auto", config: Any = None) -> BosDec
     The rule that applied is recorded (`BosDecision.rule`, part of the cache key).
     """
     if bos not in BOS_CHOICES:
-        raise ValueError(f"bos must be one of {BOS_CHOICES}, got {bos!r}")
+        raise InvalidArgumentError(f"bos must be one of {BOS_CHOICES}, got {bos!r}")
     if bos == "never":
         return BosDecision(False, None, "never: requested")
     prefix = _added_prefix(tokenizer)
@@ -118,7 +120,7 @@ def resolve_bos(tokenizer: Any, bos: str = "auto", config: Any = None) -> BosDec
             True, int(tokenizer.eos_token_id), "no bos_token: eos_token marks document start"
         )
     elif bos == "always":
-        raise ValueError("bos='always' but the tokenizer has no BOS or EOS token; use bos='never'")
+        raise InvalidArgumentError("bos='always' but the tokenizer has no BOS or EOS token; use bos='never'")
     else:
         return BosDecision(False, None, "auto: tokenizer has no BOS or EOS token")
     return BosDecision(decision.use, decision.token_id, f"{bos}: {decision.rule}")
@@ -214,7 +216,7 @@ def make_windows(
 ) -> list[Window]:
     """Windows of every document in corpus order, cut so at most `max_tokens` targets are scored."""
     if max_tokens is not None and max_tokens < 1:
-        raise ValueError(f"max_tokens must be a positive integer or None, got {max_tokens!r}")
+        raise InvalidArgumentError(f"max_tokens must be a positive integer or None, got {max_tokens!r}")
     special = tuple(special_ids)
     out: list[Window] = []
     total = 0

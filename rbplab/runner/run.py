@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from rbplab.core.errors import InvalidArgumentError
 from rbplab.grid import Grid
 from rbplab.runner.executors import RayOptions, UnitOutcome, cluster_gpus, run_local, run_processes, run_ray
 from rbplab.runner.units import DEFAULT_SHARDS_PER_UNIT, StudyPlan, plan_study, slice_units
@@ -71,11 +72,11 @@ def run_study(
     machine, the CPUs split between them); "ray" runs them as Ray tasks (`ray` options)."""
     started = time.perf_counter()
     if executor not in EXECUTORS:
-        raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
+        raise InvalidArgumentError(f"executor must be one of {EXECUTORS}, got {executor!r}")
     if not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"workers must be a positive integer, got {workers!r}")
+        raise InvalidArgumentError(f"workers must be a positive integer, got {workers!r}")
     if (task_index is None) != (num_tasks is None):
-        raise ValueError("give both --task-index and --num-tasks (a SLURM array slice), or neither")
+        raise InvalidArgumentError("give both --task-index and --num-tasks (a SLURM array slice), or neither")
     if num_tasks is not None:
         slice_units((), task_index, num_tasks)  # checks the slice before any planning writes a spec
     study = study if isinstance(study, Grid) else Grid.read(study)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from rbplab.core.errors import InvalidArgumentError
 from rbplab.core.settings import ExtractionSettings
 from rbplab.extraction.known_plans import remember
 from rbplab.extraction.pipeline import plan_extraction, plan_shards
@@ -91,7 +92,7 @@ def plan_study(
     resolves to the checkpoint's own half type on a GPU and to float32 on a CPU, and the dtype is
     part of the key, so the driver plans each model with the dtype a GPU worker will use."""
     if shards_per_unit < 1:
-        raise ValueError(f"shards_per_unit must be a positive integer, got {shards_per_unit}")
+        raise InvalidArgumentError(f"shards_per_unit must be a positive integer, got {shards_per_unit}")
     entries: list[EntryPlan] = []
     units: list[WorkUnit] = []
     described: dict = {}  # each model described once for the whole grid
@@ -158,7 +159,7 @@ def accelerator_dtype(spec: ModelSpec) -> str:
 def slice_units(units: tuple[WorkUnit, ...], task_index: int, num_tasks: int) -> tuple[WorkUnit, ...]:
     """Task `task_index` of `num_tasks` (a SLURM array): a deterministic, disjoint slice."""
     if num_tasks < 1 or not 0 <= task_index < num_tasks:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"task index must lie in [0, {num_tasks}) and num_tasks >= 1, got {task_index} of {num_tasks}"
         )
     ordered = sorted(units, key=lambda u: (u.key, u.shards[0]))

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rbplab.core.errors import RunFailedError
 from rbplab.extraction.pipeline import CRASH_HOOK_ENV, compute_shards, plan_extraction, producer_id
 from rbplab.runner.units import WorkUnit
 from rbplab.store.cache import CacheEntry
@@ -46,7 +47,7 @@ def run_unit(
     plan = plan_extraction(unit.ref, unit.corpus, unit.settings)
     entry = CacheEntry(cache_dir, plan.key_spec)
     if entry.key != unit.key:
-        raise RuntimeError(
+        raise RunFailedError(
             f"{unit.name}: the driver planned cache key {unit.key[:12]} but this worker computes "
             f"{entry.key[:12]}: the model or corpus differs between machines (same files everywhere?)"
         )

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rbplab.core.errors import RbplabError
+from rbplab.core.errors import InvalidArgumentError, MissingFileError, RbplabError
 from rbplab.core.names import did_you_mean
 from rbplab.store.paths import data_dir, registry_path
 
@@ -38,14 +38,14 @@ def families(path: str | Path | None = None) -> pd.DataFrame:
     """
     csv = Path(path) if path is not None else registry_path()
     if not csv.is_file():
-        raise FileNotFoundError(
+        raise MissingFileError(
             f"model registry not found at {csv}; run scripts/build_registry.py (it writes "
             "rbplab/store/families.csv)"
         )
     table = pd.read_csv(csv, dtype={"family": str, "model": str, "source": str})
     missing = [c for c in COLUMNS if c not in table.columns]
     if missing:
-        raise ValueError(f"{csv} lacks columns {missing}; expected at least {list(COLUMNS)}")
+        raise InvalidArgumentError(f"{csv} lacks columns {missing}; expected at least {list(COLUMNS)}")
     for column in _INT_COLUMNS:
         table[column] = table[column].astype("int64")
     table["max_context"] = table["max_context"].astype("Int64")

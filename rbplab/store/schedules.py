@@ -30,7 +30,7 @@ from pathlib import Path
 import pandas as pd
 
 from rbplab.core.compute import training_compute
-from rbplab.core.errors import RbplabError
+from rbplab.core.errors import InvalidArgumentError, RbplabError
 from rbplab.store import registry
 
 PYTHIA_TOKENS_PER_STEP = 2_097_152  # 1024 sequences x 2048 tokens
@@ -64,9 +64,9 @@ class Schedule:
 
     def __post_init__(self) -> None:
         if not self.steps or list(self.steps) != sorted(set(self.steps)) or self.steps[0] < 0:
-            raise ValueError(f"schedule {self.name}: steps must be distinct, ascending and >= 0")
+            raise InvalidArgumentError(f"schedule {self.name}: steps must be distinct, ascending and >= 0")
         if self.tokens_per_step < 1:
-            raise ValueError(f"schedule {self.name}: tokens_per_step must be positive")
+            raise InvalidArgumentError(f"schedule {self.name}: tokens_per_step must be positive")
 
     @property
     def final_step(self) -> int:
@@ -285,7 +285,7 @@ def log_checkpoint_steps(total_steps: int, n: int) -> list[int]:
     """`n` intermediate checkpoint steps, log-spaced (doubling-like) below `total_steps`, plus the
     final step: geometric from total/2^n to total. Used by scripts/train_micro.py."""
     if total_steps < 1 or n < 0:
-        raise ValueError(f"need total_steps >= 1 and n >= 0, got {total_steps}, {n}")
+        raise InvalidArgumentError(f"need total_steps >= 1 and n >= 0, got {total_steps}, {n}")
     first = max(1.0, total_steps / 2**n)
     steps = {max(1, round(first * (total_steps / first) ** (i / n))) for i in range(n)} if n else set()
     return sorted(s for s in steps if s < total_steps) + [total_steps]

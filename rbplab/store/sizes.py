@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rbplab.core.errors import InvalidArgumentError, InvalidTypeError, MissingFileError
+
 if TYPE_CHECKING:
     import torch
 
@@ -47,7 +49,7 @@ def _as_config(config: Any):
         fields = dict(config)
         model_type = fields.pop("model_type", None)
         if model_type is None:
-            raise ValueError(
+            raise InvalidArgumentError(
                 "a config dict needs a 'model_type' key (e.g. 'gpt2', 'gpt_neox', 'opt', 'qwen2')"
             )
         return AutoConfig.for_model(model_type, **fields)
@@ -56,11 +58,11 @@ def _as_config(config: Any):
         if path.is_dir():
             path = path / "config.json"
         if not path.is_file():
-            raise FileNotFoundError(
+            raise MissingFileError(
                 f"no config.json at {path}; pass a transformers config, a dict or a local model directory"
             )
         return _as_config(json.loads(path.read_text()))
-    raise TypeError(
+    raise InvalidTypeError(
         f"expected a transformers config, dict, path or torch module, got {type(config).__name__}"
     )
 

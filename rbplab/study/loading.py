@@ -16,7 +16,7 @@ from typing import Any, Literal
 import pandas as pd
 
 from rbplab.core.compute import training_compute
-from rbplab.core.errors import RbplabError
+from rbplab.core.errors import InvalidArgumentError, RbplabError
 from rbplab.core.runs import Run
 from rbplab.core.settings import ExtractionSettings
 from rbplab.core.stats import check_ties
@@ -223,7 +223,9 @@ def load_entries(
     if isinstance(entries, pd.DataFrame):
         missing = sorted(set(ENTRY_COLUMNS) - set(entries.columns))
         if missing:
-            raise ValueError(f"an entry table needs columns {list(ENTRY_COLUMNS)}; it lacks {missing}")
+            raise InvalidArgumentError(
+                f"an entry table needs columns {list(ENTRY_COLUMNS)}; it lacks {missing}"
+            )
         rows = entries.to_dict("records")
     else:
         rows = [{"key": key} for key in ([entries] if isinstance(entries, str) else entries)]

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rbplab.core.errors import RbplabError
+from rbplab.core.errors import InvalidArgumentError, NotFoundError, RbplabError
 from rbplab.core.frames import renamed_columns
 from rbplab.core.settings import ExtractionSettings, resolve_settings
 from rbplab.core.versions import installed_versions
@@ -75,7 +75,7 @@ class Results:
     def table(self, name: str) -> pd.DataFrame:
         """One named table; the error lists the names the file has."""
         if name not in self.tables:
-            raise KeyError(f"no table {name!r} in these results; they have {sorted(self.tables)}")
+            raise NotFoundError(f"no table {name!r} in these results; they have {sorted(self.tables)}")
         return self.tables[name]
 
 
@@ -232,7 +232,7 @@ def save_results(
     runs = study.summary()
     if keys is not None:
         if len(keys) != len(runs):
-            raise ValueError(f"{len(keys)} keys for {len(runs)} runs")
+            raise InvalidArgumentError(f"{len(keys)} keys for {len(runs)} runs")
         runs = runs.assign(cache_key=list(keys))
     elif find_keys:
         runs = runs.assign(cache_key=matching_keys(runs, settings, cache_dir))

@@ -32,6 +32,7 @@ from rbplab.analysis import (
 )
 from rbplab.analysis import emergence as _emergence
 from rbplab.analysis.metrics import RBPCurve
+from rbplab.core.errors import InvalidArgumentError, NotFoundError
 from rbplab.core.frames import as_table
 from rbplab.core.runs import TRAINING_FIELDS, Run, model_of_label
 from rbplab.core.stats import TokenStats, check_ties
@@ -76,7 +77,7 @@ class Study:
     def __post_init__(self) -> None:
         self.runs = metrics.as_runs(self.runs)
         if not self.runs:
-            raise ValueError("a Study needs at least one run (model x corpus)")
+            raise InvalidArgumentError("a Study needs at least one run (model x corpus)")
         check_ties(self.ties)
         for run in self.runs:
             key = (run.family, run.model, run.corpus)
@@ -94,7 +95,7 @@ class Study:
         """From {(model, corpus): TokenStats} and {model: S} (synthetic data, own pipelines)."""
         missing = sorted({m for m, _ in stats} - set(sizes))
         if missing:
-            raise ValueError(f"no size S given for models {missing}")
+            raise InvalidArgumentError(f"no size S given for models {missing}")
         runs = [Run(family, m, c, float(sizes[m]), s) for (m, c), s in stats.items()]
         return cls(runs, ties=ties)
 
@@ -134,7 +135,7 @@ class Study:
         for r in self.runs:
             if r.model == model and r.corpus == corpus and (family is None or r.family == family):
                 return r.token_stats()
-        raise KeyError(
+        raise NotFoundError(
             f"no run for model {model!r} on corpus {corpus!r}; models: {list(self.models['model'])}"
         )
 
@@ -146,7 +147,7 @@ class Study:
         for name, chosen, known in (("family", fams, self.families), ("corpus", corps, self.corpora)):
             unknown = sorted(set(chosen or ()) - set(known))
             if unknown:
-                raise ValueError(f"unknown {name} {unknown}; this study has {known}")
+                raise InvalidArgumentError(f"unknown {name} {unknown}; this study has {known}")
         key = (tuple(fams or ()), tuple(corps or ()))
         if key not in self._subsets:
             runs = [
@@ -228,7 +229,7 @@ class Study:
         model of size S would fall (adds the scatter of models around the line). Per training
         step (a `step` column) in a study of checkpoints, like `fits`."""
         if kind not in ("confidence", "prediction"):
-            raise ValueError(f"kind must be 'confidence' or 'prediction', got {kind!r}")
+            raise InvalidArgumentError(f"kind must be 'confidence' or 'prediction', got {kind!r}")
         points = self.points(ks, corpora) if points is None else points
         rows = []
         by = _size_law_groups(points)
@@ -333,7 +334,9 @@ class Study:
         same document resample, so the errors of sizes and steps stay paired."""
         runs = [r for r in self.runs if r.D is not None and r.corpus == corpus]
         if not runs:
-            raise ValueError(f"no checkpoint with a known D on corpus {corpus!r}; corpora: {self.corpora}")
+            raise InvalidArgumentError(
+                f"no checkpoint with a known D on corpus {corpus!r}; corpora: {self.corpora}"
+            )
         ks = metrics.as_ks(ks, self.vocab_size)
         n_docs = max(r.n_docs for r in runs)
         docs = [bootstrap.doc_stats(r.stats, ks, self.ties, n_docs) for r in runs]
@@ -379,7 +382,7 @@ class Study:
             runs = [r for r in self.runs if r.step == step]
             if not runs:
                 steps = sorted({r.step for r in self.runs if r.step is not None})
-                raise ValueError(f"no run at step {step}; this study has steps {steps}")
+                raise InvalidArgumentError(f"no run at step {step}; this study has steps {steps}")
         return Study(runs, self.ties, self.level, curves=self.curves)
 
     def _one_step(self, what: str) -> None:
@@ -387,7 +390,7 @@ class Study:
         steps = {r.step for r in self.runs}
         if len(steps) > 1:
             shown = ", ".join("final" if s is None else str(s) for s in sorted(steps, key=lambda s: s or 0))
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"{what} compares model sizes at one training step, and this study holds steps {shown}; "
                 "take one with study.at_step() (each model's last) or study.at_step(step)"
             )
@@ -457,7 +460,7 @@ class Study:
         metrics = list(metrics)
         unknown = sorted(set(metrics) - {"rbp", *RUN_METRICS})
         if unknown:
-            raise ValueError(f"unknown metrics {unknown}; choose from {['rbp', *RUN_METRICS]}")
+            raise InvalidArgumentError(f"unknown metrics {unknown}; choose from {['rbp', *RUN_METRICS]}")
         ident = ["family", "corpus", "model", "S", *(TRAINING_FIELDS if self.has_training else ())]
         frames = []
         if "rbp" in metrics:
@@ -512,14 +515,16 @@ class Study:
         log(observed / predicted), interval_units (the error in half-widths of the interval),
         covered."""
         if along not in ("S", "D"):
-            raise ValueError(f"along must be 'S' or 'D', got {along!r}")
+            raise InvalidArgumentError(f"along must be 'S' or 'D', got {along!r}")
         table = self.metric_table(ks, metrics)
         if along == "S":
             by = ["family", "corpus", "metric", "k", *(["step"] if "step" in table.columns else [])]
             label = "model"
         else:
             if "D" not in table.columns or table["D"].isna().all():
-                raise ValueError("along='D' needs checkpoints with a known D (a study of training revisions)")
+                raise InvalidArgumentError(
+                    "along='D' needs checkpoints with a known D (a study of training revisions)"
+                )
             table = table[table["D"].notna()].copy()
             # One law per model along its checkpoints; a held-out row names the checkpoint's revision.
             revisions = table["revision"].astype(str)

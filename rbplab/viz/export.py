@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-from rbplab.core.errors import RbplabError
+from rbplab.core.errors import InvalidArgumentError, RbplabError
 
 IMAGE_FORMATS = ("png", "svg", "pdf", "jpeg", "jpg", "webp")
 OTHER_FORMATS = ("html", "json")
@@ -77,7 +77,7 @@ def save_many(figs: Sequence, paths: Sequence[str | Path], *, scale: float | Non
     import plotly.io as pio
 
     if len(figs) != len(paths):
-        raise ValueError(f"{len(figs)} figures but {len(paths)} paths")
+        raise InvalidArgumentError(f"{len(figs)} figures but {len(paths)} paths")
     figures = [go.Figure(f) for f in figs]
     targets = [Path(p) for p in paths]
     formats = [_format(p) for p in targets]

@@ -30,6 +30,7 @@ from plotly.subplots import make_subplots
 
 from rbplab.analysis.data_scaling import data_law_curves
 from rbplab.analysis.emergence import sequence_law, sequence_law_range
+from rbplab.core.errors import InvalidArgumentError
 from rbplab.viz.layout import Grid, arrange, categorical, html_label, legend_key, sequential
 
 REGIME_COLOURS = {"k = 1": "rgba(99,110,250,0.08)", "1 < k <= 100": "rgba(0,204,150,0.08)"}
@@ -43,7 +44,7 @@ POWER_TICKS = {"exponentformat": "power", "showexponent": "all"}  # 10⁻⁴, no
 def _require(frame: pd.DataFrame, columns: Sequence[str], what: str) -> None:
     missing = [c for c in columns if c not in frame.columns]
     if missing:
-        raise ValueError(f"{what} frame lacks columns {missing}; it has {list(frame.columns)}")
+        raise InvalidArgumentError(f"{what} frame lacks columns {missing}; it has {list(frame.columns)}")
 
 
 def _fmt_k(k: float) -> str:

@@ -37,6 +37,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from rbplab.core.errors import InvalidArgumentError, MissingDependencyError, MissingFileError
 from rbplab.core.settings import ExtractionSettings, resolve_settings
 from rbplab.store.paths import notebooks_dir
 
@@ -59,7 +60,7 @@ def list_notebooks(directory: str | Path | None = None) -> list[Path]:
     folder = Path(directory) if directory is not None else notebooks_dir()
     found = sorted(p for p in folder.glob("*.ipynb") if not p.name.startswith("."))
     if not found:
-        raise FileNotFoundError(f"no notebooks (*.ipynb) in {folder}")
+        raise MissingFileError(f"no notebooks (*.ipynb) in {folder}")
     return found
 
 
@@ -288,7 +289,7 @@ def mathjax_source() -> Path:
     try:
         import jupyter_server_mathjax
     except ImportError as err:
-        raise ImportError(
+        raise MissingDependencyError(
             "the report's equations need a local MathJax: pip install 'rbplab[notebooks]' "
             "(or jupyter-server-mathjax)"
         ) from err
@@ -635,7 +636,7 @@ def run_report(
             from rbplab.core.names import did_you_mean
 
             hint = did_you_mean(unknown[0], by_stem)
-            raise ValueError(f"unknown notebooks {unknown}{hint}; available: {sorted(by_stem)}")
+            raise InvalidArgumentError(f"unknown notebooks {unknown}{hint}; available: {sorted(by_stem)}")
         paths = [by_stem[n] for n in dict.fromkeys(wanted)]
     if parameters:
         check_names(parameters, declared_parameters(paths))

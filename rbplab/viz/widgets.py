@@ -25,6 +25,7 @@ import plotly.graph_objects as go
 from IPython.display import display
 
 from rbplab.analysis import data_scaling
+from rbplab.core.errors import InvalidArgumentError, InvalidTypeError, RunFailedError
 from rbplab.core.summary import EntrySummary
 from rbplab.study import Study
 from rbplab.viz import plots
@@ -173,7 +174,7 @@ class _FigureView:
     def widget(self) -> w.VBox:
         """Controls above the live figure (views made with live=True)."""
         if not self.live:
-            raise RuntimeError(
+            raise RunFailedError(
                 "this view was made headless (live=False): use .figure, or make it with live=True"
             )
         if not hasattr(self, "_box"):
@@ -195,12 +196,12 @@ class _View(_FigureView):
 
     def __init__(self, study: Study, family: str | None = None, live: bool | None = None) -> None:
         if not isinstance(study, Study):
-            raise TypeError(f"a view needs a rbplab.study.study.Study, got {type(study).__name__}")
+            raise InvalidTypeError(f"a view needs a rbplab.study.study.Study, got {type(study).__name__}")
         self.full_study = study
         options = ([ALL_FAMILIES] if len(study.families) > 1 else []) + study.families
         value = family or options[0]
         if value not in options:
-            raise ValueError(f"unknown family {family!r}; this study has {study.families}")
+            raise InvalidArgumentError(f"unknown family {family!r}; this study has {study.families}")
         self.family_dropdown = w.Dropdown(options=options, value=value, description="family")
         super().__init__(live)
 
@@ -214,7 +215,9 @@ class _View(_FigureView):
 
     def set_family(self, family: str) -> None:
         if family not in self.family_dropdown.options:
-            raise ValueError(f"unknown family {family!r}; choose from {list(self.family_dropdown.options)}")
+            raise InvalidArgumentError(
+                f"unknown family {family!r}; choose from {list(self.family_dropdown.options)}"
+            )
         self.family_dropdown.value = family
 
 
@@ -224,7 +227,9 @@ class _CorpusMixin:
         # Default: one corpus, the lightest figure to redraw while dragging.
         value = corpus if corpus is not None else self.study.corpora[0]
         if value not in options:
-            raise ValueError(f"unknown corpus {corpus!r}; this study has {list(self.study.corpora)}")
+            raise InvalidArgumentError(
+                f"unknown corpus {corpus!r}; this study has {list(self.study.corpora)}"
+            )
         return w.Dropdown(options=options, value=value, description="corpus")
 
     def _selected_corpora(self) -> list[str]:
@@ -233,7 +238,9 @@ class _CorpusMixin:
 
     def set_corpus(self, corpus: str) -> None:
         if corpus not in self.corpus_dropdown.options:
-            raise ValueError(f"unknown corpus {corpus!r}; choose from {list(self.corpus_dropdown.options)}")
+            raise InvalidArgumentError(
+                f"unknown corpus {corpus!r}; choose from {list(self.corpus_dropdown.options)}"
+            )
         self.corpus_dropdown.value = corpus
 
     def _on_family(self, change: dict) -> None:
@@ -273,7 +280,7 @@ class _KMixin:
     def set_k(self, k: int) -> None:
         """Move the k slider to the available value closest to k on the log scale."""
         if k < 1 or k > self.study.vocab_size:
-            raise ValueError(f"k must lie in [1, |V|={self.study.vocab_size}], got {k}")
+            raise InvalidArgumentError(f"k must lie in [1, |V|={self.study.vocab_size}], got {k}")
         self.k_slider.value = _nearest(list(self.k_slider.options), int(k))
 
 
@@ -352,7 +359,7 @@ class EmergenceView(_CorpusMixin, _KMixin, _View):
     ) -> None:
         super().__init__(study, family, live)
         if not 1 <= n <= n_max:
-            raise ValueError(f"N must lie in [1, n_max={n_max}], got {n}")
+            raise InvalidArgumentError(f"N must lie in [1, n_max={n_max}], got {n}")
         self.corpus_dropdown = self._corpus_dropdown(corpus, allow_all=False)
         if k is None:
             k = visible_k(self.study, n, self.corpus_dropdown.value)
@@ -385,7 +392,7 @@ class EmergenceView(_CorpusMixin, _KMixin, _View):
 
     def set_n(self, n: int) -> None:
         if not self.n_slider.min <= n <= self.n_slider.max:
-            raise ValueError(f"N must lie in [{self.n_slider.min}, {self.n_slider.max}], got {n}")
+            raise InvalidArgumentError(f"N must lie in [{self.n_slider.min}, {self.n_slider.max}], got {n}")
         self.n_slider.value = int(n)
 
     def set_extrapolate(self, extrapolate: bool) -> None:
@@ -518,23 +525,23 @@ class TrainingView(_FigureView):
     ) -> None:
         missing = [c for c in TRAINING_COLUMNS if c not in table.columns]
         if missing:
-            raise ValueError(f"a training table needs columns {missing}; see Study.training_table")
+            raise InvalidArgumentError(f"a training table needs columns {missing}; see Study.training_table")
         table = table[table["D"] > 0]
         if table.empty:
-            raise ValueError("the training table has no checkpoint with D > 0")
+            raise InvalidArgumentError("the training table has no checkpoint with D > 0")
         if quantity not in ("rbp", "ce"):
-            raise ValueError(f"quantity must be 'rbp' or 'ce', got {quantity!r}")
+            raise InvalidArgumentError(f"quantity must be 'rbp' or 'ce', got {quantity!r}")
         super().__init__(live)
         self.table = table
         ks = sorted(int(v) for v in table["k"].unique())
         steps = sorted(int(v) for v in table["step"].unique())
         corpora = list(dict.fromkeys(table["corpus"]))
         if k is not None and k not in ks:
-            raise ValueError(f"k={k} is not in the table; it has k in {ks}")
+            raise InvalidArgumentError(f"k={k} is not in the table; it has k in {ks}")
         if step is not None and step not in steps:
-            raise ValueError(f"step {step} is not in the table; it has steps {steps}")
+            raise InvalidArgumentError(f"step {step} is not in the table; it has steps {steps}")
         if corpus is not None and corpus not in corpora:
-            raise ValueError(f"unknown corpus {corpus!r}; the table has {corpora}")
+            raise InvalidArgumentError(f"unknown corpus {corpus!r}; the table has {corpora}")
         self.k_slider = w.SelectionSlider(
             options=[(f"{v:,}", v) for v in ks],
             value=ks[0] if k is None else k,
@@ -566,18 +573,20 @@ class TrainingView(_FigureView):
     def set_k(self, k: int) -> None:
         values = [v for _, v in self.k_slider.options]
         if k not in values:
-            raise ValueError(f"k={k} is not in the table; choose from {values}")
+            raise InvalidArgumentError(f"k={k} is not in the table; choose from {values}")
         self.k_slider.value = int(k)
 
     def set_step(self, step: int) -> None:
         values = [v for _, v in self.step_slider.options]
         if step not in values:
-            raise ValueError(f"step {step} is not in the table; choose from {values}")
+            raise InvalidArgumentError(f"step {step} is not in the table; choose from {values}")
         self.step_slider.value = int(step)
 
     def set_corpus(self, corpus: str) -> None:
         if corpus not in self.corpus_dropdown.options:
-            raise ValueError(f"unknown corpus {corpus!r}; choose from {list(self.corpus_dropdown.options)}")
+            raise InvalidArgumentError(
+                f"unknown corpus {corpus!r}; choose from {list(self.corpus_dropdown.options)}"
+            )
         self.corpus_dropdown.value = corpus
 
     def _controls(self) -> list[w.Widget]:
