@@ -331,7 +331,16 @@ def sequence_table(
 
 def sequence_law(prefactor: Any, alpha: Any, N: Any, S: Any) -> Any:
     """-log p_{N,k} = C N S^-alpha (eq. 8), C the prefactor of the RBP_k power law: the one place
-    the sigmoid's exponent is computed (numbers, arrays or table columns)."""
+    the sigmoid's exponent is computed (numbers, arrays or table columns).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> round(float(sequence_law(2.0, 0.1, 10, 1e8)), 4)  # -log p for N = 10 at S = 1e8
+    3.1698
+    >>> round(float(np.exp(-sequence_law(2.0, 0.1, 10, 1e8))), 4)
+    0.042
+    """
     return prefactor * N * S**-alpha
 
 

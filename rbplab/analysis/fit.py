@@ -106,7 +106,17 @@ class PowerLawFit:
 
 
 def fit_power_law(S: Sequence[float], y: Sequence[float], level: float = 0.95) -> PowerLawFit:
-    """OLS of log y on log S: y = prefactor * S^-alpha. Raises ValueError on unusable input."""
+    """OLS of log y on log S: y = prefactor * S^-alpha. Raises ValueError on unusable input.
+
+    Examples
+    --------
+    >>> line = fit_power_law([1e6, 1e7, 1e8, 1e9], [2.0, 1.55, 1.3, 1.02])
+    >>> round(line.alpha, 4), round(line.r2, 4), round(float(line.predict(1e10)), 4)
+    (0.0954, 0.9955, 0.8224)
+    >>> low, high = line.confidence_interval(1e10)  # where the law's line lies at S = 1e10
+    >>> round(float(low), 4), round(float(high), 4)
+    (0.7268, 0.9305)
+    """
     S, y = np.asarray(S, dtype=np.float64), np.asarray(y, dtype=np.float64)
     problem = unusable_reason(S, y)
     if problem:
@@ -168,7 +178,16 @@ def scaling_fits(
     """One power-law fit per group: alpha, prefactor, r2, alpha_se, alpha_low/high (t),
     residual_sd, leave-one-model-out range (alpha_loo_min/max) and jackknife SE, n_models,
     S_min, S_max, note (why a fit is missing, or `TWO_MODELS_NOTE` when r2 and the interval are
-    NaN because the group has only two models)."""
+    NaN because the group has only two models).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> table = pd.DataFrame({"model": ["a", "b", "c"], "S": [1e6, 1e7, 1e8], "loss": [2.0, 1.6, 1.28]})
+    >>> scaling_fits(table)[["alpha", "r2", "n_models"]].round(4)
+        alpha   r2  n_models
+    0  0.0969  1.0         3
+    """
     by = grouping_columns(table, by)
     rows = []
     for key, frame in model_groups(table, y, by):

@@ -29,7 +29,16 @@ def _positive_int(name: str, value: Any, optional: bool) -> None:
 class ExtractionSettings:
     """How a corpus is scored. Fields that change the numbers or the entry's layout enter the cache
     key (context length, stride, BOS, max tokens, padded vocabulary, resolved dtype, shard size);
-    device, device map and batch size change only speed (batch invariance is tested), so they do not."""
+    device, device map and batch size change only speed (batch invariance is tested), so they do not.
+
+    Examples
+    --------
+    >>> settings = ExtractionSettings(max_tokens=2000)
+    >>> settings.max_tokens, settings.bos, settings.dtype
+    (2000, 'auto', 'auto')
+    >>> settings.with_changes(bos="always").bos
+    'always'
+    """
 
     context_length: int | None = None  # window length incl. BOS; None: the model's limit, at most 2048
     stride: int | None = None  # None: non-overlapping windows; else the advance of strided windows

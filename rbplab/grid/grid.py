@@ -207,7 +207,14 @@ class Grid:
         **overrides: Any,
     ) -> Grid:
         """Families (expanded to their members; `models` keeps a subset of them by short name)
-        and single models, on `corpora` (default: the bundled ones)."""
+        and single models, on `corpora` (default: the bundled ones).
+
+        Examples
+        --------
+        >>> grid = Grid.from_names(["micro-1-25K", "micro-2-85K"], ["prose"])
+        >>> [(m.model, m.S) for m in grid.members], grid.corpora
+        ([('micro-1-25K', 25472.0), ('micro-2-85K', 84912.0)], ('prose',))
+        """
         names = [str(n) for n in names]
         if not names:
             raise StudyFileError("give at least one model family or model, e.g. 'micro' (rbplab families)")

@@ -168,7 +168,20 @@ class Study:
         """RBP_k per run and k from the cached curves: family, corpus, model, S, k, rbp,
         neg_log_rbp, n_tokens (after S also revision, step, D, C when the study holds
         checkpoints, `has_training`); with n_boot > 0 also the document-bootstrap percentile interval
-        of -log RBP_k (neg_log_rbp_low, neg_log_rbp_high; `rbplab.analysis.bootstrap.bootstrap_ci`)."""
+        of -log RBP_k (neg_log_rbp_low, neg_log_rbp_high; `rbplab.analysis.bootstrap.bootstrap_ci`).
+
+        Examples
+        --------
+        >>> from rbplab.study.synthetic import synthetic_study
+        >>> study = synthetic_study(n_tokens=2000)
+        >>> points = study.points([1, 10])
+        >>> list(points.columns)
+        ['family', 'corpus', 'model', 'S', 'k', 'rbp', 'neg_log_rbp', 'n_tokens']
+        >>> points[["model", "k", "neg_log_rbp"]].head(2).round(4)
+                 model   k  neg_log_rbp
+        0  synthetic-0   1       2.3645
+        1  synthetic-0  10       0.8416
+        """
         ks = metrics.as_ks(ks, self.vocab_size)
         runs = self._runs(corpora)
         # One frame from stacked arrays: a slider callback calls this, so no per-run concat.
@@ -211,7 +224,20 @@ class Study:
         """Power law -log RBP_k = A S^-alpha per family, corpus and k (`rbplab.analysis.fit.scaling_fits`):
         alpha, prefactor, r2, alpha_se, alpha_low/high, leave-one-out range, n_models, note.
         In a study of checkpoints the law is fitted per training step (a `step` column), never
-        across them. `points` (from `points(ks, corpora)`) saves recomputing them."""
+        across them. `points` (from `points(ks, corpora)`) saves recomputing them.
+
+        Examples
+        --------
+        >>> from rbplab.study.synthetic import synthetic_study
+        >>> study = synthetic_study(n_tokens=2000)
+        >>> fits = study.fits([1, 10])
+        >>> fits[["corpus", "k", "alpha", "alpha_low", "alpha_high", "r2"]].round(3)
+                corpus   k  alpha  alpha_low  alpha_high     r2
+        0  synthetic-a   1  0.080      0.068       0.091  0.989
+        1  synthetic-a  10  0.136      0.122       0.151  0.994
+        2  synthetic-b   1  0.069      0.061       0.077  0.993
+        3  synthetic-b  10  0.128      0.108       0.149  0.987
+        """
         points = self.points(ks, corpora) if points is None else points
         table = points.assign(loss=points["neg_log_rbp"])
         return fit.scaling_fits(table, y="loss", by=_size_law_groups(points), level=self.level)
@@ -227,7 +253,18 @@ class Study:
         k, S, fit, fit_low, fit_high on the -log RBP_k scale. kind="confidence": where the law's line
         lies (t interval of the OLS mean in log space); kind="prediction": where a new
         model of size S would fall (adds the scatter of models around the line). Per training
-        step (a `step` column) in a study of checkpoints, like `fits`."""
+        step (a `step` column) in a study of checkpoints, like `fits`.
+
+        Examples
+        --------
+        >>> from rbplab.study.synthetic import synthetic_study
+        >>> study = synthetic_study(n_tokens=2000)
+        >>> bands = study.bands(1)
+        >>> list(bands.columns)
+        ['family', 'corpus', 'k', 'S', 'fit', 'fit_low', 'fit_high']
+        >>> bool((bands["fit_low"] <= bands["fit"]).all() and (bands["fit"] <= bands["fit_high"]).all())
+        True
+        """
         if kind not in ("confidence", "prediction"):
             raise InvalidArgumentError(f"kind must be 'confidence' or 'prediction', got {kind!r}")
         points = self.points(ks, corpora) if points is None else points
@@ -275,7 +312,19 @@ class Study:
         self, ks: Iterable[int] | int = (1, 10, 100), table: pd.DataFrame | None = None, digits: int = 3
     ) -> str:
         """The fit table at `ks` (or any `table` of this study's) as Markdown, each estimate with
-        its interval in one cell ("0.036 ± 0.006"; a bootstrap interval as "0.036 [0.030, 0.043]")."""
+        its interval in one cell ("0.036 ± 0.006"; a bootstrap interval as "0.036 [0.030, 0.043]").
+
+        Examples
+        --------
+        >>> from rbplab.study.synthetic import synthetic_study
+        >>> study = synthetic_study(n_tokens=2000)
+        >>> print(study.to_markdown([1]))
+        | family | corpus | k | α | R² | models |
+        |---|---|---:|---:|---:|---:|
+        | synthetic | synthetic-a | 1 | 0.080 ± 0.012 | 0.989 | 6 |
+        | synthetic | synthetic-b | 1 | 0.069 ± 0.008 | 0.993 | 6 |
+        <BLANKLINE>
+        """
         from rbplab.study.tables import to_markdown
 
         return to_markdown(self.fit_table(ks) if table is None else table, digits)
@@ -408,7 +457,18 @@ class Study:
         return self.points(ks, corpora)
 
     def ksweep(self, ks: Iterable[int] | None = None, n_boot: int = 0, seed: int = 0) -> pd.DataFrame:
-        """alpha(k), R²(k) over k (`rbplab.analysis.ksweep.k_sweep`), regimes labelled."""
+        """alpha(k), R²(k) over k (`rbplab.analysis.ksweep.k_sweep`), regimes labelled.
+
+        Examples
+        --------
+        >>> from rbplab.study.synthetic import synthetic_study
+        >>> sweep = synthetic_study(n_tokens=2000).ksweep()
+        >>> sweep[["corpus", "k", "regime", "alpha", "r2"]].head(3).round(3)
+                corpus  k    regime  alpha     r2
+        0  synthetic-a  1       k=1  0.080  0.989
+        1  synthetic-a  2  moderate  0.088  0.989
+        2  synthetic-a  3  moderate  0.100  0.995
+        """
         self._one_step("the k-sweep")
         return ksweep.k_sweep(self.runs, ks=ks, ties=self.ties, level=self.level, n_boot=n_boot, seed=seed)
 
@@ -456,7 +516,16 @@ class Study:
     ) -> pd.DataFrame:
         """Long table of per-run losses for the fits: family, corpus, model, S (and revision,
         step, D, C for checkpoints), metric, k (<NA> except for rbp), value, loss (-log RBP_k,
-        CE, EE, EE_MM, SA, Conf, or -log MRR), n_tokens."""
+        CE, EE, EE_MM, SA, Conf, or -log MRR), n_tokens.
+
+        Examples
+        --------
+        >>> from rbplab.study.synthetic import synthetic_study
+        >>> study = synthetic_study(n_tokens=2000)
+        >>> table = study.metric_table([1])
+        >>> sorted(table["metric"].unique()), len(table)
+        (['ce', 'ee', 'rbp'], 36)
+        """
         metrics = list(metrics)
         unknown = sorted(set(metrics) - {"rbp", *RUN_METRICS})
         if unknown:
@@ -549,7 +618,18 @@ class Study:
         prefactor C, so the law can be drawn beyond the measured sizes), and the
         linearised coordinates x = N S^-alpha, neg_log_p_emp, neg_log_p_pred; the ratios
         against RBP_k^N and the two matched baselines (ratio, ratio_position, ratio_doc), with
-        document-bootstrap intervals when n_boot > 0 (p_emp_low/high, ratio*_low/high)."""
+        document-bootstrap intervals when n_boot > 0 (p_emp_low/high, ratio*_low/high).
+
+        Examples
+        --------
+        >>> from rbplab.study.synthetic import synthetic_study
+        >>> study = synthetic_study(n_tokens=2000)
+        >>> em = study.emergence([10], [1, 10])
+        >>> em[["model", "corpus", "N", "p_emp", "p_pred"]].head(2).round(4)
+                 model       corpus   N  p_emp  p_pred
+        0  synthetic-0  synthetic-a   1  0.431  0.4310
+        1  synthetic-0  synthetic-a  10  0.000  0.0002
+        """
         self._one_step("emergence")
         ks = metrics.as_ks(ks, self.vocab_size)
         ns = np.atleast_1d(np.asarray(ns, dtype=np.int64))
@@ -590,7 +670,17 @@ class Study:
     def lognormal(self) -> pd.DataFrame:
         """Per run: fitted mu, sigma, mu/sigma, likelihood ratios against the power law and
         log-logistic, measured CE and -log RBP_1, appendix-B predictions
-        (`rbplab.analysis.lognormal_theory.lognormal_table`). Computed once, then cached."""
+        (`rbplab.analysis.lognormal_theory.lognormal_table`). Computed once, then cached.
+
+        Examples
+        --------
+        >>> from rbplab.study.synthetic import synthetic_study
+        >>> study = synthetic_study(n_tokens=2000)
+        >>> study.lognormal()[["model", "corpus", "mu", "sigma"]].head(2).round(3)
+                 model       corpus     mu  sigma
+        0  synthetic-0  synthetic-a  2.548  1.979
+        1  synthetic-1  synthetic-a  2.272  1.938
+        """
         if "lognormal" not in self._cache:
             self._cache["lognormal"] = lognormal_theory.lognormal_table(self.runs, ties=self.ties)
         return self._cache["lognormal"]

@@ -36,7 +36,15 @@ def synthetic_study(
     the widgets). Ranks are drawn from the package's own model, the rounded lognormal
     truncated to [1, |V|] (`rbplab.analysis.lognormal.sample_lognormal_ranks`) with sigma = 2
     for every model, so fitting it recovers (mu, sigma) without a spurious sigma trend. nll is
-    a noisy increasing function of the rank."""
+    a noisy increasing function of the rank.
+
+    Examples
+    --------
+    >>> from rbplab.study.synthetic import synthetic_study
+    >>> study = synthetic_study(n_tokens=2000)
+    >>> study.families, study.corpora, len(study.runs), study.vocab_size
+    (['synthetic'], ['synthetic-a', 'synthetic-b'], 12, 4096)
+    """
     rng = np.random.default_rng(seed)
     runs = []
     for c, corpus in enumerate(corpora):

@@ -146,7 +146,16 @@ def rbp_vs_size(
 
     One panel per (k, corpus), one colour per family: markers for models (with error bars
     when the points carry bootstrap intervals), the fitted power law as a dashed line whose
-    legend entry names its panel with α, its interval and R², and its confidence band shaded."""
+    legend entry names its panel with α, its interval and R², and its confidence band shaded.
+
+    Examples
+    --------
+    >>> from rbplab.study.synthetic import synthetic_study
+    >>> study = synthetic_study(n_tokens=2000)
+    >>> fig = rbp_vs_size(study.points(1), study.fits(1), study.bands(1))
+    >>> type(fig).__name__, len(fig.data)
+    ('Figure', 7)
+    """
     _require(points, ["family", "corpus", "model", "S", "k", "neg_log_rbp"], "points")
     ks = sorted(points["k"].unique())
     corpora = list(dict.fromkeys(points["corpus"]))
