@@ -22,6 +22,7 @@ same rules. Traces carry a `meta` tag saying what they are ("models", "fit", "ba
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -91,6 +92,22 @@ def _flush(fig: go.Figure, pending: list) -> None:
     if pending:
         traces, rows, cols = zip(*pending, strict=True)
         fig.add_traces(list(traces), rows=list(rows), cols=list(cols))
+
+
+def _markers(
+    x: Any, y: Any, colour: str, name: str, group: str, meta: str, size: int | None = None
+) -> go.Scatter:
+    """Measured points in `colour`, in legend group `group`; `meta` says what they are."""
+    marker = {"color": colour} | ({"size": size} if size else {})
+    return go.Scatter(x=x, y=y, mode="markers", marker=marker, name=name, legendgroup=group, meta=meta)
+
+
+def _line(
+    x: Any, y: Any, colour: str, name: str, group: str, meta: str, dash: str | None = None
+) -> go.Scatter:
+    """A curve in `colour` (dashed or dotted when `dash`), in legend group `group`."""
+    line = {"color": colour} | ({"dash": dash} if dash else {})
+    return go.Scatter(x=x, y=y, mode="lines", line=line, name=name, legendgroup=group, meta=meta)
 
 
 def _axis_refs(index: int) -> tuple[str, str]:
@@ -510,59 +527,25 @@ def emergence(em: pd.DataFrame, *, title: str | None = None, extrapolate: bool =
             for n in ns:
                 sel = cell[cell["N"] == n].sort_values("S")
                 colour = colours[float(n)]
-                pending.append(
-                    (
-                        go.Scatter(
-                            x=sel["S"],
-                            y=sel["p_emp"],
-                            mode="markers",
-                            marker={"color": colour, "size": 8},
-                            name=f"N={n}",
-                            legendgroup=f"N{n}",
-                            showlegend=first,
-                            text=sel["model"],
-                            meta="empirical",
-                            hovertemplate="%{text}<br>S=%{x:.3s}<br>p=%{y:.3g}<extra>empirical</extra>",
-                        ),
-                        r,
-                        c,
-                    )
+                hover = "%{text}<br>S=%{x:.3s}<br>p=%{y:.3g}<extra>empirical</extra>"
+                dots = _markers(sel["S"], sel["p_emp"], colour, f"N={n}", f"N{n}", "empirical", size=8)
+                dots.update(showlegend=first, text=sel["model"], hovertemplate=hover)
+                independence = _line(
+                    sel["S"],
+                    sel["p_pred"],
+                    colour,
+                    f"N={n} RBP<sub>k</sub><sup>N</sup>",
+                    f"N{n}",
+                    "independence",
                 )
-                pending.append(
-                    (
-                        go.Scatter(
-                            x=sel["S"],
-                            y=sel["p_pred"],
-                            mode="lines",
-                            line={"color": colour},
-                            name=f"N={n} RBP<sub>k</sub><sup>N</sup>",
-                            legendgroup=f"N{n}",
-                            showlegend=False,
-                            meta="independence",
-                        ),
-                        r,
-                        c,
-                    )
-                )
+                pending += [(dots, r, c), (independence.update(showlegend=False), r, c)]
                 if lo is not None and len(sel):
                     pending.extend((t, r, c) for t in _law_traces(sel, n, colour, lo, hi))
                 elif "p_fit" in sel.columns and sel["p_fit"].notna().any():
-                    pending.append(
-                        (
-                            go.Scatter(
-                                x=sel["S"],
-                                y=sel["p_fit"],
-                                mode="lines",
-                                line={"color": colour, "dash": "dash"},
-                                name=f"N={n} fitted law",
-                                legendgroup=f"N{n}",
-                                showlegend=False,
-                                meta="law",
-                            ),
-                            r,
-                            c,
-                        )
+                    law = _line(
+                        sel["S"], sel["p_fit"], colour, f"N={n} fitted law", f"N{n}", "law", dash="dash"
                     )
+                    pending.append((law.update(showlegend=False), r, c))
     keys = [
         legend_key(f"markers: measured {P_NK}", mode="markers"),
         legend_key("solid: independence RBP<sub>k</sub><sup>N</sup>", mode="lines"),
@@ -635,40 +618,16 @@ def emergence_linearised(em: pd.DataFrame, *, title: str | None = None) -> go.Fi
                 sel = sel[sel["x"].between(measured["x"].min(), measured["x"].max())]
             for n in sorted(sel["N"].unique()):
                 s = sel[(sel["N"] == n) & np.isfinite(sel["neg_log_p_emp"])]
-                pending.append(
-                    (
-                        go.Scatter(
-                            x=s["x"],
-                            y=s["neg_log_p_emp"],
-                            mode="markers",
-                            marker={"color": colours[float(n)]},
-                            name=f"N={n}",
-                            legendgroup=f"N{n}",
-                            showlegend=bool(len(s)) and n not in listed,
-                            meta="empirical",
-                        ),
-                        r,
-                        c,
-                    )
-                )
+                show = bool(len(s)) and n not in listed
+                dots = _markers(s["x"], s["neg_log_p_emp"], colours[float(n)], f"N={n}", f"N{n}", "empirical")
+                pending.append((dots.update(showlegend=show), r, c))
                 if len(s):
                     listed.add(n)
-            pending.append(
-                (
-                    go.Scatter(
-                        x=sel["x"],
-                        y=sel["neg_log_p_pred"],
-                        mode="lines",
-                        line={"color": "black", "dash": "dot"},
-                        name="independence: N · (−log RBP<sub>k</sub>)",
-                        legendgroup="independence",
-                        showlegend=first,
-                        meta="independence",
-                    ),
-                    r,
-                    c,
-                )
+            name = "independence: N · (−log RBP<sub>k</sub>)"
+            independence = _line(
+                sel["x"], sel["neg_log_p_pred"], "black", name, "independence", "independence", dash="dot"
             )
+            pending.append((independence.update(showlegend=first), r, c))
     _flush(fig, pending)
     # Labels at 1, 2 and 5 of each decade: every digit crowds a 200 px panel.
     fig.update_xaxes(type="log", dtick="D2", **POWER_TICKS)
@@ -699,29 +658,11 @@ def rank_distribution(pmf: pd.DataFrame, *, title: str | None = None) -> go.Figu
         colour = colours[float(S)]
         sel = pmf[pmf["model"] == model].sort_values("rank")
         emp = sel[sel["empirical"] > 0]
-        traces.append(
-            go.Scatter(
-                x=emp["rank"],
-                y=emp["empirical"],
-                mode="markers",
-                marker={"color": colour, "size": 4},
-                name=f"{model} measured",
-                legendgroup=model,
-                showlegend=False,
-                meta="empirical",
-            )
+        measured = _markers(
+            emp["rank"], emp["empirical"], colour, f"{model} measured", model, "empirical", size=4
         )
-        traces.append(
-            go.Scatter(
-                x=sel["rank"],
-                y=sel["fitted"],
-                mode="lines",
-                line={"color": colour},
-                name=f"{model} (S = {si(S)})",
-                legendgroup=model,
-                meta="lognormal",
-            )
-        )
+        traces.append(measured.update(showlegend=False))
+        traces.append(_line(sel["rank"], sel["fitted"], colour, f"{model} (S = {si(S)})", model, "lognormal"))
     fig.add_traces(traces)
     fig.update_xaxes(type="log", title_text="rank R of the ground-truth token")
     fig.update_yaxes(type="log", **POWER_TICKS)
