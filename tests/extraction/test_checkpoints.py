@@ -7,7 +7,8 @@ import torch
 from helpers.models import build_checkpointed
 
 from rbplab.extraction.models import ModelLoadError, ModelSpec, describe_model, load_model
-from rbplab.extraction.sources import checkpoint_directory, resolve_source
+from rbplab.extraction.pipeline import model_label
+from rbplab.extraction.sources import checkpoint_directory, keyed_revision, resolve_source
 
 
 @pytest.fixture(scope="module")
@@ -23,6 +24,22 @@ def test_revisions_resolve_to_checkpoint_folders(checkpointed):
     source = resolve_source(ModelSpec(str(checkpointed), revision="step-10"))
     assert source.location == str(checkpointed.resolve() / "checkpoints" / "step-10")
     assert source.tokenizer_location == str(checkpointed.resolve())  # checkpoints share the tokenizer
+
+
+def test_a_source_carries_its_label_and_keyed_revision(checkpointed):
+    step = resolve_source(ModelSpec(str(checkpointed), revision="step-10"))
+    assert (step.label, step.keyed_revision) == ("step-10", "step-10")  # its folder; keyed by revision
+    # the final step and "main" are the model directory itself: no revision in the key
+    for revision in ("step-40", "main", None):
+        final = resolve_source(ModelSpec(str(checkpointed), revision=revision))
+        assert (final.label, final.keyed_revision) == ("micro-t", None), revision
+    hub = resolve_source(ModelSpec("EleutherAI/pythia-70m", revision="step1000"))
+    assert (hub.label, hub.keyed_revision, hub.local) == ("pythia-70m", "step1000", False)  # registered
+    with pytest.warns(FutureWarning, match="source.keyed_revision"):
+        assert keyed_revision(ModelSpec(str(checkpointed), revision="step-10"), step) == "step-10"
+    described = describe_model(ModelSpec(str(checkpointed)))
+    with pytest.warns(FutureWarning, match="source.label"):
+        assert model_label(described) == "micro-t"
 
 
 def test_unknown_revision_is_one_line_listing_the_available_ones(checkpointed):
