@@ -248,10 +248,11 @@ def extrapolation_check(
     level: float = 0.95,
 ) -> pd.DataFrame:
     """Fit on all but the `n_holdout` largest models of each group and predict them: the
-    `prediction_audit` of one holdout, in the columns this function has always had.
+    `prediction_audit` of one holdout, in the columns this function has always had (its interval
+    now named like the audit's).
 
     One row per held-out model: loss_observed, loss_predicted with a prediction interval
-    (loss_pred_low/high, needs >= 3 fitted models), inside_interval, loss_log_error =
+    (loss_predicted_low/high, needs >= 3 fitted models), inside_interval, loss_log_error =
     log(predicted/observed), and the same on the metric's own scale (value_* ; RBP_k =
     exp(-loss) for rbp, loss itself for CE) with value_error = predicted - observed. Groups
     with fewer than two usable models left to fit are skipped."""
@@ -278,8 +279,8 @@ def extrapolation_check(
         alpha_fit=audit["alpha_fit"],
         loss_observed=obs,
         loss_predicted=pred,
-        loss_pred_low=audit["loss_predicted_low"],
-        loss_pred_high=audit["loss_predicted_high"],
+        loss_predicted_low=audit["loss_predicted_low"],
+        loss_predicted_high=audit["loss_predicted_high"],
         # bool when every held-out model has an interval, as before; <NA> marks those without one
         inside_interval=(
             audit["covered"].astype(bool)
@@ -291,7 +292,7 @@ def extrapolation_check(
         value_predicted=np.where(to_value, np.exp(-pred), pred),
     )
     out["value_error"] = out["value_predicted"] - out["value_observed"]
-    return out.reset_index(drop=True)
+    return as_table(out.reset_index(drop=True))
 
 
 AUDIT_COLUMNS = (

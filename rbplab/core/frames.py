@@ -33,6 +33,8 @@ DEPRECATED_COLUMNS: dict[str, str] = {
     "sigma_ci_high": "sigma_high",
     "mu_over_sigma_ci_low": "mu_over_sigma_low",
     "mu_over_sigma_ci_high": "mu_over_sigma_high",
+    "loss_pred_low": "loss_predicted_low",
+    "loss_pred_high": "loss_predicted_high",
 }
 
 
@@ -69,6 +71,14 @@ def as_table(frame: pd.DataFrame) -> Table:
 
 def renamed_columns(frame: pd.DataFrame) -> Table:
     """`frame` with any deprecated column names replaced by the current ones (a table read from a
-    file an older release wrote), as a Table."""
-    old = {c: DEPRECATED_COLUMNS[c] for c in frame.columns if c in DEPRECATED_COLUMNS}
+    file an older release wrote), as a Table. An old name is renamed only where the table has the
+    quantity it bounds (`fit` for `lo`, `estimate` for `ci_low`): a headline table of a report may
+    have a column of its own called `lo` or `hi`."""
+    old = {
+        c: new
+        for c in frame.columns
+        if (new := DEPRECATED_COLUMNS.get(c)) is not None
+        and new not in frame.columns
+        and new.rsplit("_", 1)[0] in frame.columns
+    }
     return as_table(frame.rename(columns=old) if old else frame)

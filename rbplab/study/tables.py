@@ -2,7 +2,7 @@
 
 Takes the tidy tables the study produces (`Study.fit_table`, `Study.fits`, `Study.ce_exponents`,
 `Study.emergence_fits`, `data_scaling.data_fits`, the joint-law rows, ...): every column `x` that
-comes with `x_low`/`x_high` (or `x_low`/`x_high`) is printed as "0.036 ± 0.006" when its
+comes with `x_low`/`x_high` is printed as "0.036 ± 0.006" when its
 interval is symmetric (an OLS t-interval) and as "0.036 [0.030, 0.043]" when it is not (a
 bootstrap percentile interval); the bound columns are dropped. Known column names get their
 symbols (alpha -> α, r2 -> R²). Nothing is computed here beyond formatting.
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-INTERVAL_SUFFIXES = (("_low", "_high"), ("_low", "_high"))
+INTERVAL_SUFFIXES = (("_low", "_high"),)  # one spelling now; pairs kept for callers that loop
 SYMMETRIC = 0.02  # an interval whose halves differ by less than this share is printed as ± half-width
 DROPPED = ("note", "ties", "alpha_se", "alpha_jackknife_se", "residual_sd", "prefactor", "vocab_size")
 

@@ -8,19 +8,17 @@ plain text: estimates as "0.036 [0.030, 0.043]" (the table's interval), subscrip
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import pandas as pd
 
 LAW = "−log RBP_k(S) = A · S^−α"  # the relative-based scaling law, as the index states it
 JOINT_LAW = "L(S, D) = E + A · S^−α + B · D^−β"
 
 
-def _estimate(row: pd.Series | dict, name: str, suffixes: Sequence[str] = ("_low", "_high")) -> str:
+def _estimate(row: pd.Series | dict, name: str) -> str:
     value = row.get(name)
     if value is None or pd.isna(value):
         return "n/a"
-    lo, hi = row.get(f"{name}{suffixes[0]}"), row.get(f"{name}{suffixes[1]}")
+    lo, hi = row.get(f"{name}_low"), row.get(f"{name}_high")
     if lo is None or hi is None or pd.isna(lo) or pd.isna(hi):
         return f"{value:.3g}"
     return f"{value:.3g} [{lo:.3g}, {hi:.3g}]"
@@ -124,10 +122,8 @@ def training(joint: pd.DataFrame, synthetic: bool) -> str:
     """Notebook 06: the joint law's exponents per corpus and quantity, with bootstrap intervals."""
     parts = []
     for _, r in joint.iterrows():
-        suffixes = ("_low", "_high")
         parts.append(
-            f"{r['corpus']} {r['quantity']}: α = {_estimate(r, 'alpha', suffixes)}, "
-            f"β = {_estimate(r, 'beta', suffixes)}"
+            f"{r['corpus']} {r['quantity']}: α = {_estimate(r, 'alpha')}, β = {_estimate(r, 'beta')}"
         )
     lead = (
         "SYNTHETIC DATA (checkpoints drawn from a known law, not a model): "

@@ -11,7 +11,7 @@ Text uses plotly's HTML (<sub>, <sup>), never raw TeX.
 Column conventions (extra columns are ignored):
   points : family, corpus, model, S, k, rbp, neg_log_rbp [, neg_log_rbp_low, neg_log_rbp_high]
   fits   : family, corpus, k, alpha, r2 [, alpha_low, alpha_high]
-  bands  : family, corpus, k, S, fit, lo, hi            (on the -log RBP_k scale)
+  bands  : family, corpus, k, S, fit, fit_low, fit_high (on the -log RBP_k scale)
   ksweep : family, corpus, k, alpha, r2 [, alpha_low, alpha_high]
 
 Emergence figures (paper Figure 7) and lognormal-theory figures (paper Figure 8) follow the
