@@ -76,8 +76,8 @@ class Source:
 def resolve_source(spec: ModelSpec) -> Source:
     """Map a user-given model name to a loadable location (registry names, paths, GGUF files, hub
     ids), with its label and keyed revision. The registry is read once."""
-    row = _registry_row(spec.name_or_path)
-    source = _locate(spec, row)
+    row, location = _registry_entry(spec.name_or_path)
+    source = _locate(spec, location, str(row["model"]) if row is not None else "")
     if source.label:
         return source
     if not source.local:
@@ -87,27 +87,25 @@ def resolve_source(spec: ModelSpec) -> Source:
     return replace(source, label=label)
 
 
-def _registry_row(name: str) -> Any:
+def _registry_entry(name: str) -> tuple[Any, str]:
+    """(registry row or None, what `name` loads from), with one read of the registry. An existing
+    path loads without one (its row, if any, only names it); any other name needs a readable
+    registry, whose errors propagate."""
     from rbplab.store import registry
 
-    try:
-        return registry.lookup_model(name)
-    except (OSError, ValueError):  # no readable registry: names are paths or hub ids
-        return None
+    if Path(name).expanduser().exists():
+        try:
+            return registry.lookup_model(name), name
+        except (OSError, ValueError):  # no readable registry: the path names itself
+            return None, name
+    row = registry.lookup_model(name)
+    if row is not None:
+        return row, registry.resolve_source(str(row["source"]))
+    return None, _unregistered(name)
 
 
-def _locate(spec: ModelSpec, row: Any) -> Source:
-    name = spec.name_or_path
+def _locate(spec: ModelSpec, name: str, label: str) -> Source:
     path = Path(name).expanduser()
-    if not path.exists():
-        if row is not None:
-            from rbplab.store.registry import resolve_source as registry_location
-
-            name = registry_location(str(row["source"]))
-        else:
-            name = _registry_resolve(name)  # a hub id, or the unknown-model error
-        path = Path(name).expanduser()
-    label = str(row["model"]) if row is not None else ""
     if path.is_file():
         if path.suffix != ".gguf":
             raise ModelLoadError(
@@ -183,11 +181,11 @@ def checkpoint_directory(directory: str | Path, revision: str | None) -> Path:
     )
 
 
-def _registry_resolve(name: str) -> str:
+def _unregistered(name: str) -> str:
     from rbplab.store import registry
 
     try:
-        return registry.resolve_model(name)
+        return registry.unregistered_location(name)
     except registry.UnknownModelError as err:
         try:
             families = ", ".join(registry.family_names())

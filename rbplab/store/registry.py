@@ -108,6 +108,14 @@ def resolve_model(name: str) -> str:
     row = lookup_model(name)
     if row is not None:
         return resolve_source(row["source"])
+    return unregistered_location(name)
+
+
+def unregistered_location(name: str) -> str:
+    """What a name `lookup_model` did not find loads from: an existing local path or an
+    ``org/name`` hub id, unchanged. Anything else is an UnknownModelError listing the registered
+    models; only that message reads the registry, so a caller holding the lookup's answer does
+    not read it twice."""
     if Path(name).expanduser().exists():
         return name
     if _looks_like_hub_id(name):

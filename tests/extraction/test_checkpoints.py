@@ -42,6 +42,34 @@ def test_a_source_carries_its_label_and_keyed_revision(checkpointed):
         assert model_label(described) == "micro-t"
 
 
+def test_a_model_is_resolved_with_one_read_of_the_registry(checkpointed, monkeypatch):
+    from rbplab.store import registry
+
+    reads = []
+    real = registry.families
+    monkeypatch.setattr(registry, "families", lambda *a, **k: reads.append(1) or real(*a, **k))
+    for name, label in [
+        ("someorg/unregistered-model", "someorg/unregistered-model"),  # a hub id the registry lacks
+        ("pythia-70m", "pythia-70m"),  # a registered short name
+        (str(checkpointed), "micro-t"),  # a local directory
+    ]:
+        reads.clear()
+        assert resolve_source(ModelSpec(name)).label == label
+        assert len(reads) == 1, name
+    reads.clear()
+    with pytest.raises(registry.UnknownModelError, match="Known families"):
+        resolve_source(ModelSpec("no-such-model"))  # the error's lists read it again, and only then
+
+
+def test_only_a_path_loads_without_a_readable_registry(checkpointed, monkeypatch, tmp_path):
+    from rbplab.store import registry
+
+    monkeypatch.setattr(registry, "registry_path", lambda: tmp_path / "absent.csv")
+    assert resolve_source(ModelSpec(str(checkpointed))).label == "micro-t"
+    with pytest.raises(FileNotFoundError, match="model registry not found"):
+        resolve_source(ModelSpec("someorg/unregistered-model"))
+
+
 def test_unknown_revision_is_one_line_listing_the_available_ones(checkpointed):
     with pytest.raises(ModelLoadError) as err:
         describe_model(ModelSpec(str(checkpointed), revision="step-20"))
