@@ -96,22 +96,46 @@ def k_sweep(
     return as_table(fits.sort_values(by + ["k"], ignore_index=True))
 
 
+def _leading(ok: np.ndarray) -> int:
+    """How many of the first k of the sweep (sorted) all satisfy `ok`."""
+    return int(np.argmin(ok)) if not ok.all() else len(ok)
+
+
+def _k_max(frame: pd.DataFrame, n_ok: int) -> object:
+    return frame["k"].iloc[n_ok - 1] if n_ok > 0 else pd.NA
+
+
 def sweep_summary(sweep: pd.DataFrame, r2_threshold: float = 0.9) -> pd.DataFrame:
-    """Per (family, corpus[, ties]): k_max_r2 = the largest k up to which R^2 stays >= the
-    threshold for every smaller k (the law's range of validity), alpha at k = 1, 10 and 100
-    when present, and the mean alpha and R^2 per regime. Where R^2 is undefined (two models:
-    a line through two points) no range is claimed: k_max_r2 is <NA> and `note` says why."""
+    """Per (family, corpus[, ties]) of a `k_sweep`: how far in k the law holds, and alpha there.
+
+    The law holds at k when its fit says the loss falls with size, and says so precisely:
+    R^2 >= r2_threshold, alpha > 0 and the lower end of alpha's interval (alpha_low) > 0. R^2
+    alone does not do: near |V|, -log RBP_k can rise with size along a clean line (the paper's
+    GPT-2 at k = 10,000: R^2 = 0.92, alpha = -0.090 [-0.173, -0.007]), an inverted law.
+
+    Columns: k_max_law = the largest k up to which the law holds at every k of the sweep (the
+    law's range of validity; <NA> when it fails at the smallest k), k_max_r2 = the same for
+    R^2 >= r2_threshold alone (how far a high R^2 would have claimed it), alpha at k = 1, 10 and
+    100 when present, alpha_mean_<regime> and r2_mean_<regime> for each regime of `REGIMES`,
+    averaged over the k of the law's range only (NaN for a regime outside it), and note. Where
+    R^2 is undefined at every k (two models: a line through two points) no range is claimed and
+    `note` says why."""
+    missing = [c for c in ("k", "regime", "alpha", "alpha_low", "r2") if c not in sweep.columns]
+    if missing:
+        raise InvalidArgumentError(f"sweep_summary needs a k_sweep table; this one lacks {missing}")
     by = [c for c in ("family", "corpus", "ties") if c in sweep.columns]
     rows = []
     for key, frame in sweep.sort_values("k").groupby(by, dropna=False):
         key = key if isinstance(key, tuple) else (key,)
-        ok = (frame["r2"] >= r2_threshold).to_numpy()
-        first_bad = int(np.argmin(ok)) if not ok.all() else len(ok)
+        r2_ok = (frame["r2"] >= r2_threshold).to_numpy()
+        # NaN compares False: a k without a fit or an interval ends the range.
+        law_ok = r2_ok & (frame["alpha"] > 0).to_numpy() & (frame["alpha_low"] > 0).to_numpy()
         row = dict(zip(by, key, strict=True))
-        row["k_max_r2"] = frame["k"].iloc[first_bad - 1] if first_bad > 0 else pd.NA
+        n_law = _leading(law_ok)
+        row["k_max_law"] = _k_max(frame, n_law)
+        row["k_max_r2"] = _k_max(frame, _leading(r2_ok))
         row["note"] = None
         if frame["r2"].isna().all():
-            row["k_max_r2"] = pd.NA
             n_models = frame["n_models"].max() if "n_models" in frame else np.nan
             row["note"] = (
                 TWO_MODELS_NOTE if n_models <= 2 else "R^2 undefined at every k: no range of validity"
@@ -119,8 +143,10 @@ def sweep_summary(sweep: pd.DataFrame, r2_threshold: float = 0.9) -> pd.DataFram
         for k in (1, 10, 100):
             hit = frame.loc[frame["k"] == k, "alpha"]
             row[f"alpha_k{k}"] = float(hit.iloc[0]) if len(hit) else np.nan
-        for name, part in frame.groupby("regime"):
-            row[f"alpha_mean_{name}"] = part["alpha"].mean()
-            row[f"r2_mean_{name}"] = part["r2"].mean()
+        in_range = frame.iloc[:n_law]
+        for name in REGIMES:
+            part = in_range[in_range["regime"] == name]
+            row[f"alpha_mean_{name}"] = part["alpha"].mean() if len(part) else np.nan
+            row[f"r2_mean_{name}"] = part["r2"].mean() if len(part) else np.nan
         rows.append(row)
     return pd.DataFrame(rows)

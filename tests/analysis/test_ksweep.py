@@ -3,11 +3,13 @@
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats as sps
 
 from rbplab.analysis import fit, ksweep, metrics
 from rbplab.analysis.lognormal import sample_lognormal_ranks
 from rbplab.core.runs import Run
 from rbplab.core.stats import TokenStats
+from rbplab.store import paper_reference
 
 
 def test_regime_labels():
@@ -87,14 +89,93 @@ def test_sweep_summary():
             "k": [1, 10, 100, 1000, 10_000],
             "regime": ["k=1", "moderate", "moderate", "intermediate", "large"],
             "alpha": [0.05, 0.1, 0.2, 0.3, 0.5],
+            "alpha_low": [0.04, 0.08, 0.15, 0.2, 0.4],
             "r2": [0.99, 0.98, 0.95, 0.5, 0.97],
         }
     )
     out = ksweep.sweep_summary(sweep, r2_threshold=0.9).iloc[0]
     assert out["k_max_r2"] == 100  # R^2 recovering at k = 10,000 does not extend the range
+    assert out["k_max_law"] == 100
     assert out["alpha_k1"] == 0.05 and out["alpha_k100"] == 0.2
     assert out["alpha_mean_moderate"] == pytest.approx(0.15)
+    assert np.isnan(out["alpha_mean_intermediate"]) and np.isnan(out["alpha_mean_large"])
     assert pd.isna(ksweep.sweep_summary(sweep.assign(r2=0.1)).iloc[0]["k_max_r2"])
+
+
+@pytest.mark.parametrize(
+    ("alpha", "alpha_low", "k_max_law"),
+    [
+        ([0.05, 0.1, -0.02, 0.3], [0.04, 0.08, -0.05, 0.2], 10),  # inverted at k = 100
+        ([0.05, 0.1, 0.02, 0.3], [0.04, 0.08, -0.01, 0.2], 10),  # interval reaches below 0
+        ([0.05, 0.1, 0.02, 0.3], [0.04, 0.08, np.nan, 0.2], 10),  # no interval: no claim
+        ([-0.05, 0.1, 0.2, 0.3], [-0.06, 0.08, 0.15, 0.2], pd.NA),  # inverted at the first k
+        ([0.05, 0.1, 0.2, 0.3], [0.04, 0.08, 0.15, 0.2], 1000),
+    ],
+)
+def test_the_law_holds_only_where_alpha_and_its_interval_are_positive(alpha, alpha_low, k_max_law):
+    sweep = pd.DataFrame(
+        {
+            "family": "f",
+            "corpus": "c",
+            "k": [1, 10, 100, 1000],
+            "regime": ["k=1", "moderate", "moderate", "intermediate"],
+            "alpha": alpha,
+            "alpha_low": alpha_low,
+            "r2": 0.99,
+        }
+    )
+    out = ksweep.sweep_summary(sweep).iloc[0]
+    assert out["k_max_r2"] == 1000  # R^2 alone would claim every k
+    assert out["k_max_law"] is pd.NA if k_max_law is pd.NA else out["k_max_law"] == k_max_law
+    in_law = [] if k_max_law is pd.NA else [k for k in (1, 10, 100, 1000) if k <= k_max_law]
+    moderate = [a for k, a in zip((1, 10, 100, 1000), alpha, strict=True) if k in in_law and 1 < k <= 100]
+    np.testing.assert_allclose(out["alpha_mean_moderate"], np.mean(moderate) if moderate else np.nan)
+
+
+def test_sweep_summary_needs_a_k_sweep_table():
+    with pytest.raises(ValueError, match="lacks \\['alpha_low'\\]"):
+        ksweep.sweep_summary(pd.DataFrame({"k": [1], "regime": ["k=1"], "alpha": [0.1], "r2": [0.9]}))
+
+
+def _ols_with_t_interval(log_s: np.ndarray, z: np.ndarray, level: float = 0.95) -> tuple[float, float, float]:
+    """alpha, its lower t-interval end and R^2 of z = c - alpha log S, written out with numpy/scipy."""
+    X = np.column_stack([np.ones_like(log_s), log_s])
+    beta, rss, *_ = np.linalg.lstsq(X, z, rcond=None)
+    df = len(z) - 2
+    s2 = float(rss[0]) / df
+    se = np.sqrt(s2 * np.linalg.inv(X.T @ X)[1, 1])
+    alpha = -beta[1]
+    r2 = 1 - float(rss[0]) / np.sum((z - z.mean()) ** 2)
+    return alpha, alpha - sps.t.ppf((1 + level) / 2, df) * se, r2
+
+
+def test_the_papers_gpt2_law_stops_before_k_10000():
+    """On the paper's own GPT-2 numbers R^2 stays >= 0.9 up to k = 10,000, but there -log RBP_k
+    rises with size (alpha < 0, paper Figure 5): the law holds up to k = 1,000 only."""
+    ref = paper_reference()
+    fits = {}
+    for k, part in ref.groupby("k"):
+        fits[k] = _ols_with_t_interval(
+            np.log(part["S"].to_numpy(float)), np.log(-np.log(part["rbp"].to_numpy()))
+        )
+    ks = sorted(fits)
+    holds = [fits[k][0] > 0 and fits[k][1] > 0 and fits[k][2] >= 0.9 for k in ks]
+    expected_k_max = ks[holds.index(False) - 1] if not all(holds) else ks[-1]
+    expected_r2_k_max = max(k for k in ks if all(fits[j][2] >= 0.9 for j in ks if j <= k))
+    assert (expected_k_max, expected_r2_k_max) == (1000, 10_000)  # what the independent fit finds
+    assert fits[10_000][0] < 0
+
+    sweep = ksweep.k_sweep(ref.assign(metric="rbp", loss=-np.log(ref["rbp"])))
+    out = ksweep.sweep_summary(sweep).iloc[0]
+    assert out["k_max_law"] == expected_k_max and out["k_max_r2"] == expected_r2_k_max
+    in_law = [k for k in ks if k <= expected_k_max]
+    intermediate = [fits[k][0] for k in in_law if 100 < k]
+    moderate = [fits[k][0] for k in in_law if 1 < k <= 100]
+    assert out["alpha_mean_intermediate"] == pytest.approx(np.mean(intermediate), rel=1e-9)
+    assert out["alpha_mean_moderate"] == pytest.approx(np.mean(moderate), rel=1e-9)
+    assert out["r2_mean_intermediate"] == pytest.approx(
+        np.mean([fits[k][2] for k in in_law if 100 < k]), rel=1e-9
+    )
 
 
 def test_two_models_claim_no_range():
