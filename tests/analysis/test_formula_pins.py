@@ -1,18 +1,25 @@
 """Formulas pinned by values computed independently in the test (closed forms, numpy and scipy
 written out, exact distributions), never by another path through the package: the percentile
-levels of the fits' document bootstrap, the sigmoid of fitted sequence success, and the
-prefactor and exponent of the compute-optimal frontier."""
+levels of the fits', the decomposition's and the lognormal's document bootstraps (and the
+lognormal's disjoint rank cells), a two-model fit's undefined scatter, the sigmoid of fitted
+sequence success, and the prefactor, exponent, `differs` and `extrapolated` of the
+compute-optimal frontier."""
 
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import special
 from scipy import stats as sps
-from scipy.optimize import minimize_scalar
+from scipy.optimize import minimize, minimize_scalar
 
 from rbplab.analysis import emergence, fit
+from rbplab.analysis.bootstrap import bootstrap_weights
 from rbplab.analysis.data_scaling import JointLawFit, frontier, frontier_rows
+from rbplab.analysis.decomposition_bootstrap import decomposition_ci
+from rbplab.analysis.lognormal_bootstrap import lognormal_interval
 from rbplab.core.runs import Run
 from rbplab.core.stats import TokenStats
+from rbplab.core.summary import summary_ks
 
 # ---- percentile levels of bootstrap_fits --------------------------------------------------------
 # Three models share N_DOCS documents of four tokens. The two larger models get the same share of
@@ -201,3 +208,117 @@ def test_frontier_comparison_sizes_and_intervals_from_the_closed_form():
     assert out["differs"] == bool(not diff_q[0] <= 0 <= diff_q[1] or not ratio_q[0] <= 0 <= ratio_q[1])
     inside = [S.min() <= s <= S.max() and D.min() <= C / (6 * s) <= D.max() for s in (s_opt, ref_s_opt)]
     assert out["extrapolated"] == (not all(inside))
+
+
+# ---- a two-model fit: no residual degrees of freedom ----------------------------------------------
+def test_two_model_fit_has_its_exact_line_and_nan_where_df_is_zero():
+    S, loss = np.array([3e6, 4e8]), np.array([1.7, 0.9])
+    table = pd.DataFrame({"model": ["a", "b"], "S": S, "loss": loss})
+    row = fit.scaling_fits(table).iloc[0]
+    slope = (np.log(loss[1]) - np.log(loss[0])) / (np.log(S[1]) - np.log(S[0]))  # through both points
+    assert row["alpha"] == pytest.approx(-slope, rel=1e-12)
+    assert row["prefactor"] == pytest.approx(loss[0] / S[0] ** slope, rel=1e-12)
+    assert row["n_models"] == 2 and row["note"] == fit.TWO_MODELS_NOTE
+    # the docstring's promise: undefined, not a perfect fit with zero scatter
+    for name in ("r2", "alpha_se", "alpha_low", "alpha_high", "residual_sd"):
+        assert np.isnan(row[name]), name
+
+
+# ---- percentile levels of the decomposition's and the lognormal's document bootstraps -------------
+# Each document is of one of two kinds, so a replicate's statistics depend only on which documents
+# it draws; the test recomputes them from the resampling counts (`bootstrap_weights`, the documented
+# draw that both functions use) with numpy and scipy written out, and takes the percentiles at
+# (1 - level) / 2 and (1 + level) / 2. The design checks that quantiles at the wrong levels
+# (1 - level, level) would differ, so such an error cannot pass.
+def _two_kinds(kind_x: list[int], kind_y: list[int], n_docs: int, n_x: int, vocab: int) -> TokenStats:
+    ranks, doc = [], []
+    for d in range(n_docs):
+        part = kind_x if d < n_x else kind_y
+        ranks += part
+        doc += [d] * len(part)
+    ranks = np.array(ranks)
+    return TokenStats.from_ranks(ranks, vocab, doc=np.array(doc), nll=0.2 + np.log(ranks))
+
+
+def _percentiles(values: np.ndarray, level: float) -> np.ndarray:
+    return np.quantile(values, [(1 - level) / 2, (1 + level) / 2])
+
+
+def _wrong_percentiles(values: np.ndarray, level: float) -> np.ndarray:
+    return np.quantile(values, [1 - level, level])
+
+
+@pytest.mark.parametrize("level", [0.95, 0.8])
+def test_decomposition_intervals_are_the_percentiles_of_the_document_resamples(level):
+    n_docs, per_doc, vocab, n_boot, seed = 30, 20, 50, 400, 5
+    rng = np.random.default_rng(17)
+    ranks = np.minimum(rng.geometric(rng.uniform(0.2, 0.7, n_docs).repeat(per_doc)), vocab)
+    doc = np.arange(n_docs).repeat(per_doc)
+    stats = TokenStats.from_ranks(ranks, vocab, doc=doc, nll=0.2 + np.log(ranks))
+    out = decomposition_ci(stats, "pessimistic", n_boot=n_boot, level=level, seed=seed).set_index("metric")
+    # Per document: tokens at each RBE value (pessimistic RBE = rank - 1) and sum of 1/rank.
+    counts = np.zeros((n_docs, vocab))
+    np.add.at(counts, (doc, ranks - 1), 1.0)
+    reciprocal = np.bincount(doc, weights=1.0 / ranks, minlength=n_docs)
+    w = bootstrap_weights(n_docs, n_boot, seed)
+    mrr = (w @ reciprocal) / (w.sum(axis=1) * per_doc)
+    p = (w @ counts) / (w @ counts).sum(axis=1, keepdims=True)
+    ee = -np.sum(np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0)), 0.0), axis=1)
+    for name, values in (("mrr", mrr), ("ee", ee)):
+        expected = _percentiles(values, level)
+        assert not np.allclose(expected, _wrong_percentiles(values, level))  # the design can tell
+        got = out.loc[name, ["estimate_low", "estimate_high"]].to_numpy(float)
+        np.testing.assert_allclose(got, expected, rtol=1e-12)
+    assert out.loc["mrr", "estimate"] == pytest.approx(np.mean(1.0 / ranks), rel=1e-12)
+
+
+def _binned_lognormal_mle(first, last, counts, vocab):
+    """MLE of the lognormal discretised to cells [first, last] of ranks and truncated to
+    [1/2, |V| + 1/2), written with scipy's normal CDF and fitted by Nelder-Mead."""
+
+    def mean_nll(theta):
+        mu, sigma = theta
+        if sigma <= 0:
+            return np.inf
+        cdf = special.ndtr
+        cells = cdf((np.log(last + 0.5) - mu) / sigma) - cdf((np.log(first - 0.5) - mu) / sigma)
+        total = cdf((np.log(vocab + 0.5) - mu) / sigma) - cdf((np.log(0.5) - mu) / sigma)
+        return -(counts @ np.log(np.maximum(cells, 1e-300)) - counts.sum() * np.log(total)) / counts.sum()
+
+    options = {"xatol": 1e-10, "fatol": 1e-14, "maxiter": 4000}
+    return minimize(mean_nll, [1.0, 1.5], method="Nelder-Mead", options=options).x
+
+
+@pytest.mark.parametrize("level", [0.95, 0.8])
+def test_lognormal_intervals_are_percentiles_of_fits_on_disjoint_rank_cells(level):
+    vocab, n_docs, n_x, n_boot, seed = 1000, 10, 4, 150, 2
+    # Two kinds of document, with ranks at the quantiles of two lognormals.
+    z = sps.norm.ppf((np.arange(40) + 0.5) / 40)
+    x = np.maximum(np.round(np.exp(1.0 + 1.3 * z)), 1).astype(int).tolist()
+    y = np.maximum(np.round(np.exp(2.0 + 1.1 * z)), 1).astype(int).tolist()
+    stats = _two_kinds(x, y, n_docs, n_x, vocab)
+    # The summary grid's cells, disjoint and covering 1..|V|: [1, k_1], [k_1 + 1, k_2], ..., [k_m + 1, |V|]
+    last = np.r_[summary_ks(vocab), vocab]
+    first = np.r_[1, last[:-1] + 1]
+
+    def cell_counts(ranks: list[int]) -> np.ndarray:
+        return np.bincount(np.searchsorted(last, ranks), minlength=len(last)).astype(float)
+
+    cx, cy = cell_counts(x), cell_counts(y)
+    fits = {
+        j: _binned_lognormal_mle(first, last, j * cx + (n_docs - j) * cy, vocab) for j in range(n_docs + 1)
+    }
+    j = bootstrap_weights(n_docs, n_boot, seed)[:, :n_x].sum(axis=1).astype(int)
+    mu_b, sigma_b = np.array([fits[v] for v in j]).T
+    mu_all, sigma_all = fits[n_x]  # the binned fit on all documents
+    shifts = {
+        "mu": mu_b - mu_all,
+        "sigma": sigma_b - sigma_all,
+        "mu_over_sigma": mu_b / sigma_b - mu_all / sigma_all,
+    }
+    out = lognormal_interval(stats, "pessimistic", level=level, n_boot=n_boot, seed=seed)
+    for name, shift in shifts.items():
+        expected = _percentiles(shift, level)
+        assert np.max(np.abs(expected - _wrong_percentiles(shift, level))) > 1e-2, name  # the design can tell
+        got = np.array([out[f"{name}_low"], out[f"{name}_high"]]) - out[name]
+        np.testing.assert_allclose(got, expected, atol=1e-4, err_msg=name)
