@@ -322,3 +322,80 @@ def test_lognormal_intervals_are_percentiles_of_fits_on_disjoint_rank_cells(leve
         assert np.max(np.abs(expected - _wrong_percentiles(shift, level))) > 1e-2, name  # the design can tell
         got = np.array([out[f"{name}_low"], out[f"{name}_high"]]) - out[name]
         np.testing.assert_allclose(got, expected, atol=1e-4, err_msg=name)
+
+
+# ---- which frontier comparisons `differs` and which are `extrapolated` -----------------------------
+def _jittered(p: dict, n_boot: int, rng: np.random.Generator) -> pd.DataFrame:
+    """Bootstrap-like replicates of a law: every parameter log-normally jittered by 5 %."""
+    frame = pd.DataFrame({key: value * np.exp(rng.normal(0, 0.05, n_boot)) for key, value in p.items()})
+    return frame.assign(frontier_exponent=frame["beta"] / (frame["alpha"] + frame["beta"]))
+
+
+def _tails(values: np.ndarray, level: float) -> np.ndarray:
+    return np.quantile(values, [(1 - level) / 2, (1 + level) / 2])
+
+
+def test_differs_when_only_the_exponent_interval_excludes_zero():
+    """A law whose frontier crosses the reference's at C: its exponent differs, its optimal size at
+    C does not. Either interval excluding 0 is a difference."""
+    C, level, n_boot = 1e20, 0.95, 400
+    ref = LAWS["chinchilla-like"]
+    other = {"E": 0.6, "A": 8.0, "alpha": 0.22, "beta": 0.41}
+    a = other["beta"] / (other["alpha"] + other["beta"])
+    G = _closed_form_s_opt(ref, np.array(C))[()] / (C / 6) ** a  # the same S_opt at C
+    other["B"] = other["alpha"] * other["A"] / (other["beta"] * G ** (other["alpha"] + other["beta"]))
+    rng = np.random.default_rng(4)
+    boots = {"ce": _jittered(ref, n_boot, rng), "rbp": _jittered(other, n_boot, rng)}
+
+    def replicate_s_opt(frame: pd.DataFrame) -> np.ndarray:
+        return _closed_form_s_opt(
+            {key: frame[key].to_numpy() for key in ("A", "B", "alpha", "beta")}, np.array(C)
+        )
+
+    diff = _tails(boots["rbp"]["frontier_exponent"] - boots["ce"]["frontier_exponent"], level)
+    ratio = _tails(np.log10(replicate_s_opt(boots["rbp"]) / replicate_s_opt(boots["ce"])), level)
+    assert diff[0] > 0 and ratio[0] < 0 < ratio[1]  # the design: exactly one interval excludes 0
+    S, D = np.array([1e8, 1e9, 1e10]), np.array([1e9, 1e10, 1e11])
+    out = frontier_rows({"ce": _law(ref), "rbp": _law(other)}, boots, S, D, reference="ce", C=C, level=level)
+    row = out.iloc[0]
+    assert (row["difference_low"], row["difference_high"]) == pytest.approx(tuple(diff), rel=1e-12)
+    assert (row["log10_size_ratio_low"], row["log10_size_ratio_high"]) == pytest.approx(
+        tuple(ratio), rel=1e-9
+    )
+    assert row["log10_size_ratio"] == pytest.approx(0.0, abs=1e-9)
+    assert bool(row["differs"]) is True
+    # Neither interval excluding 0: the same law on both sides, replicates paired
+    same = frontier_rows(
+        {"ce": _law(ref), "rbp": _law(ref)},
+        {"ce": boots["ce"], "rbp": boots["ce"].copy()},
+        S,
+        D,
+        "ce",
+        C,
+        level,
+    )
+    assert bool(same.iloc[0]["differs"]) is False
+
+
+def test_extrapolated_when_the_optimal_size_is_measured_but_its_data_are_not():
+    """Both optimal sizes at C lie inside the measured S range, their D_opt = C / (6 S_opt) beyond
+    the measured D range: the comparison extrapolates the laws in D."""
+    C, level = 1e20, 0.9
+    ref, other = LAWS["chinchilla-like"], LAWS["data-hungry"]
+    s_opt = np.array([_closed_form_s_opt(p, np.array(C))[()] for p in (ref, other)])
+    d_opt = C / (6 * s_opt)
+    S = np.geomspace(s_opt.min() / 3, s_opt.max() * 3, 4)
+    rng = np.random.default_rng(8)
+    boots = {"ce": _jittered(ref, 50, rng), "rbp": _jittered(other, 50, rng)}
+    fits = {"ce": _law(ref), "rbp": _law(other)}
+    for D, expected in (
+        (np.geomspace(d_opt.min() / 3, d_opt.max() * 3, 4), False),
+        (np.geomspace(d_opt.max() * 10, d_opt.max() * 1000, 4), True),
+    ):
+        inside = [
+            S.min() <= s <= S.max() and D.min() <= d <= D.max() for s, d in zip(s_opt, d_opt, strict=True)
+        ]
+        assert all(S.min() <= s <= S.max() for s in s_opt) and (not all(inside)) == expected  # the design
+        row = frontier_rows(fits, boots, S, D, reference="ce", C=C, level=level).iloc[0]
+        np.testing.assert_allclose([row["S_opt"], row["reference_S_opt"]], s_opt[::-1], rtol=1e-12)
+        assert bool(row["extrapolated"]) is expected
