@@ -286,3 +286,55 @@ def test_entry_truncated_with_its_summary_is_refused_by_a_study(micro_cache, tmp
     assert not entry.is_complete()  # marked incomplete: extraction resumes it
     study = load_study("micro", "humaneval", SETTINGS, models=MICRO, cache_dir=root, extract=True)
     assert all(r.n_tokens == 6000 for r in study.runs) and entry.problems() == []
+
+
+def test_document_hits_at_k_of_the_vocabulary_are_every_token() -> None:
+    """A summary read from disk keeps hits below |V| only; at k >= |V| every token is a hit."""
+    stats = _tied_stats(2)
+    summary, _ = _stored(stats)
+    assert summary.stats is None and summary.ks.max() < stats.vocab_size
+    tokens = np.bincount(stats.doc, minlength=stats.n_docs).astype(float)
+    for ties in TIES:
+        got = summary.doc_hits([1, stats.vocab_size, stats.vocab_size + 5], ties)
+        np.testing.assert_array_equal(got[:, 1], tokens)
+        np.testing.assert_array_equal(got[:, 2], tokens)
+        rank = stats.n_greater + (stats.n_equal if ties == "pessimistic" else 1)
+        if ties != "expected":
+            np.testing.assert_array_equal(
+                got[:, 0], np.bincount(stats.doc, weights=rank <= 1, minlength=stats.n_docs)
+            )
+
+
+def test_forged_grids_and_falling_hits_are_refused() -> None:
+    """Summaries whose every total still adds up, forged in what only the reader's own rules catch."""
+    stats = _tied_stats(3)
+    key = "f" * 64
+    # thresholds beside the grid of |V| (a k the grid lacks)
+    extra = summarize(stats, ks=[8])
+    assert 8 not in summary_ks(stats.vocab_size)
+    with pytest.raises(SummaryError, match="thresholds are not the grid"):
+        parse_summary(summary_bytes(extra, key), key, stats.vocab_size, len(stats))
+    # per-document hits that fall as k grows, moved between two documents so the totals still match
+    forged = summarize(stats)
+    forged.complete()
+    hits = forged.hits["expected"].copy()
+    gain = np.diff(hits, axis=1)  # gain[:, j - 1]: hits won from threshold j - 1 to j
+    # a threshold j without per-document runs (their check would catch it too), where a document
+    # with at least one hit gains less than one and another gains at least one on the next threshold
+    slow = (gain[:, :-1] < 1) & (hits[:, 1:-1] >= 1)
+    j = next(
+        j
+        for j in range(1, len(forged.ks) - 1)
+        if forged.ks[j] not in DOC_RUN_KS and slow[:, j - 1].any() and (gain[:, j] >= 1).sum() > 1
+    )
+    a = int(np.flatnonzero(slow[:, j - 1])[0])
+    b = int(np.flatnonzero((gain[:, j] >= 1) & (np.arange(len(hits)) != a))[0])
+    hits[a, j] -= 1
+    hits[b, j] += 1
+    assert np.any(np.diff(hits, axis=1) < 0) and np.allclose(
+        hits.sum(axis=0), forged.hits["expected"].sum(axis=0)
+    )
+    forged.hits["expected"] = hits
+    summary = parse_summary(summary_bytes(forged, key), key, stats.vocab_size, len(stats))
+    with pytest.raises(SummaryError, match="hits_expected falls as k grows"):
+        summary.doc_hits([1], "expected")
