@@ -7,6 +7,7 @@ import json
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -15,6 +16,7 @@ import pytest
 from rbplab.core import ExtractionSettings
 from rbplab.extraction import known_plans
 from rbplab.extraction.known_plans import PLANS_DIR, cpu_only, known_plan
+from rbplab.extraction.pipeline import extract
 from rbplab.extraction.sources import ModelSpec
 from rbplab.store.corpora import open_corpus
 from rbplab.study import load_study
@@ -107,3 +109,35 @@ def test_default_shard_size_is_the_pipelines():
     from rbplab.extraction.pipeline import SHARD_TOKENS
 
     assert known_plans.DEFAULT_SHARD_TOKENS == SHARD_TOKENS
+
+
+@pytest.fixture
+def planned(tmp_path, gpt2_dir, tiny_tokenizer_dir, tiny_corpus):
+    """gpt2 extracted once with its tokenizer given as an override (`tokenizer=`): a record."""
+    model = str(shutil.copytree(gpt2_dir, tmp_path / "gpt2"))
+    tokenizer = shutil.copytree(tiny_tokenizer_dir, tmp_path / "tokenizer")
+    settings = ExtractionSettings(**SETTINGS)
+    spec = ModelSpec(model, tokenizer=str(tokenizer))
+    extract(spec, tiny_corpus, settings, cache_dir=tmp_path / "cache", progress=False)
+    assert known_plan(spec, tiny_corpus, settings, tmp_path / "cache") is not None
+    return spec, settings, tmp_path / "cache"
+
+
+def test_a_record_is_not_reused_after_a_library_upgrade(planned, tiny_corpus, monkeypatch):
+    spec, settings, cache = planned
+    real = known_plans.installed_versions
+
+    def upgraded(packages):
+        return {**real(packages), "transformers": "999.0"}
+
+    monkeypatch.setattr(known_plans, "installed_versions", upgraded)
+    assert known_plan(spec, tiny_corpus, settings, cache) is None
+
+
+def test_a_record_is_not_reused_with_another_tokenizer(planned, tiny_corpus, tmp_path):
+    spec, settings, cache = planned
+    other = shutil.copytree(spec.tokenizer, tmp_path / "other-tokenizer")
+    config = other / "tokenizer_config.json"
+    config.write_text(config.read_text().replace("}", ', "model_max_length": 31}', 1))
+    assert known_plan(replace(spec, tokenizer=str(other)), tiny_corpus, settings, cache) is None
+    assert known_plan(replace(spec, tokenizer=None), tiny_corpus, settings, cache) is None
