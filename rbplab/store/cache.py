@@ -662,6 +662,14 @@ class CacheEntry:
                     checksum.unlink(missing_ok=True)  # checksum of a shard that is gone
         return done
 
+    def remove_shard(self, index: int) -> None:
+        """Delete shard `index`, its checksum and the manifest (the entry becomes incomplete): for
+        shards found wrong by checks made outside the store (counts derived from the corpus).
+        Only the lock holder may delete shards: CacheError otherwise."""
+        if not self.locked:
+            raise CacheError(f"cache entry {self.key[:12]}: removing shard {index} needs the entry's lock")
+        self._discard_shard(index)
+
     def _discard_shard(self, index: int) -> None:
         """Delete shard `index`, its checksum and the manifest: names derived here, never read."""
         shard = self.shard_path(index)
@@ -865,8 +873,14 @@ class CacheEntry:
 
     def _corrupted(self, what: str) -> CacheCorruptedError:
         """Mark the entry incomplete (drop the manifest) and describe what was wrong."""
-        with contextlib.suppress(OSError):
-            self.manifest_path.unlink()
+        try:
+            self.manifest_path.unlink(missing_ok=True)
+        except OSError as err:  # a read-only cache: the entry stays as it is, and the message says so
+            return CacheCorruptedError(
+                f"cache entry {self.key[:12]} at {self.path} is damaged: {what}. It cannot be marked "
+                f"incomplete here ({err.strerror or err}); re-run the same extraction (or rbplab cache "
+                f"repair {self.key[:12]}) where the cache is writable"
+            )
         return CacheCorruptedError(
             f"cache entry {self.key[:12]} at {self.path} is damaged: {what}. It has been marked "
             f"incomplete; re-run the same extraction (or rbplab cache repair {self.key[:12]}) "
