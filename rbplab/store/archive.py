@@ -17,10 +17,11 @@ Imports are all-or-nothing across entries: only when every entry passes, every d
 take it (not a link, no foreign files, no other writer) and every lock is held does any entry
 become visible, one rename each; a failure while renaming moves the renamed ones back. A refused
 archive leaves the cache as it was, byte for byte: the member headers are checked before anything
-is created, the temporary folder is locked through itself (no lock file), folders the import
-created are removed again, and no entry lock file is created before every entry has passed and
-every destination was found free. (Only a destination that changes, or a writer that starts, in
-the moment between those checks and taking the locks can leave an empty lock file.) A process
+is created, the temporary folder and its lock file are removed, so are the folders the import
+created (the ``locks`` folder, the cache folder) while empty, and no entry lock file is created
+before every entry has passed and every destination was found free. (Only a destination that
+changes, or a writer that starts, in the moment between those checks and taking the locks can
+leave an empty lock file.) A process
 killed during the renames, a few system calls, can leave some entries of the archive imported:
 each is complete and verified, none partial. The temporary folder of an import that was killed is
 removed by the next import that succeeds or by `rbplab cache verify --fix-litter`.
@@ -147,7 +148,8 @@ def import_archive(archive: str | Path, *, root: str | Path | None = None) -> li
     root = cache_root(root)
     with handle, _tar(handle, archive) as tar:
         files, small = _check_members(tar, archive)  # headers only: nothing is written yet
-        created = _missing_folders(root)
+        created = [root / "locks"] if not os.path.lexists(root / "locks") else []
+        created += _missing_folders(root)
         try:
             check_writable(root)  # its own one-line error (no space, not writable)
         except BaseException:
@@ -184,7 +186,8 @@ def _missing_folders(path: Path) -> list[Path]:
 
 
 def _remove_empty(folders: list[Path]) -> None:
-    """Remove the folders a refused import created (deepest first), each only while empty."""
+    """Remove the folders a refused import created (deepest first), each only while empty: a
+    lock file another process made in the locks folder meanwhile keeps it."""
     for folder in folders:
         with contextlib.suppress(OSError):
             folder.rmdir()
@@ -194,49 +197,32 @@ def _remove_empty(folders: list[Path]) -> None:
 # Temporary folders of imports
 
 
-_STAGING_TRIES = 10
+def _staging_lock(root: Path, staging: Path) -> Path:
+    return root / "locks" / f"{staging.name[1:]}.lock"
 
 
 @contextlib.contextmanager
 def _staging(root: Path) -> Iterator[Path]:
-    """A fresh ``.import-<pid>-<hex>`` folder in the cache root, held under a flock on the folder
-    itself (so no other process takes it for litter, and no lock file is written for it), and
-    removed on the way out, whatever happens."""
-    for _ in range(_STAGING_TRIES):
-        staging = root / f".import-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        staging.mkdir()
-        fd = os.open(staging, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            # another import may have taken the folder for litter between mkdir and flock
-            held = _same_folder(staging, fd)
-        except OSError:
-            held = False
-        if held:
-            break
-        os.close(fd)
-    else:
-        raise CacheError(f"cannot create a temporary folder for an import in {root}; try again")
+    """A fresh ``.import-<pid>-<hex>`` folder in the cache root, locked (so no other process takes
+    it for litter) and removed on the way out, whatever happens."""
+    staging = root / f".import-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    ensure_real_dir(root / "locks", "the locks folder")
+    lock_path = _staging_lock(root, staging)
     try:
-        yield staging
+        with FileLock(str(lock_path)):  # taken before the folder exists: an unlocked folder is litter
+            staging.mkdir()
+            try:
+                yield staging
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)  # our own temporary folder
     finally:
-        shutil.rmtree(staging, ignore_errors=True)  # our own temporary folder
-        os.close(fd)
-
-
-def _same_folder(path: Path, fd: int) -> bool:
-    """Whether `path` is still the folder open as `fd` (not removed, not replaced)."""
-    try:
-        here = os.stat(path, follow_symlinks=False)
-    except OSError:
-        return False
-    there = os.fstat(fd)
-    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
+        with contextlib.suppress(OSError):
+            lock_path.unlink()
 
 
 def _lock_is_free(path: Path) -> bool:
-    """Whether no process holds the flock on `path`, a lock file or an import's folder (a missing
-    one is free). Opens it read-only, so it works on a read-only cache and writes nothing."""
+    """Whether no process holds the flock on `path` (a missing lock file is free). Opens the file
+    read-only, so it works on a read-only cache and writes nothing."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -253,7 +239,7 @@ def _lock_is_free(path: Path) -> bool:
 
 
 def stale_imports(root: str | Path | None = None) -> list[Path]:
-    """Temporary folders of imports that were killed (``<root>/.import-*`` whose flock no process
+    """Temporary folders of imports that were killed (``<root>/.import-*`` whose lock no process
     holds); real folders only, never a link."""
     root = cache_root(root)
     if not root.is_dir():
@@ -261,31 +247,27 @@ def stale_imports(root: str | Path | None = None) -> list[Path]:
     return sorted(
         path
         for path in root.iterdir()
-        if _STAGING_RE.match(path.name) and path.is_dir() and not path.is_symlink() and _lock_is_free(path)
+        if _STAGING_RE.match(path.name)
+        and path.is_dir()
+        and not path.is_symlink()
+        and _lock_is_free(_staging_lock(root, path))
     )
 
 
 def remove_stale_imports(root: str | Path | None = None) -> list[Path]:
-    """Delete the temporary folders of killed imports (`stale_imports`), each under its flock."""
+    """Delete the temporary folders of killed imports (`stale_imports`), each under its lock."""
     root = cache_root(root)
     removed = []
     for path in stale_imports(root):
+        lock_path = _staging_lock(root, path)
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except OSError:
-            continue  # gone meanwhile, or no longer a folder
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                continue  # an import started using it meanwhile
-            if not _same_folder(path, fd):
-                continue
-            shutil.rmtree(path)  # rmtree never follows a link inside the folder
+            with FileLock(str(lock_path), timeout=0):
+                shutil.rmtree(path)  # rmtree never follows a link inside the folder
+            lock_path.unlink(missing_ok=True)
+        except Timeout:
+            continue  # an import started using it meanwhile
         except OSError as err:
             raise location_error(err, path) from err
-        finally:
-            os.close(fd)
         removed.append(path)
     return removed
 

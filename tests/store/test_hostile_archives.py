@@ -438,9 +438,10 @@ def test_stale_import_folders_are_cleaned_by_the_next_import(tmp_path, source, t
     (stale / "ab" / "x" / "spec.json").write_text("{}")
     busy = target / ".import-998-0badf00d"
     busy.mkdir()
-    fd = os.open(busy, os.O_RDONLY | os.O_DIRECTORY)
+    (target / "locks").mkdir(exist_ok=True)
+    fd = os.open(target / "locks" / "import-998-0badf00d.lock", os.O_RDWR | os.O_CREAT)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # an import still running holds its folder
+        fcntl.flock(fd, fcntl.LOCK_EX)  # an import still running
         assert stale_imports(target) == [stale]
         import_archive(archive, root=target)
         assert not stale.exists() and busy.exists()
