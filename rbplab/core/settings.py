@@ -7,6 +7,7 @@ keyword overrides (`extract(m, c, max_tokens=2000)`), validated here in one plac
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Literal
@@ -15,6 +16,30 @@ from rbplab.core.errors import InvalidArgumentError
 
 BOS_CHOICES = ("auto", "always", "never")
 DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16")
+# What transformers' from_pretrained takes as a named device_map besides one device.
+DEVICE_MAP_CHOICES = ("auto", "balanced", "balanced_low_0", "sequential")
+# Devices a model can be scored on: "meta" (no data) and other torch device types are not.
+_DEVICE_RE = re.compile(r"^(cpu|mps|cuda(:\d+)?)$")
+
+
+def check_device(device: Any) -> None:
+    """Refuse (one-line InvalidArgumentError) a device that is not "auto", "cpu", "cuda",
+    "cuda:N" or "mps": checked from the name alone, before any model or torch is touched."""
+    if not isinstance(device, str) or not (device == "auto" or _DEVICE_RE.match(device)):
+        raise InvalidArgumentError(f"device must be 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps', got {device!r}")
+
+
+def check_device_map(device_map: Any) -> None:
+    """Refuse a device_map that is not None, one of DEVICE_MAP_CHOICES or a device name."""
+    if device_map is None:
+        return
+    if not isinstance(device_map, str) or not (
+        device_map in DEVICE_MAP_CHOICES or _DEVICE_RE.match(device_map)
+    ):
+        raise InvalidArgumentError(
+            f"device_map must be one of {', '.join(DEVICE_MAP_CHOICES)}, a device such as 'cuda:0', or "
+            f"None, got {device_map!r}"
+        )
 
 
 def _positive_int(name: str, value: Any, optional: bool) -> None:
@@ -46,8 +71,8 @@ class ExtractionSettings:
     max_tokens: int | None = None  # score at most this many tokens (corpus order); None: all
     include_padded_vocab: bool = False  # rank over every output row, not only the tokenizer's vocabulary
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
-    device: str = "auto"  # "auto" (cuda > mps > cpu), "cpu", "cuda:1", ...
-    device_map: str | None = None  # e.g. "auto" to spread a model over several GPUs
+    device: str = "auto"  # "auto" (cuda > mps > cpu), "cpu", "cuda", "cuda:1" or "mps"
+    device_map: str | None = None  # "auto", "balanced", "balanced_low_0", "sequential" or a device
     batch_size: int = 8
     # Scored tokens per cache shard (default 65,536): the unit of resuming and of splitting a long
     # corpus across workers. It decides how the entry is cut, so it is part of the key.
@@ -72,14 +97,8 @@ class ExtractionSettings:
             )
         if self.dtype not in DTYPE_CHOICES:
             raise InvalidArgumentError(f"dtype must be one of {DTYPE_CHOICES}, got {self.dtype!r}")
-        if not isinstance(self.device, str) or not self.device:
-            raise InvalidArgumentError(
-                f"device must be a device name such as 'auto', 'cpu' or 'cuda:0', got {self.device!r}"
-            )
-        if self.device_map is not None and not isinstance(self.device_map, str):
-            raise InvalidArgumentError(
-                f"device_map must be a string such as 'auto' or None, got {self.device_map!r}"
-            )
+        check_device(self.device)
+        check_device_map(self.device_map)
         _positive_int("batch_size", self.batch_size, optional=False)
         _positive_int("shard_tokens", self.shard_tokens, optional=True)
 

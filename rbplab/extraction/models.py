@@ -109,21 +109,67 @@ def remote_code_error(name: str, where: str) -> RemoteCodeError:
     )
 
 
+# Files whose auto_map makes transformers' config or tokenizer loader import code from the folder.
+_REMOTE_CODE_FILES = ("config.json", "tokenizer_config.json")
+_MAX_CONFIG_BYTES = 64 << 20  # a tokenizer_config.json with a large added-token table is a few MB
+
+
 def check_remote_code(spec: ModelSpec, source: Source) -> None:
-    """Refuse a local model (or tokenizer) directory whose configs ask for custom code, unless allowed."""
+    """Refuse, unless allowed, a local model whose configs ask for custom code (an ``auto_map``)
+    anywhere the config or tokenizer loader can reach: the model folder (a GGUF file's folder
+    too), the tokenizer folder it uses (a checkpoint's base folder), a tokenizer override folder,
+    and for a checkpoint (``<base>/checkpoints/step-<n>``) every folder up to its base. Only the
+    JSON is read (bounded, regular files only); no code runs to find out."""
     if spec.trust_remote_code:
         return
-    folders = [Path(source.location)] if source.local and not source.gguf_file else []
+    for folder in _loader_folders(spec, source):
+        for name in _REMOTE_CODE_FILES:
+            if _has_auto_map(folder / name, spec):
+                where = "its directory" if str(folder) == source.location else f"{folder}"
+                raise remote_code_error(spec.name_or_path, f"{where} ({name} has an auto_map)")
+
+
+def _loader_folders(spec: ModelSpec, source: Source) -> list[Path]:
+    from rbplab.store.schedules import CHECKPOINTS_DIR
+
+    folders: list[Path] = []
+    if source.local:
+        location = Path(source.location)
+        folders.append(location)
+        if location.parent.name == CHECKPOINTS_DIR:  # a checkpoint: its folder, checkpoints/, its base
+            folders += [location.parent, location.parent.parent]
+    if source.tokenizer_location:
+        folders.append(Path(source.tokenizer_location))
     if spec.tokenizer and Path(spec.tokenizer).expanduser().is_dir():
         folders.append(Path(spec.tokenizer).expanduser())
-    for folder in folders:
-        for name in ("config.json", "tokenizer_config.json"):
-            try:
-                data = json.loads((folder / name).read_text())
-            except (OSError, ValueError):
-                continue
-            if isinstance(data, dict) and data.get("auto_map"):
-                raise remote_code_error(spec.name_or_path, f"its directory ({name} has an auto_map)")
+    return list(dict.fromkeys(folders))
+
+
+def _has_auto_map(path: Path, spec: ModelSpec) -> bool:
+    """Whether the JSON file `path` carries an auto_map (False when it is missing or not JSON: the
+    loader then fails on it with its own error); a file that cannot be read safely is refused."""
+    from rbplab.store.files import open_regular_file
+
+    try:
+        with open_regular_file(path) as handle:
+            data = handle.read(_MAX_CONFIG_BYTES + 1)
+    except FileNotFoundError:
+        return False
+    except OSError as err:
+        if not path.exists():
+            return False
+        raise ModelLoadError(
+            f"cannot check {path} of {spec.name_or_path} for custom code: {err.strerror or err}"
+        ) from None
+    if len(data) > _MAX_CONFIG_BYTES:
+        raise ModelLoadError(
+            f"{path} of {spec.name_or_path} is larger than {_MAX_CONFIG_BYTES >> 20} MiB; not a model config"
+        )
+    try:
+        parsed = json.loads(data)
+    except ValueError:
+        return False
+    return isinstance(parsed, dict) and bool(parsed.get("auto_map"))
 
 
 def _is_remote_code_refusal(err: BaseException) -> bool:

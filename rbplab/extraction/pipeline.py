@@ -448,7 +448,7 @@ def extract(
 def extract_plan(plan: Plan, *, cache_dir: str | Path | None = None, progress: bool = True) -> ExtractResult:
     """`extract` of an already made plan (`plan_extraction`)."""
     entry = CacheEntry(cache_dir, plan.key_spec)
-    hit = cache_hit(entry)  # a hit writes nothing, so a read-only cache serves it
+    hit = cache_hit(entry, plan)  # a hit writes nothing, so a read-only cache serves it
     if hit is not None:
         return hit
     # A model that cannot be loaded fails here, before the entry directory exists (no litter).
@@ -456,11 +456,11 @@ def extract_plan(plan: Plan, *, cache_dir: str | Path | None = None, progress: b
     weights = load_weights(plan.described)
     check_head(weights, plan.described.info)
     with entry.lock():
-        hit = cache_hit(entry)  # another process finished it while we waited for the lock
+        hit = cache_hit(entry, plan)  # another process finished it while we waited for the lock
         if hit is not None:
             return hit
         shards = plan_shards(plan)
-        done = entry.completed_shards() & set(range(len(shards)))  # damaged shards removed here
+        done = sound_shards(entry, shards)  # damaged and miscounted shards removed here
     todo = [i for i in range(len(shards)) if i not in done]
     total = sum(w.n_scored for shard in shards for w in shard)
     initial = sum(w.n_scored for i in done for w in shards[i])
@@ -469,7 +469,7 @@ def extract_plan(plan: Plan, *, cache_dir: str | Path | None = None, progress: b
         compute_shards(
             plan, entry, todo, shards=shards, scorer=make_scorer(plan, weights), on_tokens=bar.update
         )
-    hit = cache_hit(entry)
+    hit = cache_hit(entry, plan)
     if hit is None:  # every shard was computed or waited for, so only a failed write gets here
         raise CacheError(f"cache entry {entry.key[:12]} is not complete after computing its shards")
     return ExtractResult(entry.key, entry.path, hit.n_tokens, False, hit.manifest)
@@ -561,9 +561,20 @@ def _crash_hook() -> None:
         os._exit(3)
 
 
-def cache_hit(entry: CacheEntry) -> ExtractResult | None:
-    """The result of a complete, undamaged entry; None otherwise (a damaged one is reported with a
-    warning, marked incomplete when the cache is writable, and recomputed by the caller)."""
+def counts_derivable(plan: Plan) -> bool:
+    """Whether the shard and token counts of `plan`'s entry can be derived without reading a
+    dataset: always, except for a hub corpus whose documents have not been read (`LazyCorpus`),
+    which a cache hit is keyed by and never reads (`rbplab cache verify` derives its counts)."""
+    return not isinstance(plan.corpus, LazyCorpus) or plan.corpus.loaded
+
+
+def cache_hit(entry: CacheEntry, plan: Plan | None = None) -> ExtractResult | None:
+    """The result of a complete entry that passes every store check and, given the `plan` it was
+    keyed from, holds the shards and tokens the plan's corpus, tokenizer and window settings give
+    (`count_problems`; tokenizes the corpus, memoised; skipped where `counts_derivable` is false);
+    None otherwise. An entry that fails is reported with one warning and marked incomplete, so the
+    caller recomputes what it lacks. A miscounted entry that cannot be marked (a read-only cache)
+    is a CacheCorruptedError: it is never served as it is."""
     if not entry.is_complete():
         return None
     try:
@@ -571,7 +582,30 @@ def cache_hit(entry: CacheEntry) -> ExtractResult | None:
     except CacheCorruptedError as err:
         warnings.warn(str(err), stacklevel=3)
         return None
+    problems = count_problems(plan, manifest) if plan is not None and counts_derivable(plan) else []
+    if problems:
+        err = entry.damaged(problems[0])
+        if entry.is_complete():
+            raise err
+        warnings.warn(f"{err}; recomputing the damaged shards now", stacklevel=3)
+        return None
     return ExtractResult(entry.key, entry.path, int(manifest["n_tokens"]), True, manifest)
+
+
+def sound_shards(entry: CacheEntry, shards: list[list[Window]]) -> set[int]:
+    """Indices of the shards the entry holds that pass every store check and hold the rows shard
+    `shards[i]` gives; every other shard (damaged, beyond the plan, or of another size, as in an
+    entry whose counts were found wrong) is removed, so the shard loop recomputes it and the
+    manifest it writes counts what the plan gives. Hold `entry.lock()`."""
+    done = entry.completed_shards()  # damaged shards are removed here
+    wrong = {
+        index
+        for index in done
+        if index >= len(shards) or entry.recorded_rows(index) != sum(w.n_scored for w in shards[index])
+    }
+    for index in sorted(wrong):
+        entry.remove_shard(index)
+    return done - wrong
 
 
 def load_stats(

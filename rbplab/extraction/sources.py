@@ -15,7 +15,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from rbplab.core.errors import RbplabError
+from rbplab.core.errors import InvalidArgumentError, RbplabError
+from rbplab.core.settings import DTYPE_CHOICES, check_device, check_device_map
 from rbplab.grid import ModelRef
 from rbplab.store.schedules import CHECKPOINTS_DIR, directory_schedule, natural_sorted
 
@@ -38,6 +39,13 @@ class ModelSpec:
     device: str = "auto"  # "auto" (cuda > mps > cpu) | explicit
     device_map: str | None = None  # e.g. "auto" for models larger than one GPU
     trust_remote_code: bool = False  # run Python code shipped with the model (opt-in; enters the cache key)
+
+    def __post_init__(self) -> None:
+        # the settings' own checks, so a spec made in Python is refused before any work too
+        if self.dtype not in DTYPE_CHOICES:
+            raise InvalidArgumentError(f"dtype must be one of {DTYPE_CHOICES}, got {self.dtype!r}")
+        check_device(self.device)
+        check_device_map(self.device_map)
 
 
 def as_spec(model: ModelSpec | ModelRef | str | Path, **overrides: Any) -> ModelSpec:

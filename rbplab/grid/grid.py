@@ -36,6 +36,7 @@ from rbplab.core.settings import ExtractionSettings, resolve_settings
 from rbplab.grid.models import ModelRef, family_refs, model_ref
 from rbplab.store import registry, schedules
 from rbplab.store.corpora import Corpus, LazyCorpus, list_corpora, open_corpus
+from rbplab.store.files import UnsafeFileError, open_regular_file
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -298,15 +299,45 @@ class Grid:
 
     @classmethod
     def read(cls, path: str | Path) -> Grid:
-        """A study TOML file, read and validated."""
+        """A study TOML file, read and validated: a regular file of at most MAX_STUDY_FILE_BYTES
+        of UTF-8 text (a device, a FIFO, a huge or binary file is a one-line StudyFileError)."""
         path = Path(path).expanduser()
+        text = _study_text(path)
         try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise StudyFileError(f"study file {path} not found") from None
+            data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as err:
             raise StudyFileError(f"{path}: not valid TOML ({err})") from None
         return cls.from_mapping(data, path.resolve())
+
+
+# A study file names models, corpora and a few settings: a few KB. The bound keeps /dev/zero or a
+# multi-GB file from being read whole.
+MAX_STUDY_FILE_BYTES = 1 << 20
+
+
+def _study_text(path: Path) -> str:
+    """The text of study file `path`, refusing anything but a bounded regular UTF-8 text file."""
+    try:
+        with open_regular_file(path) as handle:
+            data = handle.read(MAX_STUDY_FILE_BYTES + 1)
+    except FileNotFoundError:
+        raise StudyFileError(f"study file {path} not found") from None
+    except UnsafeFileError as err:
+        raise StudyFileError(f"study file {err.strerror}; a study file is a TOML text file") from None
+    except OSError as err:
+        raise StudyFileError(f"cannot read study file {path} ({err.strerror or err})") from None
+    if len(data) > MAX_STUDY_FILE_BYTES:
+        raise StudyFileError(
+            f"study file {path} is larger than {MAX_STUDY_FILE_BYTES // 2**20} MiB; a study file is a short "
+            "TOML text file"
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise StudyFileError(
+            f"{path}: not a UTF-8 text file (byte {err.start} is {data[err.start : err.start + 1]!r}); a "
+            "study file is a TOML text file"
+        ) from None
 
 
 def _resolve_members(families: list[str], names: list[str], where: str) -> list[ModelRef]:

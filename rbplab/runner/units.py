@@ -15,7 +15,7 @@ from pathlib import Path
 from rbplab.core.errors import InvalidArgumentError
 from rbplab.core.settings import ExtractionSettings
 from rbplab.extraction.known_plans import remember
-from rbplab.extraction.pipeline import plan_extraction, plan_shards
+from rbplab.extraction.pipeline import cache_hit, counts_derivable, plan_extraction, plan_shards, sound_shards
 from rbplab.extraction.sources import ModelSpec, as_spec
 from rbplab.grid import Grid, ModelRef
 from rbplab.store.cache import CacheEntry
@@ -86,7 +86,9 @@ def plan_study(
     accelerator: bool = False,
 ) -> StudyPlan:
     """Every entry and work unit of the grid `study` (units of entries already complete are
-    skipped when run).
+    skipped when run). A complete entry counts as complete only when it holds the shards and
+    tokens its corpus and tokenizer give (`rbplab.extraction.pipeline.cache_hit`, which tokenizes
+    each corpus once per tokenizer); one that does not is reported and recomputed.
 
     accelerator: the units will run on GPUs while this driver may have none. The dtype "auto"
     resolves to the checkpoint's own half type on a GPU and to float32 on a CPU, and the dtype is
@@ -107,13 +109,20 @@ def plan_study(
         plan = plan_extraction(ref, run.corpus, settings, described=described)
         entry = CacheEntry(cache_dir, plan.key_spec)
         remember(plan, cache_dir)
-        cached = entry.is_complete()
-        if cached:  # shard sizes from the manifest: a cached study is not re-tokenized
-            sizes = [int(record["rows"]) for record in entry.manifest()["shards"]]
+        # A complete entry counts as done only with the shards and tokens its corpus gives: one
+        # missing its last shard is reported, marked incomplete and cut into units like any other.
+        hit = cache_hit(entry, plan)
+        cached = hit is not None
+        if cached and not counts_derivable(plan):  # a hub corpus is not read for a cached entry
+            sizes = [int(record["rows"]) for record in hit.manifest["shards"]]
         else:
-            sizes = [sum(w.n_scored for w in shard) for shard in plan_shards(plan)]
-            with entry.lock():  # writes spec.json: the entry exists before any worker runs
-                pass
+            shards = plan_shards(plan)
+            sizes = [sum(w.n_scored for w in shard) for shard in shards]
+        if not cached:
+            # writes spec.json (the entry exists before any worker runs) and removes shards of
+            # other sizes than planned, which the workers would otherwise keep
+            with entry.lock():
+                sound_shards(entry, shards)
         entries.append(
             EntryPlan(
                 entry.key,

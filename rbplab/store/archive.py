@@ -16,10 +16,15 @@ from spec.json, shard names, records, row counts, mirrored settings, checksums, 
 Imports are all-or-nothing across entries: only when every entry passes, every destination can
 take it (not a link, no foreign files, no other writer) and every lock is held does any entry
 become visible, one rename each; a failure while renaming moves the renamed ones back. A refused
-archive leaves nothing behind. (A process killed during those renames, a few system calls, can
-leave some entries of the archive imported: each is complete and verified, none partial.) The
-temporary folder of an import that was killed is removed by the next import or by
-`rbplab cache verify --fix-litter`.
+archive leaves the cache as it was, byte for byte: the member headers are checked before anything
+is created, the temporary folder and its lock file are removed, so are the folders the import
+created (the ``locks`` folder, the cache folder) while empty, and no entry lock file is created
+before every entry has passed and every destination was found free. (Only a destination that
+changes, or a writer that starts, in the moment between those checks and taking the locks can
+leave an empty lock file.) A process
+killed during the renames, a few system calls, can leave some entries of the archive imported:
+each is complete and verified, none partial. The temporary folder of an import that was killed is
+removed by the next import that succeeds or by `rbplab cache verify --fix-litter`.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import os
 import re
 import shutil
 import tarfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -139,19 +145,52 @@ def import_archive(archive: str | Path, *, root: str | Path | None = None) -> li
         raise ArchiveError(f"refusing archive {archive}: {err}") from None
     except OSError as err:
         raise ArchiveError(f"refusing archive {archive}: cannot open it ({err.strerror or err})") from None
-    with handle:
-        root = check_writable(cache_root(root))
-        remove_stale_imports(root)
+    root = cache_root(root)
+    with handle, _tar(handle, archive) as tar:
+        files, small = _check_members(tar, archive)  # headers only: nothing is written yet
+        created = [root / "locks"] if not os.path.lexists(root / "locks") else []
+        created += _missing_folders(root)
+        try:
+            check_writable(root)  # its own one-line error (no space, not writable)
+        except BaseException:
+            _remove_empty(created)
+            raise
         try:
             with _staging(root) as staging:
-                keys = _unpack(handle, archive, staging)
+                keys = _unpack(tar, files, small, archive, staging)
                 for key in keys:
                     _check_staged(staging, key, archive)
-                return _install(staging, root, keys, archive)
+                result = _install(staging, root, keys, archive)
         except UnsafeFileError as err:
+            _remove_empty(created)
             raise ArchiveError(f"refusing archive {archive}: {err}") from None
         except OSError as err:
+            _remove_empty(created)
             raise location_error(err, root) from err
+        except BaseException:
+            _remove_empty(created)
+            raise
+    with contextlib.suppress(OSError):  # litter of killed imports: best effort, the import is done
+        remove_stale_imports(root)
+    return result
+
+
+def _missing_folders(path: Path) -> list[Path]:
+    """`path` and those of its parents that do not exist yet, deepest first."""
+    missing = []
+    for folder in (path, *path.parents):
+        if os.path.lexists(folder):
+            break
+        missing.append(folder)
+    return missing
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    """Remove the folders a refused import created (deepest first), each only while empty: a
+    lock file another process made in the locks folder meanwhile keeps it."""
+    for folder in folders:
+        with contextlib.suppress(OSError):
+            folder.rmdir()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -262,75 +301,95 @@ def _member_limit(name: str) -> int:
     return max_shard_bytes(max_shard_rows(None))
 
 
-def _unpack(handle, archive: Path, staging: Path) -> list[str]:
-    """Copy the members of `archive` into `staging/<key[:2]>/<key>/<name>`, refusing anything else."""
+def _refusal(archive: Path, why: str) -> ArchiveError:
+    return ArchiveError(f"refusing archive {archive}: {why}")
 
-    def refuse(why: str) -> ArchiveError:
-        return ArchiveError(f"refusing archive {archive}: {why}")
 
+@contextlib.contextmanager
+def _tar(handle, archive: Path) -> Iterator[tarfile.TarFile]:
+    """The open tar file of `handle`; a damaged or truncated one is refused wherever it shows."""
     try:
         tar = tarfile.open(fileobj=handle, mode="r:*")
     except (tarfile.TarError, OSError, EOFError) as err:
-        raise refuse(f"not a readable tar file ({err})") from None
-    files: dict[tuple[str, str], tarfile.TarInfo] = {}
+        raise _refusal(archive, f"not a readable tar file ({err})") from None
     with tar:
         try:
-            for member in tar:  # headers only: nothing is read from a member before all are checked
-                problem = _member_problem(member)
-                if problem is not None:
-                    raise refuse(problem)
-                key, _, name = member.name.rstrip("/").partition("/")
-                if member.isdir():
-                    if _KEY_RE.match(key) and not name:
-                        continue  # the entry's own folder, as other tar tools write it
-                    raise refuse(f"member {member.name!r} is a folder other than an entry's <key>/")
-                if not _KEY_RE.match(key) or "/" in name or not is_cache_file(name, temporary=False):
-                    raise refuse(
-                        f"member {member.name!r} is not a cache file (only <key>/spec.json, manifest.json, "
-                        "shard and summary files are allowed)"
-                    )
-                if (key, name) in files:
-                    raise refuse(f"member {member.name!r} appears twice")
-                if member.size > _member_limit(name):
-                    raise refuse(
-                        f"member {member.name!r} declares {member.size} bytes, more than a {name} can hold"
-                    )
-                files[(key, name)] = member
-            small = {
-                item: _read_member(tar, member, refuse)
-                for item, member in files.items()
-                if shard_index(item[1]) is None
-            }
-            for (key, name), member in files.items():
-                if name == SUMMARY_FILE:
-                    expected = _recorded_summary_bytes(small.get((key, "manifest.json")))
-                    if expected is not None and expected != member.size:
-                        raise refuse(
-                            f"member {member.name!r} declares {member.size} bytes but its manifest "
-                            f"records {expected}"
-                        )
-                index = shard_index(name)
-                if index is not None:
-                    expected = _recorded_bytes(small.get((key, "manifest.json")), index)
-                    if expected != member.size:
-                        raise refuse(
-                            f"member {member.name!r} declares {member.size} bytes but its manifest records "
-                            f"{'none' if expected is None else expected}"
-                        )
-            keys = sorted({key for key, _ in files})
-            if not keys:
-                raise refuse("it holds no cache entries")
-            for (key, name), member in files.items():
-                target = staging / key[:2] / key / name  # built from the validated parts only
-                target.parent.mkdir(parents=True, exist_ok=True)
-                with open(target, "xb") as out:
-                    if (key, name) in small:
-                        out.write(small[(key, name)])
-                    else:
-                        _copy_member(tar, member, out, refuse)
+            yield tar
         except (tarfile.TarError, EOFError) as err:
-            raise refuse(f"it is damaged or truncated ({err})") from None
-    return keys
+            raise _refusal(archive, f"it is damaged or truncated ({err})") from None
+
+
+def _check_members(
+    tar: tarfile.TarFile, archive: Path
+) -> tuple[dict[tuple[str, str], tarfile.TarInfo], dict[tuple[str, str], bytes]]:
+    """Every member of `archive` as ((key, name) -> header, (key, name) -> bytes of the small
+    ones), refusing anything else; reads headers and the small members only, writes nothing."""
+
+    def refuse(why: str) -> ArchiveError:
+        return _refusal(archive, why)
+
+    files: dict[tuple[str, str], tarfile.TarInfo] = {}
+    for member in tar:  # headers only: nothing is read from a member before all are checked
+        problem = _member_problem(member)
+        if problem is not None:
+            raise refuse(problem)
+        key, _, name = member.name.rstrip("/").partition("/")
+        if member.isdir():
+            if _KEY_RE.match(key) and not name:
+                continue  # the entry's own folder, as other tar tools write it
+            raise refuse(f"member {member.name!r} is a folder other than an entry's <key>/")
+        if not _KEY_RE.match(key) or "/" in name or not is_cache_file(name, temporary=False):
+            raise refuse(
+                f"member {member.name!r} is not a cache file (only <key>/spec.json, manifest.json, "
+                "shard and summary files are allowed)"
+            )
+        if (key, name) in files:
+            raise refuse(f"member {member.name!r} appears twice")
+        if member.size > _member_limit(name):
+            raise refuse(f"member {member.name!r} declares {member.size} bytes, more than a {name} can hold")
+        files[(key, name)] = member
+    small = {
+        item: _read_member(tar, member, refuse)
+        for item, member in files.items()
+        if shard_index(item[1]) is None
+    }
+    for (key, name), member in files.items():
+        if name == SUMMARY_FILE:
+            expected = _recorded_summary_bytes(small.get((key, "manifest.json")))
+            if expected is not None and expected != member.size:
+                raise refuse(
+                    f"member {member.name!r} declares {member.size} bytes but its manifest records {expected}"
+                )
+        index = shard_index(name)
+        if index is not None:
+            expected = _recorded_bytes(small.get((key, "manifest.json")), index)
+            if expected != member.size:
+                raise refuse(
+                    f"member {member.name!r} declares {member.size} bytes but its manifest records "
+                    f"{'none' if expected is None else expected}"
+                )
+    if not files:
+        raise refuse("it holds no cache entries")
+    return files, small
+
+
+def _unpack(
+    tar: tarfile.TarFile,
+    files: dict[tuple[str, str], tarfile.TarInfo],
+    small: dict[tuple[str, str], bytes],
+    archive: Path,
+    staging: Path,
+) -> list[str]:
+    """Copy the checked members (`_check_members`) into `staging/<key[:2]>/<key>/<name>`; their keys."""
+    for (key, name), member in files.items():
+        target = staging / key[:2] / key / name  # built from the validated parts only
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target, "xb") as out:
+            if (key, name) in small:
+                out.write(small[(key, name)])
+            else:
+                _copy_member(tar, member, out, lambda why: _refusal(archive, why))
+    return sorted({key for key, _ in files})
 
 
 def _recorded_summary_bytes(manifest: bytes | None) -> int | None:
@@ -396,16 +455,16 @@ def _check_staged(staging: Path, key: str, archive: Path) -> None:
 
 def _install(staging: Path, root: Path, keys: list[str], archive: Path) -> list[tuple[str, str]]:
     """Move every verified entry from staging into the cache, or none (see the module docstring)."""
+    for key in keys:  # what can be refused without a lock is refused before any lock file exists
+        _destination_problem(root, key, archive)
+    _wait_for_writers(root, keys, archive)
     with contextlib.ExitStack() as locks:
         ensure_real_dir(root / "locks", "the locks folder")
         for key in keys:
             try:
                 locks.enter_context(FileLock(str(root / "locks" / f"{key}.lock"), timeout=LOCK_TIMEOUT))
             except Timeout:
-                raise CacheError(
-                    f"cache entry {key[:12]} is being written by another process; nothing was imported "
-                    f"from {archive}"
-                ) from None
+                raise _busy(key, archive) from None
         states = {key: _destination_state(root, key, archive) for key in keys}
         todo = [key for key in keys if states[key] != "already present"]
         replaced = staging / "replaced"  # what the new entries replace: incomplete or damaged copies
@@ -433,6 +492,52 @@ def _install(staging: Path, root: Path, keys: list[str], archive: Path) -> list[
             with contextlib.suppress(OSError, CacheError):
                 remove_entry_dir(replaced / key)
     return [(key, "already present" if states[key] == "already present" else "imported") for key in keys]
+
+
+def _busy(key: str, archive: Path) -> CacheError:
+    return CacheError(
+        f"cache entry {key[:12]} is being written by another process; nothing was imported from {archive}"
+    )
+
+
+def _lock_is_held(path: Path) -> bool:
+    """Whether a process holds the flock on the lock file `path` (opened read-only: nothing is
+    created; a missing or odd file is left to the lock itself)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return False
+
+
+def _wait_for_writers(root: Path, keys: list[str], archive: Path) -> None:
+    """Wait up to LOCK_TIMEOUT for every entry lock of `keys` to be free, without creating any."""
+    deadline = time.monotonic() + LOCK_TIMEOUT
+    for key in keys:
+        while _lock_is_held(root / "locks" / f"{key}.lock"):
+            if time.monotonic() > deadline:
+                raise _busy(key, archive)
+            time.sleep(0.05)
+
+
+def _destination_problem(root: Path, key: str, archive: Path) -> None:
+    """The refusals of `_destination_state` that need no lock and read no shard (a linked prefix
+    folder, an odd entry folder, foreign files beside an incomplete entry)."""
+    dest = root / key[:2] / key
+    prefix_problem = folder_problem(root / key[:2], f"the prefix folder {key[:2]!r}")
+    if prefix_problem is not None or not os.path.lexists(dest) or os.path.islink(dest):
+        _destination_state(root, key, archive)  # cheap in these cases: refuses, or says new/replace
+        return
+    if entry_dir_problem(dest) is not None or not os.path.lexists(dest / "manifest.json"):
+        _destination_state(root, key, archive)  # no shard is read for an incomplete entry
 
 
 def _destination_state(root: Path, key: str, archive: Path) -> str:

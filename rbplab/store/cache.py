@@ -56,8 +56,9 @@ reports all of it. Removal deletes manifest.json first and spec.json last, so an
 removal leaves an incomplete entry, never one that reads as complete.
 
 What the store cannot know is how many tokens and shards an entry must have: that follows from
-the corpus and the tokenizer (`rbplab.extraction.pipeline.count_problems`, used by `load_stats`
-and `rbplab cache verify`). Reading through `CacheEntry` alone does not derive them.
+the corpus and the tokenizer (`rbplab.extraction.pipeline.count_problems`, used by `extract`
+and `rbplab run` before calling an entry a hit, `load_stats` and `rbplab cache verify`). Reading
+through `CacheEntry` alone does not derive them.
 """
 
 from __future__ import annotations
@@ -662,6 +663,14 @@ class CacheEntry:
                     checksum.unlink(missing_ok=True)  # checksum of a shard that is gone
         return done
 
+    def remove_shard(self, index: int) -> None:
+        """Delete shard `index`, its checksum and the manifest (the entry becomes incomplete): for
+        shards found wrong by checks made outside the store (counts derived from the corpus).
+        Only the lock holder may delete shards: CacheError otherwise."""
+        if not self.locked:
+            raise CacheError(f"cache entry {self.key[:12]}: removing shard {index} needs the entry's lock")
+        self._discard_shard(index)
+
     def _discard_shard(self, index: int) -> None:
         """Delete shard `index`, its checksum and the manifest: names derived here, never read."""
         shard = self.shard_path(index)
@@ -865,8 +874,14 @@ class CacheEntry:
 
     def _corrupted(self, what: str) -> CacheCorruptedError:
         """Mark the entry incomplete (drop the manifest) and describe what was wrong."""
-        with contextlib.suppress(OSError):
-            self.manifest_path.unlink()
+        try:
+            self.manifest_path.unlink(missing_ok=True)
+        except OSError as err:  # a read-only cache: the entry stays as it is, and the message says so
+            return CacheCorruptedError(
+                f"cache entry {self.key[:12]} at {self.path} is damaged: {what}. It cannot be marked "
+                f"incomplete here ({err.strerror or err}); re-run the same extraction (or rbplab cache "
+                f"repair {self.key[:12]}) where the cache is writable"
+            )
         return CacheCorruptedError(
             f"cache entry {self.key[:12]} at {self.path} is damaged: {what}. It has been marked "
             f"incomplete; re-run the same extraction (or rbplab cache repair {self.key[:12]}) "
@@ -1024,6 +1039,12 @@ class CacheEntry:
         return self._read_tables(columns).to_pandas()
 
     def read_stats(self) -> TokenStats:
+        """The TokenStats of a complete entry, after every store check (`read_frame`).
+
+        Not checked: how many shards and tokens the entry must hold, which follows from its corpus
+        and tokenizer. An entry missing its last shard, with its records and n_tokens made to
+        match, reads here as the shorter entry; `rbplab.extraction.load_stats` and `extract`
+        derive the counts (and repair such an entry), `rbplab cache verify` reports it."""
         return self._stats_of(self._read_tables(list(_TOKEN_COLUMNS)))
 
     def _vocab_size(self, manifest: dict | None = None) -> int:
@@ -1096,7 +1117,13 @@ class CacheEntry:
         `token_stats()`. A missing summary (an entry cached before summaries existed) or one that
         fails a check is derived again from the verified shards, once, and stored; in a read-only
         cache it is kept in memory, with a one-line notice. `manifest`: the one `manifest()` just
-        returned, so a caller that needs it too does not read and check it twice."""
+        returned, so a caller that needs it too does not read and check it twice.
+
+        Not checked: how many tokens the entry must hold (that follows from its corpus and
+        tokenizer). A stored summary must hold the manifest's n_tokens, so an entry truncated
+        with its summary left in place is refused; one truncated with its summary removed too
+        gets a summary derived from the shards it has. `extract` and `rbplab cache verify` derive
+        the counts; `rbplab.study.load_study` derives them for an entry without a summary."""
         manifest = self.manifest() if manifest is None else manifest
         problem, summary = self._summary_problem(manifest)
         if summary is not None:

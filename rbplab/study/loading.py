@@ -216,7 +216,12 @@ def load_entries(
     corpus, S (and optionally revision, step, D, C), or keys alone, labelled from their manifests
     (model name, corpus name, S; family "custom"). Reads each entry's summary and nothing else:
     no model code is imported and no model or corpus is opened, so a grid of thousands of entries
-    (`rbplab cache ls`, or a table a runner wrote) opens in memory that grows with the entries."""
+    (`rbplab cache ls`, or a table a runner wrote) opens in memory that grows with the entries.
+
+    Not checked, since no corpus is opened: how many tokens each entry must hold. Every store
+    check is made (`CacheEntry.summary`), but an entry missing shards with its records, n_tokens
+    and summary made to match reads as the shorter entry; `rbplab cache verify` (or `rbplab
+    extract` of the same request, which repairs it) derives the counts from the corpus."""
     from rbplab.store.cache import CacheEntry
 
     check_ties(ties)

@@ -22,6 +22,7 @@ from helpers.untrusted import read_only, snapshot
 
 from rbplab.cli import app as cli
 from rbplab.extraction.pipeline import extract, load_stats
+from rbplab.runner import read_study_file
 from rbplab.store.cache import CacheCorruptedError, CacheEntry
 from rbplab.store.summaries import SUMMARY_FILE
 
@@ -127,6 +128,104 @@ def test_default_repair_sweep_finds_a_truncated_entry(built, capsys):
     before, _ = truncate(entry)
     status, out, err = run(capsys, "cache", "--cache-dir", entry.root, "repair", "--no-progress")
     assert status == 0 and f"repaired {entry.key[:12]}  {before} tokens" in out, err
+
+
+def test_extract_repairs_a_truncated_entry(built, gpt2_dir, corpus_file, capsys):
+    """Issue 31 item 2: `rbplab extract` of the very request derives the counts before calling the
+    entry a hit; the truncated entry is reported in one line, its missing shard computed, its
+    manifest rewritten, and the full token count returned."""
+    clean, entry = built
+    n_shards = len(entry.manifest()["shards"])
+    before, after = truncate(entry)
+    kept = {name: (entry.path / name).read_bytes() for name in (f"shard-{i:05d}.parquet" for i in range(2))}
+    args = ["extract", "-m", gpt2_dir, "-c", corpus_file, "--cache-dir", entry.root, "--context-length", CTX]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        status, out, err = run(capsys, *args, "--shard-tokens", SHARD_TOKENS, "--no-progress")
+    assert status == 0, err
+    assert f"{before} tokens\textracted\t{entry.key[:12]}" in out, out  # not a hit of {after}
+    damage = [str(w.message) for w in caught if "is damaged" in str(w.message)]
+    assert len(damage) == 1 and "\n" not in damage[0], damage
+    assert (
+        f"it has {n_shards - 1} shards ({after} tokens) but its spec and corpus give {n_shards}" in damage[0]
+    )
+    manifest = entry.manifest()
+    assert manifest["n_tokens"] == before and len(manifest["shards"]) == n_shards
+    assert entry.problems() == []
+    assert all((entry.path / name).read_bytes() == data for name, data in kept.items())  # only the lost shard
+    stats = entry.read_stats()
+    assert np.array_equal(stats.n_greater, clean.n_greater) and np.array_equal(stats.nll, clean.nll)
+    status, out, _ = run(capsys, *args, "--shard-tokens", SHARD_TOKENS, "--no-progress")
+    assert status == 0 and f"{before} tokens\tcached\t{entry.key[:12]}" in out, out
+
+
+def test_extract_api_never_returns_a_truncated_entry(built, gpt2_dir, corpus_file):
+    _, entry = built
+    before, _ = truncate(entry)
+    with pytest.warns(UserWarning, match="shards are missing or extra.*recomputing the damaged shards now"):
+        result = extract(str(gpt2_dir), str(corpus_file), **settings(entry.root))
+    assert result.n_tokens == before and not result.from_cache
+    assert extract(str(gpt2_dir), str(corpus_file), **settings(entry.root)).from_cache
+
+
+def test_extract_drops_a_shard_of_another_size(built, gpt2_dir, corpus_file):
+    """A shard whose rows differ from the plan's (records and manifest forged to agree) is removed
+    and recomputed, not kept by the resume."""
+    clean, entry = built
+    frame = entry.read_frame()
+    manifest = json.loads(entry.manifest_path.read_text())
+    rows = manifest["shards"][1]["rows"]
+    start = manifest["shards"][0]["rows"]
+    short = frame.iloc[start : start + rows - 1].reset_index(drop=True)  # one row fewer
+    data = entry.encode_shard(1, short)
+    entry.shard_path(1).write_bytes(data)
+    record = {"sha256": hashlib.sha256(data).hexdigest(), "rows": len(short), "bytes": len(data)}
+    (entry.path / (entry.shard_path(1).name + ".sha256")).write_text(json.dumps(record))
+    manifest["shards"][1].update(record)
+    manifest["n_tokens"] -= 1
+    manifest.pop("summary", None)
+    for name in (SUMMARY_FILE, SUMMARY_FILE + ".sha256"):
+        (entry.path / name).unlink()
+    entry.manifest_path.write_text(json.dumps(manifest))
+    assert entry.problems() == []  # the store alone cannot tell
+    with pytest.warns(UserWarning, match=f"shard 1 has {rows - 1} rows but its spec and corpus give {rows}"):
+        result = extract(str(gpt2_dir), str(corpus_file), **settings(entry.root))
+    assert result.n_tokens == len(clean) and entry.problems() == []
+    stats = entry.read_stats()
+    assert np.array_equal(stats.n_greater, clean.n_greater) and np.array_equal(stats.nll, clean.nll)
+
+
+def test_a_read_only_cache_refuses_a_truncated_entry_in_one_line(built, gpt2_dir, corpus_file, capsys):
+    _, entry = built
+    truncate(entry)
+    untouched = snapshot(entry.root)
+    args = ["extract", "-m", gpt2_dir, "-c", corpus_file, "--cache-dir", entry.root, "--context-length", CTX]
+    with read_only(entry.root):
+        status, out, err = run(capsys, *args, "--shard-tokens", SHARD_TOKENS, "--no-progress")
+    assert status == 1 and out == "" and err.count("\n") == 1, err
+    assert "shards are missing or extra" in err and "cannot be marked incomplete here" in err, err
+    assert snapshot(entry.root) == untouched
+
+
+def test_run_recomputes_a_truncated_entry(built, gpt2_dir, corpus_file, tmp_path):
+    """The runner's planning derives the counts too: a truncated entry is not 'cached'."""
+    from rbplab.runner import plan_study, run_study
+
+    clean, entry = built
+    before, _ = truncate(entry)
+    study = tmp_path / "study.toml"
+    study.write_text(
+        f'models = ["{gpt2_dir}"]\ncorpora = ["{corpus_file}"]\n'
+        f"[settings]\ncontext_length = {CTX}\nshard_tokens = {SHARD_TOKENS}\n"
+    )
+    with pytest.warns(UserWarning, match="shards are missing or extra"):
+        plan = plan_study(read_study_file(study), entry.root)
+    assert [e.cached for e in plan.entries] == [False] and plan.entries[0].n_tokens == before
+    result = run_study(study, cache_dir=entry.root, progress=False)
+    assert result.ok and result.table["state"].tolist() == ["computed"], result.table
+    assert entry.manifest()["n_tokens"] == before and entry.problems() == []
+    stats = entry.read_stats()
+    assert np.array_equal(stats.n_greater, clean.n_greater)
 
 
 def test_verify_says_when_the_corpus_is_gone(built, corpus_file, capsys):

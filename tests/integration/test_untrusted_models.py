@@ -189,3 +189,81 @@ def test_foreign_shard_on_resume_is_recomputed(gpt2_dir, tiny_corpus, tmp_path, 
         result = extract(str(gpt2_dir), tiny_corpus, context_length=CTX, cache_dir=root, progress=False)
     stats = CacheEntry.open(result.key, root).read_stats()
     assert np.array_equal(stats.n_greater, clean.n_greater) and np.array_equal(stats.nll, clean.nll)
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 31 item 4: an auto_map anywhere the config or tokenizer loader can reach
+
+
+@pytest.fixture
+def checkpointed_model(tmp_path, tiny_tokenizer):
+    from helpers.models import build_checkpointed
+
+    return build_checkpointed(tmp_path / "micro-t", tiny_tokenizer)
+
+
+def _add_auto_map(folder, name: str, marker) -> None:
+    data = json.loads((folder / name).read_text()) if (folder / name).exists() else {}
+    data["auto_map"] = {"AutoTokenizer": ["tokenization_evil.EvilTokenizer", None]}
+    (folder / name).write_text(json.dumps(data))
+    (folder / "tokenization_evil.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+
+
+@pytest.mark.parametrize(
+    ("where", "name"),
+    [
+        ("base", "tokenizer_config.json"),  # the checkpoint loads its tokenizer from its base folder
+        ("base", "config.json"),
+        ("checkpoints", "config.json"),  # a folder between the checkpoint and its base
+        ("checkpoint", "config.json"),
+    ],
+)
+def test_an_auto_map_reachable_from_a_checkpoint_needs_trust(
+    capsys, checkpointed_model, corpus_file, tmp_path, where, name
+):
+    """A checkpoint revision whose base folder's tokenizer_config.json carries an auto_map was
+    accepted without --trust-remote-code."""
+    from rbplab.extraction.models import describe_model
+    from rbplab.extraction.sources import RemoteCodeError
+
+    folder = {
+        "base": checkpointed_model,
+        "checkpoints": checkpointed_model / "checkpoints",
+        "checkpoint": checkpointed_model / "checkpoints" / "step-10",
+    }[where]
+    marker = tmp_path / "code-ran"
+    _add_auto_map(folder, name, marker)
+    with pytest.raises(RemoteCodeError, match=rf"\({name} has an auto_map\).*--trust-remote-code"):
+        describe_model(ModelSpec(str(checkpointed_model), revision="step-10"))
+    root = tmp_path / "cache"
+    capsys.readouterr()  # what building the model printed
+    status, out, err = run(
+        capsys, *extract_args(checkpointed_model, corpus_file, root), "--revision", "step-10"
+    )
+    assert status == 1 and out == "" and err.count("\n") == 1 and "--trust-remote-code" in err, err
+    assert not marker.exists() and list_entries(root).empty
+
+
+def test_a_checkpoint_without_an_auto_map_loads_as_before(checkpointed_model, tiny_corpus, tmp_path):
+    result = extract(
+        ModelSpec(str(checkpointed_model), revision="step-10"),
+        tiny_corpus,
+        context_length=CTX,
+        cache_dir=tmp_path / "cache",
+        progress=False,
+    )
+    assert result.n_tokens > 0
+
+
+def test_a_config_file_that_is_a_device_is_refused_when_checked_for_code(gpt2_dir, tmp_path):
+    from rbplab.extraction.models import describe_model
+    from rbplab.extraction.sources import ModelLoadError
+
+    model = tmp_path / "model"
+    shutil.copytree(gpt2_dir, model)
+    (model / "tokenizer_config.json").unlink()
+    (model / "tokenizer_config.json").symlink_to("/dev/zero")
+    with pytest.raises(
+        ModelLoadError, match="cannot check .*tokenizer_config.json.* for custom code: .*character device"
+    ):
+        describe_model(str(model))

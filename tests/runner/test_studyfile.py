@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from rbplab.core import ExtractionSettings
@@ -119,3 +121,95 @@ def test_unknown_revisions_are_rejected_on_the_driver(tmp_path, text, message):
 def test_revisions_of_models_without_a_schedule_pass_as_given(tmp_path):
     text = 'models = ["gpt2"]\ncorpora = ["prose"]\nrevisions = ["main", "abc123"]\n'
     assert read_study_file(write(tmp_path, text)).revisions_of("gpt2") == ("main", "abc123")
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 31 item 4: hostile study files and settings are one-line errors before any work
+
+
+def _run(capsys, *argv) -> tuple[int, str, str]:
+    from rbplab.cli import app as cli
+
+    status = cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+@pytest.mark.parametrize(
+    ("kind", "message"),
+    [
+        ("binary", r"not a UTF-8 text file \(byte 0 is b'\\x89'\)"),
+        ("/dev/zero", "study.toml is a character device, not a regular file"),
+        ("large", "is larger than 1 MiB"),
+        ("folder", "is a directory, not a regular file"),
+    ],
+)
+def test_hostile_study_files_are_one_line_errors(tmp_path, capsys, kind, message):
+    """Binary garbage gave UnicodeDecodeError and /dev/zero MemoryError: now a bounded read of a
+    regular file and a text check, each one line, for `read_study_file` and `rbplab run`."""
+    if kind == "binary":
+        path = tmp_path / "study.toml"
+        path.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4)
+    elif kind == "/dev/zero":
+        path = tmp_path / "study.toml"
+        path.symlink_to("/dev/zero")
+    elif kind == "large":
+        path = write(tmp_path, EXAMPLE + "#" * (1 << 20) + "\n")
+    else:
+        path = tmp_path / "study.toml"
+        path.mkdir()
+    with pytest.raises(StudyFileError, match=message) as info:
+        read_study_file(path)
+    assert "\n" not in str(info.value)
+    cache = tmp_path / "cache"
+    status, out, err = _run(capsys, "run", path, "--cache-dir", cache, "--no-progress")
+    assert status == 1 and out == "" and err.count("\n") == 1 and err.startswith("rbplab: error: "), err
+    assert not cache.exists()
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ('device = "meta"', "device must be 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps', got 'meta'"),
+        ('device = "abacus"', "device must be .* got 'abacus'"),
+        ('device_map = "bogus"', "device_map must be one of auto, balanced, .* got 'bogus'"),
+        ("device_map = 3", "device_map must be one of .* got 3"),
+    ],
+)
+def test_device_settings_are_refused_on_the_driver_before_any_entry(
+    tmp_path, capsys, gpt2_dir, setting, message
+):
+    """device = "meta" or device_map = "bogus" exited 1 with no error line and wrote an entry."""
+    (tmp_path / "docs.jsonl").write_text('{"id": "a", "text": "hello there, general kenobi"}\n')
+    path = write(tmp_path, f'models = ["{gpt2_dir}"]\ncorpora = ["docs.jsonl"]\n[settings]\n{setting}\n')
+    with pytest.raises(StudyFileError, match=message):
+        read_study_file(path)
+    cache = tmp_path / "cache"
+    status, out, err = _run(capsys, "run", path, "--cache-dir", cache, "--no-progress")
+    assert status == 1 and out == "" and err.count("\n") == 1, err
+    assert re.search(message, err), err
+    assert not cache.exists()  # no entry, no spec.json, not even the cache folder
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [(["--device", "meta"], "device must be"), (["--device-map", "bogus"], "device_map must be")],
+)
+def test_device_options_of_extract_are_refused_before_any_entry(tmp_path, capsys, gpt2_dir, option, message):
+    (tmp_path / "docs.jsonl").write_text('{"id": "a", "text": "hello there, general kenobi"}\n')
+    cache = tmp_path / "cache"
+    args = ["extract", "-m", gpt2_dir, "-c", tmp_path / "docs.jsonl", "--cache-dir", cache]
+    status, out, err = _run(capsys, *args, *option, "--no-progress")
+    assert status == 1 and out == "" and err.count("\n") == 1 and message in err, err
+    assert not list(cache.glob("??/*"))
+
+
+def test_a_model_spec_refuses_the_same_devices():
+    from rbplab.core.errors import InvalidArgumentError
+    from rbplab.extraction.sources import ModelSpec
+
+    for fields in ({"device": "meta"}, {"device_map": "bogus"}, {"dtype": "float8"}):
+        with pytest.raises(InvalidArgumentError):
+            ModelSpec("gpt2", **fields)
+    for fields in ({"device": "cuda:1"}, {"device": "mps"}, {"device_map": "balanced_low_0"}):
+        assert ModelSpec("gpt2", **fields)  # names a real device: checked when the model is placed

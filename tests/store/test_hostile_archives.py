@@ -9,6 +9,7 @@ killed imports are cleaned by the next import and by `cache verify --fix-litter`
 from __future__ import annotations
 
 import fcntl
+import gzip
 import io
 import json
 import os
@@ -57,13 +58,29 @@ def visible(root: Path) -> dict[str, bytes]:
     return {k: v for k, v in snapshot(root).items() if not k.startswith("locks")}
 
 
+def listing(root: Path) -> dict[str, object]:
+    """Every path under `root` (the root itself included, lock files and folders too) with its
+    kind and, for a file, its size and bytes: what a refused import must leave exactly as it was."""
+    if not os.path.lexists(root):
+        return {}
+    out: dict[str, object] = {".": "folder"}
+    for path in sorted(root.rglob("*")):
+        name = str(path.relative_to(root))
+        if path.is_symlink():
+            out[name] = ("link", os.readlink(path))
+        elif path.is_dir():
+            out[name] = "folder"
+        else:
+            out[name] = (path.stat().st_size, path.read_bytes())
+    return out
+
+
 def assert_refused(target: Path, call, message: str) -> None:
-    before = visible(target)
+    before = listing(target)
     with no_hang(), pytest.raises(ArchiveError, match=message) as info:
         call()
     assert "\n" not in str(info.value)
-    assert visible(target) == before
-    assert not list(target.glob(".import-*")) and not list((target / "locks").glob("import-*"))
+    assert listing(target) == before
 
 
 def two_entries(source: Path, archive: Path) -> tuple[CacheEntry, CacheEntry]:
@@ -140,6 +157,59 @@ def test_member_declaring_20_gib_is_refused_before_reading(tmp_path, source, tar
         rf"shard-00000.parquet' declares {HUGE} bytes but its manifest records {record['bytes']}",
     )
     assert reads == []
+
+
+def gzip_bomb(path: Path, key: str, size: int = 300 * 2**20) -> None:
+    """A .tar.gz of a few hundred KB whose one shard member declares (and holds) `size` bytes."""
+    with gzip.open(path, "wb") as gz:
+        info = tarfile.TarInfo(f"{key}/shard-00000.parquet")
+        info.size = size
+        gz.write(info.tobuf(format=tarfile.GNU_FORMAT))
+        for _ in range(size // 2**20):
+            gz.write(bytes(2**20))
+        gz.write(bytes(1024))
+
+
+@pytest.mark.parametrize("cache", ["empty", "absent", "in use"])
+@pytest.mark.parametrize("kind", ["gzip bomb", "sparse member", "damaged entry", "foreign files"])
+def test_a_refused_import_leaves_the_cache_as_it_was(tmp_path, source, kind, cache):
+    """Issue 31 item 3: every path and size of the cache, lock files and folders included, is what
+    it was before the refused import (it left a locks folder in an empty cache)."""
+    root = tmp_path / "cache"
+    if cache == "empty":
+        root.mkdir()
+    elif cache == "in use":
+        complete_entry(root, {**SPEC_V, "ctx": 7}, shards=2)
+    entry = entry_with_new_prefix(source, set())
+    archive = tmp_path / "a.tar"
+    if kind == "gzip bomb":
+        archive = tmp_path / "bomb.tar.gz"
+        gzip_bomb(archive, entry.key)
+        assert archive.stat().st_size < 2**20
+        message = f"declares {300 * 2**20} bytes"
+    elif kind == "sparse member":
+        if not sparse_tar(archive, f"{entry.key}/shard-00000.parquet"):
+            pytest.skip("GNU tar is not available to write a sparse member")
+        message = "is a sparse file, not a regular file"
+    elif kind == "damaged entry":
+        good = tmp_path / "good.tar"
+        export_entries([entry.key], good, root=source)
+
+        def flip(member, data):
+            if member.name == f"{entry.key}/shard-00001.parquet":
+                data = bytes(b ^ 0xFF if i == len(data) // 2 else b for i, b in enumerate(data))
+            return [(member, data)]
+
+        rewrite(good, archive, flip)
+        message = rf"entry {entry.key[:12]} is damaged"
+    else:
+        export_entries([entry.key], archive, root=source)
+        dest = root / entry.key[:2] / entry.key
+        dest.mkdir(parents=True)
+        (dest / "notes.txt").write_text("mine")
+        message = "already exists with files the cache did not write"
+    assert_refused(root, lambda: import_archive(archive, root=root), message)
+    assert cache != "absent" or kind == "foreign files" or not root.exists()
 
 
 def test_truncated_archive_is_refused(tmp_path, source, target):
@@ -304,10 +374,10 @@ def test_entry_being_written_imports_nothing(tmp_path, source, target, monkeypat
     fd = os.open(target / "locks" / f"{second.key}.lock", os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # another process's writer, as filelock takes it
-        before = visible(target)
+        before = listing(target)
         with pytest.raises(CacheError, match=rf"{second.key[:12]} is being written.*nothing was imported"):
             import_archive(archive, root=target)
-        assert visible(target) == before and not list(target.glob(".import-*"))
+        assert listing(target) == before  # not even the first entry's lock file
     finally:
         os.close(fd)
     assert len(import_archive(archive, root=target)) == 2
