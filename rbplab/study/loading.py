@@ -314,7 +314,7 @@ def _check_one_entry_per_run(labelled: list[tuple[Any, dict, dict, Mapping]]) ->
         values = {_flatten(entry.spec).get(column) for group in repeated.values() for entry in group}
         pick = "isna()" if None in values else f"eq({min(v for v in values if v is not None)})"
         how = (
-            "e.g. entries = rbplab.store.list_entries(); "
+            "e.g. from rbplab.store import list_entries; entries = list_entries(); "
             f'rbplab.load_entries(entries[entries["{_LISTED_SETTINGS[column]}"].{pick}]["key"])'
         )
     else:
