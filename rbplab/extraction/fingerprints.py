@@ -110,7 +110,9 @@ def resolve_commit(source: Source, revision: str | None = None) -> str:
         else:
             if commit:
                 return commit
-            raise ModelLoadError(f"cannot resolve {source.location}@{wanted} to a commit (no snapshot path)")
+            raise ModelLoadError(
+                f"cannot resolve {source.location}@{wanted} to a commit (the hub named none)"
+            )
     commit = _cached_commit(source.location, wanted, filename)
     if commit:
         return commit
