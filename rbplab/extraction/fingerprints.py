@@ -1,10 +1,9 @@
 """Fingerprints of a model's weights and tokenizer, the identity a rank cache is keyed on.
 
-Weights: the hub commit for hub ids (the revision resolved now, through the hub or the local hub
-cache layout; a revision that cannot be resolved is an error listing the branches, never a key that
-could go stale), else sha256 over the local weight files and config (path-independent). Tokenizer:
-sha256 over everything that
-decides token ids.
+Weights: the hub commit for hub ids (the revision resolved now, through the hub or, when it
+cannot be reached, the local hub cache layout; a revision that cannot be resolved is a one-line
+error, never a key that could go stale), else sha256 over the local weight files and config
+(path-independent). Tokenizer: sha256 over everything that decides token ids.
 """
 
 from __future__ import annotations
@@ -26,76 +25,112 @@ FINAL_STEP_BRANCHES = ("step143000",)  # Pythia's final checkpoint: some repos o
 _SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 
 
-def _hub_commit(repo: str, revision: str | None, filename: str = "config.json") -> str | None:
-    """Commit hash of a hub repo at `revision`, read from the local hub cache layout (the hub asked
-    first when online, so a moved branch is seen)."""
-    from transformers.utils import cached_file
-
-    try:
-        path = cached_file(repo, filename, revision=revision)
-    except (OSError, ValueError):
-        return None
-    match = _COMMIT_RE.search(Path(path).as_posix()) if path else None
+def _snapshot_commit(path: str | None) -> str | None:
+    match = _COMMIT_RE.search(Path(path).as_posix()) if isinstance(path, str) else None
     return match.group(1) if match else None
+
+
+def _cached_commit(repo: str, revision: str, filename: str) -> str | None:
+    """The commit the local hub cache records for `revision` when it also holds `filename` at that
+    commit; no network."""
+    from huggingface_hub import try_to_load_from_cache
+
+    return _snapshot_commit(try_to_load_from_cache(repo, filename, revision=revision))
+
+
+def _cached_branches(repo: str) -> list[str]:
+    from huggingface_hub import constants
+
+    refs = Path(constants.HF_HUB_CACHE) / f"models--{repo.replace('/', '--')}" / "refs"
+    return sorted((p.name for p in refs.iterdir() if p.is_file()), key=_natural) if refs.is_dir() else []
 
 
 def hub_branches(repo: str) -> list[str]:
     """Branches of a hub model repo: from the hub when it can be reached, else the local cache's refs/."""
-    from huggingface_hub import constants
+    from rbplab.store import hub
 
-    if not constants.HF_HUB_OFFLINE:
+    if hub.offline_reason() is None:
         try:
             from huggingface_hub import HfApi
 
-            return sorted(ref.name for ref in HfApi().list_repo_refs(repo).branches)
-        except Exception:  # noqa: BLE001 - any hub failure falls back to what is cached
-            pass
-    refs = Path(constants.HF_HUB_CACHE) / f"models--{repo.replace('/', '--')}" / "refs"
-    return sorted(p.name for p in refs.iterdir() if p.is_file()) if refs.is_dir() else []
+            return sorted((ref.name for ref in HfApi().list_repo_refs(repo).branches), key=_natural)
+        except Exception as err:  # noqa: BLE001 - any hub failure falls back to what is cached
+            if hub.is_connection_error(err):
+                hub.mark_unreachable(err)
+    return _cached_branches(repo)
 
 
 def _natural(name: str) -> tuple:
     return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
 
 
+def _listing(branches: list[str]) -> str:
+    return ", ".join(branches[:12]) + (f", ... ({len(branches)} branches)" if len(branches) > 12 else "")
+
+
 def resolve_commit(source: Source, revision: str | None = None) -> str:
     """The commit a hub model's `revision` (branch, tag or commit; None = main) points at now.
 
-    Raises ModelLoadError (one line) when it cannot be resolved, listing the repo's branches and,
-    for a final-step branch that does not exist, suggesting `main`.
+    Asked of the hub when it can be reached (`rbplab.store.hub`), else read from the local hub
+    cache. Raises a one-line error when it cannot be resolved: `HubUnreachableError` ("the hub
+    cannot be reached (offline?)") when the hub is out of reach and the cache lacks it, at once and
+    without retries; ModelLoadError "has no revision" only when the hub says so (listing the repo's
+    branches and, for a final-step branch, suggesting `main`), or "no model repository" likewise.
     """
     if revision and _SHA_RE.match(revision):
         return revision
-    commit = _hub_commit(source.location, revision, source.gguf_file or "config.json")
+    from rbplab.store import hub
+
+    wanted = revision or "main"
+    filename = source.gguf_file or "config.json"
+    reason = hub.offline_reason()
+    if reason is None:
+        from huggingface_hub import hf_hub_download
+        from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
+
+        try:
+            commit = hub.remote_commit(source.location, filename, wanted)
+            # the hub just answered: downloading the file records refs/<revision>, so the same
+            # revision resolves offline later
+            hf_hub_download(source.location, filename, revision=wanted)
+        except RevisionNotFoundError:
+            raise _no_revision(source.location, wanted) from None
+        except RepositoryNotFoundError:
+            raise ModelLoadError(
+                f"the hub has no model repository {source.location!r} (or it is private or gated: log "
+                "in with `hf auth login`); check the name, or pass a local model directory"
+            ) from None
+        except Exception as err:  # noqa: BLE001 - classified: out of reach, or the hub's answer
+            if not hub.is_connection_error(err):
+                raise ModelLoadError(
+                    f"cannot resolve {source.location}@{wanted} to a commit: {type(err).__name__}: "
+                    f"{' '.join(str(err).split())}"
+                ) from None
+            reason = hub.mark_unreachable(err)
+        else:
+            if commit:
+                return commit
+            raise ModelLoadError(
+                f"cannot resolve {source.location}@{wanted} to a commit (the hub named none)"
+            )
+    commit = _cached_commit(source.location, wanted, filename)
     if commit:
         return commit
-    from huggingface_hub import constants
+    cached = _cached_branches(source.location)
+    known = f" (cached here: {_listing(cached)})" if cached else ""
+    raise hub.unreachable(f"{source.location}@{wanted}", reason, f", or pass a commit{known}")
 
-    branches = hub_branches(source.location)
-    wanted = revision or "main"
-    if branches and wanted in branches:  # the branch exists: the hub is out of reach and it is not cached
-        where = (
-            "the hub is offline (HF_HUB_OFFLINE=1)"
-            if constants.HF_HUB_OFFLINE
-            else "the hub cannot be reached"
-        )
-        raise ModelLoadError(
-            f"cannot resolve {source.location}@{wanted} to a commit: {where} and this revision is not "
-            "in the local Hugging Face cache; run once with hub access to cache it"
-        )
-    shown = sorted(branches, key=_natural)
-    listing = ", ".join(shown[:12]) + (f", ... ({len(shown)} branches)" if len(shown) > 12 else "")
+
+def _no_revision(repo: str, wanted: str) -> ModelLoadError:
+    """The hub said `repo` has no branch, tag or commit `wanted`."""
+    branches = hub_branches(repo)
     hint = (
         " The final checkpoint is the `main` branch: use revision='main'."
         if wanted in FINAL_STEP_BRANCHES
         else ""
     )
-    available = (
-        f"available branches: {listing}."
-        if shown
-        else "no branches of it are known (offline and not cached)."
-    )
-    raise ModelLoadError(f"{source.location} has no revision {wanted!r}; {available}{hint}")
+    available = f"available branches: {_listing(branches)}." if branches else "no branches listed."
+    return ModelLoadError(f"{repo} has no revision {wanted!r} on the hub; {available}{hint}")
 
 
 @lru_cache(maxsize=64)

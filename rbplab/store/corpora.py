@@ -32,6 +32,7 @@ import pandas as pd
 
 from rbplab.core.errors import RbplabError
 from rbplab.core.names import did_you_mean
+from rbplab.store import hub
 from rbplab.store.paths import data_dir
 
 
@@ -262,37 +263,57 @@ def _repo_cache(repo: str) -> Path:
 
 
 def _dataset_branches(repo: str) -> list[str]:
-    from huggingface_hub import constants
-
-    if not constants.HF_HUB_OFFLINE:
+    """Branches of a hub dataset: from the hub when it can be reached, else the local cache's refs/."""
+    if hub.offline_reason() is None:
         try:
             from huggingface_hub import HfApi
 
             return sorted(ref.name for ref in HfApi().list_repo_refs(repo, repo_type="dataset").branches)
-        except Exception:  # noqa: BLE001 - any hub failure falls back to what is cached
-            pass
+        except Exception as err:  # noqa: BLE001 - any hub failure falls back to what is cached
+            if hub.is_connection_error(err):
+                hub.mark_unreachable(err)
     refs = _repo_cache(repo) / "refs"
     return sorted(p.name for p in refs.iterdir() if p.is_file()) if refs.is_dir() else []
 
 
 def resolve_dataset_revision(repo: str, revision: str) -> str:
     """The commit a dataset revision (branch, tag or commit) points at: a commit as is (no network);
-    otherwise asked of the hub, or read from the local hub cache's refs/ when offline."""
+    otherwise asked of the hub, or read from the local hub cache's refs/ when the hub cannot be
+    reached (`rbplab.store.hub`: decided once, never retried). "has no revision" only when the hub
+    says so; out of reach and not cached is `HubUnreachableError`."""
     if _SHA_RE.match(revision):
         return revision
-    from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import RevisionNotFoundError
+    from huggingface_hub import hf_hub_download, try_to_load_from_cache
+    from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
 
-    try:  # the dataset card: small, and downloading it records refs/<revision> for offline use
-        path = hf_hub_download(repo, "README.md", repo_type="dataset", revision=revision)
-    except RevisionNotFoundError:
-        branches = ", ".join(_dataset_branches(repo)) or "none known"
-        raise CorpusError(f"dataset {repo} has no revision {revision!r}; branches: {branches}") from None
-    except Exception as err:  # noqa: BLE001 - offline and not cached, hub unreachable, no card
-        raise CorpusError(
-            f"cannot resolve dataset {repo}@{revision} to a commit ({type(err).__name__}); run once with "
-            "hub access, or pin a commit: hub:<name>@<commit sha>"
-        ) from None
+    reason = hub.offline_reason()
+    if reason is None:
+        try:  # the dataset card: small, and downloading it records refs/<revision> for offline use
+            hub.remote_commit(repo, "README.md", revision, repo_type="dataset")  # never retried
+            path = hf_hub_download(repo, "README.md", repo_type="dataset", revision=revision)
+        except RevisionNotFoundError:
+            branches = ", ".join(_dataset_branches(repo)) or "none listed"
+            raise CorpusError(
+                f"dataset {repo} has no revision {revision!r} on the hub; branches: {branches}"
+            ) from None
+        except RepositoryNotFoundError:
+            raise CorpusError(f"the hub has no dataset {repo!r} (or it is private or gated)") from None
+        except Exception as err:  # noqa: BLE001 - classified: out of reach, or the hub's answer
+            if not hub.is_connection_error(err):
+                raise CorpusError(
+                    f"cannot resolve dataset {repo}@{revision} to a commit ({type(err).__name__}); pin a "
+                    "commit: hub:<name>@<commit sha>"
+                ) from None
+            reason = hub.mark_unreachable(err)
+        else:
+            return _card_commit(repo, revision, path)
+    cached = try_to_load_from_cache(repo, "README.md", revision=revision, repo_type="dataset")
+    if isinstance(cached, str):
+        return _card_commit(repo, revision, cached)
+    raise hub.unreachable(f"dataset {repo}@{revision}", reason, ", or pin a commit: hub:<name>@<commit sha>")
+
+
+def _card_commit(repo: str, revision: str, path: str) -> str:
     commit = Path(path).parent.name
     if not _SHA_RE.match(commit):
         raise CorpusError(f"cannot resolve dataset {repo}@{revision} to a commit (got {path})")
@@ -309,6 +330,9 @@ def _hub_rows(entry: HubCorpus, commit: str) -> Iterable[dict]:
     if files:
         builder = "parquet" if files[0].endswith(".parquet") else "json"
         return datasets.load_dataset(builder, data_files=files, split="train", streaming=True)
+    reason = hub.offline_reason()
+    if reason is not None:  # datasets would retry the hub before saying so
+        raise hub.unreachable(f"the files of dataset {entry.repo}@{commit}", reason)
     return datasets.load_dataset(entry.repo, entry.config, split=entry.split, revision=commit, streaming=True)
 
 

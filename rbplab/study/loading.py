@@ -17,7 +17,7 @@ import pandas as pd
 
 from rbplab.core.compute import training_compute
 from rbplab.core.errors import InvalidArgumentError, RbplabError
-from rbplab.core.runs import Run
+from rbplab.core.runs import Run, run_label
 from rbplab.core.settings import ExtractionSettings
 from rbplab.core.stats import check_ties
 from rbplab.grid import Grid, GridRun
@@ -213,10 +213,17 @@ def load_entries(
     level: float = 0.95,
 ) -> Study:
     """The study of some cache entries, named by key: a table with columns key, family, model,
-    corpus, S (and optionally revision, step, D, C), or keys alone, labelled from their manifests
-    (model name, corpus name, S; family "custom"). Reads each entry's summary and nothing else:
-    no model code is imported and no model or corpus is opened, so a grid of thousands of entries
-    (`rbplab cache ls`, or a table a runner wrote) opens in memory that grows with the entries.
+    corpus, S (and optionally revision, step, D, C), or keys alone, labelled from their specs and
+    manifests: the model as it was asked for (``micro-1-25K``, a hub id), the corpus, S, family
+    "custom"; a training checkpoint as ``model@revision`` with its revision, step, D and C, as
+    `load_study(..., revisions=...)` labels it, and a model's final weights, when its checkpoints
+    are among the entries, as its final revision (``micro-1-25K@step-1562``). A study holds one
+    entry per run: entries that would be the same run (one model, revision and corpus, scored
+    with different settings, e.g. ``rbplab demo``'s full corpora and its 16,384-token
+    checkpoints) are an error naming them, the settings that differ, and how to select.
+    Reads each entry's summary and nothing else: no model code is imported and no model or
+    corpus is opened, so a grid of thousands of entries (`rbplab cache ls`, or a table a runner
+    wrote) opens in memory that grows with the entries.
 
     Not checked, since no corpus is opened: how many tokens each entry must hold. Every store
     check is made (`CacheEntry.summary`), but an entry missing shards with its records, n_tokens
@@ -225,7 +232,8 @@ def load_entries(
     from rbplab.store.cache import CacheEntry
 
     check_ties(ties)
-    if isinstance(entries, pd.DataFrame):
+    table = isinstance(entries, pd.DataFrame)
+    if table:
         missing = sorted(set(ENTRY_COLUMNS) - set(entries.columns))
         if missing:
             raise InvalidArgumentError(
@@ -234,20 +242,106 @@ def load_entries(
         rows = entries.to_dict("records")
     else:
         rows = [{"key": key} for key in ([entries] if isinstance(entries, str) else entries)]
-    runs = []
+    opened = []
     for row in rows:
         entry = CacheEntry.open(str(row["key"]), cache_dir)
-        manifest = entry.manifest()
-        model = manifest.get("model") or {}
-        labels = {
-            "family": row.get("family", "custom"),
-            "model": row.get("model", model.get("name")),
-            "corpus": row.get("corpus", (manifest.get("corpus") or {}).get("name")),
-            "S": float(row.get("S", model.get("n_nonembedding") or float("nan"))),
-        }
-        training = {f: row[f] for f in ("revision", "step", "D", "C") if f in row and not pd.isna(row[f])}
-        runs.append(Run(**labels, stats=entry.summary(manifest), **training))
+        opened.append((row, entry, entry.manifest()))
+    # models whose checkpoints are among the entries: their final weights are a checkpoint too
+    checkpointed = {_asked_model(entry.spec) for _, entry, _ in opened if _spec_revision(entry.spec)}
+    labelled = []
+    for row, entry, manifest in opened:
+        if table:
+            labels = {f: row[f] for f in ("family", "model", "corpus")} | {"S": float(row["S"])}
+            training = {f: row[f] for f in ("revision", "step", "D", "C") if f in row and not pd.isna(row[f])}
+        else:
+            labels, training = _entry_labels(entry.spec, manifest, checkpointed)
+        labelled.append((entry, labels, training, manifest))
+    _check_one_entry_per_run(labelled)
+    runs = [
+        Run(**labels, stats=entry.summary(manifest), **training)
+        for entry, labels, training, manifest in labelled
+    ]
     return Study(runs, ties=ties, level=level)
+
+
+def _asked_model(spec: Mapping) -> str:
+    model = spec.get("model")
+    return str(model.get("name")) if isinstance(model, Mapping) else ""
+
+
+def _spec_revision(spec: Mapping) -> str | None:
+    model = spec.get("model")
+    revision = model.get("revision") if isinstance(model, Mapping) else None
+    return str(revision) if revision else None
+
+
+def _entry_labels(spec: Mapping, manifest: Mapping, checkpointed: set[str]) -> tuple[dict, dict]:
+    """(family, model, corpus, S) and (revision, step, D, C) of an entry named by key alone."""
+    from rbplab.store import schedules
+
+    model = manifest.get("model") or {}
+    name = _asked_model(spec) or str(model.get("name"))
+    S = float(model.get("n_nonembedding") or float("nan"))
+    labels = {"family": "custom", "corpus": (manifest.get("corpus") or {}).get("name"), "S": S}
+    revision = _spec_revision(spec)
+    step = (manifest.get("training") or {}).get("step")
+    if revision is None and name in checkpointed and step is not None:
+        # a local model's final checkpoint is keyed as the model itself: name it as its schedule does
+        schedule = schedules.schedule_of(name)
+        revision = schedule.revision(int(step)) if schedule is not None else "main"
+    if revision is None:
+        return labels | {"model": name}, {}
+    training = _training(manifest, name, revision, S, schedules)
+    return labels | {"model": run_label(name, revision)}, {k: v for k, v in training.items() if v is not None}
+
+
+def _check_one_entry_per_run(labelled: list[tuple[Any, dict, dict, Mapping]]) -> None:
+    """Refuse entries that would be one run of the study, naming them and what tells them apart."""
+    groups: dict[tuple, list] = {}
+    for entry, labels, _, _ in labelled:
+        groups.setdefault((labels["family"], labels["model"], labels["corpus"]), []).append(entry)
+    repeated = {run: group for run, group in groups.items() if len(group) > 1}
+    if not repeated:
+        return
+    described, differing = [], []
+    for (_, model, corpus), group in repeated.items():
+        flat = [_flatten(entry.spec) for entry in group]
+        fields = sorted({f for spec in flat for f in spec if len({repr(s.get(f)) for s in flat}) > 1})
+        differing.extend(f for f in fields if f not in differing)
+        shown = ", ".join(
+            f"{entry.key[:8]} " + " ".join(f"{f}={spec.get(f)}" for f in fields[:2])
+            for entry, spec in zip(group, flat, strict=True)
+        )
+        described.append(f"{model} on {corpus} ({shown})")
+    listing = "; ".join(described[:2]) + (f"; and {len(described) - 2} more" if len(described) > 2 else "")
+    column = next((f for f in differing if f in _LISTED_SETTINGS), None)
+    if column is not None:
+        values = {_flatten(entry.spec).get(column) for group in repeated.values() for entry in group}
+        pick = "isna()" if None in values else f"eq({min(v for v in values if v is not None)})"
+        how = (
+            "e.g. from rbplab.store import list_entries; entries = list_entries(); "
+            f'rbplab.load_entries(entries[entries["{_LISTED_SETTINGS[column]}"].{pick}]["key"])'
+        )
+    else:
+        how = "rbplab.store.list_entries() lists each entry's key, model, revision, corpus and settings"
+    raise InvalidArgumentError(
+        f"{len(repeated)} run(s) appear in more than one entry, scored differently: {listing}. A study "
+        f"holds one entry per model, revision and corpus: select them, {how}"
+    )
+
+
+# spec fields that `rbplab.store.list_entries` shows as columns, by their column name
+_LISTED_SETTINGS = {"max_tokens": "max_tokens", "windows.context_length": "context_length"}
+
+
+def _flatten(spec: Mapping, prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for name, value in spec.items():
+        if isinstance(value, Mapping):
+            flat |= _flatten(value, f"{prefix}{name}.")
+        else:
+            flat[f"{prefix}{name}"] = value
+    return flat
 
 
 def _training(manifest: Mapping, model: str, revision: str, S: float, schedules: Any) -> dict:

@@ -10,6 +10,7 @@ from helpers.hub import OPT, PYTHIA, QWEN, push_new_pythia_main
 from rbplab.extraction import ModelLoadError, ModelSpec, describe_model, load_model, plan_extraction
 from rbplab.extraction.models import check_head
 from rbplab.store import cache_key
+from rbplab.store.hub import HubUnreachableError
 
 
 def test_revision_resolves_to_its_commit_and_every_load_uses_it(hub, monkeypatch):
@@ -41,19 +42,17 @@ def test_moved_branch_gives_a_new_key(hub, tiny_corpus):
     assert cache_key(plan.key_spec) != before
 
 
-def test_missing_revision_is_one_line_listing_branches(hub):
-    with pytest.raises(ModelLoadError) as err:
+def test_uncached_revision_offline_is_the_offline_error_listing_cached_branches(hub):
+    # "has no revision" only when the hub says so: tests/extraction/test_hub_revisions.py
+    with pytest.raises(HubUnreachableError) as err:
         describe_model(ModelSpec(PYTHIA, revision="step143000"))
     message = str(err.value)
-    assert "\n" not in message
-    assert "has no revision 'step143000'" in message and "main, step1000" in message
-    assert "use revision='main'" in message  # the final step is main
-    with pytest.raises(ModelLoadError, match="available branches: main, step1000.$"):
-        describe_model(ModelSpec(PYTHIA, revision="step7"))
+    assert "\n" not in message and message.startswith("the hub cannot be reached (offline?")
+    assert f"{PYTHIA}@step143000" in message and "cached here: main, step1000" in message
 
 
 def test_uncached_hub_model_is_an_error_not_an_unpinned_key(hub, tiny_corpus):
-    with pytest.raises(ModelLoadError, match="no revision 'main'; no branches of it are known"):
+    with pytest.raises(HubUnreachableError, match="does not hold EleutherAI/pythia-70m@main; run once"):
         plan_extraction("EleutherAI/pythia-70m", tiny_corpus)  # not in the stand-in, hub offline
 
 

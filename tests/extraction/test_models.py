@@ -18,6 +18,7 @@ from rbplab.extraction.models import (
     select_device,
 )
 from rbplab.store import registry
+from rbplab.store.hub import HubUnreachableError
 from rbplab.store.sizes import nonembedding_params
 
 
@@ -164,5 +165,5 @@ def test_hub_id_and_revision_from_an_offline_hub_cache(gpt2_dir, tmp_path, monke
     model, _, info = load_model(ModelSpec("tiny-org/tiny-gpt2", revision="step1"))
     assert info.fingerprint == "hub:" + "b" * 40 and info.revision == "step1"
     assert info.source == "tiny-org/tiny-gpt2" and not model.training
-    with pytest.raises(ModelLoadError, match="not-in-the-cache has no revision 'main'; no branches"):
+    with pytest.raises(HubUnreachableError, match="does not hold tiny-org/not-in-the-cache@main"):
         describe_model("tiny-org/not-in-the-cache")  # an error, never a "hub-unpinned:" key

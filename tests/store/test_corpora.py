@@ -20,6 +20,7 @@ from rbplab.store.corpora import (
     load_corpus,
     open_corpus,
 )
+from rbplab.store.hub import HubUnreachableError
 from rbplab.store.paths import data_dir
 
 
@@ -231,10 +232,13 @@ def test_hub_hotpotqa_text_is_assembled_as_documented(hub, loads):
 
 
 def test_hub_corpora_stream_from_the_hub_at_the_resolved_commit(hub, monkeypatch):
-    """Without the split's files in the local cache, every hub corpus streams from the hub at its commit."""
+    """Without the split's files in the local cache, every hub corpus streams from the hub at its commit
+    (the commit resolved offline from the cached card, the hub reachable when the rows are read)."""
     import shutil
 
     from helpers.hub import repo_dir
+
+    from rbplab.store import hub as hub_reach
 
     recorder = RecordingLoad(None, rows=[])
     monkeypatch.setattr(datasets, "load_dataset", recorder)
@@ -249,8 +253,10 @@ def test_hub_corpora_stream_from_the_hub_at_the_resolved_commit(hub, monkeypatch
         for child in snapshot.iterdir():  # keep only the card: refs resolve, data is not cached
             if child.name != "README.md":
                 shutil.rmtree(child) if child.is_dir() else child.unlink()
-        with pytest.raises(CorpusError, match="no non-empty documents"):
-            load_corpus(f"hub:{name}")
+        lazy = open_corpus(f"hub:{name}")
+        with monkeypatch.context() as online, pytest.raises(CorpusError, match="no non-empty documents"):
+            online.setattr(hub_reach, "offline_reason", lambda: None)
+            lazy.load()
         assert recorder.calls[-1] == (repo, config, split, hub.commit(repo), True)
 
 
@@ -259,7 +265,7 @@ def test_hub_revision_override_and_errors(hub):
     pinned = load_corpus(f"hub:humaneval@{commit}")
     assert pinned.source["revision"] == commit == pinned.source["requested_revision"]
     assert load_corpus("hub:humaneval", revision=commit).key() == pinned.key()
-    with pytest.raises(CorpusError, match="cannot resolve dataset openai/openai_humaneval@v2"):
+    with pytest.raises(HubUnreachableError, match="does not hold dataset openai/openai_humaneval@v2;"):
         load_corpus("hub:humaneval@v2")  # offline and not cached: one line, what to do
     with pytest.raises(CorpusError, match="hub corpora only"):
         open_corpus("humaneval", revision=commit)
