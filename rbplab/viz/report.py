@@ -30,7 +30,7 @@ import re
 import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -684,27 +684,18 @@ def run_report(
     say = progress or (lambda _line: None)
     results = []
     # Notebooks are independent kernels: run as many at once as there are CPUs (results in order),
-    # except the extraction notebook, which fills the cache the others read (they never extract):
-    # when it fails, the others would only fail on the runs it did not compute, so they do not run.
+    # except the extraction notebook, which runs first and alone: it fills the cache the others read
+    # (they never extract). When it fails, the others would only fail on the runs it did not
+    # compute, so they do not run.
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(paths)))
+    first = [p for p in paths if p.stem == EXTRACTION_NOTEBOOK]
+    order = first + [p for p in paths if p.stem != EXTRACTION_NOTEBOOK]
+    done: dict[str, NotebookResult | Future] = {}
     with _static_figures(), ThreadPoolExecutor(jobs) as pool:
-        futures = []
-        blocked = None
-        for i, path in enumerate(paths, start=1):
-            if blocked is not None:
-                futures.append(blocked)
-                continue
-            say(f"[{i}/{len(paths)}] {path.stem} ...")
-            future = pool.submit(
-                execute_notebook, path, out, params, html_export=html_export, timeout=timeout
-            )
-            if path.stem == EXTRACTION_NOTEBOOK and not future.result().ok:
-                blocked = future
-            futures.append(future)
-        for i, (path, future) in enumerate(zip(paths, futures, strict=True), start=1):
-            result = future.result()
-            if result.notebook != path.stem:  # not run: the extraction notebook failed
-                result = NotebookResult(
+        for path in order:
+            extraction = done.get(EXTRACTION_NOTEBOOK)
+            if isinstance(extraction, NotebookResult) and not extraction.ok:
+                done[path.stem] = NotebookResult(
                     path.stem,
                     False,
                     0.0,
@@ -714,6 +705,15 @@ def run_report(
                     error=f"not run: {EXTRACTION_NOTEBOOK} failed",
                     title=notebook_title(path),
                 )
+                continue
+            say(f"[{paths.index(path) + 1}/{len(paths)}] {path.stem} ...")
+            future = pool.submit(
+                execute_notebook, path, out, params, html_export=html_export, timeout=timeout
+            )
+            done[path.stem] = future.result() if path.stem == EXTRACTION_NOTEBOOK else future
+        for i, path in enumerate(paths, start=1):
+            result = done[path.stem]
+            result = result if isinstance(result, NotebookResult) else result.result()
             results.append(result)
             if result.ok:
                 say(f"[{i}/{len(paths)}] {path.stem}: ok in {result.seconds:.1f} s  {result.summary}")
