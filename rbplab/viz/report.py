@@ -87,13 +87,16 @@ def save_figure(fig, name: str, output_dir: str | Path | None):
     return fig
 
 
-def headline_text(frame: pd.DataFrame, digits: int = 3) -> str:
-    """One line from a headline table: the identifying text columns, then name=value pairs."""
+def headline_text(frame: pd.DataFrame) -> str:
+    """One line from a headline table: the identifying text columns, then name=value pairs (whole
+    numbers as integers, others to 3 significant digits: `rbplab.viz.headlines.number`)."""
+    from rbplab.viz.headlines import number
+
     parts = []
     for row in frame.to_dict("records"):
         labels = [str(v) for k, v in row.items() if isinstance(v, str)]
         values = [
-            f"{k}=n/a" if pd.isna(v) else f"{k}={v:.{digits}g}" if isinstance(v, float) else f"{k}={v}"
+            f"{k}={number(v)}" if isinstance(v, (int, float)) and not isinstance(v, bool) else f"{k}={v}"
             for k, v in row.items()
             if not isinstance(v, str)
         ]
@@ -404,15 +407,40 @@ def _hide_code_body(match: re.Match) -> str:
     return f"<body{attributes}>\n{_TOGGLE_BUTTON}"
 
 
-def _headline_table_html(path: str | Path, digits: int = 4) -> str:
+def _headline_table_html(path: str | Path) -> str:
+    """The headline table: whole numbers as integers, others to 3 significant digits; an interval
+    (X_low, X_high) that does not contain its estimate X is not shown but noted under the table
+    (a fit at a bound of its range, e.g. E = 0, whose resamples all land inside it)."""
+    from rbplab.viz.headlines import number
+
     frame = pd.read_csv(path)
-    return frame.to_html(
+    notes = []
+    shown = frame.astype(object)
+    for column in frame.columns:
+        low, high = f"{column}_low", f"{column}_high"
+        if low not in frame.columns or high not in frame.columns:
+            continue
+        values = pd.to_numeric(frame[column], errors="coerce")
+        lo, hi = pd.to_numeric(frame[low], errors="coerce"), pd.to_numeric(frame[high], errors="coerce")
+        outside = values.notna() & lo.notna() & hi.notna() & ~((lo <= values) & (values <= hi))
+        if outside.any():
+            shown.loc[outside, [low, high]] = "—"
+            notes.append(
+                f"{column}: {int(outside.sum())} estimate(s) at a bound of the fit, outside every resample's "
+                "range: no interval shown"
+            )
+    table = shown.to_html(
         index=False,
         border=0,
         classes="headline",
         na_rep="n/a",
-        float_format=lambda v: f"{v:.{digits}g}",
+        formatters={
+            c: (lambda v: v if isinstance(v, str) else number(v))
+            for c in frame.columns
+            if pd.api.types.is_numeric_dtype(frame[c])
+        },
     )
+    return table + "".join(f'<p class="missing">{html.escape(n)}</p>' for n in notes)
 
 
 def _headline_figure_html(path: str | Path) -> str:
