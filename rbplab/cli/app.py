@@ -664,7 +664,7 @@ EXAMPLES = {
   rbplab cache ls --model 'micro-*' --revision 'step*' --group""",
     "report": """examples:
   rbplab report -c prose humaneval --figures png,pdf
-  rbplab report --notebook 01_rbp_vs_size --params batch.yaml -p ks '[1, 5, 50]'
+  rbplab report --notebook 01 02 --params batch.yaml -p ks '[1, 5, 50]'   # notebooks by number or stem
   rbplab report studies/micro-checkpoints.toml --notebook 06_training_dynamics""",
     "fit": """examples:
   rbplab fit -c prose --k 1 10 100
