@@ -621,10 +621,32 @@ TRAINING_NOTEBOOK = "06_training_dynamics"
 
 
 def declared_parameters(paths: Iterable[str | Path]) -> set[str]:
-    """The union of the parameters the notebooks' `parameters` cells declare."""
-    import papermill
+    """The union of the names the notebooks' `parameters` cells assign (as papermill reads them),
+    read from the files' JSON: no papermill (whose import alone takes seconds) before a report
+    has checked its arguments."""
+    import ast
 
-    return {name for path in paths for name in papermill.inspect_notebook(str(path))}
+    names: set[str] = set()
+    for path in paths:
+        try:
+            cells = json.loads(Path(path).read_text(encoding="utf-8")).get("cells", [])
+        except (OSError, ValueError) as err:
+            raise MissingFileError(f"cannot read notebook {path}: {err}") from None
+        for cell in cells:
+            if cell.get("cell_type") != "code" or "parameters" not in cell.get("metadata", {}).get(
+                "tags", []
+            ):
+                continue
+            source = cell.get("source", "")
+            source = "".join(source) if isinstance(source, list) else source
+            try:
+                tree = ast.parse(source)
+            except SyntaxError as err:
+                raise InvalidArgumentError(f"{path}: its parameters cell is not Python ({err.msg})") from None
+            for node in tree.body:
+                targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+                names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return names
 
 
 def run_report(
@@ -694,6 +716,10 @@ def run_report(
     cache_dir = params["cache_dir"]
     analysed = report_grid(params, resolved)
     grid = analysed.to_dict() | ({"study_file": params["study_file"]} if params["study_file"] else {})
+    if extract and any(p.stem == EXTRACTION_NOTEBOOK for p in paths):
+        # The corpora extraction will read, opened now (a hub corpus resolves its commit): an
+        # unreachable hub or an unknown dataset is one error, not a failed notebook and the rest.
+        _resolved(lambda: analysed.opened)
     if not extract and _reads_grid(paths, params):
         from rbplab.study.loading import absent_runs
 
@@ -812,15 +838,21 @@ def report_grid(params: Mapping[str, object], settings: ExtractionSettings):
     error here, before any notebook runs."""
     from rbplab.grid import Grid
 
+    if params.get("study_file"):
+        return _resolved(lambda: Grid.read(params["study_file"]))
+    families, models = list(params["families"]), params.get("models")
+    return _resolved(lambda: Grid.build(families, params.get("corpora"), settings, models=models))
+
+
+def _resolved(resolve: Callable[[], object]):
+    """resolve(), its failure one line: rbplab's own errors as they are, others named as the
+    grid's."""
     try:
-        if params.get("study_file"):
-            return Grid.read(params["study_file"])
-        families, models = list(params["families"]), params.get("models")
-        return Grid.build(families, params.get("corpora"), settings, models=models)
+        return resolve()
     except RbplabError:
         raise
     except (ValueError, LookupError, OSError) as err:
-        problem = " ".join(str(err).split())
+        problem = " ".join(str(err).split()) or type(err).__name__
         raise InvalidArgumentError(f"the report's grid cannot be resolved: {problem}") from None
 
 

@@ -437,3 +437,31 @@ def test_index_table_shows_integers_and_no_interval_that_excludes_its_estimate(t
     assert "<td>25472</td>" in page and "<td>1</td>" in page and "25472.0" not in page
     assert "9.36e-14" not in page and "<td>—</td>" in page and "E: 1 estimate(s) at a bound" in page
     assert "<td>0.400</td>" in page and "<td>0.600</td>" in page
+
+
+def test_extraction_on_an_unreachable_hub_fails_once_before_any_notebook(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With --extract the corpora are opened before notebook 05 runs: a hub that cannot be reached
+    is one error (it used to fail six notebooks one by one, and 06 reported "ok" on synthetic data)."""
+    from rbplab.core.errors import RbplabError
+
+    def unreachable(spec, *args, **kwargs):
+        raise OSError(f"cannot resolve {spec} to a commit (the hub cannot be reached)")
+
+    monkeypatch.setattr("rbplab.grid.grid.open_corpus", unreachable)
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("05_extraction", "06_training_dynamics"):
+        _notebook(src / f"{name}.ipynb", ["open('ran', 'w').close()"], "families = ['x']\nextract = False")
+    with pytest.raises(RbplabError, match=r"grid cannot be resolved: cannot resolve hub:wikipedia") as caught:
+        report.run_report(
+            "micro",
+            ["hub:wikipedia"],
+            extract=True,
+            source_dir=src,
+            output_dir=tmp_path / "out",
+            progress=None,
+        )
+    assert "\n" not in str(caught.value)
+    assert not (tmp_path / "out").exists() and not (src / "ran").exists()
