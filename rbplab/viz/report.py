@@ -713,6 +713,7 @@ def run_report(
     }
     params.update(parameters or {})
     params, resolved = _analysed(params)
+    extract = params["extract"]  # `-p extract true` asks for it as --extract does
     cache_dir = params["cache_dir"]
     analysed = report_grid(params, resolved)
     grid = analysed.to_dict() | ({"study_file": params["study_file"]} if params["study_file"] else {})
@@ -822,6 +823,8 @@ def _analysed(params: Mapping[str, object]) -> tuple[dict, ExtractionSettings]:
     for name in ("families", "corpora", "models"):
         values[name] = as_names(values.get(name), name)
     values["families"] = values["families"] or []
+    flag = values.get("extract")
+    values["extract"] = flag.strip().lower() in ("true", "1", "yes") if isinstance(flag, str) else bool(flag)
     settings = ExtractionSettings.from_mapping(as_mapping(values.get("settings"), "settings"))
     values["settings"] = settings.to_dict(changed_only=True)
     for name in ("study_file", "cache_dir"):

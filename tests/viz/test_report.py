@@ -99,7 +99,7 @@ def test_failure_names_cell_and_error_and_others_still_run(executed) -> None:
 def test_parameters_and_headline_summary(executed) -> None:
     table, _, out = executed
     ok = table.set_index("notebook").loc["a_ok"]
-    assert ok["summary"] == "micro: alpha=0.25, tokens=123"  # family, scale and settings passed through
+    assert ok["summary"] == "micro: alpha=0.250, tokens=123"  # family, scale and settings passed through
     assert pd.read_csv(out / "a_ok" / "headline.csv")["alpha"].tolist() == [0.25]
     nb = nbformat.read(out / "a_ok.ipynb", as_version=4)
     printed = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
@@ -146,7 +146,7 @@ def test_index_links_every_notebook(executed) -> None:
     index = (out / "index.html").read_text()
     for name in ("a_ok.html", "a_ok.ipynb", "b_fails.html"):
         assert f'href="{name}"' in index
-    assert "micro: alpha=0.25, tokens=123" in index and "FAILED" in index and "the corpus is empty" in index
+    assert "micro: alpha=0.250, tokens=123" in index and "FAILED" in index and "the corpus is empty" in index
 
 
 def test_index_shows_headline_figure_and_table(executed) -> None:
@@ -161,7 +161,7 @@ def test_index_shows_headline_figure_and_table(executed) -> None:
     assert '<script type="text/javascript" src="plotly.min.js"></script>' in index
     # The table as HTML with its values.
     assert '<table class="dataframe headline">' in section
-    for cell in ("<td>micro</td>", "<td>0.25</td>", "<td>123</td>", "<th>alpha</th>", "<th>tokens</th>"):
+    for cell in ("<td>micro</td>", "<td>0.250</td>", "<td>123</td>", "<th>alpha</th>", "<th>tokens</th>"):
         assert cell in section, cell
     failed = index[index.index('<section id="b_fails"') :]
     assert "FAILED: cell 4" in failed[: failed.index("</section>")]
