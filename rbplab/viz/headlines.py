@@ -93,7 +93,8 @@ def _first(parts: list[tuple[str, int]], what: str = "corpora", limit: int = MAX
         shown.append(text)
         count += n
     rest = len(parts) - len(shown)
-    more = f" ({rest} more {what} in the table)" if rest else ""
+    name = {"corpora": "corpus"}.get(what, what) if rest == 1 else what
+    more = f" ({rest} more {name} in the table)" if rest else ""
     return _corpus_list(shown) + more
 
 
@@ -202,7 +203,7 @@ def training(joint: pd.DataFrame, synthetic: bool) -> str:
         f"{r['quantity']}: α = {_estimate(r, 'alpha')}, β = {_estimate(r, 'beta')}" for r in chosen
     )
     rest = len(joint) - len(chosen)
-    more = f" ({rest} more laws in the table)" if rest else ""
+    more = f" ({rest} more law{'s' if rest > 1 else ''} in the table)" if rest else ""
     lead = (
         "SYNTHETIC DATA (checkpoints drawn from a known law, not a model): "
         if synthetic
