@@ -17,19 +17,22 @@
 # %% [markdown]
 # # 5 · Extraction: fill or refresh the rank cache
 #
-# Every other notebook reads per-token rank statistics from the cache. This one runs
-# `rbplab.extraction.extract_many` (what `rbplab extract` runs) for models and corpora: entries
-# already in the cache are reused without running a model, interrupted ones resume from their
-# finished shards, so running it again after an interruption or after adding models or corpora
-# refreshes the cache with only the missing work. `rbplab cache rm KEY` drops an entry to recompute it.
+# Every other notebook reads per-token rank statistics from the cache. With `extract = True` this
+# one runs `rbplab.extraction.extract_grid` (what `rbplab extract` runs) for models and corpora:
+# entries already in the cache are reused without running a model, interrupted ones resume from
+# their finished shards, so running it again after an interruption or after adding models or
+# corpora refreshes the cache with only the missing work. With `extract = False` (the default) no
+# model runs: it checks that the cache holds every run and names the missing ones.
+# `rbplab cache rm KEY` drops an entry to recompute it.
 
 # %%
 from typing import Optional
 
-from rbplab.extraction import extract_many
+from rbplab.extraction import extract_grid
+from rbplab.grid import Grid
 from rbplab.runner import run_study
-from rbplab.store import family_models, list_entries
-from rbplab.study import default_corpora
+from rbplab.store import list_entries
+from rbplab.study.loading import load_grid
 from rbplab.viz import headlines, report
 from rbplab.viz.parameters import as_mapping, as_names
 
@@ -40,6 +43,7 @@ corpora: Optional[list[str]] = None  # bundled names, "hub:<name>" or paths; Non
 study_file: Optional[str] = None  # a study TOML (`rbplab run`): run exactly its grid
 settings: dict = {}  # extraction settings (ExtractionSettings fields), e.g. {"max_tokens": 2000}
 cache_dir: Optional[str] = None  # None: $RBPLAB_CACHE or ~/.cache/rbplab
+extract: bool = False  # True: run the models for runs missing from the cache; False: name them
 output_dir: Optional[str] = None  # folder for tables and figures (the report sets it); None: none
 progress: bool = True  # progress bars with tokens/s
 
@@ -51,15 +55,16 @@ families, models, corpora = (
     as_names(corpora, "corpora"),
 )
 settings = as_mapping(settings, "settings")
-model_names = models or [name for family in families for name in family_models(family)["model"]]
+grid = Grid.read(study_file) if study_file else Grid.build(models or families, corpora, settings)
 before = list_entries(cache_dir)
 
 # %%
-if study_file:
-    runs = run_study(study_file, cache_dir=cache_dir, progress=progress).table
+if not extract:  # a missing run is a MissingRunsError naming it: no model runs unasked
+    runs = load_grid(grid, cache_dir=cache_dir, outer="model").summary()
+elif study_file:
+    runs = run_study(grid, cache_dir=cache_dir, progress=progress).table
 else:
-    corpus_specs = corpora or default_corpora()
-    runs = extract_many(model_names, corpus_specs, settings, cache_dir=cache_dir, progress=progress)
+    runs = extract_grid(grid, cache_dir=cache_dir, progress=progress)
 report.save_table(runs, "runs", output_dir)
 
 # %% [markdown]

@@ -406,15 +406,47 @@ def _add_extract_flag(p: argparse.ArgumentParser) -> None:
 
 def _check_study_arguments(args: argparse.Namespace, families: bool = True) -> None:
     """Unknown families and corpora fail here, from the registry CSV and the corpus names alone,
-    before anything imports torch or transformers (seconds) or opens a corpus."""
+    before anything imports torch or transformers (seconds) or opens a corpus. Bundled and hub
+    corpus names are taken in any case, as family names are ("Prose" is prose)."""
     from rbplab.store.corpora import check_corpus_spec
     from rbplab.store.registry import family_models
 
     if families:
         for family in args.family:
             family_models(family)
+    if args.corpus:
+        args.corpus = canonical_corpora(args.corpus)
     for corpus in args.corpus or []:
         check_corpus_spec(corpus)
+
+
+def canonical_corpora(names: list[str]) -> list[str]:
+    """Each bundled or hub corpus name as the registry spells it, whatever its case; paths (and
+    names matching nothing, left for the corpus check to refuse) unchanged."""
+    from pathlib import Path
+
+    from rbplab.store.corpora import list_corpora
+
+    table = list_corpora()
+    known = {str(n).lower(): str(n) for n in table["name"]}
+    known |= {f"hub:{str(n).lower()}": f"hub:{n}" for n in table.loc[table["origin"] != "bundled", "name"]}
+    out = []
+    for name in names:
+        if Path(name).expanduser().exists():
+            out.append(name)
+            continue
+        base, at, revision = name.partition("@")
+        found = known.get(base.lower())
+        out.append(found + at + revision if found is not None else name)
+    return out
+
+
+def missing_remedy(args: argparse.Namespace) -> str:
+    """How the CLI says to compute missing runs: the user's own command with --extract."""
+    import shlex
+
+    argv = [a for a in getattr(args, "argv", []) if a != "--extract"]
+    return f"--extract: {shlex.join(['rbplab', *argv, '--extract'])}"
 
 
 def _configure_fit(p: argparse.ArgumentParser) -> None:
@@ -428,11 +460,14 @@ def _configure_fit(p: argparse.ArgumentParser) -> None:
 
 def _run_fit(args: argparse.Namespace) -> int:
     _check_study_arguments(args)
-    from rbplab.study import load_study
+    from rbplab.study import MissingRunsError, load_study
 
-    study = load_study(
-        args.family, args.corpus, settings_from_args(args), cache_dir=args.cache_dir, extract=args.extract
-    )
+    try:
+        study = load_study(
+            args.family, args.corpus, settings_from_args(args), cache_dir=args.cache_dir, extract=args.extract
+        )
+    except MissingRunsError as err:
+        raise err.with_remedy(missing_remedy(args)) from None
     _print_table(study.fit_table(args.k), args.format)
     return 0
 
@@ -441,7 +476,12 @@ def _configure_report(p: argparse.ArgumentParser) -> None:
     p.add_argument("study", nargs="?", help="a study TOML (rbplab run): analyse exactly its grid")
     _configure_study(p)
     p.add_argument("--output-dir", "-o", default="reports", help="where executed notebooks and HTML go")
-    p.add_argument("--notebook", nargs="+", default=None, help="notebook stems to run (default: all)")
+    p.add_argument(
+        "--notebook",
+        nargs="+",
+        default=None,
+        help="notebooks to run, by stem or number (01_rbp_vs_size or 01; default: all)",
+    )
     p.add_argument(
         "--figures",
         metavar="FORMATS",
@@ -500,6 +540,7 @@ def _run_report(args: argparse.Namespace) -> int:
         extract=args.extract,
         parameters=parameters,
         figures=formats,
+        missing_remedy=missing_remedy(args),
     )
     return 0 if results["ok"].all() else 1
 
@@ -623,7 +664,7 @@ EXAMPLES = {
   rbplab cache ls --model 'micro-*' --revision 'step*' --group""",
     "report": """examples:
   rbplab report -c prose humaneval --figures png,pdf
-  rbplab report --notebook 01_rbp_vs_size --params batch.yaml -p ks '[1, 5, 50]'
+  rbplab report --notebook 01 02 --params batch.yaml -p ks '[1, 5, 50]'   # notebooks by number or stem
   rbplab report studies/micro-checkpoints.toml --notebook 06_training_dynamics""",
     "fit": """examples:
   rbplab fit -c prose --k 1 10 100
@@ -646,6 +687,31 @@ class Parser(argparse.ArgumentParser):
             if hint:
                 message = f"{message[: match.start()]}invalid choice: {match.group('value')!r}{hint}"
         super().error(message)
+
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        # argparse leaves a subcommand's unknown option to the top level, which shows the top-level
+        # usage; the subcommand says it instead, with the closest of its own options.
+        namespace, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = _chosen_parser(self, namespace)
+            first = next((e for e in extras if e.startswith("-")), extras[0])
+            hint = did_you_mean(first.split("=", 1)[0], _options(command)) if first.startswith("-") else ""
+            command.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
+        return namespace
+
+
+def _chosen_parser(parser: argparse.ArgumentParser, namespace: argparse.Namespace) -> argparse.ArgumentParser:
+    """The (sub)command parser the arguments selected: `rbplab fit ...` -> fit's parser."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = getattr(namespace, action.dest, None)
+            if chosen in action.choices:
+                return _chosen_parser(action.choices[chosen], namespace)
+    return parser
+
+
+def _options(parser: argparse.ArgumentParser) -> list[str]:
+    return [o for a in parser._actions if a.help != argparse.SUPPRESS for o in a.option_strings]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -676,7 +742,9 @@ def _one_line(err: BaseException) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
+    args.argv = [a for a in argv if a != "--traceback"]
     if not getattr(args, "_run", None):
         parser.print_help(sys.stderr)
         return 2

@@ -20,7 +20,7 @@ from rbplab.core.errors import InvalidArgumentError, RbplabError
 from rbplab.core.runs import Run, run_label
 from rbplab.core.settings import ExtractionSettings
 from rbplab.core.stats import check_ties
-from rbplab.grid import Grid, GridRun
+from rbplab.grid import Grid, GridRun, corpus_label
 from rbplab.store.corpora import Corpus, LazyCorpus
 from rbplab.study.study import Study
 
@@ -33,17 +33,142 @@ def default_corpora() -> list[str]:
     return table.loc[table["origin"] == "bundled", "name"].tolist()
 
 
+PYTHON_REMEDY = "extract=True (e.g. rbplab.load_study(..., extract=True)), or rbplab extract"
+
+
 class MissingRunsError(RbplabError, ValueError):
-    """Some runs of a study are not in the cache and extraction was not asked for."""
+    """Some runs of a study are not in the cache and extraction was not asked for. `runs` names
+    them, `nearest` says how the closest cached runs differ; `with_remedy` rephrases the fix for
+    the caller (the CLI says the command with --extract, Python says extract=True)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        runs: Sequence[str] = (),
+        nearest: str = "",
+        cache_dir: str | Path | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.runs = list(runs)
+        self.nearest = nearest
+        self.cache_dir = cache_dir
+
+    @classmethod
+    def of_runs(
+        cls,
+        runs: Sequence[str],
+        cache_dir: str | Path | None,
+        nearest: str = "",
+        remedy: str = PYTHON_REMEDY,
+    ) -> MissingRunsError:
+        shown = ", ".join(runs[:6]) + (f" and {len(runs) - 6} more" if len(runs) > 6 else "")
+        where = f" in {cache_dir}" if cache_dir is not None else ""
+        note = f"; {nearest}" if nearest else ""
+        message = f"{len(runs)} run(s) are not in the cache{where}: {shown}{note}; compute them with {remedy}"
+        return cls(message, runs=runs, nearest=nearest, cache_dir=cache_dir)
+
+    def with_remedy(self, remedy: str) -> MissingRunsError:
+        """The same error telling the fix as `remedy` (a damaged entry's message is kept)."""
+        if not self.runs:
+            return self
+        return self.of_runs(self.runs, self.cache_dir, self.nearest, remedy)
 
 
-def _describe_missing(missing: list[str], cache_dir: str | Path | None) -> str:
-    shown = ", ".join(missing[:6]) + (f" and {len(missing) - 6} more" if len(missing) > 6 else "")
-    where = f" in {cache_dir}" if cache_dir is not None else ""
-    return (
-        f"{len(missing)} run(s) are not in the cache{where}: {shown}; compute them with extract=True "
-        "(rbplab fit/report --extract, or rbplab extract / rbplab run STUDY.toml)"
-    )
+# Settings a cache entry's spec records as asked, so a cached run that differs in one of them
+# cannot be the run asked for (others, such as a context length of None, resolve per model).
+def _settings_differences(spec: Mapping[str, Any], settings: ExtractionSettings) -> dict[str, tuple]:
+    """{setting: (cached, asked)} for the settings where the entry's spec cannot match `settings`."""
+    from rbplab.extraction.known_plans import DEFAULT_SHARD_TOKENS
+
+    windows = spec.get("windows") or {}
+    vocab = spec.get("vocab") or {}
+    rule = str((windows.get("bos") or {}).get("rule", ""))
+    cached = {
+        "max_tokens": spec.get("max_tokens"),
+        "stride": windows.get("stride"),
+        "bos": rule.split(":", 1)[0] if rule else None,
+        "include_padded_vocab": vocab.get("include_padded"),
+        "shard_tokens": windows.get("shard_tokens"),
+        "context_length": windows.get("context_length"),
+        "dtype": (spec.get("model") or {}).get("dtype"),
+    }
+    asked = {
+        "max_tokens": settings.max_tokens,
+        "stride": settings.stride,
+        "bos": settings.bos,
+        "include_padded_vocab": settings.include_padded_vocab,
+        "shard_tokens": settings.shard_tokens or DEFAULT_SHARD_TOKENS,
+        "context_length": settings.context_length,  # None: the model's limit, known only by planning
+        "dtype": None if settings.dtype == "auto" else settings.dtype,
+    }
+    return {
+        name: (cached[name], value)
+        for name, value in asked.items()
+        if not (value is None and name in ("context_length", "dtype")) and cached[name] != value
+    }
+
+
+def absent_runs(grid: Grid, cache_dir: str | Path | None = None) -> MissingRunsError | None:
+    """The runs of `grid` that no complete cache entry can hold (none has their model, revision,
+    corpus and recorded settings), found from the entries' specs alone: no model is described, no
+    corpus opened, nothing of torch or transformers imported. A run this does not name may still
+    turn out missing when it is planned (`load_grid`); one it names is certainly missing. Returns
+    the error naming them and how the nearest cached runs differ, or None."""
+    from rbplab.extraction.sources import as_spec, resolve_source
+    from rbplab.store.cache import entry_at, entry_dirs
+    from rbplab.store.files import cache_root
+
+    root = cache_root(cache_dir)
+    specs = []
+    for path in entry_dirs(root) if root.is_dir() else []:
+        entry = entry_at(path, root)
+        if entry is not None and entry.is_complete():
+            specs.append(entry.spec)
+    # Only corpora named as the cache names them: opened corpora, hub:<name>, bundled names (a
+    # path's entries are named after its file, so its runs are left to planning).
+    corpora = [
+        corpus_label(c)
+        for c in grid.corpora
+        if isinstance(c, (Corpus, LazyCorpus)) or str(c).startswith("hub:") or corpus_label(c) == str(c)
+    ]
+    missing: list[str] = []
+    differences: dict[tuple, int] = {}
+    for ref in grid.checkpoints():
+        label = resolve_source(as_spec(ref)).label
+        # A local model's final checkpoint keys as no revision: an entry without one may be it.
+        revisions = {None, ref.revision}
+        for corpus in corpora:
+            nearest = None
+            for spec in specs:
+                model = spec.get("model") or {}
+                if model.get("name") != label or (spec.get("corpus") or {}).get("name") != corpus:
+                    continue
+                if model.get("revision") not in revisions:
+                    continue
+                differ = _settings_differences(spec, grid.settings)
+                if nearest is None or len(differ) < len(nearest):
+                    nearest = differ
+                if not differ:
+                    break
+            if nearest is None or nearest:
+                missing.append(f"{ref.label} on {corpus}")
+                if nearest:
+                    found = tuple(sorted(nearest.items()))
+                    differences[found] = differences.get(found, 0) + 1
+    if not missing:
+        return None
+    if differences:
+        common = max(differences, key=differences.get)
+        said = {None: "none", True: "true", False: "false"}
+        shown = ", ".join(
+            f"{name} (cached {said.get(cached, cached)}, asked {said.get(asked, asked)})"
+            for name, (cached, asked) in common
+        )
+        note = f"the nearest cached runs differ in {shown}"
+    else:
+        note = "the cache holds no run of these models on these corpora"
+    return MissingRunsError.of_runs(missing, cache_dir, note)
 
 
 def load_grid(
@@ -62,6 +187,10 @@ def load_grid(
     one its cache key comes from) and family ``custom``. `outer`: the order of the study's runs
     (corpora outer, or models and their revisions outer as a study file lists them)."""
     check_ties(ties)
+    if not extract:  # certainly missing runs are named at once, before any model is described
+        absent = absent_runs(grid, cache_dir)
+        if absent is not None:
+            raise absent
     known = _known_runs(grid, cache_dir, progress, outer)
     if known is not None:  # every run planned before on this machine: no model code is imported
         return Study(known, ties=ties, level=level)
@@ -77,7 +206,7 @@ def load_grid(
         remember(plan, cache_dir)
     missing = [f"{run.label} on {run.corpus_label}" for run, _, entry in planned if not entry.is_complete()]
     if missing and not extract:
-        raise MissingRunsError(_describe_missing(missing, cache_dir))
+        raise MissingRunsError.of_runs(missing, cache_dir)
     runs = []
     for run, plan, entry in planned:
         ref = run.model

@@ -8,10 +8,58 @@ plain text: estimates as "0.036 [0.030, 0.043]" (the table's interval), subscrip
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 LAW = "−log RBP_k(S) = A · S^−α"  # the relative-based scaling law, as the index states it
 JOINT_LAW = "L(S, D) = E + A · S^−α + B · D^−β"
+
+
+MAX_ESTIMATES = 4  # estimates one sentence states; the rest are in the notebook's table
+SIGNIFICANT = 3
+
+
+def number(value: float) -> str:
+    """A table value as text: a whole number as one (25472, not 25472.0), else 3 significant
+    digits ("0.0200", "1.29e-17")."""
+    if pd.isna(value):
+        return "n/a"
+    value = float(value)
+    if value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    text, _ = _significant(value)
+    return text
+
+
+def _significant(value: float) -> tuple[str, int | None]:
+    """`value` to 3 significant digits, trailing zeros kept, and its number of decimals (None in
+    scientific notation, for values below 0.001 or from 100,000 on)."""
+    size = abs(value)
+    if size == 0:
+        return "0", SIGNIFICANT - 1
+    if size < 1e-3 or size >= 1e5:
+        return f"{value:.{SIGNIFICANT - 1}e}", None
+    decimals = max(0, SIGNIFICANT - 1 - math.floor(math.log10(size)))
+    text = f"{value:.{decimals}f}"
+    if decimals and len(text.lstrip("-").replace(".", "").lstrip("0")) > SIGNIFICANT:
+        decimals -= 1  # rounding carried into the next power of ten (0.09996 -> 0.100)
+        text = f"{value:.{decimals}f}"
+    return text, decimals
+
+
+def interval(value: float, low: float, high: float) -> str:
+    """ "0.0200 [0.0130, 0.0255]": the estimate and its interval with the estimate's decimals; a
+    note instead of an interval that does not contain its estimate (a fit at a bound of its
+    range, e.g. E = 0, whose resamples all land inside it)."""
+    text, decimals = _significant(float(value))
+    if pd.isna(low) or pd.isna(high):
+        return text
+    if not low <= value <= high:
+        return f"{text} (at a bound of its fit: no interval)"
+    if decimals is None:
+        return f"{text} [{low:.{SIGNIFICANT - 1}e}, {high:.{SIGNIFICANT - 1}e}]"
+    return f"{text} [{low:.{decimals}f}, {high:.{decimals}f}]"
 
 
 def _estimate(row: pd.Series | dict, name: str) -> str:
@@ -19,9 +67,9 @@ def _estimate(row: pd.Series | dict, name: str) -> str:
     if value is None or pd.isna(value):
         return "n/a"
     lo, hi = row.get(f"{name}_low"), row.get(f"{name}_high")
-    if lo is None or hi is None or pd.isna(lo) or pd.isna(hi):
-        return f"{value:.3g}"
-    return f"{value:.3g} [{lo:.3g}, {hi:.3g}]"
+    if lo is None or hi is None:
+        return interval(value, float("nan"), float("nan"))
+    return interval(value, lo, hi)
 
 
 def _size(S: float) -> str:
@@ -35,15 +83,30 @@ def _corpus_list(parts: list[str]) -> str:
     return "; ".join(parts)
 
 
+def _first(parts: list[tuple[str, int]], what: str = "corpora", limit: int = MAX_ESTIMATES) -> str:
+    """The parts (text, estimates it states) that fit in `limit` estimates (at least one), and
+    how many more the table holds."""
+    shown, count = [], 0
+    for text, n in parts:
+        if shown and count + n > limit:
+            break
+        shown.append(text)
+        count += n
+    rest = len(parts) - len(shown)
+    name = {"corpora": "corpus"}.get(what, what) if rest == 1 else what
+    more = f" ({rest} more {name} in the table)" if rest else ""
+    return _corpus_list(shown) + more
+
+
 def size_law(fits: pd.DataFrame, k: int = 1, level: float = 0.95) -> str:
-    """Notebook 01: the exponent of -log RBP_k against S at `k`, per family and corpus."""
+    """Notebook 01: the exponent of -log RBP_k against S at `k`, per family and corpus (R² as a
+    range over them)."""
     rows = fits[fits["k"] == k]
     if rows.empty:
         return f"No fit at k = {k}."
     several = rows["family"].nunique() > 1
     parts = [
-        f"{(r['family'] + ' · ') if several else ''}{r['corpus']}: α = {_estimate(r, 'alpha')}"
-        f" (R² = {r['r2']:.3f})"
+        (f"{(r['family'] + ' · ') if several else ''}{r['corpus']}: α = {_estimate(r, 'alpha')}", 1)
         for _, r in rows.iterrows()
     ]
     n = int(rows["n_models"].max()) if "n_models" in rows else None
@@ -51,9 +114,13 @@ def size_law(fits: pd.DataFrame, k: int = 1, level: float = 0.95) -> str:
     if {"S_min", "S_max"} <= set(rows.columns):
         sizes = f", S = {_size(rows['S_min'].min())} to {_size(rows['S_max'].max())}"
     models = f" over {n} models{sizes}" if n else ""
+    r2 = rows["r2"].dropna()
+    fit = ""
+    if len(r2):
+        fit = f" (R² {r2.min():.3f})" if r2.min() == r2.max() else f" (R² {r2.min():.3f} to {r2.max():.3f})"
     return (
         f"−log RBP_{k} falls as a power of model size, −log RBP_{k} = A · S^−α{models} "
-        f"({level:.0%} intervals): {_corpus_list(parts)}."
+        f"({level:.0%} intervals): {_first(parts)}{fit}."
     )
 
 
@@ -62,18 +129,18 @@ def k_sweep(sweep: pd.DataFrame, summary: pd.DataFrame, r2_threshold: float = 0.
     parts = []
     for _, s in summary.iterrows():
         cell = sweep[(sweep["family"] == s["family"]) & (sweep["corpus"] == s["corpus"])].set_index("k")
-        grows = ""
+        grows, n = "", 0
         if 1 in cell.index and 100 in cell.index:
             low, high = _estimate(cell.loc[1], "alpha"), _estimate(cell.loc[100], "alpha")
-            grows = f", α = {low} at k = 1 and {high} at k = 100"
+            grows, n = f", α = {low} at k = 1 and {high} at k = 100", 2
         valid = (
             "no range"
             if pd.isna(s["k_max_r2"])
             else f"R² ≥ {r2_threshold:g} up to k = {int(s['k_max_r2']):,}"
         )
-        parts.append(f"{s['corpus']}: {valid}{grows}")
+        parts.append((f"{s['corpus']}: {valid}{grows}", n))
     where = f"R² ≥ {r2_threshold:g} for every smaller k"
-    return f"Where in k the power law fits ({where}), and α(k): {_corpus_list(parts)}."
+    return f"Where in k the power law fits ({where}), and α(k): {_first(parts)}."
 
 
 def emergence(em_fits: pd.DataFrame, k: int) -> str:
@@ -82,13 +149,16 @@ def emergence(em_fits: pd.DataFrame, k: int) -> str:
     if rows.empty:
         return f"No emergence fit at k = {k}."
     parts = [
-        f"{r['corpus']}: α_joint = {r['alpha_joint']:.3g} (R² = {r['r2_joint']:.3f}) vs token-level "
-        f"α = {r['alpha_token']:.3g}"
+        (
+            f"{r['corpus']}: α_joint = {number(r['alpha_joint'])} (R² = {r['r2_joint']:.3f}) vs token-level "
+            f"α = {number(r['alpha_token'])}",
+            2,
+        )
         for _, r in rows.iterrows()
     ]
     return (
         f"Sequence success p(N, k) ≈ exp(−C · N · S^−α) at k = {k}, fitted over every N, against the "
-        f"token-level exponent: {_corpus_list(parts)}."
+        f"token-level exponent: {_first(parts)}."
     )
 
 
@@ -99,10 +169,10 @@ def lognormal(exponents: pd.DataFrame) -> str:
     for corpus, part in measured.groupby("corpus", sort=False):
         by = part.set_index("quantity")
         values = [f"{q} α = {_estimate(by.loc[q], 'alpha')}" for q in by.index]
-        parts.append(f"{corpus}: {', '.join(values)}")
+        parts.append((f"{corpus}: {', '.join(values)}", len(values)))
     return (
         "Measured exponents against S of −log RBP_1 and the cross-entropy (a lognormal rank "
-        f"distribution predicts nearly equal ones): {_corpus_list(parts)}."
+        f"distribution predicts nearly equal ones): {_first(parts)}."
     )
 
 
@@ -119,54 +189,63 @@ def extraction(entries: pd.DataFrame) -> str:
 
 
 def training(joint: pd.DataFrame, synthetic: bool) -> str:
-    """Notebook 06: the joint law's exponents per corpus and quantity, with bootstrap intervals."""
-    parts = []
-    for _, r in joint.iterrows():
-        parts.append(
-            f"{r['corpus']} {r['quantity']}: α = {_estimate(r, 'alpha')}, β = {_estimate(r, 'beta')}"
-        )
+    """Notebook 06: the joint law's size and data exponents, with bootstrap intervals, of the
+    first corpus's first RBP_k and of its CE (every corpus and quantity is in the table)."""
+    corpus = joint["corpus"].iloc[0] if len(joint) else None
+    rows = joint[joint["corpus"] == corpus]
+    chosen = [rows.iloc[0]] if len(rows) else []
+    ce = rows[rows["quantity"].astype(str).str.upper().str.contains("CE")]
+    if len(ce) and ce.index[0] != rows.index[0]:
+        chosen.append(ce.iloc[0])
+    elif len(rows) > 1:
+        chosen.append(rows.iloc[-1])
+    parts = "; ".join(
+        f"{r['quantity']}: α = {_estimate(r, 'alpha')}, β = {_estimate(r, 'beta')}" for r in chosen
+    )
+    rest = len(joint) - len(chosen)
+    more = f" ({rest} more law{'s' if rest > 1 else ''} in the table)" if rest else ""
     lead = (
         "SYNTHETIC DATA (checkpoints drawn from a known law, not a model): "
         if synthetic
         else "On the scored checkpoints, "
     )
-    return f"{lead}{JOINT_LAW} with {_corpus_list(parts)}."
+    return f"{lead}{JOINT_LAW} on {corpus} with {parts}{more}."
 
 
 def decomposition(fits: pd.DataFrame) -> str:
-    """Notebook 07: the exponents of CE and of its error entropy EE against S per corpus, and
-    how flat SA and Conf stay (their exponents), from `Study.decomposition_fits`."""
+    """Notebook 07: the exponents of CE and of its error entropy EE against S on the first corpus
+    (SA, Conf and the other corpora are in the table), from `Study.decomposition_fits`."""
     parts = []
     for corpus, part in fits.groupby("corpus", sort=False):
         by = part.set_index("metric")
         terms = [
-            f"{label} α = {_estimate(by.loc[m], 'alpha')} (R² = {by.loc[m, 'r2']:.3f})"
+            f"{label} α = {_estimate(by.loc[m], 'alpha')}"
             for m, label in (("ce", "CE"), ("ee", "EE"))
             if m in by.index and pd.notna(by.loc[m, "alpha"])
         ]
-        flat = [
-            f"{label} α = {by.loc[m, 'alpha']:.3g}"
-            for m, label in (("sa", "SA"), ("conf", "Conf"))
-            if m in by.index and pd.notna(by.loc[m, "alpha"])
-        ]
-        parts.append(f"{corpus}: {', '.join(terms + flat)}")
-    return f"Cross-entropy split as CE = EE + SA − Conf, exponents against S: {_corpus_list(parts)}."
+        parts.append((f"{corpus}: {', '.join(terms)}", len(terms)))
+    # Half the sentence's estimates: notebook 07 states its prediction audit after it.
+    shown = _first(parts, limit=MAX_ESTIMATES // 2)
+    return f"Cross-entropy split as CE = EE + SA − Conf, exponents against S: {shown}."
 
 
 def prediction_audit(summary: pd.DataFrame, level: float = 0.95) -> str:
-    """Notebook 07: how often the law fitted on the smaller models predicted the held-out ones
-    within its prediction interval (`rbplab.analysis.fit.audit_summary`, by n_holdout and metric)."""
+    """Notebook 07: how often the law fitted on the smaller models predicted the largest one
+    within its prediction interval (`rbplab.analysis.fit.audit_summary`, by n_holdout and metric);
+    more held-out sizes and the errors in half-widths are in the table."""
     if summary.empty:
         return "No prediction could be audited (too few model sizes)."
     names = {"rbp": "−log RBP_k", "ce": "CE", "ee": "EE", "ee_mm": "EE (Miller-Madow)", "mrr": "−log MRR"}
-    parts = []
-    for n_out, part in summary.groupby("n_holdout", sort=True):
-        held = "the largest size" if n_out == 1 else f"the {n_out} largest sizes"
-        counts = ", ".join(
-            f"{names.get(r['metric'], r['metric'])} {int(r['n_covered'])}/{int(r['n'])}"
-            f" (median |error| {r['median_abs_units']:.2f} half-widths)"
-            for _, r in part.iterrows()
-        )
-        parts.append(f"holding out {held}: {counts}")
-    lead = f"Does the law predict the next model? Predictions inside their {level:.0%} interval"
-    return f"{lead}, {_corpus_list(parts)}."
+    n_out = int(summary["n_holdout"].min())
+    part = summary[summary["n_holdout"] == n_out]
+    held = "the largest size" if n_out == 1 else f"the {n_out} largest sizes"
+    # Half the sentence's estimates (the decomposition states the other half): RBP_k and CE first.
+    order = {"rbp": 0, "ce": 1}
+    part = part.sort_values("metric", key=lambda m: m.map(lambda v: order.get(v, 2)), kind="stable")
+    shown = part.head(MAX_ESTIMATES // 2)
+    counts = ", ".join(
+        f"{names.get(r['metric'], r['metric'])} {int(r['n_covered'])}/{int(r['n'])}"
+        for _, r in shown.iterrows()
+    )
+    more = " (the other metrics and holdouts in the table)" if len(shown) < len(summary) else ""
+    return f"Holding out {held}, predictions inside their {level:.0%} interval: {counts}{more}."

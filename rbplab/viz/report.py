@@ -30,14 +30,14 @@ import re
 import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
-from rbplab.core.errors import InvalidArgumentError, MissingDependencyError, MissingFileError
+from rbplab.core.errors import InvalidArgumentError, MissingDependencyError, MissingFileError, RbplabError
 from rbplab.core.settings import ExtractionSettings, resolve_settings
 from rbplab.store.paths import notebooks_dir
 
@@ -87,13 +87,16 @@ def save_figure(fig, name: str, output_dir: str | Path | None):
     return fig
 
 
-def headline_text(frame: pd.DataFrame, digits: int = 3) -> str:
-    """One line from a headline table: the identifying text columns, then name=value pairs."""
+def headline_text(frame: pd.DataFrame) -> str:
+    """One line from a headline table: the identifying text columns, then name=value pairs (whole
+    numbers as integers, others to 3 significant digits: `rbplab.viz.headlines.number`)."""
+    from rbplab.viz.headlines import number
+
     parts = []
     for row in frame.to_dict("records"):
         labels = [str(v) for k, v in row.items() if isinstance(v, str)]
         values = [
-            f"{k}=n/a" if pd.isna(v) else f"{k}={v:.{digits}g}" if isinstance(v, float) else f"{k}={v}"
+            f"{k}={number(v)}" if isinstance(v, (int, float)) and not isinstance(v, bool) else f"{k}={v}"
             for k, v in row.items()
             if not isinstance(v, str)
         ]
@@ -182,19 +185,21 @@ def execute_notebook(
     kernel_name: str | None = None,
     timeout: float | None = None,
 ) -> NotebookResult:
-    """Execute one notebook headless with papermill. Only parameters the notebook declares in
-    its `parameters` cell are passed; `output_dir` (the notebook's table folder) is added."""
+    """Execute one notebook headless with papermill, its kernel in the notebook's folder (the
+    process's working directory is left alone, so notebooks can run in threads). Only parameters
+    the notebook declares in its `parameters` cell are passed; `output_dir` (the notebook's table
+    folder) is added."""
     import papermill
 
-    path = Path(path)
-    out = Path(output_dir)
+    path = Path(path).expanduser().resolve()
+    out = Path(output_dir).expanduser().resolve()
     out.mkdir(parents=True, exist_ok=True)
     executed = out / path.name
     tables = out / path.stem
     declared = papermill.inspect_notebook(str(path))
     params = {k: v for k, v in dict(parameters or {}).items() if k in declared}
     if "output_dir" in declared:
-        params["output_dir"] = str(tables.resolve())
+        params["output_dir"] = str(tables)
     start = time.perf_counter()
     error = None
     try:
@@ -205,7 +210,9 @@ def execute_notebook(
                 parameters=params,
                 kernel_name=kernel_name,
                 progress_bar=False,
-                cwd=str(path.parent),
+                # papermill's `cwd` changes the whole process's working directory while the
+                # notebook runs, under every other thread; the kernel alone starts there instead.
+                resources={"metadata": {"path": str(path.parent)}},
                 execution_timeout=timeout,
                 # The plotly FigureWidget's state carries plotly.js (~5 MB); the static figure
                 # next to each widget already shows its content.
@@ -400,15 +407,40 @@ def _hide_code_body(match: re.Match) -> str:
     return f"<body{attributes}>\n{_TOGGLE_BUTTON}"
 
 
-def _headline_table_html(path: str | Path, digits: int = 4) -> str:
+def _headline_table_html(path: str | Path) -> str:
+    """The headline table: whole numbers as integers, others to 3 significant digits; an interval
+    (X_low, X_high) that does not contain its estimate X is not shown but noted under the table
+    (a fit at a bound of its range, e.g. E = 0, whose resamples all land inside it)."""
+    from rbplab.viz.headlines import number
+
     frame = pd.read_csv(path)
-    return frame.to_html(
+    notes = []
+    shown = frame.astype(object)
+    for column in frame.columns:
+        low, high = f"{column}_low", f"{column}_high"
+        if low not in frame.columns or high not in frame.columns:
+            continue
+        values = pd.to_numeric(frame[column], errors="coerce")
+        lo, hi = pd.to_numeric(frame[low], errors="coerce"), pd.to_numeric(frame[high], errors="coerce")
+        outside = values.notna() & lo.notna() & hi.notna() & ~((lo <= values) & (values <= hi))
+        if outside.any():
+            shown.loc[outside, [low, high]] = "—"
+            notes.append(
+                f"{column}: {int(outside.sum())} estimate(s) at a bound of the fit, outside every resample's "
+                "range: no interval shown"
+            )
+    table = shown.to_html(
         index=False,
         border=0,
         classes="headline",
         na_rep="n/a",
-        float_format=lambda v: f"{v:.{digits}g}",
+        formatters={
+            c: (lambda v: v if isinstance(v, str) else number(v))
+            for c in frame.columns
+            if pd.api.types.is_numeric_dtype(frame[c])
+        },
     )
+    return table + "".join(f'<p class="missing">{html.escape(n)}</p>' for n in notes)
 
 
 def _headline_figure_html(path: str | Path) -> str:
@@ -450,6 +482,18 @@ def _grid_html(grid: Mapping[str, object]) -> str:
             + ' <a href="results.json">(every field in results.json)</a>',
         )
     )
+    checkpoints = grid.get("checkpoints")
+    if isinstance(checkpoints, Mapping) and checkpoints.get("revisions"):
+        revisions = checkpoints["revisions"]
+        named = ", ".join(revisions) if isinstance(revisions, list) else str(revisions)
+        where = ", ".join(map(str, checkpoints.get("corpora") or [])) or "the grid's corpora"
+        caps = ", ".join(f"{k} = {json.dumps(v)}" for k, v in (checkpoints.get("settings") or {}).items())
+        items.append(
+            (
+                "checkpoints (training notebook)",
+                html.escape(f"{named} on {where}" + (f" ({caps})" if caps else "")),
+            )
+        )
     for key in ("ties", "extract"):
         if key in grid:
             items.append((key, html.escape(json.dumps(grid[key]))))
@@ -577,10 +621,32 @@ TRAINING_NOTEBOOK = "06_training_dynamics"
 
 
 def declared_parameters(paths: Iterable[str | Path]) -> set[str]:
-    """The union of the parameters the notebooks' `parameters` cells declare."""
-    import papermill
+    """The union of the names the notebooks' `parameters` cells assign (as papermill reads them),
+    read from the files' JSON: no papermill (whose import alone takes seconds) before a report
+    has checked its arguments."""
+    import ast
 
-    return {name for path in paths for name in papermill.inspect_notebook(str(path))}
+    names: set[str] = set()
+    for path in paths:
+        try:
+            cells = json.loads(Path(path).read_text(encoding="utf-8")).get("cells", [])
+        except (OSError, ValueError) as err:
+            raise MissingFileError(f"cannot read notebook {path}: {err}") from None
+        for cell in cells:
+            if cell.get("cell_type") != "code" or "parameters" not in cell.get("metadata", {}).get(
+                "tags", []
+            ):
+                continue
+            source = cell.get("source", "")
+            source = "".join(source) if isinstance(source, list) else source
+            try:
+                tree = ast.parse(source)
+            except SyntaxError as err:
+                raise InvalidArgumentError(f"{path}: its parameters cell is not Python ({err.msg})") from None
+            for node in tree.body:
+                targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+                names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return names
 
 
 def run_report(
@@ -601,89 +667,108 @@ def run_report(
     timeout: float | None = None,
     progress: Callable[[str], None] | None = print,
     jobs: int | None = None,
+    missing_remedy: str | None = None,
     **overrides: object,
 ) -> pd.DataFrame:
     """Execute the notebooks for `family` (one name or several) on `corpora` (default: every
     bundled corpus) and write executed notebooks, HTML pages, index.html and results.json
-    (`rbplab.load_results`) into `output_dir`.
+    (`rbplab.load_results`) into `output_dir` (relative to the current directory).
 
-    notebooks: names or stems to run, in that order (default all, in name order, e.g.
-    ["01_rbp_vs_size"]); source_dir: where the notebooks are (default notebooks/); settings: the
-    extraction settings of the runs (`rbplab.core.ExtractionSettings`, or its fields as keywords,
-    e.g. max_tokens=2000), handed to every notebook as its `settings` parameter; study_file: a
-    study TOML whose grid the notebooks analyse instead of family/corpora/settings; parameters:
-    extra papermill parameters (each notebook receives those it declares; a name no notebook
-    declares is an error); extract: let the
-    notebooks compute runs missing from the cache (their `extract` parameter; by default a missing
-    run fails the notebook with one line naming it); figures: formats ("png", "svg", "pdf", ...)
-    every figure a notebook saved is also exported to, under figures/<notebook>/. The training
-    notebook is handed the checkpoints the cache holds for the families (`cached_checkpoints`)
-    unless `parameters` names some. Returns one row per notebook: notebook, ok, seconds,
-    executed, html, summary, error, ... Failures do not raise; check the `ok` column. jobs:
-    notebooks executed at once (default: one per CPU).
+    notebooks: names, stems or numbers to run, in that order (default all, in name order, e.g.
+    ["01_rbp_vs_size"] or ["01"]); source_dir: where the notebooks are (default notebooks/);
+    settings: the extraction settings of the runs (`rbplab.core.ExtractionSettings`, or its fields
+    as keywords, e.g. max_tokens=2000), handed to every notebook as its `settings` parameter;
+    study_file: a study TOML whose grid the notebooks analyse instead of family/corpora/settings;
+    parameters: extra papermill parameters (each notebook receives those it declares; a name no
+    notebook declares is an error; families, corpora, models, settings and study_file given here
+    replace the arguments, and the index states what the notebooks analysed); extract: let the
+    notebooks compute runs missing from the cache (their `extract` parameter). Without it, the
+    grid is resolved and checked against the cache before any notebook runs: an unknown name or
+    a run certainly missing is one error (`MissingRunsError`, whose fix reads `missing_remedy`
+    when given, else extract=True). figures: formats ("png", "svg", "pdf", ...) every figure a
+    notebook saved is also exported to, under figures/<notebook>/. The training notebook is
+    handed the checkpoints the cache holds for the families (`cached_checkpoints`) unless
+    `parameters` names some. Returns one row per notebook: notebook, ok, seconds, executed, html,
+    summary, error, ... Failures do not raise; check the `ok` column. jobs: notebooks executed at
+    once (default: one per CPU).
     """
     from rbplab.viz.export import check_formats
     from rbplab.viz.parameters import check_names
 
     formats = check_formats(figures)
-    out = Path(output_dir)
-    paths = list_notebooks(source_dir)
-    if notebooks is not None:
-        wanted = [Path(n).stem for n in ([notebooks] if isinstance(notebooks, str) else notebooks)]
-        by_stem = {p.stem: p for p in paths}
-        unknown = [n for n in wanted if n not in by_stem]
-        if unknown:
-            from rbplab.core.names import did_you_mean
-
-            hint = did_you_mean(unknown[0], by_stem)
-            raise InvalidArgumentError(f"unknown notebooks {unknown}{hint}; available: {sorted(by_stem)}")
-        paths = [by_stem[n] for n in dict.fromkeys(wanted)]
+    # Every path is absolute before papermill starts: kernels run in the notebooks' folder and
+    # several notebooks run at once, so nothing may depend on the process's working directory.
+    out = Path(output_dir).expanduser().resolve()
+    paths = [p.resolve() for p in select_notebooks(list_notebooks(source_dir), notebooks)]
     if parameters:
         check_names(parameters, declared_parameters(paths))
-    out.mkdir(parents=True, exist_ok=True)
-    families = [family] if isinstance(family, str) else list(family)
-    resolved = resolve_settings(settings, **overrides)
-    corpus_list = [corpora] if isinstance(corpora, str) else (list(corpora) if corpora is not None else None)
     params: dict[str, object] = {
-        "families": families,
-        "corpora": corpus_list,
+        "families": [family] if isinstance(family, str) else list(family),
+        "corpora": [corpora] if isinstance(corpora, str) else None if corpora is None else list(corpora),
         "models": list(models) if models is not None else None,
-        "settings": resolved.to_dict(changed_only=True),
-        # A study file (rbplab run) names the grid itself: notebooks analyse exactly what was run.
-        "study_file": str(Path(study_file).expanduser().resolve()) if study_file is not None else None,
-        "cache_dir": str(Path(cache_dir).expanduser().resolve()) if cache_dir is not None else None,
+        "settings": resolve_settings(settings, **overrides).to_dict(changed_only=True),
+        "study_file": study_file,
+        "cache_dir": cache_dir,
         "extract": bool(extract),
     }
     params.update(parameters or {})
-    grid = _resolved_grid(families, corpus_list, models, resolved, study_file)
-    if grid is not None:
-        grid = {**grid, "extract": bool(extract)}
-    if (
-        any(p.stem == TRAINING_NOTEBOOK for p in paths)
-        and params.get("checkpoints") is None
-        and study_file is None
-        and grid is not None
-    ):
+    params, resolved = _analysed(params)
+    extract = params["extract"]  # `-p extract true` asks for it as --extract does
+    cache_dir = params["cache_dir"]
+    analysed = report_grid(params, resolved)
+    grid = analysed.to_dict() | ({"study_file": params["study_file"]} if params["study_file"] else {})
+    if extract and any(p.stem == EXTRACTION_NOTEBOOK for p in paths):
+        # The corpora extraction will read, opened now (a hub corpus resolves its commit): an
+        # unreachable hub or an unknown dataset is one error, not a failed notebook and the rest.
+        _resolved(lambda: analysed.opened)
+    if not extract and _reads_grid(paths, params):
+        from rbplab.study.loading import absent_runs
+
+        absent = absent_runs(analysed, cache_dir)
+        if absent is not None:
+            raise absent.with_remedy(missing_remedy) if missing_remedy else absent
+    training = any(p.stem == TRAINING_NOTEBOOK for p in paths)
+    if training and params.get("checkpoints") is None and not params["study_file"]:
         from rbplab.viz.grid import cached_checkpoints
 
-        params["checkpoints"] = cached_checkpoints(families, grid["corpora"], cache_dir)
+        params["checkpoints"] = cached_checkpoints(params["families"], grid["corpora"], cache_dir)
+    if training and params.get("checkpoints"):
+        grid = {**grid, "checkpoints": params["checkpoints"]}
+    grid = {**grid, "extract": bool(extract)}
+    out.mkdir(parents=True, exist_ok=True)
     say = progress or (lambda _line: None)
     results = []
     # Notebooks are independent kernels: run as many at once as there are CPUs (results in order),
-    # except the extraction notebook, which fills the cache the others read (they never extract).
+    # except the extraction notebook, which runs first and alone: it fills the cache the others read
+    # (they never extract). When it fails, the others would only fail on the runs it did not
+    # compute, so they do not run.
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(paths)))
+    first = [p for p in paths if p.stem == EXTRACTION_NOTEBOOK]
+    order = first + [p for p in paths if p.stem != EXTRACTION_NOTEBOOK]
+    done: dict[str, NotebookResult | Future] = {}
     with _static_figures(), ThreadPoolExecutor(jobs) as pool:
-        futures = []
-        for i, path in enumerate(paths, start=1):
-            say(f"[{i}/{len(paths)}] {path.stem} ...")
+        for path in order:
+            extraction = done.get(EXTRACTION_NOTEBOOK)
+            if isinstance(extraction, NotebookResult) and not extraction.ok:
+                done[path.stem] = NotebookResult(
+                    path.stem,
+                    False,
+                    0.0,
+                    None,
+                    None,
+                    "",
+                    error=f"not run: {EXTRACTION_NOTEBOOK} failed",
+                    title=notebook_title(path),
+                )
+                continue
+            say(f"[{paths.index(path) + 1}/{len(paths)}] {path.stem} ...")
             future = pool.submit(
                 execute_notebook, path, out, params, html_export=html_export, timeout=timeout
             )
-            if path.stem == EXTRACTION_NOTEBOOK:
-                future.result()
-            futures.append(future)
-        for i, (path, future) in enumerate(zip(paths, futures, strict=True), start=1):
-            result = future.result()
+            done[path.stem] = future.result() if path.stem == EXTRACTION_NOTEBOOK else future
+        for i, path in enumerate(paths, start=1):
+            result = done[path.stem]
+            result = result if isinstance(result, NotebookResult) else result.result()
             results.append(result)
             if result.ok:
                 say(f"[{i}/{len(paths)}] {path.stem}: ok in {result.seconds:.1f} s  {result.summary}")
@@ -692,22 +777,96 @@ def run_report(
     if formats:
         written = export_figures(results, out, formats)
         say(f"figures: {written} files under {out / FIGURES_DIR}")
-    write_report_results(results, out, grid if grid is not None else params, resolved, cache_dir)
+    write_report_results(results, out, grid, resolved, cache_dir)
     index = write_index(results, out, params, grid)
     n_failed = sum(not r.ok for r in results)
     say(f"report: {index}" + (f"  ({n_failed} of {len(results)} notebooks failed)" if n_failed else ""))
     return pd.DataFrame([asdict(r) for r in results])
 
 
-def _resolved_grid(families, corpora, models, settings, study_file) -> dict | None:
-    """The grid the notebooks analyse, or None when it cannot be resolved here (an unknown family
-    or a broken study file: the notebooks then fail and say why)."""
-    from rbplab.viz.grid import resolve_grid
+def select_notebooks(paths: list[Path], wanted: str | Iterable[str] | None) -> list[Path]:
+    """The notebooks named by stem ("01_rbp_vs_size"), file name or number ("01", "1"), in the
+    order given (duplicates once); all of them when `wanted` is None."""
+    if wanted is None:
+        return paths
+    by_stem = {p.stem: p for p in paths}
+    by_number = {}
+    for p in paths:
+        number = p.stem.split("_", 1)[0]
+        if number.isdigit():
+            by_number.setdefault(int(number), p)
+    chosen, unknown = [], []
+    for name in [wanted] if isinstance(wanted, str) else wanted:
+        stem = Path(str(name)).stem
+        if stem in by_stem:
+            chosen.append(by_stem[stem])
+        elif stem.isdigit() and int(stem) in by_number:
+            chosen.append(by_number[int(stem)])
+        else:
+            unknown.append(stem)
+    if unknown:
+        from rbplab.core.names import did_you_mean
 
+        hint = did_you_mean(unknown[0], by_stem)
+        raise InvalidArgumentError(
+            f"unknown notebooks {unknown}{hint}; available: {sorted(by_stem)} (or their numbers)"
+        )
+    return list(dict.fromkeys(chosen))
+
+
+def _analysed(params: Mapping[str, object]) -> tuple[dict, ExtractionSettings]:
+    """The notebooks' parameters with the grid's read as the notebooks read them (lists and
+    settings given as text, e.g. by -p) and every path absolute; and the settings."""
+    from rbplab.viz.parameters import as_mapping, as_names
+
+    values = dict(params)
+    for name in ("families", "corpora", "models"):
+        values[name] = as_names(values.get(name), name)
+    values["families"] = values["families"] or []
+    flag = values.get("extract")
+    values["extract"] = flag.strip().lower() in ("true", "1", "yes") if isinstance(flag, str) else bool(flag)
+    settings = ExtractionSettings.from_mapping(as_mapping(values.get("settings"), "settings"))
+    values["settings"] = settings.to_dict(changed_only=True)
+    for name in ("study_file", "cache_dir"):
+        if values.get(name):
+            values[name] = str(Path(str(values[name])).expanduser().resolve())
+        else:
+            values[name] = None
+    return values, settings
+
+
+def report_grid(params: Mapping[str, object], settings: ExtractionSettings):
+    """The `rbplab.grid.Grid` the notebooks analyse (a study file's, else families x corpora, as
+    the notebooks build it); an unknown family, model or corpus, or a broken study file, is one
+    error here, before any notebook runs."""
+    from rbplab.grid import Grid
+
+    if params.get("study_file"):
+        return _resolved(lambda: Grid.read(params["study_file"]))
+    families, models = list(params["families"]), params.get("models")
+    return _resolved(lambda: Grid.build(families, params.get("corpora"), settings, models=models))
+
+
+def _resolved(resolve: Callable[[], object]):
+    """resolve(), its failure one line: rbplab's own errors as they are, others named as the
+    grid's."""
     try:
-        return resolve_grid(families, corpora, models, settings, study_file)
-    except (ValueError, LookupError, OSError):
-        return None
+        return resolve()
+    except RbplabError:
+        raise
+    except (ValueError, LookupError, OSError) as err:
+        problem = " ".join(str(err).split()) or type(err).__name__
+        raise InvalidArgumentError(f"the report's grid cannot be resolved: {problem}") from None
+
+
+def _reads_grid(paths: Sequence[Path], params: Mapping[str, object]) -> bool:
+    """Whether some notebook reads the grid's runs from the cache: one declaring `extract`, other
+    than the training notebook without a study file (it reads the checkpoints the cache holds)."""
+    declared = {p.stem: declared_parameters([p]) for p in paths}
+    return any(
+        "extract" in names and (stem != TRAINING_NOTEBOOK or params.get("study_file"))
+        for stem, names in declared.items()
+    )
 
 
 def export_figures(results: list[NotebookResult], output_dir: Path, formats: Sequence[str]) -> int:
@@ -745,12 +904,12 @@ def write_report_results(
     settings: ExtractionSettings,
     cache_dir: str | Path | None,
 ) -> Path:
-    """results.json: the grid, the settings, package versions, the runs of the first notebook that
-    saved a runs table (with the cache key of each run where one entry matches), every notebook's
-    headline table and sentence."""
-    from rbplab.study.results import matching_keys, results_document, write_results
+    """results.json: the grid, the settings, package versions, every run a notebook's headline
+    rests on with its cache key (the final models of the runs tables, and the checkpoints of the
+    training notebook, read at their own settings), every headline table and sentence."""
+    from rbplab.study.results import results_document, write_results
 
-    tables, sentences, runs = {}, {}, None
+    tables, sentences, runs = {}, {}, []
     for result in results:
         if not result.ok:
             continue
@@ -758,10 +917,54 @@ def write_report_results(
             tables[result.notebook] = pd.read_csv(result.table)
         if result.summary:
             sentences[result.notebook] = result.summary
-        saved = output_dir / result.notebook / "runs.csv"
-        if runs is None and saved.is_file() and result.notebook != EXTRACTION_NOTEBOOK:
-            runs = pd.read_csv(saved)
-    if runs is not None and {"model", "corpus"} <= set(runs.columns):
-        runs = runs.assign(cache_key=matching_keys(runs, settings, cache_dir))
-    document = results_document(grid=grid, settings=settings, runs=runs, tables=tables, headlines=sentences)
+        folder = output_dir / result.notebook
+        saved = folder / "runs.csv"
+        if saved.is_file() and result.notebook != EXTRACTION_NOTEBOOK:
+            runs.append(_keyed(pd.read_csv(saved), settings, cache_dir))
+        checkpoints = folder / "checkpoints.csv"
+        if result.notebook == TRAINING_NOTEBOOK and checkpoints.is_file() and not result.banner:
+            table = grid.get("checkpoints") if isinstance(grid.get("checkpoints"), Mapping) else {}
+            read = ExtractionSettings.from_mapping((table or {}).get("settings"))
+            runs.append(_keyed(_checkpoint_runs(pd.read_csv(checkpoints)), read, cache_dir))
+    every = None
+    if runs:
+        every = pd.concat(runs, ignore_index=True)
+        identity = [c for c in ("family", "model", "revision", "corpus") if c in every.columns]
+        every = every.drop_duplicates(identity, ignore_index=True)
+    document = results_document(grid=grid, settings=settings, runs=every, tables=tables, headlines=sentences)
     return write_results(output_dir / RESULTS_FILE, document)
+
+
+def _checkpoint_runs(table: pd.DataFrame) -> pd.DataFrame:
+    """One row per checkpoint and corpus of the training notebook's table (one row per k)."""
+    columns = [c for c in ("family", "model", "S", "revision", "step", "D", "C", "corpus") if c in table]
+    return table[columns].drop_duplicates(["model", "revision", "corpus"], ignore_index=True)
+
+
+def _keyed(runs: pd.DataFrame, settings: ExtractionSettings, cache_dir: str | Path | None) -> pd.DataFrame:
+    """`runs` with the cache key of each (`rbplab.study.results.matching_keys`); a local model's
+    final checkpoint is cached as the model itself (no revision), found by its step."""
+    from rbplab.store.cache import list_entries
+    from rbplab.study.results import matching_keys
+
+    if not {"model", "corpus"} <= set(runs.columns):
+        return runs
+    keys = matching_keys(runs, settings, cache_dir)
+    if "revision" in runs.columns and "step" in runs.columns and any(k is None for k in keys):
+        entries = list_entries(cache_dir)
+        cap = entries["max_tokens"]
+        entries = entries[
+            entries["complete"]
+            & entries["revision"].isna()
+            & (cap.isna() if settings.max_tokens is None else cap == settings.max_tokens)
+        ]
+        for i, row in enumerate(runs.to_dict("records")):
+            if keys[i] is not None or pd.isna(row.get("step")):
+                continue
+            same = entries[
+                (entries["model"] == row["model"])
+                & (entries["corpus"] == row["corpus"])
+                & (entries["step"] == int(row["step"]))
+            ]
+            keys[i] = str(same["key"].iloc[0]) if len(same) == 1 else None
+    return runs.assign(cache_key=keys)

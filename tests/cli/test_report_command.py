@@ -87,3 +87,26 @@ def test_fit_passes_extract(capsys, captured):
     assert captured["load_study"][1]["extract"] is True
     help_text = cli.build_parser()._subparsers._group_actions[0].choices["fit"].format_help()
     assert "--extract" in help_text and "a missing run is an error" in help_text
+
+
+def test_notebook_is_taken_by_number(capsys, tmp_path, captured):
+    status, _, err = run(capsys, "report", "-o", str(tmp_path / "out"), "--notebook", "01", "6")
+    assert status == 0, err
+    assert captured["report"][1]["notebooks"] == ["01", "6"]  # run_report resolves numbers
+    from rbplab.viz.report import list_notebooks, select_notebooks
+
+    chosen = select_notebooks(list_notebooks(), ["01", "6"])
+    assert [p.stem for p in chosen] == ["01_rbp_vs_size", "06_training_dynamics"]
+
+
+def test_missing_runs_give_the_exact_command_with_extract(capsys, tmp_path):
+    """On an empty cache `rbplab fit` fails in one line naming the runs, the settings the nearest
+    cached runs differ in, and the user's own command with --extract (not "extract=True")."""
+    empty = tmp_path / "empty"
+    status, out, err = run(capsys, "fit", "-c", "prose", "--cache-dir", str(empty))
+    assert status == 1 and out == "" and err.count("\n") == 1
+    assert "6 run(s) are not in the cache" in err and "micro-1-25K on prose" in err
+    assert "the cache holds no run of these models on these corpora" in err
+    command = f"rbplab fit -c prose --cache-dir {empty} --extract"
+    assert err.rstrip().endswith(f"compute them with --extract: {command}")
+    assert "extract=True" not in err

@@ -99,3 +99,39 @@ def test_argument_errors_come_before_heavy_imports(tmp_path, argv):
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result == {"status": 1, "heavy": []}, done.stderr
     assert done.stderr.count("\n") == 1 and "did you mean" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "usage", "hint"),
+    [
+        (["fit", "--famly", "micro"], "usage: rbplab fit", "--famly micro (did you mean '--family'?)"),
+        (["report", "--figuers", "png"], "usage: rbplab report", "(did you mean '--figures'?)"),
+        (
+            ["extract", "-m", "x", "-c", "prose", "--max-tokns", "5"],
+            "usage: rbplab extract",
+            "did you mean '--max-tokens'",
+        ),
+        (["cache", "ls", "--modle", "x"], "usage: rbplab cache ls", "(did you mean '--model'?)"),
+    ],
+)
+def test_mistyped_options_get_the_subcommand_usage_and_a_suggestion(capsys, argv, usage, hint):
+    """A subcommand's mistyped option used to get the top-level usage and no suggestion."""
+    with pytest.raises(SystemExit) as stop:
+        cli.main(argv)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.startswith(usage) and hint in err, err
+
+
+def test_corpus_names_ignore_case_like_family_names(capsys, monkeypatch):
+    """`-c Prose` is the bundled prose, as `-f MICRO` is micro (it used to be an unknown corpus)."""
+    seen = {}
+
+    def fake_load(families, corpora, *args, **kwargs):
+        seen["corpora"] = corpora
+        raise SystemExit(0)
+
+    monkeypatch.setattr("rbplab.study.load_study", fake_load)
+    with pytest.raises(SystemExit):
+        cli.main(["fit", "-f", "MICRO", "-c", "Prose", "HumanEval", "hub:Wikipedia@abc"])
+    assert seen["corpora"] == ["prose", "humaneval", "hub:wikipedia@abc"]
+    assert cli.canonical_corpora(["Prose", "no-such", "hub:nope"]) == ["prose", "no-such", "hub:nope"]

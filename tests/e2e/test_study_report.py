@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+from pathlib import Path
+
 import pandas as pd
 import pytest
 from helpers.studies import write_study
 
 from rbplab.runner import read_study_file, run_study
+from rbplab.store.paths import notebooks_dir
 from rbplab.viz import report
 
 
@@ -29,3 +35,171 @@ def test_report_of_a_study_file(tmp_path, gpt2_dir, neox_dir, llama_dir):
     assert sorted(runs["model"].unique()) == sorted(m.model for m in members)
     assert sorted(runs["corpus"].unique()) == ["first", "second"] and len(runs) == 6
     assert (runs["family"] == "custom").all()
+
+
+# ---------------------------------------------------------------------------------------------
+# The README's report line, on a small real cache of the micro-suite (final models on two corpora,
+# 3 checkpoints per size on prose), as `make demo` fills a big one.
+
+MAX_TOKENS = 300
+FINALS = {"families": ["micro"], "corpora": ["prose", "humaneval"], "settings": {"max_tokens": MAX_TOKENS}}
+CHECKPOINTS = {
+    "families": ["micro"],
+    "corpora": ["prose"],
+    "revisions": "log:3",
+    "settings": {"max_tokens": MAX_TOKENS},
+}
+
+
+def _micro_present() -> bool:
+    from rbplab.store import registry
+
+    try:
+        members = registry.family_models("micro")
+    except (registry.UnknownFamilyError, FileNotFoundError):
+        return False
+    return bool(members["source"].map(lambda s: Path(registry.resolve_source(s)).exists()).all())
+
+
+@pytest.fixture(scope="module")
+def micro_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if not _micro_present():
+        pytest.skip("the micro-suite's weights are not in data/")
+    from rbplab.grid import parse_study
+
+    cache = tmp_path_factory.mktemp("micro-cache")
+    for table in (FINALS, CHECKPOINTS):
+        assert run_study(parse_study(table), cache_dir=cache, progress=False).ok
+    return cache
+
+
+def _files(root: Path, skip: Path) -> set[Path]:
+    return {p for p in root.rglob("*") if p.is_file() and skip not in p.parents}
+
+
+@pytest.mark.slow  # executes every notebook
+@pytest.mark.parametrize("where", ["clone root", "another folder"])
+def test_readme_report_line_with_a_relative_output_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, micro_cache: Path, where: str
+) -> None:
+    """`rbplab report -c prose humaneval -o reports/` from a clone's root and from another folder:
+    every notebook ok (they run in threads, two at once), index.html written, and nothing written
+    outside the output folder (papermill's `cwd` once moved the whole process into notebooks/)."""
+    from rbplab.cli import app as cli
+
+    clone = tmp_path / "clone"
+    shutil.copytree(notebooks_dir(), clone / "notebooks")
+    monkeypatch.setattr(report, "notebooks_dir", lambda: clone / "notebooks")
+    cwd = clone if where == "clone root" else tmp_path / "elsewhere" / "deeper"
+    cwd.mkdir(parents=True, exist_ok=True)
+    monkeypatch.chdir(cwd)
+    before = _files(tmp_path, micro_cache)
+    argv = ["report", "-c", "prose", "humaneval", "-o", "reports/", "--max-tokens", str(MAX_TOKENS)]
+    status = cli.main([*argv, "--cache-dir", str(micro_cache), "-p", "n_boot", "10"])
+    assert Path.cwd() == cwd
+    out = cwd / "reports"
+    table = json.loads((out / "results.json").read_text())
+    assert status == 0, (out / "index.html").read_text()[-3000:]
+    assert (out / "index.html").is_file() and len(table["headlines"]) == len(report.list_notebooks())
+    written = _files(tmp_path, micro_cache) - before
+    assert written and all(out in p.parents for p in written), sorted(
+        str(p) for p in written if out not in p.parents
+    )
+
+
+@pytest.mark.slow  # executes notebooks
+def test_params_file_and_p_describe_what_the_notebooks_analysed(tmp_path: Path, micro_cache: Path) -> None:
+    """--params / -p narrow the corpora: the index and results.json state prose only, as the
+    notebooks analysed; results.json keys every entry behind a headline, the training notebook's
+    checkpoints included (each found among the cache's entries on prose, independently listed)."""
+    from rbplab.store.cache import list_entries
+
+    out = tmp_path / "out"
+    table = report.run_report(
+        "micro",
+        None,
+        output_dir=out,
+        cache_dir=micro_cache,
+        notebooks=["01", "06_training_dynamics"],
+        max_tokens=MAX_TOKENS,
+        parameters={"corpora": "[prose]", "n_boot": 10},
+        progress=None,
+    )
+    assert table["ok"].all(), table["error"].tolist()
+    results = json.loads((out / "results.json").read_text())
+    assert results["grid"]["corpora"] == ["prose"]
+    index = (out / "index.html").read_text()
+    assert "<dt>corpora</dt><dd>prose</dd>" in index and "humaneval" not in index
+    analysed = pd.read_csv(out / "01_rbp_vs_size" / "runs.csv")
+    assert sorted(analysed["corpus"].unique()) == ["prose"]
+    runs = pd.DataFrame(results["runs"]["rows"], columns=results["runs"]["columns"])
+    entries = list_entries(micro_cache)
+    on_prose = set(entries.loc[entries["corpus"] == "prose", "key"])
+    assert runs["cache_key"].notna().all(), runs[runs["cache_key"].isna()]
+    # 6 final models + 3 checkpoints of each, the final checkpoint being the final model's entry
+    assert set(runs["cache_key"]) == on_prose and len(on_prose) == 6 * 3
+
+
+# ---------------------------------------------------------------------------------------------
+# No notebook and no command runs a model unless asked.
+
+GUARD = """
+import os, pathlib
+_marker = pathlib.Path(os.environ["RBPLAB_MODEL_GUARD"])
+
+
+def _refuse(*args, **kwargs):
+    _marker.write_text("model weights were loaded")
+    raise RuntimeError("a model ran without being asked to (extract=True)")
+
+
+import transformers
+from rbplab.extraction import models
+
+transformers.AutoModelForCausalLM.from_pretrained = _refuse
+transformers.PreTrainedModel.from_pretrained = _refuse
+models.load_weights = _refuse
+"""
+
+
+@pytest.mark.slow  # executes every notebook
+def test_no_notebook_or_command_runs_a_model_on_an_empty_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """Every notebook (papermill, its defaults but one corpus) and `rbplab fit` / `rbplab report`
+    on an empty cache: no model's weights are loaded (a sitecustomize in every kernel makes
+    loading them raise and leave a mark); the notebooks that need runs fail naming them."""
+    if not _micro_present():
+        pytest.skip("the micro-suite's weights are not in data/")
+    from rbplab.cli import app as cli
+    from rbplab.extraction import models
+
+    guard = tmp_path / "guard"
+    guard.mkdir()
+    (guard / "sitecustomize.py").write_text(GUARD)
+    marker = tmp_path / "loaded"
+    monkeypatch.setenv("RBPLAB_MODEL_GUARD", str(marker))
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(filter(None, [str(guard), os.environ.get("PYTHONPATH")]))
+    )
+    cache = tmp_path / "cache"
+    params = {"families": ["micro"], "corpora": ["prose"], "cache_dir": str(cache), "n_boot": 5}
+    for path in report.list_notebooks():
+        result = report.execute_notebook(path, tmp_path / "out", params, html_export=False)
+        assert not marker.exists(), f"{path.stem} loaded a model"
+        if path.stem != "06_training_dynamics":  # 06 falls back to a synthetic law, and says so
+            assert not result.ok and "MissingRunsError" in (result.error or ""), (path.stem, result.error)
+    assert not list(cache.rglob("shard-*")) if cache.exists() else True
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a model ran without being asked to")
+
+    monkeypatch.setattr(models, "load_weights", refuse)
+    monkeypatch.setattr("transformers.AutoModelForCausalLM.from_pretrained", refuse)
+    for argv in (["fit", "-c", "prose"], ["report", "-c", "prose", "-o", str(tmp_path / "r")]):
+        status = cli.main([*argv, "--cache-dir", str(cache)])
+        out, err = capsys.readouterr()
+        assert status == 1 and err.count("\n") == 1, err
+        assert "6 run(s) are not in the cache" in err and f"rbplab {' '.join(argv)} --cache-dir" in err
+        assert err.rstrip().endswith("--extract"), err
+    assert not (tmp_path / "r").exists()  # refused before any notebook ran

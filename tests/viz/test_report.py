@@ -7,10 +7,12 @@ import re
 from pathlib import Path
 
 import nbformat
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
+from rbplab.core.errors import InvalidArgumentError
 from rbplab.viz import report
 
 
@@ -66,7 +68,7 @@ def executed(tmp_path_factory: pytest.TempPathFactory) -> tuple[pd.DataFrame, li
     )
     lines: list[str] = []
     table = report.run_report(
-        "fam",
+        "micro",
         source_dir=src,
         output_dir=out,
         notebooks=["b_fails", "a_ok", "c_states"],
@@ -97,7 +99,7 @@ def test_failure_names_cell_and_error_and_others_still_run(executed) -> None:
 def test_parameters_and_headline_summary(executed) -> None:
     table, _, out = executed
     ok = table.set_index("notebook").loc["a_ok"]
-    assert ok["summary"] == "fam: alpha=0.25, tokens=123"  # family, scale and settings passed through
+    assert ok["summary"] == "micro: alpha=0.250, tokens=123"  # family, scale and settings passed through
     assert pd.read_csv(out / "a_ok" / "headline.csv")["alpha"].tolist() == [0.25]
     nb = nbformat.read(out / "a_ok.ipynb", as_version=4)
     printed = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
@@ -144,7 +146,7 @@ def test_index_links_every_notebook(executed) -> None:
     index = (out / "index.html").read_text()
     for name in ("a_ok.html", "a_ok.ipynb", "b_fails.html"):
         assert f'href="{name}"' in index
-    assert "fam: alpha=0.25, tokens=123" in index and "FAILED" in index and "the corpus is empty" in index
+    assert "micro: alpha=0.250, tokens=123" in index and "FAILED" in index and "the corpus is empty" in index
 
 
 def test_index_shows_headline_figure_and_table(executed) -> None:
@@ -159,7 +161,7 @@ def test_index_shows_headline_figure_and_table(executed) -> None:
     assert '<script type="text/javascript" src="plotly.min.js"></script>' in index
     # The table as HTML with its values.
     assert '<table class="dataframe headline">' in section
-    for cell in ("<td>fam</td>", "<td>0.25</td>", "<td>123</td>", "<th>alpha</th>", "<th>tokens</th>"):
+    for cell in ("<td>micro</td>", "<td>0.250</td>", "<td>123</td>", "<th>alpha</th>", "<th>tokens</th>"):
         assert cell in section, cell
     failed = index[index.index('<section id="b_fails"') :]
     assert "FAILED: cell 4" in failed[: failed.index("</section>")]
@@ -197,7 +199,10 @@ def test_headline_text_and_save_table(tmp_path: Path) -> None:
     frame = pd.DataFrame(
         {"family": ["f", "f"], "corpus": ["a", "b"], "alpha": [0.0512345, 0.1], "r2": [0.99, None]}
     )
-    assert report.headline_text(frame) == "f/a: alpha=0.0512, r2=0.99; f/b: alpha=0.1, r2=n/a"
+    assert report.headline_text(frame) == "f/a: alpha=0.0512, r2=0.990; f/b: alpha=0.100, r2=n/a"
+    # whole numbers as integers (a CSV column with a gap reads back as floats: k 1.0, S 25472.0)
+    whole = pd.DataFrame({"corpus": ["a"], "k": [1.0], "S": [25472.0], "n": [np.int64(6)]})
+    assert report.headline_text(whole) == "a: k=1, S=25472, n=6"
     assert report.save_table(frame, "t", None) is frame and not any(tmp_path.iterdir())
     report.save_table(frame, "t", tmp_path / "sub")
     assert pd.read_csv(tmp_path / "sub" / "t.csv").shape == (2, 4)
@@ -303,3 +308,160 @@ def test_export_figures_writes_each_format_once(tmp_path: Path, monkeypatch: pyt
     names = sorted(p.relative_to(tmp_path).as_posix() for p in written)
     assert names == [f"figures/01_x/{n}.{f}" for n in ("figure3", "figure4") for f in ("pdf", "png")]
     assert sorted(Path(p).name for p in result.exports) == sorted(Path(n).name for n in names)
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 30: the grid resolved up front, notebooks by number, the report text.
+
+
+def test_unresolvable_grid_fails_once_before_any_notebook(tmp_path: Path) -> None:
+    """An unknown model is one error before any notebook runs (each notebook used to fail on it
+    in turn, and the training notebook reported "ok" on synthetic data)."""
+    from rbplab.core.errors import RbplabError
+
+    src = tmp_path / "src"
+    src.mkdir()
+    _notebook(src / "n.ipynb", ["open('ran', 'w').close()"], "families = ['x']\nextract = False")
+    with pytest.raises(RbplabError, match="no-such-model") as caught:
+        report.run_report(
+            "micro", ["prose"], models=["no-such-model"], source_dir=src, output_dir=tmp_path / "out"
+        )
+    assert "\n" not in str(caught.value)
+    assert not (tmp_path / "out").exists() and not (src / "ran").exists()
+
+
+def test_missing_runs_are_refused_before_any_notebook(tmp_path: Path) -> None:
+    """A notebook that reads the grid from the cache (it declares `extract`) on an empty cache:
+    one MissingRunsError naming the runs, nothing executed; the fix reads as the caller says it."""
+    from rbplab.study.loading import MissingRunsError
+
+    src = tmp_path / "src"
+    src.mkdir()
+    _notebook(src / "n.ipynb", ["open('ran', 'w').close()"], "families = ['x']\nextract = False")
+    kwargs = {"source_dir": src, "output_dir": tmp_path / "out", "cache_dir": tmp_path / "cache"}
+    with pytest.raises(MissingRunsError, match=r"6 run\(s\) are not in the cache.*with extract=True"):
+        report.run_report("micro", ["prose"], **kwargs)
+    with pytest.raises(MissingRunsError, match=r"micro-1-25K on prose.*with --extract: rbplab x$"):
+        report.run_report("micro", ["prose"], missing_remedy="--extract: rbplab x", **kwargs)
+    assert not (tmp_path / "out").exists() and not (src / "ran").exists()
+
+
+def test_notebooks_are_chosen_by_name_or_number(tmp_path: Path) -> None:
+    paths = [tmp_path / f"{n}.ipynb" for n in ("01_rbp_vs_size", "02_k_sweep", "10_more")]
+    assert report.select_notebooks(paths, ["02", "1", "01_rbp_vs_size.ipynb", "10"]) == [
+        paths[1],
+        paths[0],
+        paths[2],
+    ]
+    with pytest.raises(InvalidArgumentError, match=r"unknown notebooks \['03'\]"):
+        report.select_notebooks(paths, ["03"])
+    with pytest.raises(InvalidArgumentError, match=r"did you mean '02_k_sweep'"):
+        report.select_notebooks(paths, ["02_k_swep"])
+
+
+def test_intervals_keep_the_estimates_digits_and_contain_it() -> None:
+    from rbplab.viz import headlines
+
+    assert headlines.interval(0.02, 0.013, 0.0255) == "0.0200 [0.0130, 0.0255]"
+    assert headlines.interval(0.0458, 0.03291, 0.05876) == "0.0458 [0.0329, 0.0588]"
+    assert headlines.interval(1.5, 1.25, 1.75) == "1.50 [1.25, 1.75]"
+    assert headlines.interval(0.09996, 0.09, 0.11) == "0.100 [0.090, 0.110]"
+    assert headlines.interval(2.5e-5, 1e-5, 4.25e-5) == "2.50e-05 [1.00e-05, 4.25e-05]"
+    # 06's E at the bound of its fit, with every resample elsewhere: no interval that excludes it
+    assert headlines.interval(1.29e-17, 9.36e-14, 9.36e-14) == "1.29e-17 (at a bound of its fit: no interval)"
+    assert headlines.number(25472.0) == "25472" and headlines.number(1.0) == "1"
+
+
+def _estimates(sentence: str) -> int:
+    """Estimates a sentence states: each with its interval, or a coverage count (5/6)."""
+    return sentence.count("[") + sentence.count("(at a bound") + len(re.findall(r"\d+/\d+", sentence))
+
+
+def test_each_sentence_states_at_most_four_estimates() -> None:
+    """06 and 07 used to state 12-16 estimates; the rest are in their tables."""
+    from rbplab.viz import headlines
+
+    corpora = ["humaneval", "legal-standin", "prose", "wikipedia"]
+    joint = pd.DataFrame(
+        [
+            {"corpus": c, "quantity": q, "alpha": 0.3, "alpha_low": 0.2, "alpha_high": 0.4}
+            | {"beta": 0.25, "beta_low": 0.2, "beta_high": 0.3}
+            for c in corpora
+            for q in ("RBP_1", "RBP_100", "CE")
+        ]
+    )
+    sentence = headlines.training(joint, synthetic=False)
+    assert _estimates(sentence) == 4 and "RBP_1: α = 0.300 [0.200, 0.400]" in sentence
+    assert "CE: α" in sentence and "RBP_100" not in sentence and "10 more laws in the table" in sentence
+    fits = pd.DataFrame(
+        [
+            {"corpus": c, "metric": m, "alpha": 0.02, "alpha_low": 0.01, "alpha_high": 0.03, "r2": 0.97}
+            for c in corpora
+            for m in ("ce", "ee", "sa", "conf")
+        ]
+    )
+    audit = pd.DataFrame(
+        [
+            {"n_holdout": n, "metric": m, "n_covered": 5, "n": 6, "median_abs_units": 0.4}
+            for n in (1, 2)
+            for m in ("rbp", "ce", "ee")
+        ]
+    )
+    seven = headlines.decomposition(fits) + " " + headlines.prediction_audit(audit)
+    assert _estimates(seven) == 4 and "3 more corpora in the table" in seven and "SA α" not in seven
+    assert "−log RBP_k 5/6, CE 5/6 (the other metrics" in seven
+    sweep = pd.DataFrame(
+        [
+            {"family": "micro", "corpus": c, "k": k, "alpha": 0.02, "alpha_low": 0.01, "alpha_high": 0.03}
+            for c in corpora
+            for k in (1, 100)
+        ]
+    )
+    summary = pd.DataFrame({"family": "micro", "corpus": corpora, "k_max_r2": [10.0] * 4})
+    assert _estimates(headlines.k_sweep(sweep, summary)) == 4
+    fits01 = pd.DataFrame(
+        {"family": "micro", "corpus": corpora, "k": 1, "alpha": 0.02, "r2": [0.9, 0.95, 0.97, 0.99]}
+        | {"alpha_low": 0.01, "alpha_high": 0.03}
+    )
+    one = headlines.size_law(fits01)
+    assert _estimates(one) == 4 and "R² 0.900 to 0.990" in one
+
+
+def test_index_table_shows_integers_and_no_interval_that_excludes_its_estimate(tmp_path: Path) -> None:
+    path = tmp_path / "headline.csv"
+    pd.DataFrame(
+        {"quantity": ["CE", "RBP_1"], "k": [1.0, None], "S": [25472.0, 85000.0], "E": [1.29e-17, 0.5]}
+        | {"E_low": [9.36e-14, 0.4], "E_high": [9.36e-14, 0.6]}
+    ).to_csv(path, index=False)
+    page = report._headline_table_html(path)
+    assert "<td>25472</td>" in page and "<td>1</td>" in page and "25472.0" not in page
+    assert "9.36e-14" not in page and "<td>—</td>" in page and "E: 1 estimate(s) at a bound" in page
+    assert "<td>0.400</td>" in page and "<td>0.600</td>" in page
+
+
+def test_extraction_on_an_unreachable_hub_fails_once_before_any_notebook(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With --extract the corpora are opened before notebook 05 runs: a hub that cannot be reached
+    is one error (it used to fail six notebooks one by one, and 06 reported "ok" on synthetic data)."""
+    from rbplab.core.errors import RbplabError
+
+    def unreachable(spec, *args, **kwargs):
+        raise OSError(f"cannot resolve {spec} to a commit (the hub cannot be reached)")
+
+    monkeypatch.setattr("rbplab.grid.grid.open_corpus", unreachable)
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("05_extraction", "06_training_dynamics"):
+        _notebook(src / f"{name}.ipynb", ["open('ran', 'w').close()"], "families = ['x']\nextract = False")
+    with pytest.raises(RbplabError, match=r"grid cannot be resolved: cannot resolve hub:wikipedia") as caught:
+        report.run_report(
+            "micro",
+            ["hub:wikipedia"],
+            extract=True,
+            source_dir=src,
+            output_dir=tmp_path / "out",
+            progress=None,
+        )
+    assert "\n" not in str(caught.value)
+    assert not (tmp_path / "out").exists() and not (src / "ran").exists()
