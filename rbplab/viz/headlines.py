@@ -125,7 +125,8 @@ def size_law(fits: pd.DataFrame, k: int = 1, level: float = 0.95) -> str:
 
 
 def k_sweep(sweep: pd.DataFrame, summary: pd.DataFrame, r2_threshold: float = 0.9) -> str:
-    """Notebook 02: how far in k the law holds (R² >= threshold) and how α grows from k = 1 to 100."""
+    """Notebook 02: how far in k the law holds (R² >= threshold, α > 0 and its interval above 0 at
+    every smaller k: `ksweep.sweep_summary`'s k_max_law) and how α grows from k = 1 to 100."""
     parts = []
     for _, s in summary.iterrows():
         cell = sweep[(sweep["family"] == s["family"]) & (sweep["corpus"] == s["corpus"])].set_index("k")
@@ -133,13 +134,9 @@ def k_sweep(sweep: pd.DataFrame, summary: pd.DataFrame, r2_threshold: float = 0.
         if 1 in cell.index and 100 in cell.index:
             low, high = _estimate(cell.loc[1], "alpha"), _estimate(cell.loc[100], "alpha")
             grows, n = f", α = {low} at k = 1 and {high} at k = 100", 2
-        valid = (
-            "no range"
-            if pd.isna(s["k_max_r2"])
-            else f"R² ≥ {r2_threshold:g} up to k = {int(s['k_max_r2']):,}"
-        )
+        valid = "no range" if pd.isna(s["k_max_law"]) else f"the law holds up to k = {int(s['k_max_law']):,}"
         parts.append((f"{s['corpus']}: {valid}{grows}", n))
-    where = f"R² ≥ {r2_threshold:g} for every smaller k"
+    where = f"R² ≥ {r2_threshold:g}, α > 0 and its interval above 0 at every smaller k"
     return f"Where in k the power law fits ({where}), and α(k): {_first(parts)}."
 
 

@@ -417,7 +417,7 @@ def test_each_sentence_states_at_most_four_estimates() -> None:
             for k in (1, 100)
         ]
     )
-    summary = pd.DataFrame({"family": "micro", "corpus": corpora, "k_max_r2": [10.0] * 4})
+    summary = pd.DataFrame({"family": "micro", "corpus": corpora, "k_max_law": [10.0] * 4})
     assert _estimates(headlines.k_sweep(sweep, summary)) == 4
     fits01 = pd.DataFrame(
         {"family": "micro", "corpus": corpora, "k": 1, "alpha": 0.02, "r2": [0.9, 0.95, 0.97, 0.99]}
@@ -465,3 +465,16 @@ def test_extraction_on_an_unreachable_hub_fails_once_before_any_notebook(
         )
     assert "\n" not in str(caught.value)
     assert not (tmp_path / "out").exists() and not (src / "ran").exists()
+
+
+def test_k_sweep_sentence_states_the_law_range_not_the_r2_range() -> None:
+    """On the paper's GPT-2 numbers R² stays >= 0.9 up to k = 10,000, but alpha is negative there
+    (tests/analysis/test_ksweep.py derives both ranges independently): the sentence says 1,000."""
+    from rbplab.analysis import ksweep
+    from rbplab.store import paper_reference
+    from rbplab.viz import headlines
+
+    ref = paper_reference()
+    sweep = ksweep.k_sweep(ref.assign(metric="rbp", loss=-np.log(ref["rbp"])))
+    text = headlines.k_sweep(sweep, ksweep.sweep_summary(sweep))
+    assert "the law holds up to k = 1,000," in text and "10,000" not in text
