@@ -16,6 +16,7 @@ import torch
 from helpers.untrusted import read_only, snapshot
 
 from rbplab.cli import app as cli
+from rbplab.core.errors import RbplabError
 from rbplab.extraction import pipeline as extract_module
 from rbplab.extraction.pipeline import extract, load_stats, plan_extraction
 from rbplab.extraction.sources import ModelSpec
@@ -189,3 +190,72 @@ def test_foreign_shard_on_resume_is_recomputed(gpt2_dir, tiny_corpus, tmp_path, 
         result = extract(str(gpt2_dir), tiny_corpus, context_length=CTX, cache_dir=root, progress=False)
     stats = CacheEntry.open(result.key, root).read_stats()
     assert np.array_equal(stats.n_greater, clean.n_greater) and np.array_equal(stats.nll, clean.nll)
+
+
+def _poisoned_embedding(model, token: int, value: float) -> None:
+    """One input-embedding row of an untied model set to `value` (the head stays finite)."""
+    from transformers import AutoModelForCausalLM
+
+    weights = AutoModelForCausalLM.from_pretrained(model)
+    with torch.no_grad():
+        weights.get_input_embeddings().weight[token] = value
+    weights.save_pretrained(model)
+
+
+def _frequent_token_outside_load_check(tokenizer, ids: list[int]) -> int:
+    """The most frequent token of `ids` that the load check's 16 inputs never use."""
+    checked = {(i * 7919) % len(tokenizer) for i in range(16)}  # models.check_head's inputs
+    counts = {t: ids.count(t) for t in set(ids) - checked}
+    return max(sorted(counts), key=counts.get)
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_non_finite_embedding_row_is_one_line_naming_the_position_with_no_litter(
+    capsys, llama_dir, tiny_tokenizer, tmp_path, value
+):
+    corpus_file = tmp_path / "c.txt"
+    corpus_file.write_text(
+        "The quick brown fox jumps over the lazy dog. " * 3 + "def add(a, b):\n    return a + b\n" * 3
+    )
+    ids = tiny_tokenizer(corpus_file.read_text(), add_special_tokens=False)["input_ids"]
+    token = _frequent_token_outside_load_check(tiny_tokenizer, ids[ids.index(ids[-1]) :])  # of the code
+    model = tmp_path / "model"
+    shutil.copytree(llama_dir, model)
+    _poisoned_embedding(model, token, value)
+    root = tmp_path / "cache"
+    status, out, err = run(capsys, *extract_args(model, corpus_file, root))
+    last = err.strip().splitlines()[-1]
+    # Document 0 is BOS + the text, cut into windows of CTX inputs advancing CTX - 1: window k
+    # holds sequence items [k (CTX-1), k (CTX-1) + CTX) and scores document positions from
+    # k (CTX-1). Attention multiplies the poisoned value vector by zero weights too (0 x NaN is
+    # NaN), so every row of the first window holding the token is affected, its first one first.
+    sequence = [tiny_tokenizer.bos_token_id, *ids]
+    step = CTX - 1
+    window = next(k for k in range(len(sequence)) if token in sequence[k * step : k * step + CTX])
+    position = window * step
+    assert position > 0
+    assert status == 1 and out == "" and err.count("rbplab: error") == 1 and "Traceback" not in err
+    assert last.startswith(f"rbplab: error: shard 0, document 0, token {position}: "), err
+    assert f"of the {len(tiny_tokenizer)} logits are not finite (NaN or inf)" in last
+    assert "hold NaN or inf" in last  # float32: the weights, not overflow
+    assert list_entries(root).empty and not list(root.glob("??"))  # not even a spec.json
+
+
+def test_non_finite_logits_after_finished_shards_keep_them(
+    llama_dir, tiny_tokenizer, tiny_corpus, tmp_path, monkeypatch
+):
+    """A shard finished before the failure stays on disk (the run is resumable); no manifest."""
+    monkeypatch.setattr(extract_module, "SHARD_TOKENS", 40)
+    texts = [doc.text for doc in tiny_corpus.documents]
+    first = set(tiny_tokenizer(texts[0], add_special_tokens=False)["input_ids"])
+    later = [t for text in texts[1:] for t in tiny_tokenizer(text, add_special_tokens=False)["input_ids"]]
+    token = _frequent_token_outside_load_check(tiny_tokenizer, [t for t in later if t not in first])
+    model = tmp_path / "model"
+    shutil.copytree(llama_dir, model)
+    _poisoned_embedding(model, token, float("nan"))
+    root = tmp_path / "cache"
+    with pytest.raises(RbplabError, match=r"^shard [1-9]\d*, document [1-9]\d*, token \d+: "):
+        extract(str(model), tiny_corpus, context_length=CTX, cache_dir=root, progress=False)
+    (entry,) = [p for p in root.glob("??/*") if p.is_dir()]
+    names = sorted(p.name for p in entry.iterdir())
+    assert "shard-00000.parquet" in names and "spec.json" in names and "manifest.json" not in names
