@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from rbplab.extraction.config_checks import check_config_fields, check_weight_files, local_weight_shapes
 from rbplab.extraction.fingerprints import resolve_commit, tokenizer_fingerprint, weights_fingerprint
 from rbplab.extraction.sources import (
     ModelLoadError,
@@ -130,14 +131,30 @@ def _is_remote_code_refusal(err: BaseException) -> bool:
     return "trust_remote_code" in str(err)
 
 
+def config_label(source: Source) -> str:
+    """How error messages name a model's config."""
+    if source.gguf_file:
+        return f"the config in {source.gguf_file}"
+    return f"config.json of {source.location!r}"
+
+
 def load_config(source: Source, revision: str | None = None, trust_remote_code: bool = False) -> Any:
-    from transformers import AutoConfig
+    """The model's config; its size fields are checked (`check_config_fields`) before transformers
+    builds anything from them, so a hostile config.json is one line naming the field."""
+    from huggingface_hub.errors import StrictDataclassError
+    from transformers import AutoConfig, PretrainedConfig
 
     kwargs: dict[str, Any] = {"revision": revision} if revision else {}
     if source.gguf_file:
         kwargs["gguf_file"] = source.gguf_file
+    label = config_label(source)
     try:
-        return AutoConfig.from_pretrained(source.location, trust_remote_code=trust_remote_code, **kwargs)
+        if not source.gguf_file:  # a GGUF's config is converted from its metadata, checked below
+            raw, _ = PretrainedConfig.get_config_dict(source.location, **kwargs)
+            check_config_fields(raw, label)
+        config = AutoConfig.from_pretrained(source.location, trust_remote_code=trust_remote_code, **kwargs)
+    except ModelLoadError:
+        raise
     except (OSError, ValueError, KeyError) as err:
         if not trust_remote_code and _is_remote_code_refusal(err):
             raise remote_code_error(source.location, "its repository") from err
@@ -145,6 +162,11 @@ def load_config(source: Source, revision: str | None = None, trust_remote_code: 
         raise ModelLoadError(
             f"could not read the model config of {source.location!r} from {where}: {err}"
         ) from err
+    except (StrictDataclassError, TypeError, ArithmeticError) as err:  # transformers' own checks
+        reason = " ".join(str(err).split())
+        raise ModelLoadError(f"{label} is not a valid config: {reason}") from err
+    check_config_fields(config.to_dict(), label)
+    return config
 
 
 def _gguf_has_tokenizer(path: Path) -> bool:
@@ -214,7 +236,7 @@ def describe_model(model: ModelSpec | str) -> Described:
     A hub model's revision (None = main) is resolved to its commit once, here; config, tokenizer
     and (later) weights are all loaded at that commit, so a branch moving meanwhile cannot mix them.
     """
-    from rbplab.store.sizes import parameter_counts
+    from rbplab.store.sizes import meta_model, parameter_counts
 
     spec = as_spec(model)
     source = resolve_source(spec)
@@ -223,7 +245,9 @@ def describe_model(model: ModelSpec | str) -> Described:
     # a local checkpoint is its own directory (resolve_source), so no revision is passed for it
     config = load_config(source, commit or (None if source.local else spec.revision), spec.trust_remote_code)
     tokenizer = load_tokenizer(spec, source, commit)
-    counts = parameter_counts(config)
+    meta = meta_model(config)  # the architecture on the meta device: no memory, no weights
+    counts = parameter_counts(meta)
+    check_weights_match(source, config, meta)
     device = select_device(spec.device)
     placeholders = _gguf_placeholders(spec, source)
     vocab = len(tokenizer) - placeholders
@@ -255,6 +279,17 @@ def describe_model(model: ModelSpec | str) -> Described:
         placeholder_tokens=placeholders,
     )
     return Described(spec, source, config, tokenizer, info, commit)
+
+
+def check_weights_match(source: Source, config: Any, meta: torch.nn.Module) -> None:
+    """Refuse a local model whose weight files do not hold the parameters its config describes
+    (`check_weight_files`), reading only safetensors headers. Hub models are checked by
+    transformers once downloaded; quantised and pickle checkpoints are not checked here."""
+    if not source.local or source.gguf_file or getattr(config, "quantization_config", None):
+        return
+    shapes = local_weight_shapes(Path(source.location))
+    if shapes is not None:
+        check_weight_files(meta, config, shapes, config_label(source))
 
 
 def _gguf_placeholders(spec: ModelSpec, source: Source) -> int:

@@ -259,3 +259,68 @@ def test_non_finite_logits_after_finished_shards_keep_them(
     (entry,) = [p for p in root.glob("??/*") if p.is_dir()]
     names = sorted(p.name for p in entry.iterdir())
     assert "shard-00000.parquet" in names and "spec.json" in names and "manifest.json" not in names
+
+
+# (model fixture, field, value, what the one-line error must say). Sizes of the micro models
+# (tests/helpers/models.py): llama 2 layers, hidden 32, 4 heads, 2 kv heads, intermediate 64;
+# gpt2 2 layers, n_embd 32, 2 heads. Each value reaches transformers as it is (no other field
+# changes), so the error must name this field.
+HOSTILE_CONFIGS = [
+    ("llama_dir", "num_hidden_layers", 10**7, "num_hidden_layers = 10000000 is larger than any model"),
+    ("llama_dir", "vocab_size", -5, "vocab_size = -5 must be a positive integer"),
+    ("llama_dir", "num_attention_heads", 0, "num_attention_heads = 0 must be a positive integer"),
+    ("llama_dir", "vocab_size", "4096", "vocab_size = '4096' must be an integer, not str"),
+    ("llama_dir", "hidden_size", 32.0, "hidden_size = 32.0 must be an integer, not float"),
+    (
+        "llama_dir",
+        "num_key_value_heads",
+        3,
+        "num_key_value_heads = 3 does not divide num_attention_heads = 4",
+    ),
+    ("llama_dir", "rms_norm_eps", float("nan"), "rms_norm_eps = nan must be a finite non-negative number"),
+    ("gpt2_dir", "n_head", 5, "n_head = 5 does not divide n_embd = 32"),
+    # fields that fit their type and range but not the weight files
+    ("llama_dir", "num_hidden_layers", 3, "num_hidden_layers = 3 but the weight files hold 2 layers"),
+    ("llama_dir", "num_hidden_layers", 1, "num_hidden_layers = 1 but the weight files hold 2 layers"),
+    ("gpt2_dir", "n_embd", 48, "n_embd = 48 but the weight files' token embedding has 32 columns"),
+    ("llama_dir", "vocab_size", 400, "vocab_size = 400 but the weight files' token embedding has"),
+]
+
+
+@pytest.mark.parametrize(("fixture", "field", "value", "message"), HOSTILE_CONFIGS)
+def test_hostile_config_field_is_one_line_naming_it_with_no_litter(
+    request, capsys, corpus_file, tmp_path, fixture, field, value, message
+):
+    model = tmp_path / "model"
+    shutil.copytree(request.getfixturevalue(fixture), model)
+    config = json.loads((model / "config.json").read_text())
+    assert field in config  # the micro model spells the field this way
+    config[field] = value
+    (model / "config.json").write_text(json.dumps(config))
+    root = tmp_path / "cache"
+    capsys.readouterr()  # the fixtures' own output
+    status, out, err = run(capsys, *extract_args(model, corpus_file, root))
+    assert status == 1 and out == "" and err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith("rbplab: error: config.json of ") and message in err, err
+    assert list_entries(root).empty and not list(root.glob("??"))
+
+
+def test_config_asking_for_a_larger_layer_is_refused_with_both_counts(
+    capsys, llama_dir, corpus_file, tmp_path
+):
+    """intermediate_size 64 -> 128: same layers and embedding, so the counts themselves are named.
+    The model would have 2 layers x 3 MLP matrices x 32 x 64 more values than the file holds."""
+    from safetensors import safe_open
+
+    model = tmp_path / "model"
+    shutil.copytree(llama_dir, model)
+    config = json.loads((model / "config.json").read_text())
+    config["intermediate_size"] = 128
+    (model / "config.json").write_text(json.dumps(config))
+    with safe_open(model / "model.safetensors", "pt") as handle:
+        held = sum(int(np.prod(handle.get_slice(name).get_shape())) for name in handle.keys())
+    wanted = held + 2 * 3 * 32 * 64
+    capsys.readouterr()
+    status, out, err = run(capsys, *extract_args(model, corpus_file, tmp_path / "cache"))
+    assert status == 1 and err.count("\n") == 1, err
+    assert f"describes a model of {wanted:,} parameters but the weight files hold {held:,} values" in err
