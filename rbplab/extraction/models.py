@@ -13,6 +13,7 @@ are never a token of the text, so ranks are taken over the tokenizer's vocabular
 
 from __future__ import annotations
 
+import contextlib
 import json
 import pickle
 from dataclasses import asdict, dataclass
@@ -23,6 +24,7 @@ import torch
 
 from rbplab.extraction.config_checks import check_config_fields, check_weight_files, local_weight_shapes
 from rbplab.extraction.fingerprints import resolve_commit, tokenizer_fingerprint, weights_fingerprint
+from rbplab.extraction.gguf_file import gguf_reader, shared_gguf_reader
 from rbplab.extraction.sources import (
     ModelLoadError,
     ModelSpec,
@@ -170,9 +172,7 @@ def load_config(source: Source, revision: str | None = None, trust_remote_code: 
 
 
 def _gguf_has_tokenizer(path: Path) -> bool:
-    from gguf import GGUFReader
-
-    return "tokenizer.ggml.model" in GGUFReader(str(path)).fields
+    return "tokenizer.ggml.model" in gguf_reader(path).fields
 
 
 def load_tokenizer(spec: ModelSpec, source: Source, revision: str | None = None) -> Any:
@@ -236,11 +236,17 @@ def describe_model(model: ModelSpec | str) -> Described:
     A hub model's revision (None = main) is resolved to its commit once, here; config, tokenizer
     and (later) weights are all loaded at that commit, so a branch moving meanwhile cannot mix them.
     """
-    from rbplab.store.sizes import meta_model, parameter_counts
-
     spec = as_spec(model)
     source = resolve_source(spec)
     check_remote_code(spec, source)
+    # config, tokenizer and placeholder scan share one parse of a GGUF file's header
+    with shared_gguf_reader() if source.gguf_file else contextlib.nullcontext():
+        return _describe(spec, source)
+
+
+def _describe(spec: ModelSpec, source: Source) -> Described:
+    from rbplab.store.sizes import meta_model, parameter_counts
+
     commit = None if source.local else resolve_commit(source, spec.revision)
     # a local checkpoint is its own directory (resolve_source), so no revision is passed for it
     config = load_config(source, commit or (None if source.local else spec.revision), spec.trust_remote_code)
@@ -283,11 +289,15 @@ def describe_model(model: ModelSpec | str) -> Described:
 
 def check_weights_match(source: Source, config: Any, meta: torch.nn.Module) -> None:
     """Refuse a local model whose weight files do not hold the parameters its config describes
-    (`check_weight_files`), reading only safetensors headers. Hub models are checked by
+    (`check_weight_files`), reading only safetensors headers or a GGUF tensor table. Hub models are checked by
     transformers once downloaded; quantised and pickle checkpoints are not checked here."""
-    if not source.local or source.gguf_file or getattr(config, "quantization_config", None):
+    if not source.local or getattr(config, "quantization_config", None):
         return
-    shapes = local_weight_shapes(Path(source.location))
+    if source.gguf_file:  # the tensor table of the (memoised) header: shapes in ggml order
+        reader = gguf_reader(Path(source.location) / source.gguf_file)
+        shapes = {str(t.name): tuple(int(d) for d in t.shape) for t in reader.tensors}
+    else:
+        shapes = local_weight_shapes(Path(source.location))
     if shapes is not None:
         check_weight_files(meta, config, shapes, config_label(source))
 
@@ -322,7 +332,9 @@ def load_weights(described: Described) -> torch.nn.Module:
 
     name = spec.name_or_path
     try:
-        model = AutoModelForCausalLM.from_pretrained(source.location, **kwargs)
+        # the GGUF header describe_model parsed: transformers reads config and tensors through it
+        with shared_gguf_reader() if source.gguf_file else contextlib.nullcontext():
+            model = AutoModelForCausalLM.from_pretrained(source.location, **kwargs)
     except SafetensorError as err:
         raise ModelLoadError(
             f"could not load the weights of {name!r}: a safetensors file is broken or truncated ({err}); "
