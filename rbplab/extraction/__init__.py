@@ -1,7 +1,8 @@
 """Model x corpus -> exact per-token rank statistics, written to the cache.
 
 `sources` says where a model comes from, `models` loads config, tokenizer and weights,
-`fingerprints` identifies them, `windows` turns documents into model inputs, `ranks` computes
+`config_checks` refuses configs that are insane or do not describe the weight files, `gguf_file`
+parses a GGUF header once per process, `fingerprints` identifies them, `windows` turns documents into model inputs, `ranks` computes
 the exact counts from hidden states, `pipeline` runs it all into cache entries, `known_plans`
 finds the entry of a request already planned on this machine without loading model code,
 `repair` recomputes damaged entries from what their spec records, and `verify` checks entries
@@ -19,6 +20,7 @@ _LAZY = {
     "ModelInfo": "rbplab.extraction.models",
     "ModelLoadError": "rbplab.extraction.sources",
     "ModelSpec": "rbplab.extraction.sources",
+    "NonFiniteLogitsError": "rbplab.extraction.ranks",
     "RemoteCodeError": "rbplab.extraction.sources",
     "describe_model": "rbplab.extraction.models",
     "extract": "rbplab.extraction.pipeline",
