@@ -123,8 +123,7 @@ def safetensors_shapes(path: Path) -> dict[str, tuple[int, ...]]:
 
     def broken(why: str) -> ModelLoadError:
         return ModelLoadError(
-            f"a safetensors file is broken or truncated ({path}: {why}); "
-            "download or save the model again"
+            f"a safetensors file is broken or truncated ({path}: {why}); download or save the model again"
         )
 
     size = path.stat().st_size
