@@ -334,7 +334,9 @@ def load_weights(described: Described) -> torch.nn.Module:
     try:
         # the GGUF header describe_model parsed: transformers reads config and tensors through it
         with shared_gguf_reader() if source.gguf_file else contextlib.nullcontext():
-            model = AutoModelForCausalLM.from_pretrained(source.location, **kwargs)
+            model, loading = AutoModelForCausalLM.from_pretrained(
+                source.location, output_loading_info=True, **kwargs
+            )
     except SafetensorError as err:
         raise ModelLoadError(
             f"could not load the weights of {name!r}: a safetensors file is broken or truncated ({err}); "
@@ -350,6 +352,14 @@ def load_weights(described: Described) -> torch.nn.Module:
         if not spec.trust_remote_code and _is_remote_code_refusal(err):
             raise remote_code_error(name, "its repository") from err
         raise ModelLoadError(f"could not load the weights of {name!r}: {err}") from err
+    missing = sorted(loading.get("missing_keys") or ())
+    if missing:  # what check_weights_match cannot see: hub files, pickle checkpoints
+        raise ModelLoadError(
+            f"the weight files of {name!r} lack {len(missing)} tensor(s) its config's architecture has "
+            f"({missing[0]}{', ...' if len(missing) > 1 else ''}), which transformers would initialise at "
+            "random; the config does not belong to these weights (edited, from another model, or a file "
+            "is missing)"
+        )
     if not spec.device_map:
         model = model.to(select_device(spec.device))
     model.eval()

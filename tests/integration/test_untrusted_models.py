@@ -324,3 +324,25 @@ def test_config_asking_for_a_larger_layer_is_refused_with_both_counts(
     status, out, err = run(capsys, *extract_args(model, corpus_file, tmp_path / "cache"))
     assert status == 1 and err.count("\n") == 1, err
     assert f"describes a model of {wanted:,} parameters but the weight files hold {held:,} values" in err
+
+
+def test_config_over_a_pickle_checkpoint_is_checked_after_loading(capsys, llama_dir, corpus_file, tmp_path):
+    """Pickle weights have no header to read first: the layers the file lacks (which transformers
+    would initialise at random) are refused once it is loaded, before anything is scored."""
+    from transformers import AutoModelForCausalLM
+
+    model = tmp_path / "model"
+    shutil.copytree(llama_dir, model)
+    (model / "model.safetensors").unlink()
+    weights = AutoModelForCausalLM.from_pretrained(llama_dir)
+    torch.save(weights.state_dict(), model / "pytorch_model.bin")
+    config = json.loads((model / "config.json").read_text())
+    config["num_hidden_layers"] = 3
+    (model / "config.json").write_text(json.dumps(config))
+    root = tmp_path / "cache"
+    capsys.readouterr()
+    status, out, err = run(capsys, *extract_args(model, corpus_file, root))
+    last = err.strip().splitlines()[-1]
+    assert status == 1 and out == "" and err.count("rbplab: error") == 1 and "Traceback" not in err
+    assert "lack 9 tensor(s) its config's architecture has (model.layers.2." in last, err
+    assert list_entries(root).empty and not list(root.glob("??"))
