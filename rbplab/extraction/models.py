@@ -289,8 +289,9 @@ def _describe(spec: ModelSpec, source: Source) -> Described:
 
 def check_weights_match(source: Source, config: Any, meta: torch.nn.Module) -> None:
     """Refuse a local model whose weight files do not hold the parameters its config describes
-    (`check_weight_files`), reading only safetensors headers or a GGUF tensor table. Hub models are checked by
-    transformers once downloaded; quantised and pickle checkpoints are not checked here."""
+    (`check_weight_files`), reading only safetensors headers or a GGUF tensor table. Hub models,
+    quantised and pickle checkpoints are not counted here; `load_weights` refuses any tensor they
+    lack once loaded (transformers would initialise it at random)."""
     if not source.local or getattr(config, "quantization_config", None):
         return
     if source.gguf_file:  # the tensor table of the (memoised) header: shapes in ggml order
