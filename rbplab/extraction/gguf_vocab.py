@@ -31,9 +31,9 @@ def is_placeholder(token: str, token_type: int | None) -> bool:
 
 def gguf_vocabulary(path: str | Path) -> tuple[list[str], list[int | None]] | None:
     """(tokens, token types) of a GGUF file's embedded tokenizer; None without one."""
-    from gguf import GGUFReader
+    from rbplab.extraction.gguf_file import gguf_reader
 
-    fields = GGUFReader(str(path)).fields
+    fields = gguf_reader(path).fields
     tok = fields.get("tokenizer.ggml.tokens")
     if tok is None:
         return None

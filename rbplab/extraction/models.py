@@ -13,6 +13,7 @@ are never a token of the text, so ranks are taken over the tokenizer's vocabular
 
 from __future__ import annotations
 
+import contextlib
 import json
 import pickle
 from dataclasses import asdict, dataclass
@@ -21,7 +22,9 @@ from typing import Any
 
 import torch
 
+from rbplab.extraction.config_checks import check_config_fields, check_weight_files, local_weight_shapes
 from rbplab.extraction.fingerprints import resolve_commit, tokenizer_fingerprint, weights_fingerprint
+from rbplab.extraction.gguf_file import gguf_reader, shared_gguf_reader
 from rbplab.extraction.sources import (
     ModelLoadError,
     ModelSpec,
@@ -176,14 +179,30 @@ def _is_remote_code_refusal(err: BaseException) -> bool:
     return "trust_remote_code" in str(err)
 
 
+def config_label(source: Source) -> str:
+    """How error messages name a model's config."""
+    if source.gguf_file:
+        return f"the config in {source.gguf_file}"
+    return f"config.json of {source.location!r}"
+
+
 def load_config(source: Source, revision: str | None = None, trust_remote_code: bool = False) -> Any:
-    from transformers import AutoConfig
+    """The model's config; its size fields are checked (`check_config_fields`) before transformers
+    builds anything from them, so a hostile config.json is one line naming the field."""
+    from huggingface_hub.errors import StrictDataclassError
+    from transformers import AutoConfig, PretrainedConfig
 
     kwargs: dict[str, Any] = {"revision": revision} if revision else {}
     if source.gguf_file:
         kwargs["gguf_file"] = source.gguf_file
+    label = config_label(source)
     try:
-        return AutoConfig.from_pretrained(source.location, trust_remote_code=trust_remote_code, **kwargs)
+        if not source.gguf_file:  # a GGUF's config is converted from its metadata, checked below
+            raw, _ = PretrainedConfig.get_config_dict(source.location, **kwargs)
+            check_config_fields(raw, label)
+        config = AutoConfig.from_pretrained(source.location, trust_remote_code=trust_remote_code, **kwargs)
+    except ModelLoadError:
+        raise
     except (OSError, ValueError, KeyError) as err:
         if not trust_remote_code and _is_remote_code_refusal(err):
             raise remote_code_error(source.location, "its repository") from err
@@ -191,12 +210,15 @@ def load_config(source: Source, revision: str | None = None, trust_remote_code: 
         raise ModelLoadError(
             f"could not read the model config of {source.location!r} from {where}: {err}"
         ) from err
+    except (StrictDataclassError, TypeError, ArithmeticError) as err:  # transformers' own checks
+        reason = " ".join(str(err).split())
+        raise ModelLoadError(f"{label} is not a valid config: {reason}") from err
+    check_config_fields(config.to_dict(), label)
+    return config
 
 
 def _gguf_has_tokenizer(path: Path) -> bool:
-    from gguf import GGUFReader
-
-    return "tokenizer.ggml.model" in GGUFReader(str(path)).fields
+    return "tokenizer.ggml.model" in gguf_reader(path).fields
 
 
 def load_tokenizer(spec: ModelSpec, source: Source, revision: str | None = None) -> Any:
@@ -260,16 +282,24 @@ def describe_model(model: ModelSpec | str) -> Described:
     A hub model's revision (None = main) is resolved to its commit once, here; config, tokenizer
     and (later) weights are all loaded at that commit, so a branch moving meanwhile cannot mix them.
     """
-    from rbplab.store.sizes import parameter_counts
-
     spec = as_spec(model)
     source = resolve_source(spec)
     check_remote_code(spec, source)
+    # config, tokenizer and placeholder scan share one parse of a GGUF file's header
+    with shared_gguf_reader() if source.gguf_file else contextlib.nullcontext():
+        return _describe(spec, source)
+
+
+def _describe(spec: ModelSpec, source: Source) -> Described:
+    from rbplab.store.sizes import meta_model, parameter_counts
+
     commit = None if source.local else resolve_commit(source, spec.revision)
     # a local checkpoint is its own directory (resolve_source), so no revision is passed for it
     config = load_config(source, commit or (None if source.local else spec.revision), spec.trust_remote_code)
     tokenizer = load_tokenizer(spec, source, commit)
-    counts = parameter_counts(config)
+    meta = meta_model(config)  # the architecture on the meta device: no memory, no weights
+    counts = parameter_counts(meta)
+    check_weights_match(source, config, meta)
     device = select_device(spec.device)
     placeholders = _gguf_placeholders(spec, source)
     vocab = len(tokenizer) - placeholders
@@ -303,6 +333,22 @@ def describe_model(model: ModelSpec | str) -> Described:
     return Described(spec, source, config, tokenizer, info, commit)
 
 
+def check_weights_match(source: Source, config: Any, meta: torch.nn.Module) -> None:
+    """Refuse a local model whose weight files do not hold the parameters its config describes
+    (`check_weight_files`), reading only safetensors headers or a GGUF tensor table. Hub models,
+    quantised and pickle checkpoints are not counted here; `load_weights` refuses any tensor they
+    lack once loaded (transformers would initialise it at random)."""
+    if not source.local or getattr(config, "quantization_config", None):
+        return
+    if source.gguf_file:  # the tensor table of the (memoised) header: shapes in ggml order
+        reader = gguf_reader(Path(source.location) / source.gguf_file)
+        shapes = {str(t.name): tuple(int(d) for d in t.shape) for t in reader.tensors}
+    else:
+        shapes = local_weight_shapes(Path(source.location))
+    if shapes is not None:
+        check_weight_files(meta, config, shapes, config_label(source))
+
+
 def _gguf_placeholders(spec: ModelSpec, source: Source) -> int:
     """Trailing placeholder tokens of a local GGUF whose embedded tokenizer is used (0 otherwise)."""
     if not source.gguf_file or not source.local or spec.tokenizer:
@@ -333,7 +379,11 @@ def load_weights(described: Described) -> torch.nn.Module:
 
     name = spec.name_or_path
     try:
-        model = AutoModelForCausalLM.from_pretrained(source.location, **kwargs)
+        # the GGUF header describe_model parsed: transformers reads config and tensors through it
+        with shared_gguf_reader() if source.gguf_file else contextlib.nullcontext():
+            model, loading = AutoModelForCausalLM.from_pretrained(
+                source.location, output_loading_info=True, **kwargs
+            )
     except SafetensorError as err:
         raise ModelLoadError(
             f"could not load the weights of {name!r}: a safetensors file is broken or truncated ({err}); "
@@ -349,6 +399,14 @@ def load_weights(described: Described) -> torch.nn.Module:
         if not spec.trust_remote_code and _is_remote_code_refusal(err):
             raise remote_code_error(name, "its repository") from err
         raise ModelLoadError(f"could not load the weights of {name!r}: {err}") from err
+    missing = sorted(loading.get("missing_keys") or ())
+    if missing:  # what check_weights_match cannot see: hub files, pickle checkpoints
+        raise ModelLoadError(
+            f"the weight files of {name!r} lack {len(missing)} tensor(s) its config's architecture has "
+            f"({missing[0]}{', ...' if len(missing) > 1 else ''}), which transformers would initialise at "
+            "random; the config does not belong to these weights (edited, from another model, or a file "
+            "is missing)"
+        )
     if not spec.device_map:
         model = model.to(select_device(spec.device))
     model.eval()

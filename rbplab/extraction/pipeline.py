@@ -58,7 +58,7 @@ from rbplab.extraction.models import (
     input_device,
     load_weights,
 )
-from rbplab.extraction.ranks import FloatHead, check_finite, rank_stats
+from rbplab.extraction.ranks import FloatHead, NonFiniteLogitsError, rank_stats
 from rbplab.extraction.windows import (
     PAD_MULTIPLE,
     BosDecision,
@@ -265,13 +265,25 @@ class Scorer:
             row_index = torch.from_numpy(rows).to(hidden.device)
             hidden = hidden.reshape(-1, hidden.shape[-1]).index_select(0, row_index)
             hidden = hidden.to(self.head.weight.device)
-            return rank_stats(
-                hidden,
-                self.head,
-                torch.from_numpy(targets).to(hidden.device),
-                vocab_size=self.vocab_size,
-                softcap=self.softcap,
-            )
+            try:
+                return rank_stats(
+                    hidden,
+                    self.head,
+                    torch.from_numpy(targets).to(hidden.device),
+                    vocab_size=self.vocab_size,
+                    softcap=self.softcap,
+                )
+            except NonFiniteLogitsError as err:
+                raise err.located(scored_position(group, err.row)) from None
+
+
+def scored_position(group: list[Window], row: int) -> str:
+    """The document and token that row `row` of a batch of `group` scores (`batch_arrays` order)."""
+    for window in group:
+        if row < window.n_scored:
+            return f"document {window.doc_index}, token {int(window.positions()[row])}"
+        row -= window.n_scored
+    raise IndexError(f"row {row} is beyond the batch's scored targets")
 
 
 def shard_frame(
@@ -285,7 +297,6 @@ def shard_frame(
     # One device-to-host transfer per shard, not per token.
     greater = torch.cat([p[1][0] for p in parts]).cpu().numpy()
     equal = torch.cat([p[1][1] for p in parts]).cpu()
-    check_finite(equal)
     nll = torch.cat([p[1][2] for p in parts]).cpu().numpy()
     groups = [w for group, _ in parts for w in group]
     doc_index = np.concatenate([np.full(w.n_scored, w.doc_index, dtype=np.int32) for w in groups])
@@ -465,10 +476,14 @@ def extract_plan(plan: Plan, *, cache_dir: str | Path | None = None, progress: b
     total = sum(w.n_scored for shard in shards for w in shard)
     initial = sum(w.n_scored for i in done for w in shards[i])
     label = f"{plan.spec.model.name} x {plan.corpus.name}"
-    with _progress(total, initial, label, progress) as bar:
-        compute_shards(
-            plan, entry, todo, shards=shards, scorer=make_scorer(plan, weights), on_tokens=bar.update
-        )
+    try:
+        with _progress(total, initial, label, progress) as bar:
+            compute_shards(
+                plan, entry, todo, shards=shards, scorer=make_scorer(plan, weights), on_tokens=bar.update
+            )
+    except BaseException:
+        entry.discard_if_unstarted()  # failed before its first shard: no folder left behind
+        raise
     hit = cache_hit(entry, plan)
     if hit is None:  # every shard was computed or waited for, so only a failed write gets here
         raise CacheError(f"cache entry {entry.key[:12]} is not complete after computing its shards")
@@ -518,7 +533,10 @@ def compute_shards(
             scorer = make_scorer(plan)
             work.timings["load"] += time.perf_counter() - clock
         clock = time.perf_counter()
-        frame = shard_frame(plan, scorer, shards[index], plan.settings.batch_size, report)
+        try:
+            frame = shard_frame(plan, scorer, shards[index], plan.settings.batch_size, report)
+        except NonFiniteLogitsError as err:
+            raise err.located(f"shard {index}") from None
         work.timings["score"] += time.perf_counter() - clock
         clock = time.perf_counter()
         with entry.lock():

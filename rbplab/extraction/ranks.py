@@ -18,6 +18,12 @@ Speed comes from how each chunk is processed, not from skipping work:
 - exp(x) is evaluated as exp2(x * log2 e), whose kernel is ~3x faster on CPU.
 Nothing here synchronises with the host per token, so the same code runs on GPUs.
 
+Non-finite logits cost no extra pass: amax propagates NaN and +inf, so a row holding either
+(fp16 overflow, NaN weights) has a non-finite maximum, and a non-finite target logit is the
+gathered z_t; both are checked once per call on the per-row vectors the passes already fill.
+A -inf logit elsewhere in a row is a probability of exactly 0 and leaves every count and the
+nll exact, so it is not an error (a row of nothing but -inf has a -inf maximum and is one).
+
 Batch invariance: a row's result must not depend on which other rows share its call.
 Products always have a whole number of blocks of rows (>= 16; the last chunk is
 zero-padded up to one; on GPUs a block is the whole chunk, so every product has the
@@ -32,7 +38,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from rbplab.core.errors import InvalidArgumentError, InvalidTypeError
+from rbplab.core.errors import InvalidArgumentError, InvalidTypeError, RbplabError
 
 # Two sizes. The matrix product wants many rows at once (the head weight is streamed
 # once per chunk: 512 rows of GPT-2's head run within ~3% of 1024 rows on CPU, 64 rows
@@ -46,6 +52,41 @@ MIN_BLOCK_ROWS = 16  # MKL switches kernels below 8 rows; stay well above that
 MAX_CHUNK_ROWS = 4096
 _EXACT_FLOAT_COUNT = 1 << 24  # float32 holds every integer up to 2**24 exactly
 LOG2E = 1.0 / math.log(2.0)
+
+
+class NonFiniteLogitsError(RbplabError, FloatingPointError):
+    """Scored rows whose logits hold NaN or inf: ranks and nll of such a row mean nothing.
+
+    `row` is the first such row of the `rank_stats` call, `rows` how many there are, `values`
+    how many of the first row's logits are not finite; callers that know which document and
+    token a row scores name them with `located` (the message stays one line)."""
+
+    def __init__(self, row: int, rows: int, values: int, vocab_size: int, dtype: torch.dtype, where=()):
+        self.row, self.rows, self.values, self.vocab_size, self.dtype = row, rows, values, vocab_size, dtype
+        self.where = tuple(where)
+        place = ", ".join(self.where) if self.where else f"row {row} of the call"
+        others = f" ({rows} scored positions of this batch are affected)" if rows > 1 else ""
+        super().__init__(
+            f"{place}: {values} of the {vocab_size} logits are not finite (NaN or inf){others}; "
+            f"{dtype_hint(dtype)}"
+        )
+
+    def located(self, *where: str) -> NonFiniteLogitsError:
+        """The same error with `where` (outermost first, e.g. "shard 3") before what it already names."""
+        return NonFiniteLogitsError(
+            self.row, self.rows, self.values, self.vocab_size, self.dtype, (*where, *self.where)
+        )
+
+
+def dtype_hint(dtype: torch.dtype) -> str:
+    """What to try when a model body in `dtype` produced non-finite logits."""
+    if dtype == torch.float16:
+        return "float16 overflows above 65504: run the model in --dtype bfloat16 (or float32)"
+    if dtype == torch.bfloat16:
+        return "run the model in --dtype float32 to rule out overflow; otherwise its weights hold NaN or inf"
+    return (
+        "the model's weights (an embedding row, a layer) hold NaN or inf; check or re-download the checkpoint"
+    )
 
 
 class FloatHead(nn.Module):
@@ -123,6 +164,9 @@ def rank_stats(
     O(chunk_size x vocab_size) whatever n is.
     softcap: the config's `final_logit_softcapping` (z -> cap * tanh(z / cap)), applied as the model does.
     Returns (n_greater int32, n_equal int32, nll float32), each [n], on hidden's device.
+    Raises NonFiniteLogitsError when a row's logits hold NaN or +inf, or its target logit is not
+    finite (found from the row maxima and target logits the passes compute anyway: one host sync
+    per call, no extra pass over the logits).
     """
     if hidden.ndim != 2:
         raise ValueError(f"hidden must be [n, d], got shape {tuple(hidden.shape)}")
@@ -182,9 +226,25 @@ def rank_stats(
                 k = z.shape[0]  # == block except when chunk_size is not a multiple of it
                 r = slice(start + b, start + b + k)
                 _block_passes(z, t_all[r], work[:k], z_max[r], z_target[r], sum_exp[r], greater[r], equal[r])
+        # amax propagates NaN and +inf: a row holding either has a non-finite maximum.
+        bad = ~(torch.isfinite(z_max[:n, 0]) & torch.isfinite(z_target[:n, 0]))
+        if bool(bad.any()):
+            raise _non_finite(bad, hidden, fhead, softcap)
         # nll = logsumexp(z) - z_t = (max - z_t) + log(sum exp(z - max)), once for all rows.
         nll = (z_max - z_target)[:n, 0] + torch.log(sum_exp[:n])
     return greater[:n].to(torch.int32), equal[:n].to(torch.int32), nll
+
+
+def _non_finite(bad: Tensor, hidden: Tensor, head: FloatHead, softcap: float | None) -> NonFiniteLogitsError:
+    """The error for the rows flagged `bad`; the first row's logits are recomputed to count its
+    non-finite values (only on this error path)."""
+    rows = bad.nonzero()[:, 0]
+    first = int(rows[0])
+    z = head(hidden[first : first + 1])
+    if softcap:
+        z = torch.tanh(z / softcap) * softcap
+    values = int((~torch.isfinite(z)).sum())
+    return NonFiniteLogitsError(first, len(rows), values, head.rows, hidden.dtype)
 
 
 def _block_passes(z, t, work, z_max, z_target, sum_exp, greater, equal) -> None:
@@ -202,9 +262,3 @@ def _block_passes(z, t, work, z_max, z_target, sum_exp, greater, equal) -> None:
     torch.sum(work, 1, dtype=greater.dtype, out=greater)
     torch.eq(z, z_target, out=work)
     torch.sum(work, 1, dtype=equal.dtype, out=equal)
-
-
-def check_finite(n_equal: Tensor) -> None:
-    """n_equal is 0 only when z_t is NaN (NaN equals nothing, itself included)."""
-    if bool((n_equal == 0).any()):
-        raise FloatingPointError("the model produced NaN logits; try dtype='float32' or check the weights")

@@ -421,6 +421,24 @@ class CacheEntry:
     def locked(self) -> bool:
         return self._lock_depth > 0
 
+    def discard_if_unstarted(self) -> bool:
+        """Remove the entry folder when it holds nothing but spec.json (and temporaries of failed
+        writes): what a run that failed before finishing its first shard leaves. Finished shards
+        stay (a rerun resumes from them). Skipped, returning False, while another process holds
+        the entry's lock; a writer that comes later recreates the folder and its spec.json."""
+        if entry_dir_problem(self.path) is not None or not self.path.is_dir():
+            return False
+        try:
+            with self.lock(timeout=0):  # removes the temporaries of dead writers
+                if any(item.name != "spec.json" for item in self.path.iterdir()):
+                    return False
+                remove_entry_dir(self.path)
+        except (CacheError, OSError):
+            return False
+        with contextlib.suppress(OSError):
+            self.path.parent.rmdir()  # the <key[:2]> folder, when now empty
+        return True
+
     def _check_folders(self) -> None:
         """Create the locks folder and the entry folder, refusing (CacheError) to write through a
         symbolic link at either, or at the entry's prefix folder."""

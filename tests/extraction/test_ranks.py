@@ -6,7 +6,14 @@ import pytest
 import torch
 from torch import nn
 
-from rbplab.extraction.ranks import FloatHead, block_rows, check_finite, default_chunk_size, rank_stats
+from rbplab.core.errors import RbplabError
+from rbplab.extraction.ranks import (
+    FloatHead,
+    NonFiniteLogitsError,
+    block_rows,
+    default_chunk_size,
+    rank_stats,
+)
 
 
 def dense_reference(hidden, head, targets, vocab_size, softcap=None):
@@ -131,14 +138,62 @@ def test_bad_inputs():
         rank_stats(hidden, nn.ReLU(), torch.tensor([0, 1, 2, 3]), vocab_size=50)
 
 
-def test_nan_logits_are_reported():
-    head = make_head(50, 8, bias=False)
-    hidden = torch.randn(4, 8)
-    hidden[2, 0] = float("nan")
-    _, e, _ = rank_stats(hidden, head, torch.tensor([0, 1, 2, 3]), vocab_size=50)
-    assert int(e[2]) == 0
-    with pytest.raises(FloatingPointError, match="NaN"):
-        check_finite(e)
+@pytest.mark.parametrize("chunk_size", [None, 16])
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_a_non_finite_logit_anywhere_in_a_row_is_an_error(value, chunk_size):
+    """NaN or +inf in one head row no target uses: every scored row holds it (not only at a target)."""
+    V, d, n = 300, 16, 40
+    head = make_head(V, d, bias=False)
+    torch.manual_seed(3)
+    hidden = torch.randn(n, d)
+    targets = torch.randint(0, V - 1, (n,))  # never the poisoned last row
+    with torch.no_grad():
+        head.weight[V - 1] = value
+    with pytest.raises(NonFiniteLogitsError) as caught:
+        rank_stats(hidden, head, targets, vocab_size=V, chunk_size=chunk_size)
+    err = caught.value
+    assert isinstance(err, FloatingPointError) and isinstance(err, RbplabError)
+    assert (err.row, err.rows, err.values) == (0, n, 1)
+    assert str(err).startswith(f"row 0 of the call: 1 of the {V} logits are not finite (NaN or inf) ({n} ")
+    assert "\n" not in str(err) and "weights" in str(err)
+    located = err.located("shard 2", "document 7, token 30")
+    assert str(located).startswith("shard 2, document 7, token 30: 1 of the 300 logits are not finite")
+
+
+def test_one_non_finite_row_is_named_with_its_count_and_dtype_hint():
+    V, d, n = 120, 16, 50
+    head = make_head(V, d, bias=False).to(torch.float16)
+    torch.manual_seed(4)
+    hidden = torch.randn(n, d).to(torch.float16)
+    hidden[37, 5] = float("inf")  # overflow in one position's hidden state
+    targets = torch.randint(0, V, (n,))
+    z = hidden[37:38].float() @ head.weight.float().t()  # independent count of that row's values
+    expected = int((~torch.isfinite(z)).sum())
+    with pytest.raises(
+        NonFiniteLogitsError, match="float16 overflows above 65504: .*--dtype bfloat16"
+    ) as caught:
+        rank_stats(hidden, head, targets, vocab_size=V)
+    assert (caught.value.row, caught.value.rows, caught.value.values) == (37, 1, expected)
+    assert expected == V  # an inf component reaches every logit of the row
+
+
+def test_a_non_finite_target_logit_is_an_error_and_minus_inf_elsewhere_is_probability_zero():
+    V, d, n = 80, 8, 20
+    head = make_head(V, d, bias=True)
+    torch.manual_seed(5)
+    hidden = torch.randn(n, d)
+    targets = torch.randint(0, V - 1, (n,))
+    with torch.no_grad():
+        head.bias[V - 1] = float("-inf")  # a logit that is -inf in every row, never a target
+    g, e, nll = rank_stats(hidden, head, targets, vocab_size=V)
+    z = hidden.double() @ head.weight.double().t() + head.bias.double()
+    z_t = z.gather(1, targets[:, None])
+    assert torch.equal(g.long(), (z > z_t).sum(1)) and torch.equal(e.long(), (z == z_t).sum(1))
+    assert torch.allclose(nll.double(), torch.logsumexp(z, 1) - z_t[:, 0], atol=1e-5, rtol=0)
+    targets[3] = V - 1  # now a target logit is -inf: its nll would be inf
+    with pytest.raises(NonFiniteLogitsError) as caught:
+        rank_stats(hidden, head, targets, vocab_size=V)
+    assert (caught.value.row, caught.value.rows, caught.value.values) == (3, 1, 1)
 
 
 def test_chunk_sizes_bound_memory():

@@ -16,6 +16,7 @@ import torch
 from helpers.untrusted import read_only, snapshot
 
 from rbplab.cli import app as cli
+from rbplab.core.errors import RbplabError
 from rbplab.extraction import pipeline as extract_module
 from rbplab.extraction.pipeline import extract, load_stats, plan_extraction
 from rbplab.extraction.sources import ModelSpec
@@ -267,3 +268,159 @@ def test_a_config_file_that_is_a_device_is_refused_when_checked_for_code(gpt2_di
         ModelLoadError, match="cannot check .*tokenizer_config.json.* for custom code: .*character device"
     ):
         describe_model(str(model))
+
+
+def _poisoned_embedding(model, token: int, value: float) -> None:
+    """One input-embedding row of an untied model set to `value` (the head stays finite)."""
+    from transformers import AutoModelForCausalLM
+
+    weights = AutoModelForCausalLM.from_pretrained(model)
+    with torch.no_grad():
+        weights.get_input_embeddings().weight[token] = value
+    weights.save_pretrained(model)
+
+
+def _frequent_token_outside_load_check(tokenizer, ids: list[int]) -> int:
+    """The most frequent token of `ids` that the load check's 16 inputs never use."""
+    checked = {(i * 7919) % len(tokenizer) for i in range(16)}  # models.check_head's inputs
+    counts = {t: ids.count(t) for t in set(ids) - checked}
+    return max(sorted(counts), key=counts.get)
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_non_finite_embedding_row_is_one_line_naming_the_position_with_no_litter(
+    capsys, llama_dir, tiny_tokenizer, tmp_path, value
+):
+    corpus_file = tmp_path / "c.txt"
+    corpus_file.write_text(
+        "The quick brown fox jumps over the lazy dog. " * 3 + "def add(a, b):\n    return a + b\n" * 3
+    )
+    ids = tiny_tokenizer(corpus_file.read_text(), add_special_tokens=False)["input_ids"]
+    token = _frequent_token_outside_load_check(tiny_tokenizer, ids[ids.index(ids[-1]) :])  # of the code
+    model = tmp_path / "model"
+    shutil.copytree(llama_dir, model)
+    _poisoned_embedding(model, token, value)
+    root = tmp_path / "cache"
+    status, out, err = run(capsys, *extract_args(model, corpus_file, root))
+    last = err.strip().splitlines()[-1]
+    # Document 0 is BOS + the text, cut into windows of CTX inputs advancing CTX - 1: window k
+    # holds sequence items [k (CTX-1), k (CTX-1) + CTX) and scores document positions from
+    # k (CTX-1). Attention multiplies the poisoned value vector by zero weights too (0 x NaN is
+    # NaN), so every row of the first window holding the token is affected, its first one first.
+    sequence = [tiny_tokenizer.bos_token_id, *ids]
+    step = CTX - 1
+    window = next(k for k in range(len(sequence)) if token in sequence[k * step : k * step + CTX])
+    position = window * step
+    assert position > 0
+    assert status == 1 and out == "" and err.count("rbplab: error") == 1 and "Traceback" not in err
+    assert last.startswith(f"rbplab: error: shard 0, document 0, token {position}: "), err
+    assert f"of the {len(tiny_tokenizer)} logits are not finite (NaN or inf)" in last
+    assert "hold NaN or inf" in last  # float32: the weights, not overflow
+    assert list_entries(root).empty and not list(root.glob("??"))  # not even a spec.json
+
+
+def test_non_finite_logits_after_finished_shards_keep_them(
+    llama_dir, tiny_tokenizer, tiny_corpus, tmp_path, monkeypatch
+):
+    """A shard finished before the failure stays on disk (the run is resumable); no manifest."""
+    monkeypatch.setattr(extract_module, "SHARD_TOKENS", 40)
+    texts = [doc.text for doc in tiny_corpus.documents]
+    first = set(tiny_tokenizer(texts[0], add_special_tokens=False)["input_ids"])
+    later = [t for text in texts[1:] for t in tiny_tokenizer(text, add_special_tokens=False)["input_ids"]]
+    token = _frequent_token_outside_load_check(tiny_tokenizer, [t for t in later if t not in first])
+    model = tmp_path / "model"
+    shutil.copytree(llama_dir, model)
+    _poisoned_embedding(model, token, float("nan"))
+    root = tmp_path / "cache"
+    with pytest.raises(RbplabError, match=r"^shard [1-9]\d*, document [1-9]\d*, token \d+: "):
+        extract(str(model), tiny_corpus, context_length=CTX, cache_dir=root, progress=False)
+    (entry,) = [p for p in root.glob("??/*") if p.is_dir()]
+    names = sorted(p.name for p in entry.iterdir())
+    assert "shard-00000.parquet" in names and "spec.json" in names and "manifest.json" not in names
+
+
+# (model fixture, field, value, what the one-line error must say). Sizes of the micro models
+# (tests/helpers/models.py): llama 2 layers, hidden 32, 4 heads, 2 kv heads, intermediate 64;
+# gpt2 2 layers, n_embd 32, 2 heads. Each value reaches transformers as it is (no other field
+# changes), so the error must name this field.
+HOSTILE_CONFIGS = [
+    ("llama_dir", "num_hidden_layers", 10**7, "num_hidden_layers = 10000000 is larger than any model"),
+    ("llama_dir", "vocab_size", -5, "vocab_size = -5 must be a positive integer"),
+    ("llama_dir", "num_attention_heads", 0, "num_attention_heads = 0 must be a positive integer"),
+    ("llama_dir", "vocab_size", "4096", "vocab_size = '4096' must be an integer, not str"),
+    ("llama_dir", "hidden_size", 32.0, "hidden_size = 32.0 must be an integer, not float"),
+    (
+        "llama_dir",
+        "num_key_value_heads",
+        3,
+        "num_key_value_heads = 3 does not divide num_attention_heads = 4",
+    ),
+    ("llama_dir", "rms_norm_eps", float("nan"), "rms_norm_eps = nan must be a finite non-negative number"),
+    ("gpt2_dir", "n_head", 5, "n_head = 5 does not divide n_embd = 32"),
+    # fields that fit their type and range but not the weight files
+    ("llama_dir", "num_hidden_layers", 3, "num_hidden_layers = 3 but the weight files hold 2 layers"),
+    ("llama_dir", "num_hidden_layers", 1, "num_hidden_layers = 1 but the weight files hold 2 layers"),
+    ("gpt2_dir", "n_embd", 48, "n_embd = 48 but the weight files' token embedding has 32 columns"),
+    ("llama_dir", "vocab_size", 400, "vocab_size = 400 but the weight files' token embedding has"),
+]
+
+
+@pytest.mark.parametrize(("fixture", "field", "value", "message"), HOSTILE_CONFIGS)
+def test_hostile_config_field_is_one_line_naming_it_with_no_litter(
+    request, capsys, corpus_file, tmp_path, fixture, field, value, message
+):
+    model = tmp_path / "model"
+    shutil.copytree(request.getfixturevalue(fixture), model)
+    config = json.loads((model / "config.json").read_text())
+    assert field in config  # the micro model spells the field this way
+    config[field] = value
+    (model / "config.json").write_text(json.dumps(config))
+    root = tmp_path / "cache"
+    capsys.readouterr()  # the fixtures' own output
+    status, out, err = run(capsys, *extract_args(model, corpus_file, root))
+    assert status == 1 and out == "" and err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith("rbplab: error: config.json of ") and message in err, err
+    assert list_entries(root).empty and not list(root.glob("??"))
+
+
+def test_config_asking_for_a_larger_layer_is_refused_with_both_counts(
+    capsys, llama_dir, corpus_file, tmp_path
+):
+    """intermediate_size 64 -> 128: same layers and embedding, so the counts themselves are named.
+    The model would have 2 layers x 3 MLP matrices x 32 x 64 more values than the file holds."""
+    from safetensors import safe_open
+
+    model = tmp_path / "model"
+    shutil.copytree(llama_dir, model)
+    config = json.loads((model / "config.json").read_text())
+    config["intermediate_size"] = 128
+    (model / "config.json").write_text(json.dumps(config))
+    with safe_open(model / "model.safetensors", "pt") as handle:
+        held = sum(int(np.prod(handle.get_slice(name).get_shape())) for name in handle.keys())
+    wanted = held + 2 * 3 * 32 * 64
+    capsys.readouterr()
+    status, out, err = run(capsys, *extract_args(model, corpus_file, tmp_path / "cache"))
+    assert status == 1 and err.count("\n") == 1, err
+    assert f"describes a model of {wanted:,} parameters but the weight files hold {held:,} values" in err
+
+
+def test_config_over_a_pickle_checkpoint_is_checked_after_loading(capsys, llama_dir, corpus_file, tmp_path):
+    """Pickle weights have no header to read first: the layers the file lacks (which transformers
+    would initialise at random) are refused once it is loaded, before anything is scored."""
+    from transformers import AutoModelForCausalLM
+
+    model = tmp_path / "model"
+    shutil.copytree(llama_dir, model)
+    (model / "model.safetensors").unlink()
+    weights = AutoModelForCausalLM.from_pretrained(llama_dir)
+    torch.save(weights.state_dict(), model / "pytorch_model.bin")
+    config = json.loads((model / "config.json").read_text())
+    config["num_hidden_layers"] = 3
+    (model / "config.json").write_text(json.dumps(config))
+    root = tmp_path / "cache"
+    capsys.readouterr()
+    status, out, err = run(capsys, *extract_args(model, corpus_file, root))
+    last = err.strip().splitlines()[-1]
+    assert status == 1 and out == "" and err.count("rbplab: error") == 1 and "Traceback" not in err
+    assert "lack 9 tensor(s) its config's architecture has (model.layers.2." in last, err
+    assert list_entries(root).empty and not list(root.glob("??"))
