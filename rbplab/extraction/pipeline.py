@@ -58,6 +58,7 @@ from rbplab.extraction.models import (
     input_device,
     load_weights,
 )
+from rbplab.extraction.precision import numerics_record, pinned_precision
 from rbplab.extraction.ranks import FloatHead, check_finite, rank_stats
 from rbplab.extraction.windows import (
     PAD_MULTIPLE,
@@ -259,9 +260,11 @@ class Scorer:
     def score(self, length: int, group: list[Window]) -> tuple[torch.Tensor, ...]:
         """(n_greater, n_equal, nll) of every scored target of `group`, on the head's device."""
         ids, rows, targets = batch_arrays(group, length, self.pad_id)
-        with torch.inference_mode():
+        with torch.inference_mode(), pinned_precision():
             inputs = torch.from_numpy(ids).to(self.device)
-            hidden = self.model.base_model(input_ids=inputs).last_hidden_state
+            # use_cache=False: a scoring pass never decodes further, and the KV cache transformers
+            # builds by default (config.use_cache) would hold every layer's keys and values.
+            hidden = self.model.base_model(input_ids=inputs, use_cache=False).last_hidden_state
             row_index = torch.from_numpy(rows).to(hidden.device)
             hidden = hidden.reshape(-1, hidden.shape[-1]).index_select(0, row_index)
             hidden = hidden.to(self.head.weight.device)
@@ -379,6 +382,9 @@ def entry_manifest(
             "tokens_computed": computed,
             "tokens_per_second": round(computed / seconds, 1) if computed and seconds > 0 else None,
             "resumed_shards": resumed,
+            # float32 precision pinned while scoring, and the GPU, CUDA and cuBLAS of the process
+            # that finalised the entry (None on a CPU); never in the key, so CPU keys stay put
+            "numerics": numerics_record("cuda" if info.device.startswith("device_map:") else info.device),
         },
     }
     for path, value in plan.spec.manifest_fields().items():  # what the spec pins, from the spec

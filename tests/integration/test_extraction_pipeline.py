@@ -356,3 +356,78 @@ def test_gguf_placeholder_tokens_are_left_out(padded_gguf, gguf_files, tiny_corp
         include_padded_vocab=True,
     )
     assert every_row.vocab_size == 384 and not np.array_equal(every_row.n_greater, real.n_greater)
+
+
+def _build_opt(path: Path, tokenizer) -> Path:
+    from transformers import OPTConfig, OPTForCausalLM
+
+    torch.manual_seed(3)
+    config = OPTConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        word_embed_proj_dim=32,
+        ffn_dim=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        max_position_embeddings=64,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    OPTForCausalLM(config).eval().save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def _build_qwen2(path: Path, tokenizer) -> Path:
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(4)
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    Qwen2ForCausalLM(config).eval().save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "neox", "llama", "opt", "qwen2", "micro"])
+def test_no_kv_cache_is_built(arch, request, tiny_corpus, tiny_tokenizer, tmp_path, monkeypatch):
+    """Every forward rbplab runs (the load check and scoring) passes use_cache=False: no
+    transformers Cache object is constructed, and no output carries past_key_values."""
+    from transformers import cache_utils
+
+    builders = {"opt": _build_opt, "qwen2": _build_qwen2}
+    if arch in builders:
+        model_dir = builders[arch](tmp_path / arch, tiny_tokenizer)
+    elif arch == "micro":
+        model_dir = Path(__file__).resolve().parents[2] / "data" / "models" / "micro-1-25K"
+    else:
+        model_dir = request.getfixturevalue(f"{arch}_dir")
+    built, outputs = [], []
+    original = cache_utils.Cache.__init__
+
+    def counting_init(self, *args, **kwargs):
+        built.append(type(self).__name__)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(cache_utils.Cache, "__init__", counting_init)
+    handle = torch.nn.modules.module.register_module_forward_hook(
+        lambda module, args, output: outputs.append(getattr(output, "past_key_values", None))
+    )
+    try:
+        result = extract(
+            str(model_dir), tiny_corpus, context_length=CTX, cache_dir=tmp_path / "c", progress=False
+        )
+    finally:
+        handle.remove()
+    assert result.n_tokens > 0 and outputs  # forwards ran
+    assert built == [] and all(p is None for p in outputs), (built, arch)
