@@ -118,14 +118,14 @@ def time_speed(args) -> None:
     docs, source = corpus_tokens(tokenizer, args.corpus, vocab, args.max_tokens)
     bos = BosDecision(True, 0, "benchmark")
     windows = make_windows(docs, WindowPolicy(context), bos, max_tokens=args.max_tokens)
-    groups = list(batches(windows, args.batch_size, context))
+    groups = list(batches(windows, args.batch_tokens, context))
     arrays = [(length, group, batch_arrays(group, length, 0)) for length, group in groups]
     n_tokens = sum(len(a[2][2]) for a in arrays)
     scorer = Scorer(model, vocab, 0, softcap)
     print(f"model: {label}; |V| = {vocab:,}; torch threads: {torch.get_num_threads()}; clock: {args.clock}")
     print(
         f"corpus: {source}; {n_tokens:,} scored tokens in {len(arrays)} batches "
-        f"of <= {args.batch_size} x {context}"
+        f"of <= {args.batch_tokens:,} padded tokens"
     )
 
     def ours():
@@ -240,7 +240,7 @@ def main() -> None:
     parser.add_argument("--model", default="gpt2-random", help="'gpt2-random' or a model path/name")
     parser.add_argument("--corpus", default="wikipedia", help="bundled corpus name or local path")
     parser.add_argument("--context-length", type=int, default=512)
-    parser.add_argument("--batch-size", type=int, default=4)
+    parser.add_argument("--batch-tokens", type=int, default=2048, help="padded tokens per batch")
     parser.add_argument("--max-tokens", type=int, default=4096, help="scored tokens per timed round")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--loop-tokens", type=int, default=256, help="tokens for the paper-style loop")

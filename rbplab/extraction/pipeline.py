@@ -7,7 +7,7 @@ split into deterministic shards (consecutive windows, ~SHARD_TOKENS targets each
 independent of batch size) and each finished shard is written atomically; a run
 that is killed resumes from the shards already on disk.
 
-Batch invariance (ranks identical, nll equal for any batch_size). Two things change
+Batch invariance (shards byte-identical for any batch_tokens). Two things change
 rounding on CPU: the sequence length a window is padded to, and tiny row counts in
 matrix products. So each window is padded to a length that depends on the window
 alone (its length rounded up to a multiple of PAD_MULTIPLE, capped at the context
@@ -21,6 +21,7 @@ to a batch-dependent length with an attention mask changes them by ~1e-6 (nll by
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -28,6 +29,7 @@ import time
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -278,11 +280,11 @@ class Scorer:
 
 
 def shard_frame(
-    plan: Plan, scorer: Scorer, windows: list[Window], batch_size: int, on_tokens: Callable[[int], Any]
+    plan: Plan, scorer: Scorer, windows: list[Window], batch_tokens: int, on_tokens: Callable[[int], Any]
 ) -> pd.DataFrame:
     """Per-token rows of one shard, sorted by (doc_index, position); `on_tokens(n)` after each batch."""
     parts: list[tuple[list[Window], tuple[torch.Tensor, ...]]] = []
-    for length, group in batches(windows, batch_size, plan.policy.context_length):
+    for length, group in batches(windows, batch_tokens, plan.policy.context_length):
         parts.append((group, scorer.score(length, group)))
         on_tokens(sum(w.n_scored for w in group))
     # One device-to-host transfer per shard, not per token.
@@ -370,7 +372,7 @@ def entry_manifest(
             "include_padded_vocab": plan.include_padded_vocab,
             "max_tokens": plan.max_tokens,
             "dtype": info.dtype,
-            "batch_size": plan.settings.batch_size,
+            "batch_tokens": plan.settings.batch_tokens,
             "pad_multiple": PAD_MULTIPLE,
         },
         "vocab_size": plan.vocab_size,
@@ -507,25 +509,32 @@ def compute_shards(
     processes compute one shard (a shard another process holds is waited for, then checked), and
     finalises the entry when every shard exists, whoever computed them. Weights load at the first
     shard that needs computing unless `scorer` is given. `shards`: the plan's windows per shard
-    (`plan_shards`, when the caller already has them)."""
+    (`plan_shards`, when the caller already has them).
+
+    A finished shard is written by a writer thread while the next one is scored (at most one
+    write in flight, so at most two shards' rows are held). Its claim is released only once its
+    write has landed, and a failed write is raised here before the next shard is handed over."""
     started = time.perf_counter()
     shards = plan_shards(plan) if shards is None else shards
     work = ShardWork()
     report = on_tokens or (lambda _n: None)
     producer = producer_id()
 
-    def compute(index: int) -> None:
+    def score(index: int) -> pd.DataFrame | None:
         nonlocal scorer
         if entry.has_shard(index):
             report(sum(w.n_scored for w in shards[index]))
-            return
+            return None
         if scorer is None:
             clock = time.perf_counter()
             scorer = make_scorer(plan)
             work.timings["load"] += time.perf_counter() - clock
         clock = time.perf_counter()
-        frame = shard_frame(plan, scorer, shards[index], plan.settings.batch_size, report)
+        frame = shard_frame(plan, scorer, shards[index], plan.settings.batch_tokens, report)
         work.timings["score"] += time.perf_counter() - clock
+        return frame
+
+    def write(index: int, frame: pd.DataFrame) -> None:  # on the writer thread
         clock = time.perf_counter()
         with entry.lock():
             entry.write_shard(index, frame, producer=producer)
@@ -534,16 +543,43 @@ def compute_shards(
         work.shards += 1
         _crash_hook()
 
-    held_elsewhere = []
-    for index in indices:
-        with entry.shard_claim(index, wait=False) as mine:
-            if mine:
-                compute(index)
+    with ThreadPoolExecutor(1, thread_name_prefix="rbplab-shard-writer") as writer:
+        in_flight: list[tuple[Future, contextlib.ExitStack]] = []
+
+        def land() -> None:
+            # Wait for the write in flight (if any), then release its claim; its error is raised.
+            while in_flight:
+                future, claim = in_flight.pop()
+                try:
+                    future.result()
+                finally:
+                    claim.close()
+
+        def run(index: int, wait: bool) -> bool:
+            claim = contextlib.ExitStack()
+            try:
+                if not claim.enter_context(entry.shard_claim(index, wait=wait)):
+                    claim.close()
+                    return False
+                if in_flight and in_flight[0][0].done():
+                    land()  # a failed write stops the loop before more is scored
+                frame = score(index)
+                land()
+            except BaseException:
+                claim.close()
+                raise
+            if frame is None:
+                claim.close()
             else:
-                held_elsewhere.append(index)
-    for index in held_elsewhere:  # another process is on it: wait, then make sure it landed
-        with entry.shard_claim(index, wait=True):
-            compute(index)
+                in_flight.append((writer.submit(write, index, frame), claim))
+            return True
+
+        try:
+            held_elsewhere = [index for index in indices if not run(index, wait=False)]
+            for index in held_elsewhere:  # another process is on it: wait, then make sure it landed
+                run(index, wait=True)
+        finally:
+            land()
     clock = time.perf_counter()
     with entry.lock():
         # the planned count: a shard that vanished since cannot shorten the entry

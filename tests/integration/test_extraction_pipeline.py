@@ -96,23 +96,40 @@ def test_every_token_scored_once_with_bos(gpt2_dir, tiny_corpus, tiny_tokenizer,
 
 @pytest.mark.parametrize("stride", [None, 6])
 def test_batch_invariance(gpt2_dir, tiny_corpus, tmp_path, stride):
-    frames = []
-    for batch_size in (1, 3, 8):
-        result = extract(
+    """Shards are byte-identical for any token budget: one window per batch, a few, all at once."""
+    from helpers.studies import shard_bytes, summary_bytes
+
+    caches = []
+    for budget in (1, 150, 1 << 20):
+        root = tmp_path / f"b{budget}"
+        extract(
             str(gpt2_dir),
             tiny_corpus,
             context_length=48,
             stride=stride,
-            batch_size=batch_size,
-            cache_dir=tmp_path / f"b{batch_size}",
+            batch_tokens=budget,
+            shard_tokens=40,  # several shards, so the writer thread overlaps scoring
+            cache_dir=root,
             progress=False,
         )
-        frames.append(CacheEntry.open(result.key, tmp_path / f"b{batch_size}").read_frame())
-    for frame in frames[1:]:
-        assert frame[["doc_index", "position", "n_greater", "n_equal"]].equals(
-            frames[0][["doc_index", "position", "n_greater", "n_equal"]]
-        )
-        assert np.abs(frame["nll"].to_numpy() - frames[0]["nll"].to_numpy()).max() <= 1e-5
+        caches.append(root)
+    reference = shard_bytes(caches[0])
+    assert len(reference) > 1
+    for root in caches[1:]:
+        assert shard_bytes(root) == reference
+        assert summary_bytes(root) == summary_bytes(caches[0])
+
+
+def test_token_budget_fills_batches():
+    from rbplab.extraction.windows import Window, batches
+
+    def window(n: int) -> Window:
+        return Window(0, np.arange(n, dtype=np.int64), 1, 0, np.ones(n - 1, dtype=bool))
+
+    windows = [window(60)] * 10 + [window(100)] * 5 + [window(2048)] * 3
+    sizes = [(length, len(group)) for length, group in batches(windows, 256, 2048)]
+    # padded to 64 (4 per 256 tokens), 128 (2 per 256), 2048 (more than the budget: one at a time)
+    assert sizes == [(64, 4), (64, 4), (64, 2), (128, 2), (128, 2), (128, 1)] + [(2048, 1)] * 3
 
 
 def count_forwards():
@@ -132,7 +149,12 @@ def test_cache_hit_runs_no_forward_pass(gpt2_dir, tiny_corpus, cache_dir, monkey
     calls, handle = count_forwards()
     try:
         again = extract(
-            str(gpt2_dir), tiny_corpus, context_length=CTX, batch_size=3, cache_dir=cache_dir, progress=False
+            str(gpt2_dir),
+            tiny_corpus,
+            context_length=CTX,
+            batch_tokens=48,
+            cache_dir=cache_dir,
+            progress=False,
         )
         stats = load_stats(
             str(gpt2_dir), tiny_corpus, context_length=CTX, cache_dir=cache_dir, progress=False
@@ -265,8 +287,8 @@ def test_bad_inputs(gpt2_dir, gguf_files, tiny_corpus, cache_dir):
         extract(str(gguf_files["bare"]), tiny_corpus, cache_dir=cache_dir, progress=False)
     with pytest.raises(registry.UnknownModelError, match="Known families"):
         extract("no-such-model", tiny_corpus, cache_dir=cache_dir, progress=False)
-    with pytest.raises(ValueError, match="batch_size"):
-        extract(str(gpt2_dir), tiny_corpus, batch_size=0, cache_dir=cache_dir, progress=False)
+    with pytest.raises(ValueError, match="batch_tokens"):
+        extract(str(gpt2_dir), tiny_corpus, batch_tokens=0, cache_dir=cache_dir, progress=False)
     with pytest.raises(ValueError, match="max_tokens"):
         extract(str(gpt2_dir), tiny_corpus, max_tokens=-3, cache_dir=cache_dir, progress=False)
     with pytest.raises(ValueError, match="stride"):
