@@ -502,14 +502,15 @@ def compute_shards(
     shards: list[list[Window]] | None = None,
     scorer: Scorer | None = None,
     on_tokens: Callable[[int], object] | None = None,
+    load_scorer: Callable[[Plan], Scorer] | None = None,
 ) -> ShardWork:
     """The shard loop that `extract`, the runner's work units and the CLI share.
 
     Computes each shard of `indices` the entry lacks, each under a claim of its own so no two
     processes compute one shard (a shard another process holds is waited for, then checked), and
     finalises the entry when every shard exists, whoever computed them. Weights load at the first
-    shard that needs computing unless `scorer` is given. `shards`: the plan's windows per shard
-    (`plan_shards`, when the caller already has them).
+    shard that needs computing (`load_scorer(plan)`, default `make_scorer`) unless `scorer` is
+    given. `shards`: the plan's windows per shard (`plan_shards`, when the caller already has them).
 
     A finished shard is written by a writer thread while the next one is scored (at most one
     write in flight, so at most two shards' rows are held). Its claim is released only once its
@@ -527,7 +528,7 @@ def compute_shards(
             return None
         if scorer is None:
             clock = time.perf_counter()
-            scorer = make_scorer(plan)
+            scorer = (load_scorer or make_scorer)(plan)
             work.timings["load"] += time.perf_counter() - clock
         clock = time.perf_counter()
         frame = shard_frame(plan, scorer, shards[index], plan.settings.batch_tokens, report)
