@@ -19,7 +19,7 @@ from typing import Any
 from rbplab.core.errors import RbplabError
 from rbplab.core.settings import ExtractionSettings
 from rbplab.runner.units import WorkUnit
-from rbplab.runner.worker import UnitResult, run_unit
+from rbplab.runner.worker import UnitResult, release_models, run_unit
 from rbplab.store.cache import CacheEntry, CacheError
 
 RAY_HINT = "pip install 'rbplab[ray]'"
@@ -43,13 +43,17 @@ def _one_line(err: BaseException) -> str:
 def run_local(
     units: Sequence[WorkUnit], cache_dir: Path, on_tokens: Callable[[int], object]
 ) -> list[UnitOutcome]:
-    """Each unit in turn, in this process (the torch thread setting is the process's)."""
+    """Each unit in turn, in this process (the torch thread setting is the process's). The model
+    kept between units of one model is dropped at the end: the caller's session goes on."""
     outcomes = []
-    for unit in units:
-        try:
-            outcomes.append(UnitOutcome(unit, run_unit(unit, cache_dir, on_tokens), None))
-        except (ValueError, LookupError, OSError, ImportError, RuntimeError) as err:
-            outcomes.append(UnitOutcome(unit, None, _one_line(err)))
+    try:
+        for unit in units:
+            try:
+                outcomes.append(UnitOutcome(unit, run_unit(unit, cache_dir, on_tokens), None))
+            except (ValueError, LookupError, OSError, ImportError, RuntimeError) as err:
+                outcomes.append(UnitOutcome(unit, None, _one_line(err)))
+    finally:
+        release_models()
     return outcomes
 
 
@@ -80,7 +84,7 @@ def _init_process(threads: int, devices: Any, parent: int) -> None:
     # Runs first in each worker, before anything touches CUDA (torch reads CUDA_VISIBLE_DEVICES
     # when it creates its CUDA context, at the first CUDA call, not at import).
     exit_with_parent(parent)
-    device = devices.get_nowait()
+    device = devices.get(timeout=600)  # put before the pool started; the feeder may lag
     if device is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = device
     import torch

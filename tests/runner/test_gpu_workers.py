@@ -71,7 +71,10 @@ def test_a_worker_loads_each_model_once(study_path, tmp_path, monkeypatch):
 
     monkeypatch.setattr(pipeline, "load_weights", counting_load)
     monkeypatch.setattr(pipeline, "tokenize_documents", counting_tokenize)
+    kept = []
+    release = worker.release_models
     monkeypatch.setattr(worker, "_LOADED", {})
+    monkeypatch.setattr(executors, "release_models", lambda: kept.append(len(worker._LOADED)) or release())
     monkeypatch.setattr(pipeline, "_WINDOW_MEMO", collections.OrderedDict())  # as a fresh process
     run = run_study(study_path, cache_dir=tmp_path / "cache", progress=False, shards_per_unit=1)
     assert run.ok and len(run.table) == 6
@@ -81,7 +84,8 @@ def test_a_worker_loads_each_model_once(study_path, tmp_path, monkeypatch):
     assert sorted(loads.values()) == [1, 1, 1], loads
     # the 3 models share one tokenizer: each of the 2 corpora is tokenised once in this process
     assert len(tokenised) == 2, tokenised
-    assert len(worker._LOADED) == 1  # one model held at a time
+    # one model held at a time, and none left in this process once the run is over
+    assert kept == [1] and worker._LOADED == {}
 
 
 def _worker_pids(driver: int) -> list[int]:
