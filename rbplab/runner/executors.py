@@ -99,7 +99,9 @@ def exit_with_parent(parent: int) -> None:
     """Make this process die when `parent` (the driver) does: a driver killed with SIGKILL cannot
     stop its workers, which would otherwise score on, holding GPUs, until their unit ends. Linux:
     the kernel sends SIGKILL on the parent's death (prctl PR_SET_PDEATHSIG); elsewhere a daemon
-    thread polls the parent id. A parent already gone when this runs ends the process at once."""
+    thread polls the parent id. A parent already gone when this runs ends the process at once.
+    (The kernel tracks the thread that started the process: a spawn pool starts its workers from
+    the thread that submits, which `run_processes` keeps waiting until the pool is done.)"""
     import ctypes
     import signal
     import sys
