@@ -152,3 +152,19 @@ def test_workers_exit_when_their_driver_is_killed(tmp_path, gpt2_dir, neox_dir):
     assert run.ok and (run.table["state"] == "computed").all()
     for key in run.table["key"]:
         assert CacheEntry.open(key, cache).is_complete()
+
+
+def test_ray_gpu_task_groups_keep_a_model_together():
+    from types import SimpleNamespace
+
+    from rbplab.runner.executors import task_groups
+
+    auto, other = ExtractionSettings(), ExtractionSettings(max_tokens=10)
+    units = [
+        SimpleNamespace(ref=ref, settings=s) for ref, s in ["aa", "ab", "ba", "aa", "aa", "ba", "aa", "aa"]
+    ]
+    units = [SimpleNamespace(ref=u.ref[0], settings=auto if u.settings == "a" else other) for u in units]
+    # 8 units on 2 GPUs: groups of at most 4, each of one model and settings, order kept
+    assert task_groups(units, 2) == [[0, 3, 4, 6], [7], [1], [2, 5]]
+    assert task_groups(units, 100) == [[i] for i in (0, 3, 4, 6, 7, 1, 2, 5)]  # more GPUs than units
+    assert sorted(i for g in task_groups(units, 1) for i in g) == list(range(8))
