@@ -160,10 +160,9 @@ def test_ray_gpu_task_groups_keep_a_model_together():
     from rbplab.runner.executors import task_groups
 
     auto, other = ExtractionSettings(), ExtractionSettings(max_tokens=10)
-    units = [
-        SimpleNamespace(ref=ref, settings=s) for ref, s in ["aa", "ab", "ba", "aa", "aa", "ba", "aa", "aa"]
-    ]
-    units = [SimpleNamespace(ref=u.ref[0], settings=auto if u.settings == "a" else other) for u in units]
+    # model and settings of 8 units: model a with two settings, model b
+    pairs = [("a", auto), ("a", other), ("b", auto), ("a", auto), ("a", auto), ("b", auto)]
+    units = [SimpleNamespace(ref=ref, settings=settings) for ref, settings in pairs + [("a", auto)] * 2]
     # 8 units on 2 GPUs: groups of at most 4, each of one model and settings, order kept
     assert task_groups(units, 2) == [[0, 3, 4, 6], [7], [1], [2, 5]]
     assert task_groups(units, 100) == [[i] for i in (0, 3, 4, 6, 7, 1, 2, 5)]  # more GPUs than units
