@@ -203,13 +203,13 @@ def main() -> None:
     parser.add_argument("--dtype", default=None, help="bfloat16 on CUDA, float32 on CPU (rbplab's 'auto')")
     parser.add_argument("--tokens", type=int, default=DEFAULT_TOKENS, help="scored tokens per model")
     parser.add_argument("--context", type=int, default=2048)
-    parser.add_argument("--batch-tokens", type=int, default=None, help="default: rbplab's batch_tokens")
+    parser.add_argument("--batch-tokens", type=int, default=None, help="default: rbplab's for the device")
     parser.add_argument("--kv-cache", action="store_true", help="also score with the KV cache on")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (CPU)")
     args = parser.parse_args()
-    from rbplab.core.settings import ExtractionSettings
+    from rbplab.extraction.pipeline import default_batch_tokens
 
-    args.batch_tokens = args.batch_tokens or ExtractionSettings().batch_tokens
+    args.batch_tokens = args.batch_tokens or default_batch_tokens(args.device)
     args.dtype = args.dtype or ("bfloat16" if torch.device(args.device).type == "cuda" else "float32")
     approaches = ["bare forward", "rbplab"] + (["rbplab + KV cache"] if args.kv_cache else [])
     print(

@@ -96,7 +96,12 @@ def add_settings_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
     g.add_argument("--device", default="auto", help="auto (cuda > mps > cpu), cpu, cuda, cuda:1, mps, ...")
     g.add_argument("--device-map", help="e.g. auto, to spread a large model over several devices")
-    g.add_argument("--batch-tokens", type=positive_int, default=16_384, help="padded tokens per forward pass")
+    g.add_argument(
+        "--batch-tokens",
+        type=positive_int,
+        default=None,
+        help="padded tokens per forward pass (default: 16,384 on a GPU, 2,048 on a CPU)",
+    )
     g.add_argument(
         "--shard-tokens", type=positive_int, help="scored tokens per cache shard (default 65536): resume unit"
     )

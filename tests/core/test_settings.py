@@ -9,7 +9,7 @@ from rbplab.core import ExtractionSettings, resolve_settings
 
 def test_defaults_and_overrides():
     base = ExtractionSettings()
-    assert base.context_length is None and base.bos == "auto" and base.batch_tokens == 16_384
+    assert base.context_length is None and base.bos == "auto" and base.batch_tokens is None
     changed = resolve_settings(base, max_tokens=2000, context_length=128)
     assert changed.max_tokens == 2000 and changed.context_length == 128 and base.max_tokens is None
     assert resolve_settings({"stride": 16}, context_length=64).stride == 16

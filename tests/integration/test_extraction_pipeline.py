@@ -20,6 +20,7 @@ from rbplab.extraction import pipeline as extract_module
 from rbplab.extraction.models import ModelLoadError, ModelSpec
 from rbplab.extraction.pipeline import (
     ContextLengthError,
+    default_batch_tokens,
     extract,
     load_stats,
     plan_extraction,
@@ -130,6 +131,8 @@ def test_token_budget_fills_batches():
     sizes = [(length, len(group)) for length, group in batches(windows, 256, 2048)]
     # padded to 64 (4 per 256 tokens), 128 (2 per 256), 2048 (more than the budget: one at a time)
     assert sizes == [(64, 4), (64, 4), (64, 2), (128, 2), (128, 2), (128, 1)] + [(2048, 1)] * 3
+    # left open, the budget follows the device: 8 windows of 2,048 on a GPU, one on a CPU
+    assert default_batch_tokens("cuda:1") == 8 * 2048 and default_batch_tokens("cpu") == 2048
 
 
 def count_forwards():
@@ -175,6 +178,7 @@ def test_key_covers_settings_and_manifest_records_them(gpt2_dir, tiny_corpus, ca
     manifest = base.manifest
     assert manifest["model"]["vocab_size"] == 360 and manifest["model"]["fingerprint"].startswith("sha256:")
     assert manifest["settings"]["context_length"] == CTX
+    assert manifest["settings"]["batch_tokens"] == 2048  # left open: the CPU's budget
     assert manifest["settings"]["bos_decision"]["use"] is True
     assert manifest["vocab_size"] == 360 and manifest["n_tokens"] == base.n_tokens
     provenance = manifest["provenance"]
