@@ -129,14 +129,14 @@ def time_speed(args) -> None:
     docs, source = corpus_tokens(tokenizer, args.corpus, vocab, args.max_tokens)
     bos = BosDecision(True, 0, "benchmark")
     windows = make_windows(docs, WindowPolicy(context), bos, max_tokens=args.max_tokens)
-    groups = list(batches(windows, args.batch_size, context))
+    groups = list(batches(windows, args.batch_tokens, context))
     arrays = [(length, group, batch_arrays(group, length, 0)) for length, group in groups]
     n_tokens = sum(len(a[2][2]) for a in arrays)
     scorer = Scorer(model, vocab, 0, softcap)
     print(f"model: {label}; |V| = {vocab:,}; torch threads: {torch.get_num_threads()}; clock: {args.clock}")
     print(
         f"corpus: {source}; {n_tokens:,} scored tokens in {len(arrays)} batches "
-        f"of <= {args.batch_size} x {context}"
+        f"of <= {args.batch_tokens:,} padded tokens"
     )
 
     def ours():
@@ -314,12 +314,12 @@ def _in_child(target, *args):
 def time_gguf(args, path: Path) -> None:
     from rbplab.extraction.pipeline import plan_extraction, plan_windows
 
-    overrides = {"max_tokens": args.gguf_tokens, "batch_size": args.batch_size}
+    overrides = {"max_tokens": args.gguf_tokens, "batch_tokens": args.batch_tokens}
     if args.context_length:
         overrides["context_length"] = args.context_length
     plan = plan_extraction(str(path), args.corpus, **overrides)  # the batches extract will score
     context = plan.policy.context_length
-    groups = list(batches(plan_windows(plan), args.batch_size, context))
+    groups = list(batches(plan_windows(plan), args.batch_tokens, context))
     with tempfile.TemporaryDirectory() as tmp:
         batches_file = str(Path(tmp) / "batches.npz")
         np.savez(batches_file, *[batch_arrays(group, length, 0)[0] for length, group in groups])
@@ -335,7 +335,7 @@ def time_gguf(args, path: Path) -> None:
     bare = [load + forward for load, forward in zip(runs["load"], runs["forward"], strict=True)]
     print(
         f"\nGGUF end to end: {path.name}; {n_tokens:,} scored tokens of {args.corpus} in {len(groups)} "
-        f"batches of <= {args.batch_size} x {context}"
+        f"batches of <= {args.batch_tokens:,} padded tokens (context {context})"
     )
     print(f"process CPU seconds, each run in a fresh process, {args.repeats} rounds:")
     for name, values in (*runs.items(), ("load + bare forward", bare)):
@@ -354,7 +354,7 @@ def main() -> None:
     parser.add_argument("--model", default="gpt2-random", help="'gpt2-random' or a model path/name")
     parser.add_argument("--corpus", default="wikipedia", help="bundled corpus name or local path")
     parser.add_argument("--context-length", type=int, default=512)
-    parser.add_argument("--batch-size", type=int, default=4)
+    parser.add_argument("--batch-tokens", type=int, default=2048, help="padded tokens per batch")
     parser.add_argument("--max-tokens", type=int, default=4096, help="scored tokens per timed round")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--loop-tokens", type=int, default=256, help="tokens for the paper-style loop")

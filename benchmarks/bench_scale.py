@@ -8,6 +8,17 @@ each), their ratio, the share of worker time in planning, loading weights, scori
 and Ray's scheduling overhead per unit (units of already complete entries, Ray minus local).
 Both runs start from an empty cache and must produce byte-identical shards.
 
+`--local-only` skips Ray (no network namespace needed) and `--gpt2-random` adds a GPT-2-small-shaped
+model with random weights (saved to the work dir; the bundled tokenizer, ranks over all 50,257
+output rows), to see what loading and planning cost next to scoring for a model of real size:
+
+    .venv/bin/python benchmarks/bench_scale.py --local-only --gpt2-random \
+        --max-tokens 8000 --shard-tokens 2000
+
+The figure printed as "loading + planning" is the share of the units' worker time spent planning
+(config, tokenizer, tokenising the corpus) and loading weights (with the load check); run the same
+script with an older rbplab on PYTHONPATH to compare.
+
 Ray picks the machine's interface address by itself; the benchmark re-runs itself inside a network
 namespace that holds only loopback (`unshare -n`), so the local cluster talks on 127.0.0.1 only.
 """
@@ -47,18 +58,40 @@ def shard_digests(root: Path) -> dict[str, str]:
     }
 
 
+def save_random_gpt2(path: Path) -> Path:
+    """GPT-2 small's shape (124M parameters, |V| = 50,257, 1,024 positions), random weights."""
+    import torch
+    from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    tokenizer = AutoTokenizer.from_pretrained(Path(__file__).resolve().parent.parent / "data" / "tokenizer")
+    GPT2LMHeadModel(GPT2Config()).eval().save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def worker_shares(name: str, run) -> None:
+    total = sum(run.timings.values()) or 1.0
+    shares = ", ".join(f"{k} {v:.1f} s ({v / total:.0%})" for k, v in run.timings.items())
+    print(f"{name} worker time: planning on driver {run.plan_seconds:.1f} s; units: {shares}")
+    setup = run.timings.get("plan", 0.0) + run.timings.get("load", 0.0)
+    print(f"{name} loading + planning: {setup:.1f} s of {total:.1f} s worker time ({setup / total:.1%})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--models", nargs="+", default=DEFAULT_MODELS)
+    parser.add_argument("--models", nargs="*", default=DEFAULT_MODELS)
     parser.add_argument("--corpora", nargs="+", default=DEFAULT_CORPORA)
     parser.add_argument("--max-tokens", type=int, default=40_000, help="per model and corpus")
     parser.add_argument("--shard-tokens", type=int, default=10_000, help="tokens per shard (work unit size)")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--no-netns", action="store_true", help="do not re-run inside `unshare -n`")
+    parser.add_argument("--local-only", action="store_true", help="the local executor only (no Ray)")
+    parser.add_argument("--gpt2-random", action="store_true", help="add a random GPT-2-small-shaped model")
     args = parser.parse_args()
-    if not args.no_netns:
+    if not args.no_netns and not args.local_only:
         reexec_in_netns()
 
     import torch
@@ -66,16 +99,22 @@ def main() -> None:
     from rbplab.runner import RayOptions, parse_study, run_study
     from rbplab.runner.executors import connect_ray, warm_up_workers
 
+    work = Path(tempfile.mkdtemp(prefix="rbplab-bench-scale-"))
+    models = list(args.models)
+    settings = {"max_tokens": args.max_tokens, "shard_tokens": args.shard_tokens}
+    if args.gpt2_random:
+        models.append(str(save_random_gpt2(work / "gpt2-random")))
+        # the bundled tokenizer is smaller than GPT-2's: rank over every output row, as GPT-2 would
+        settings["include_padded_vocab"] = True
     study = parse_study(
         {
-            "models": args.models,
+            "models": models,
             "corpora": args.corpora,
-            "settings": {"max_tokens": args.max_tokens, "shard_tokens": args.shard_tokens},
+            "settings": settings,
         }
     )
-    work = Path(tempfile.mkdtemp(prefix="rbplab-bench-scale-"))
     print(
-        f"grid: {len(args.models)} models x {len(args.corpora)} corpora, {args.max_tokens} tokens each, "
+        f"grid: {len(models)} models x {len(args.corpora)} corpora, {args.max_tokens} tokens each, "
         f"shards of {args.shard_tokens}; {args.workers} CPUs; work dir {work}"
     )
 
@@ -84,6 +123,14 @@ def main() -> None:
     local = run_study(study, cache_dir=work / "local", progress=False, shards_per_unit=1)
     local_seconds = time.perf_counter() - started
     assert local.ok, local.failures
+    tokens = int(local.table["tokens"].sum())
+    if args.local_only:
+        print(
+            f"local (1 process x {args.workers} thr): {local_seconds:.1f} s, "
+            f"{tokens / local_seconds:.0f} tok/s"
+        )
+        worker_shares("local", local)
+        return
 
     options = RayOptions(num_cpus=args.workers, cpus_per_task=1)
     clock = time.perf_counter()
@@ -100,7 +147,6 @@ def main() -> None:
     assert ray_run.ok, ray_run.failures
     identical = shard_digests(work / "local") == shard_digests(work / "ray")
 
-    tokens = int(local.table["tokens"].sum())
     units = sum(-(-n // args.shard_tokens) for n in local.table["tokens"])
     print(f"\n{'executor':<28}{'seconds':>10}{'tokens/s':>12}")
     for label, seconds in (
@@ -115,9 +161,7 @@ def main() -> None:
     )
 
     for name, run in (("local", local), ("ray", ray_run)):
-        total = sum(run.timings.values()) or 1.0
-        shares = ", ".join(f"{k} {v:.1f} s ({v / total:.0%})" for k, v in run.timings.items())
-        print(f"{name} worker time: planning on driver {run.plan_seconds:.1f} s; units: {shares}")
+        worker_shares(name, run)
 
     # Scheduling overhead: the same units again, every entry complete (a unit then only re-plans
     # from metadata and returns), run in this process and as Ray tasks.

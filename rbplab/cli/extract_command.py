@@ -96,7 +96,12 @@ def add_settings_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
     g.add_argument("--device", default="auto", help="auto (cuda > mps > cpu), cpu, cuda, cuda:1, mps, ...")
     g.add_argument("--device-map", help="e.g. auto, to spread a large model over several devices")
-    g.add_argument("--batch-size", type=positive_int, default=8)
+    g.add_argument(
+        "--batch-tokens",
+        type=positive_int,
+        default=None,
+        help="padded tokens per forward pass (default: 16,384 on a GPU, 2,048 on a CPU)",
+    )
     g.add_argument(
         "--shard-tokens", type=positive_int, help="scored tokens per cache shard (default 65536): resume unit"
     )
@@ -159,7 +164,7 @@ def settings_from_args(args: argparse.Namespace):
         dtype=args.dtype,
         device=args.device,
         device_map=args.device_map,
-        batch_size=args.batch_size,
+        batch_tokens=args.batch_tokens,
         shard_tokens=args.shard_tokens,
     )
 

@@ -39,7 +39,7 @@ MAX_RECORD_BYTES = 1 << 16
 DEFAULT_SHARD_TOKENS = 1 << 16  # pipeline.SHARD_TOKENS (a test keeps them equal)
 _LIBRARIES = ("rbplab", "transformers", "tokenizers", "gguf")
 # Settings that do not enter the key (how fast, not what).
-_UNKEYED = ("batch_size",)
+_UNKEYED = ("batch_tokens",)
 
 
 @dataclass(frozen=True)

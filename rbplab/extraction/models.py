@@ -439,14 +439,15 @@ def check_head(model: torch.nn.Module, info: ModelInfo, length: int = 16) -> flo
     """Verify that base-model hidden states through the output head (float32, softcap) reproduce
     model(input_ids).logits; architectures that transform logits otherwise are refused.
     Returns the largest absolute difference seen."""
+    from rbplab.extraction.precision import pinned_precision
     from rbplab.extraction.ranks import FloatHead
 
     length = min(length, info.max_context or length)
     ids = (torch.arange(length) * 7919 % info.vocab_size).unsqueeze(0).to(input_device(model))
     check_head_placed(model.get_output_embeddings())
-    with torch.inference_mode():
-        reference = model(ids).logits[0].float()
-        hidden = model.base_model(ids).last_hidden_state[0]
+    with torch.inference_mode(), pinned_precision():
+        reference = model(ids, use_cache=False).logits[0].float()
+        hidden = model.base_model(ids, use_cache=False).last_hidden_state[0]
         head = model.get_output_embeddings()
         ours = FloatHead.from_module(head, head.weight.shape[0])(hidden.to(head.weight.device))
         if info.softcap:
@@ -473,7 +474,7 @@ def nan_source(model: torch.nn.Module, ids: torch.Tensor) -> str:
     """ " (first at layer i of n)" for the first hidden state that is not finite, "" if none is."""
     try:
         with torch.inference_mode():
-            states = model(ids, output_hidden_states=True).hidden_states or ()
+            states = model(ids, output_hidden_states=True, use_cache=False).hidden_states or ()
     except (RuntimeError, ValueError, TypeError):
         return ""
     for index, state in enumerate(states):

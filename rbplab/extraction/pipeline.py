@@ -7,7 +7,7 @@ split into deterministic shards (consecutive windows, ~SHARD_TOKENS targets each
 independent of batch size) and each finished shard is written atomically; a run
 that is killed resumes from the shards already on disk.
 
-Batch invariance (ranks identical, nll equal for any batch_size). Two things change
+Batch invariance (shards byte-identical for any batch_tokens). Two things change
 rounding on CPU: the sequence length a window is padded to, and tiny row counts in
 matrix products. So each window is padded to a length that depends on the window
 alone (its length rounded up to a multiple of PAD_MULTIPLE, capped at the context
@@ -21,6 +21,7 @@ to a batch-dependent length with an attention mask changes them by ~1e-6 (nll by
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -28,6 +29,7 @@ import time
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -58,6 +60,7 @@ from rbplab.extraction.models import (
     input_device,
     load_weights,
 )
+from rbplab.extraction.precision import numerics_record, pinned_precision
 from rbplab.extraction.ranks import FloatHead, NonFiniteLogitsError, rank_stats
 from rbplab.extraction.windows import (
     PAD_MULTIPLE,
@@ -259,9 +262,11 @@ class Scorer:
     def score(self, length: int, group: list[Window]) -> tuple[torch.Tensor, ...]:
         """(n_greater, n_equal, nll) of every scored target of `group`, on the head's device."""
         ids, rows, targets = batch_arrays(group, length, self.pad_id)
-        with torch.inference_mode():
+        with torch.inference_mode(), pinned_precision():
             inputs = torch.from_numpy(ids).to(self.device)
-            hidden = self.model.base_model(input_ids=inputs).last_hidden_state
+            # use_cache=False: a scoring pass never decodes further, and the KV cache transformers
+            # builds by default (config.use_cache) would hold every layer's keys and values.
+            hidden = self.model.base_model(input_ids=inputs, use_cache=False).last_hidden_state
             row_index = torch.from_numpy(rows).to(hidden.device)
             hidden = hidden.reshape(-1, hidden.shape[-1]).index_select(0, row_index)
             hidden = hidden.to(self.head.weight.device)
@@ -286,12 +291,24 @@ def scored_position(group: list[Window], row: int) -> str:
     raise IndexError(f"row {row} is beyond the batch's scored targets")
 
 
+def default_batch_tokens(device: torch.device | str) -> int:
+    """Padded tokens per forward when the settings leave it open: 16,384 on an accelerator (8
+    windows of 2,048), 2,048 on a CPU (larger CPU batches measured slower, cache-bound)."""
+    return 2_048 if torch.device(device).type == "cpu" else 16_384
+
+
 def shard_frame(
-    plan: Plan, scorer: Scorer, windows: list[Window], batch_size: int, on_tokens: Callable[[int], Any]
+    plan: Plan,
+    scorer: Scorer,
+    windows: list[Window],
+    batch_tokens: int | None,
+    on_tokens: Callable[[int], Any],
 ) -> pd.DataFrame:
-    """Per-token rows of one shard, sorted by (doc_index, position); `on_tokens(n)` after each batch."""
+    """Per-token rows of one shard, sorted by (doc_index, position); `on_tokens(n)` after each batch.
+    `batch_tokens` None: `default_batch_tokens` of the scorer's device."""
     parts: list[tuple[list[Window], tuple[torch.Tensor, ...]]] = []
-    for length, group in batches(windows, batch_size, plan.policy.context_length):
+    budget = batch_tokens or default_batch_tokens(scorer.device)
+    for length, group in batches(windows, budget, plan.policy.context_length):
         parts.append((group, scorer.score(length, group)))
         on_tokens(sum(w.n_scored for w in group))
     # One device-to-host transfer per shard, not per token.
@@ -378,7 +395,8 @@ def entry_manifest(
             "include_padded_vocab": plan.include_padded_vocab,
             "max_tokens": plan.max_tokens,
             "dtype": info.dtype,
-            "batch_size": plan.settings.batch_size,
+            "batch_tokens": plan.settings.batch_tokens
+            or default_batch_tokens("cuda" if info.device.startswith("device_map:") else info.device),
             "pad_multiple": PAD_MULTIPLE,
         },
         "vocab_size": plan.vocab_size,
@@ -390,6 +408,9 @@ def entry_manifest(
             "tokens_computed": computed,
             "tokens_per_second": round(computed / seconds, 1) if computed and seconds > 0 else None,
             "resumed_shards": resumed,
+            # float32 precision pinned while scoring, and the GPU, CUDA and cuBLAS of the process
+            # that finalised the entry (None on a CPU); never in the key, so CPU keys stay put
+            "numerics": numerics_record("cuda" if info.device.startswith("device_map:") else info.device),
         },
     }
     for path, value in plan.spec.manifest_fields().items():  # what the spec pins, from the spec
@@ -509,35 +530,43 @@ def compute_shards(
     shards: list[list[Window]] | None = None,
     scorer: Scorer | None = None,
     on_tokens: Callable[[int], object] | None = None,
+    load_scorer: Callable[[Plan], Scorer] | None = None,
 ) -> ShardWork:
     """The shard loop that `extract`, the runner's work units and the CLI share.
 
     Computes each shard of `indices` the entry lacks, each under a claim of its own so no two
     processes compute one shard (a shard another process holds is waited for, then checked), and
     finalises the entry when every shard exists, whoever computed them. Weights load at the first
-    shard that needs computing unless `scorer` is given. `shards`: the plan's windows per shard
-    (`plan_shards`, when the caller already has them)."""
+    shard that needs computing (`load_scorer(plan)`, default `make_scorer`) unless `scorer` is
+    given. `shards`: the plan's windows per shard (`plan_shards`, when the caller already has them).
+
+    A finished shard is written by a writer thread while the next one is scored (at most one
+    write in flight, so at most two shards' rows are held). Its claim is released only once its
+    write has landed, and a failed write is raised here before the next shard is handed over."""
     started = time.perf_counter()
     shards = plan_shards(plan) if shards is None else shards
     work = ShardWork()
     report = on_tokens or (lambda _n: None)
     producer = producer_id()
 
-    def compute(index: int) -> None:
+    def score(index: int) -> pd.DataFrame | None:
         nonlocal scorer
         if entry.has_shard(index):
             report(sum(w.n_scored for w in shards[index]))
-            return
+            return None
         if scorer is None:
             clock = time.perf_counter()
-            scorer = make_scorer(plan)
+            scorer = (load_scorer or make_scorer)(plan)
             work.timings["load"] += time.perf_counter() - clock
         clock = time.perf_counter()
         try:
-            frame = shard_frame(plan, scorer, shards[index], plan.settings.batch_size, report)
+            frame = shard_frame(plan, scorer, shards[index], plan.settings.batch_tokens, report)
         except NonFiniteLogitsError as err:
             raise err.located(f"shard {index}") from None
         work.timings["score"] += time.perf_counter() - clock
+        return frame
+
+    def write(index: int, frame: pd.DataFrame) -> None:  # on the writer thread
         clock = time.perf_counter()
         with entry.lock():
             entry.write_shard(index, frame, producer=producer)
@@ -546,16 +575,43 @@ def compute_shards(
         work.shards += 1
         _crash_hook()
 
-    held_elsewhere = []
-    for index in indices:
-        with entry.shard_claim(index, wait=False) as mine:
-            if mine:
-                compute(index)
+    with ThreadPoolExecutor(1, thread_name_prefix="rbplab-shard-writer") as writer:
+        in_flight: list[tuple[Future, contextlib.ExitStack]] = []
+
+        def land() -> None:
+            # Wait for the write in flight (if any), then release its claim; its error is raised.
+            while in_flight:
+                future, claim = in_flight.pop()
+                try:
+                    future.result()
+                finally:
+                    claim.close()
+
+        def run(index: int, wait: bool) -> bool:
+            claim = contextlib.ExitStack()
+            try:
+                if not claim.enter_context(entry.shard_claim(index, wait=wait)):
+                    claim.close()
+                    return False
+                if in_flight and in_flight[0][0].done():
+                    land()  # a failed write stops the loop before more is scored
+                frame = score(index)
+                land()
+            except BaseException:
+                claim.close()
+                raise
+            if frame is None:
+                claim.close()
             else:
-                held_elsewhere.append(index)
-    for index in held_elsewhere:  # another process is on it: wait, then make sure it landed
-        with entry.shard_claim(index, wait=True):
-            compute(index)
+                in_flight.append((writer.submit(write, index, frame), claim))
+            return True
+
+        try:
+            held_elsewhere = [index for index in indices if not run(index, wait=False)]
+            for index in held_elsewhere:  # another process is on it: wait, then make sure it landed
+                run(index, wait=True)
+        finally:
+            land()
     clock = time.perf_counter()
     with entry.lock():
         # the planned count: a shard that vanished since cannot shorten the entry

@@ -92,7 +92,7 @@ def _rederive(entry: CacheEntry, plan: Plan, manifest: dict, indices: list[int],
     here = plan.described.info.device
     same_values = []
     for index in indices:
-        frame = shard_frame(plan, scorer, shards[index], plan.settings.batch_size, lambda _n: None)
+        frame = shard_frame(plan, scorer, shards[index], plan.settings.batch_tokens, lambda _n: None)
         fresh = entry.encode_shard(index, frame)
         try:
             stored = entry.read_shard(index, mark_damaged=False)

@@ -239,16 +239,18 @@ def padded_length(length: int, context_length: int) -> int:
 
 
 def batches(
-    windows: list[Window], batch_size: int, context_length: int
+    windows: list[Window], batch_tokens: int, context_length: int
 ) -> Iterator[tuple[int, list[Window]]]:
-    """(padded length, windows) groups: equal padded length, at most batch_size windows, stable order."""
+    """(padded length, windows) groups: equal padded length, stable order, as many windows as fit
+    `batch_tokens` padded tokens (at least one), so short windows make batches as large as long ones."""
     by_length: dict[int, list[Window]] = {}
     for window in windows:
         by_length.setdefault(padded_length(len(window.input_ids), context_length), []).append(window)
     for length in sorted(by_length):
         group = by_length[length]
-        for start in range(0, len(group), batch_size):
-            yield length, group[start : start + batch_size]
+        size = max(1, batch_tokens // length)
+        for start in range(0, len(group), size):
+            yield length, group[start : start + size]
 
 
 def batch_arrays(group: list[Window], length: int, pad_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -90,9 +90,10 @@ def run_study(
     plan = plan_study(study, root, shards_per_unit, accelerator=accelerator)
     plan_seconds = time.perf_counter() - started
     units = plan.units if task_index is None else slice_units(plan.units, task_index, num_tasks)
-    # Biggest units first, so the last ones to finish are short (work ~ tokens x size S).
+    # Biggest models first, so the last units to finish are short (work ~ tokens x size S), and
+    # the units of one model next to each other, so a worker's loaded model serves several.
     sizes = {e.key: e.S or 1.0 for e in plan.entries}
-    todo = tuple(sorted(plan.pending(units), key=lambda u: -u.n_tokens * sizes[u.key]))
+    todo = tuple(sorted(plan.pending(units), key=lambda u: (-sizes[u.key], str(u.ref), -u.n_tokens)))
     if todo:
         check_writable(root)
     total = sum(u.n_tokens for u in todo)

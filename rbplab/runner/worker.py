@@ -7,17 +7,32 @@ few milliseconds), so workers of one entry do not wait for each other. The worke
 every shard present finalises the entry (under the entry lock; idempotent), and the manifest
 records which host:pid produced each shard. A worker that dies mid-unit leaves whole shards or
 nothing: the retry, or the next run, computes what is missing.
+
+A worker process keeps the last model it loaded (`loaded_scorer`): the next unit of the same model
+(same weights fingerprint, dtype, device and head) reuses it instead of loading the weights and
+running the load check again. Corpora are tokenised once per process (`plan_windows` memoises them).
 """
 
 from __future__ import annotations
 
+import gc
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rbplab.core.errors import RunFailedError
-from rbplab.extraction.pipeline import CRASH_HOOK_ENV, compute_shards, plan_extraction, producer_id
+from rbplab.extraction.pipeline import (
+    CRASH_HOOK_ENV,
+    Plan,
+    Scorer,
+    compute_shards,
+    make_scorer,
+    plan_extraction,
+    plan_shards,
+    producer_id,
+)
 from rbplab.runner.units import WorkUnit
 from rbplab.store.cache import CacheEntry
 
@@ -35,6 +50,36 @@ class UnitResult:
     # Where the time went: planning (config, tokenizer, tokenizing the corpus), loading weights,
     # scoring (forward pass and ranks), writing shards and the manifest.
     timings: dict[str, float] = field(default_factory=dict)
+    # CUDA_VISIBLE_DEVICES of the worker process (None: not set), i.e. which GPU it was given
+    visible_devices: str | None = None
+
+
+# The model this process last loaded, and what identifies it (see `loaded_scorer`).
+_LOADED: dict[tuple, Scorer] = {}
+
+
+def loaded_scorer(plan: Plan) -> Scorer:
+    """The scorer of `plan`'s model, reused when this process loaded the same model last (the same
+    weights fingerprint and dtype, which the plan derived afresh from the files, the same load
+    options, output rows and pad id); otherwise the previous model is freed first, so a worker
+    holds one model at a time (GPU memory), and the new one is loaded and checked."""
+    identity = (plan.spec.model, plan.described.spec, plan.spec.tokenizer, plan.vocab_size, plan.bos.token_id)
+    if identity not in _LOADED:
+        release_models()
+        _LOADED[identity] = make_scorer(plan)
+    return _LOADED[identity]
+
+
+def release_models() -> None:
+    """Drop the model this process keeps (and give its GPU memory back to the driver)."""
+    if not _LOADED:
+        return
+    _LOADED.clear()
+    gc.collect()
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 def run_unit(
@@ -51,13 +96,18 @@ def run_unit(
             f"{unit.name}: the driver planned cache key {unit.key[:12]} but this worker computes "
             f"{entry.key[:12]}: the model or corpus differs between machines (same files everywhere?)"
         )
+    devices = os.environ.get("CUDA_VISIBLE_DEVICES")
     if entry.is_complete():
-        return UnitResult(unit.key, unit.shards, 0, time.perf_counter() - started, producer, False)
+        seconds = time.perf_counter() - started
+        return UnitResult(unit.key, unit.shards, 0, seconds, producer, False, visible_devices=devices)
+    shards = plan_shards(plan)  # tokenises the corpus (once per process: memoised)
     planned = time.perf_counter() - started
-    work = compute_shards(plan, entry, unit.shards, on_tokens=on_tokens)
+    work = compute_shards(
+        plan, entry, unit.shards, shards=shards, on_tokens=on_tokens, load_scorer=loaded_scorer
+    )
     seconds = time.perf_counter() - started
     timings = {"plan": planned, **work.timings}
-    return UnitResult(unit.key, unit.shards, work.tokens, seconds, producer, work.finalized, timings)
+    return UnitResult(unit.key, unit.shards, work.tokens, seconds, producer, work.finalized, timings, devices)
 
 
 def _quiet_transformers() -> None:

@@ -9,7 +9,7 @@ from rbplab.core import ExtractionSettings, resolve_settings
 
 def test_defaults_and_overrides():
     base = ExtractionSettings()
-    assert base.context_length is None and base.bos == "auto" and base.batch_size == 8
+    assert base.context_length is None and base.bos == "auto" and base.batch_tokens is None
     changed = resolve_settings(base, max_tokens=2000, context_length=128)
     assert changed.max_tokens == 2000 and changed.context_length == 128 and base.max_tokens is None
     assert resolve_settings({"stride": 16}, context_length=64).stride == 16
@@ -27,7 +27,7 @@ def test_defaults_and_overrides():
         ({"max_tokens": 0}, "max_tokens must be a positive integer or None"),
         ({"max_tokens": True}, "max_tokens must be a positive integer or None"),
         ({"dtype": "int8"}, "dtype must be one of"),
-        ({"batch_size": 0}, "batch_size must be a positive integer"),
+        ({"batch_tokens": 0}, "batch_tokens must be a positive integer"),
         ({"include_padded_vocab": "yes"}, "include_padded_vocab must be true or false"),
         ({"contex_length": 512}, "unknown extraction setting.*contex_length.*settings are: context_length"),
     ],

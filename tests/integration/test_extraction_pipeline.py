@@ -20,6 +20,7 @@ from rbplab.extraction import pipeline as extract_module
 from rbplab.extraction.models import ModelLoadError, ModelSpec
 from rbplab.extraction.pipeline import (
     ContextLengthError,
+    default_batch_tokens,
     extract,
     load_stats,
     plan_extraction,
@@ -96,23 +97,42 @@ def test_every_token_scored_once_with_bos(gpt2_dir, tiny_corpus, tiny_tokenizer,
 
 @pytest.mark.parametrize("stride", [None, 6])
 def test_batch_invariance(gpt2_dir, tiny_corpus, tmp_path, stride):
-    frames = []
-    for batch_size in (1, 3, 8):
-        result = extract(
+    """Shards are byte-identical for any token budget: one window per batch, a few, all at once."""
+    from helpers.studies import shard_bytes, summary_bytes
+
+    caches = []
+    for budget in (1, 150, 1 << 20):
+        root = tmp_path / f"b{budget}"
+        extract(
             str(gpt2_dir),
             tiny_corpus,
             context_length=48,
             stride=stride,
-            batch_size=batch_size,
-            cache_dir=tmp_path / f"b{batch_size}",
+            batch_tokens=budget,
+            shard_tokens=40,  # several shards, so the writer thread overlaps scoring
+            cache_dir=root,
             progress=False,
         )
-        frames.append(CacheEntry.open(result.key, tmp_path / f"b{batch_size}").read_frame())
-    for frame in frames[1:]:
-        assert frame[["doc_index", "position", "n_greater", "n_equal"]].equals(
-            frames[0][["doc_index", "position", "n_greater", "n_equal"]]
-        )
-        assert np.abs(frame["nll"].to_numpy() - frames[0]["nll"].to_numpy()).max() <= 1e-5
+        caches.append(root)
+    reference = shard_bytes(caches[0])
+    assert len(reference) > 1
+    for root in caches[1:]:
+        assert shard_bytes(root) == reference
+        assert summary_bytes(root) == summary_bytes(caches[0])
+
+
+def test_token_budget_fills_batches():
+    from rbplab.extraction.windows import Window, batches
+
+    def window(n: int) -> Window:
+        return Window(0, np.arange(n, dtype=np.int64), 1, 0, np.ones(n - 1, dtype=bool))
+
+    windows = [window(60)] * 10 + [window(100)] * 5 + [window(2048)] * 3
+    sizes = [(length, len(group)) for length, group in batches(windows, 256, 2048)]
+    # padded to 64 (4 per 256 tokens), 128 (2 per 256), 2048 (more than the budget: one at a time)
+    assert sizes == [(64, 4), (64, 4), (64, 2), (128, 2), (128, 2), (128, 1)] + [(2048, 1)] * 3
+    # left open, the budget follows the device: 8 windows of 2,048 on a GPU, one on a CPU
+    assert default_batch_tokens("cuda:1") == 8 * 2048 and default_batch_tokens("cpu") == 2048
 
 
 def count_forwards():
@@ -132,7 +152,12 @@ def test_cache_hit_runs_no_forward_pass(gpt2_dir, tiny_corpus, cache_dir, monkey
     calls, handle = count_forwards()
     try:
         again = extract(
-            str(gpt2_dir), tiny_corpus, context_length=CTX, batch_size=3, cache_dir=cache_dir, progress=False
+            str(gpt2_dir),
+            tiny_corpus,
+            context_length=CTX,
+            batch_tokens=48,
+            cache_dir=cache_dir,
+            progress=False,
         )
         stats = load_stats(
             str(gpt2_dir), tiny_corpus, context_length=CTX, cache_dir=cache_dir, progress=False
@@ -153,6 +178,7 @@ def test_key_covers_settings_and_manifest_records_them(gpt2_dir, tiny_corpus, ca
     manifest = base.manifest
     assert manifest["model"]["vocab_size"] == 360 and manifest["model"]["fingerprint"].startswith("sha256:")
     assert manifest["settings"]["context_length"] == CTX
+    assert manifest["settings"]["batch_tokens"] == 2048  # left open: the CPU's budget
     assert manifest["settings"]["bos_decision"]["use"] is True
     assert manifest["vocab_size"] == 360 and manifest["n_tokens"] == base.n_tokens
     provenance = manifest["provenance"]
@@ -265,8 +291,8 @@ def test_bad_inputs(gpt2_dir, gguf_files, tiny_corpus, cache_dir):
         extract(str(gguf_files["bare"]), tiny_corpus, cache_dir=cache_dir, progress=False)
     with pytest.raises(registry.UnknownModelError, match="Known families"):
         extract("no-such-model", tiny_corpus, cache_dir=cache_dir, progress=False)
-    with pytest.raises(ValueError, match="batch_size"):
-        extract(str(gpt2_dir), tiny_corpus, batch_size=0, cache_dir=cache_dir, progress=False)
+    with pytest.raises(ValueError, match="batch_tokens"):
+        extract(str(gpt2_dir), tiny_corpus, batch_tokens=0, cache_dir=cache_dir, progress=False)
     with pytest.raises(ValueError, match="max_tokens"):
         extract(str(gpt2_dir), tiny_corpus, max_tokens=-3, cache_dir=cache_dir, progress=False)
     with pytest.raises(ValueError, match="stride"):
@@ -356,3 +382,78 @@ def test_gguf_placeholder_tokens_are_left_out(padded_gguf, gguf_files, tiny_corp
         include_padded_vocab=True,
     )
     assert every_row.vocab_size == 384 and not np.array_equal(every_row.n_greater, real.n_greater)
+
+
+def _build_opt(path: Path, tokenizer) -> Path:
+    from transformers import OPTConfig, OPTForCausalLM
+
+    torch.manual_seed(3)
+    config = OPTConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        word_embed_proj_dim=32,
+        ffn_dim=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        max_position_embeddings=64,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    OPTForCausalLM(config).eval().save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def _build_qwen2(path: Path, tokenizer) -> Path:
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(4)
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    Qwen2ForCausalLM(config).eval().save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "neox", "llama", "opt", "qwen2", "micro"])
+def test_no_kv_cache_is_built(arch, request, tiny_corpus, tiny_tokenizer, tmp_path, monkeypatch):
+    """Every forward rbplab runs (the load check and scoring) passes use_cache=False: no
+    transformers Cache object is constructed, and no output carries past_key_values."""
+    from transformers import cache_utils
+
+    builders = {"opt": _build_opt, "qwen2": _build_qwen2}
+    if arch in builders:
+        model_dir = builders[arch](tmp_path / arch, tiny_tokenizer)
+    elif arch == "micro":
+        model_dir = Path(__file__).resolve().parents[2] / "data" / "models" / "micro-1-25K"
+    else:
+        model_dir = request.getfixturevalue(f"{arch}_dir")
+    built, outputs = [], []
+    original = cache_utils.Cache.__init__
+
+    def counting_init(self, *args, **kwargs):
+        built.append(type(self).__name__)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(cache_utils.Cache, "__init__", counting_init)
+    handle = torch.nn.modules.module.register_module_forward_hook(
+        lambda module, args, output: outputs.append(getattr(output, "past_key_values", None))
+    )
+    try:
+        result = extract(
+            str(model_dir), tiny_corpus, context_length=CTX, cache_dir=tmp_path / "c", progress=False
+        )
+    finally:
+        handle.remove()
+    assert result.n_tokens > 0 and outputs  # forwards ran
+    assert built == [] and all(p is None for p in outputs), (built, arch)

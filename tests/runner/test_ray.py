@@ -12,6 +12,7 @@ import re
 import shlex
 import subprocess
 import sys
+import textwrap
 import time
 
 import pytest
@@ -152,3 +153,47 @@ def test_missing_ray_is_a_one_line_error(study_path, tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="executor must be one of"):
         run_study(study_path, executor="dask", cache_dir=tmp_path / "cache", progress=False)
     assert ExtractionSettings(**SETTINGS).shard_tokens == 40
+
+
+RAY_PROBE = textwrap.dedent(
+    """
+    import json, os, time
+    import ray
+    from rbplab.runner.executors import ray_remote
+
+    ray.init(num_cpus=4, num_gpus=2, include_dashboard=False, log_to_driver=False, logging_level="WARNING")
+
+    def probe():
+        import os, time
+        import ray
+        start = time.time()
+        time.sleep(1.0)
+        gpus = [str(g) for g in ray.get_gpu_ids()]
+        return os.getpid(), os.environ.get("CUDA_VISIBLE_DEVICES"), gpus, start, time.time()
+
+    task = ray_remote(ray, probe, cpus=1, gpus=1, max_retries=0)
+    print(json.dumps(ray.get([task.remote() for _ in range(6)])))
+    """
+)
+
+
+@needs_ray
+def test_ray_gpu_tasks_get_fresh_processes_on_distinct_gpus(netns, tmp_path):
+    """A local cluster declaring 2 GPUs (none exist): Ray hands each GPU task its own
+    CUDA_VISIBLE_DEVICES; tasks through `ray_remote` run in fresh processes, never 2 on one GPU."""
+    script = tmp_path / "probe.py"
+    script.write_text(RAY_PROBE)
+    command = f"ip link set lo up && exec {shlex.quote(sys.executable)} {shlex.quote(str(script))}"
+    proc = subprocess.run(["unshare", "-n", "sh", "-c", command], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert len(results) == 6
+    for pid, visible, gpu_ids, _, _ in results:
+        assert visible in ("0", "1") and gpu_ids == [visible], (pid, visible, gpu_ids)
+    # max_calls=1: every GPU task in a process of its own (a reused one keeps its first CUDA context)
+    assert len({r[0] for r in results}) == 6, results
+    # tasks that ran at the same time were on different GPUs
+    for a in results:
+        for b in results:
+            if a is not b and a[3] < b[4] and b[3] < a[4]:
+                assert a[1] != b[1], (a, b)
