@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import statistics
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -45,6 +46,7 @@ from rbplab.store.corpora import Corpus, Document, LazyCorpus, open_corpus
 from rbplab.store.files import cache_root
 
 DEFAULT_PROBE_TOKENS = 512
+PROBE_PASSES = 3
 FLOAT32_BYTES = 4
 
 COLUMNS = [
@@ -273,11 +275,14 @@ def estimate_costs(
         row.values["device_bytes"] = device_bytes
         row.values["fits"] = row.values["memory_bytes"] <= device_bytes
     rate = None
-    if tokens_per_second is not None or probe:
+    work = any(r.values["tokens_to_score"] for r in rows)
+    if tokens_per_second is not None or (probe and work):
         rate = _throughput(rows, tokens_per_second, probe_tokens, device)
     for row in rows:
         if rate is not None:
             row.values["seconds"] = row.values["flops"] / rate.flops_per_second
+        elif not work:
+            row.values["seconds"] = 0.0
     table = pd.DataFrame([r.values for r in rows], columns=COLUMNS)
     states = table["state"].value_counts()
     units = [
@@ -285,8 +290,12 @@ def estimate_costs(
         for r in rows
         for i in range(0, len(r.shard_tokens), shards_per_unit)
     ]
-    total_seconds = None if rate is None else float(table["seconds"].sum())
-    wall = None if rate is None else makespan([u / rate.flops_per_second for u in units], workers)
+    total_seconds = wall = None
+    if rate is not None:
+        total_seconds = float(table["seconds"].sum())
+        wall = makespan([u / rate.flops_per_second for u in units], workers)
+    elif not work:
+        total_seconds = wall = 0.0
     totals = CostTotals(
         entries=len(table),
         cached=int(states.get("cached", 0)),
@@ -414,7 +423,8 @@ def _throughput(
 
 def probe_throughput(plan: Plan, tokens: int = DEFAULT_PROBE_TOKENS) -> Throughput:
     """Score the first `tokens` targets of `plan`'s corpus with its model (weights loaded) the way a
-    run batches them, after one untimed batch (first-call costs: allocation, kernel selection)."""
+    run batches them, after one untimed batch (first-call costs: allocation, kernel selection);
+    the time is the median of PROBE_PASSES passes."""
     from rbplab.extraction.pipeline import plan_windows
 
     windows, scored = [], 0
@@ -423,15 +433,22 @@ def probe_throughput(plan: Plan, tokens: int = DEFAULT_PROBE_TOKENS) -> Throughp
             break
         windows.append(window)
         scored += window.n_scored
+    from transformers.utils import logging
+
+    logging.disable_progress_bar()  # the plan's table is the output; no weight-loading bar
     scorer = make_scorer(plan)
     groups = list(batches(windows, plan.settings.batch_tokens, plan.policy.context_length))
     scorer.score(*groups[0])
-    _synchronize(scorer.device)
-    started = time.perf_counter()
-    for length, group in groups:
-        scorer.score(length, group)
-    _synchronize(scorer.device)
-    seconds = time.perf_counter() - started
+    # The median of a few passes: one pass on a shared machine can be several times off.
+    passes = []
+    for _ in range(PROBE_PASSES):
+        _synchronize(scorer.device)
+        started = time.perf_counter()
+        for length, group in groups:
+            scorer.score(length, group)
+        _synchronize(scorer.device)
+        passes.append(time.perf_counter() - started)
+    seconds = statistics.median(passes)
     info = plan.described.info
     arch = architecture(plan.described.config)
     per_token = flops_per_token(info.n_nonembedding, arch.d, plan.vocab_size)
