@@ -187,6 +187,8 @@ def totals_lines(t) -> list[str]:
             else " (some models DO NOT FIT: --device-map auto, a larger device, or --batch-tokens)"
         ),
     ]
+    for corpus, why in t.unreachable.items():
+        lines.append(f"{corpus}: not readable here ({why}); its tokens are the max_tokens bound")
     rate = t.throughput
     if rate is None:
         lines.append("time: not estimated (no probe; give --tokens-per-second)")

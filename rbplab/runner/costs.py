@@ -123,6 +123,7 @@ class CostTotals:
     device_bytes: int
     fits: bool
     throughput: Throughput | None
+    unreachable: dict[str, str]  # corpus -> why it could not be opened or read here
 
 
 @dataclass(frozen=True)
@@ -283,6 +284,7 @@ def estimate_costs(
             row.values["seconds"] = row.values["flops"] / rate.flops_per_second
         elif not work:
             row.values["seconds"] = 0.0
+    problems = {r.values["corpus"]: r.values["problem"] for r in rows if "problem" in r.values}
     table = pd.DataFrame([r.values for r in rows], columns=COLUMNS)
     states = table["state"].value_counts()
     units = [
@@ -313,6 +315,7 @@ def estimate_costs(
         device_bytes=device_bytes,
         fits=bool(table["fits"].all()),
         throughput=rate,
+        unreachable={label: why for (_, why), label in corpora if why} | problems,
     )
     return CostPlan(table, totals)
 
@@ -337,7 +340,7 @@ def _entry_row(ref, corpus, unreachable, label, settings, root, described, shape
         stand_in = Corpus(label, (Document("stand-in", "stand-in"),), {"origin": "stand-in"})
         plan = plan_extraction(ref, stand_in, settings, described=described)
         info = plan.described.info
-        values.update(key=None, state="unknown", note=f"corpus not reachable: {unreachable}")
+        values.update(key=None, state="unknown", note="corpus not reachable here")
         sizes = None
         done: set[int] = set()
     else:
@@ -357,7 +360,8 @@ def _entry_row(ref, corpus, unreachable, label, settings, root, described, shape
                 values["state"] = "partial" if done else "missing"
             else:
                 values["state"] = "missing"
-                values["note"] = f"corpus not readable: {problem}"
+                values["note"] = "corpus not readable here"
+                values["problem"] = problem
     exact = sizes is not None
     if sizes is None:
         budget = settings.max_tokens
@@ -368,7 +372,7 @@ def _entry_row(ref, corpus, unreachable, label, settings, root, described, shape
             )
         step = plan.spec.windows.shard_tokens
         sizes = [min(step, budget - start) for start in range(0, budget, step)]
-        values["note"] += f"; tokens are the max_tokens bound ({budget:,}), not a count"
+        values["note"] += "; tokens: the max_tokens bound"
     left = [n for i, n in enumerate(sizes) if i not in done]
     spec = plan.described.spec
     if spec not in shapes:
