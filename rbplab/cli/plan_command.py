@@ -202,7 +202,10 @@ def totals_lines(t) -> list[str]:
         f"throughput: {rate.tokens_per_second:,.0f} tok/s of {rate.model} on {rate.device} ({how}), "
         f"{rate.flops_per_second:.3g} FLOP/s"
     )
-    line = f"time: {human_seconds(t.seconds)} on one worker ({(t.seconds or 0) / 3600:.3g} worker-hours)"
+    line = (
+        f"time: {human_seconds(t.seconds)} on one worker ({(t.seconds or 0) / 3600:.3g} worker-hours; "
+        f"planning {human_seconds(t.planning_seconds)}, then loading and scoring)"
+    )
     if t.workers > 1:
         line += f", {human_seconds(t.wall_seconds)} at {t.workers} workers"
     lines.append(line)

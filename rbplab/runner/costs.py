@@ -19,7 +19,9 @@ maps d hidden units to the |V| ranked rows:
   work block (`rbplab.extraction.ranks`).
 - time: FLOPs divided by a FLOP rate, measured by scoring a few hundred tokens of the cheapest
   model of the grid on this machine's device (or from a throughput the caller gives for that
-  model); every other model's time scales with its FLOPs per token.
+  model); every other model's time scales with its FLOPs per token. Each model's weights load
+  once, in the probe's load time per byte (0 with a given throughput), and a run's driver first
+  plans every entry, which takes what this plan took (it does the same work, timed).
 """
 
 from __future__ import annotations
@@ -99,6 +101,7 @@ class Throughput:
     measured: bool  # False: given by the caller
     tokens: int = 0  # scored by the probe
     seconds: float = 0.0
+    load_seconds_per_byte: float = 0.0  # loading the probed model's weights (0: not measured)
 
     @property
     def flops_per_second(self) -> float:
@@ -123,6 +126,7 @@ class CostTotals:
     device_bytes: int
     fits: bool
     throughput: Throughput | None
+    planning_seconds: float  # what the driver of a run does first: configs, tokenizers, corpora
     unreachable: dict[str, str]  # corpus -> why it could not be opened or read here
 
 
@@ -255,6 +259,7 @@ def estimate_costs(
     if probe_tokens < 1:
         raise InvalidArgumentError(f"probe tokens must be a positive integer, got {probe_tokens}")
     root = cache_root(cache_dir)
+    started = time.perf_counter()
     corpora = [(_open(spec), corpus_label(spec)) for spec in grid.corpora]
     described: dict = {}
     shapes: dict = {}
@@ -270,6 +275,7 @@ def estimate_costs(
             settings = settings.with_changes(dtype=dtypes[ref])
         for (corpus, unreachable), label in corpora:
             rows.append(_entry_row(ref, corpus, unreachable, label, settings, root, described, shapes))
+    planning = time.perf_counter() - started
     device = _run_device(grid.settings.device)
     device_name, device_bytes = device_memory(device)
     for row in rows:
@@ -279,25 +285,35 @@ def estimate_costs(
     work = any(r.values["tokens_to_score"] for r in rows)
     if tokens_per_second is not None or (probe and work):
         rate = _throughput(rows, tokens_per_second, probe_tokens, device)
+    # Each model's weights load once (a worker keeps them for the model's next unit): the load is
+    # counted on the first unit of the model that has work, scaled from the probe's by bytes.
+    unit_seconds: list[float] = []
+    loaded: set = set()
     for row in rows:
-        if rate is not None:
-            row.values["seconds"] = row.values["flops"] / rate.flops_per_second
-        elif not work:
-            row.values["seconds"] = 0.0
+        if rate is None:
+            row.values["seconds"] = None if work else 0.0
+            continue
+        per_second = rate.flops_per_second
+        row.values["seconds"] = row.values["flops"] / per_second
+        model = (row.values["model"], row.values["revision"])
+        for i in range(0, len(row.shard_tokens), shards_per_unit):
+            seconds = (
+                sum(row.shard_tokens[i : i + shards_per_unit]) * row.values["flops_per_token"] / per_second
+            )
+            if model not in loaded:
+                loaded.add(model)
+                load = rate.load_seconds_per_byte * row.values["weight_bytes"]
+                row.values["seconds"] += load
+                seconds += load
+            unit_seconds.append(seconds)
     problems = {r.values["corpus"]: r.values["problem"] for r in rows if "problem" in r.values}
     table = pd.DataFrame([r.values for r in rows], columns=COLUMNS)
     states = table["state"].value_counts()
-    units = [
-        sum(r.shard_tokens[i : i + shards_per_unit]) * r.values["flops_per_token"]
-        for r in rows
-        for i in range(0, len(r.shard_tokens), shards_per_unit)
-    ]
     total_seconds = wall = None
-    if rate is not None:
-        total_seconds = float(table["seconds"].sum())
-        wall = makespan([u / rate.flops_per_second for u in units], workers)
-    elif not work:
-        total_seconds = wall = 0.0
+    if rate is not None or not work:
+        # The driver plans every entry before any unit runs (what this plan just did, timed).
+        total_seconds = planning + float(table["seconds"].sum())
+        wall = planning + makespan(unit_seconds, workers)
     totals = CostTotals(
         entries=len(table),
         cached=int(states.get("cached", 0)),
@@ -315,6 +331,7 @@ def estimate_costs(
         device_bytes=device_bytes,
         fits=bool(table["fits"].all()),
         throughput=rate,
+        planning_seconds=planning,
         unreachable={label: why for (_, why), label in corpora if why} | problems,
     )
     return CostPlan(table, totals)
@@ -440,7 +457,9 @@ def probe_throughput(plan: Plan, tokens: int = DEFAULT_PROBE_TOKENS) -> Throughp
     from transformers.utils import logging
 
     logging.disable_progress_bar()  # the plan's table is the output; no weight-loading bar
+    loading = time.perf_counter()
     scorer = make_scorer(plan)
+    loading = time.perf_counter() - loading
     groups = list(batches(windows, plan.settings.batch_tokens, plan.policy.context_length))
     scorer.score(*groups[0])
     # The median of a few passes: one pass on a shared machine can be several times off.
@@ -456,6 +475,15 @@ def probe_throughput(plan: Plan, tokens: int = DEFAULT_PROBE_TOKENS) -> Throughp
     info = plan.described.info
     arch = architecture(plan.described.config)
     per_token = flops_per_token(info.n_nonembedding, arch.d, plan.vocab_size)
+    weights, _, _ = memory_needed(
+        arch,
+        dtype=info.dtype,
+        vocab=plan.vocab_size,
+        head_rows=info.head_rows,
+        batch_tokens=plan.settings.batch_tokens,
+        context_length=plan.policy.context_length,
+        device=str(scorer.device),
+    )
     return Throughput(
         plan.described.source.label,
         scored / seconds,
@@ -464,6 +492,7 @@ def probe_throughput(plan: Plan, tokens: int = DEFAULT_PROBE_TOKENS) -> Throughp
         True,
         scored,
         seconds,
+        loading / weights,
     )
 
 

@@ -81,7 +81,9 @@ def test_states_tokens_left_and_nothing_written(study_path, tmp_path):
     t = plan.totals
     assert (t.entries, t.cached, t.partial, t.missing) == (6, 4, 1, 1)
     rate = 100.0 * table["flops_per_token"].min()  # the given throughput is the cheapest model's
-    assert t.seconds == pytest.approx(table["flops"].sum() / rate)
+    # No probe, so no load time: planning (timed) then the scoring
+    assert t.throughput.load_seconds_per_byte == 0 and 0 < t.planning_seconds < t.seconds
+    assert t.seconds == pytest.approx(t.planning_seconds + table["flops"].sum() / rate)
     assert t.seconds / 2 <= t.wall_seconds <= t.seconds
 
 
@@ -97,6 +99,16 @@ def test_probe_measures_the_cheapest_model(study_path, tmp_path):
     assert rate.measured and rate.tokens >= 64 and rate.seconds > 0
     assert rate.flops_per_token == plan.table["flops_per_token"].min()
     assert plan.table["seconds"].notna().all() and plan.totals.seconds > 0
+    # The probe's model loaded in measurable time; every model's load counts once, on its first entry.
+    assert rate.load_seconds_per_byte > 0
+    table = plan.table
+    scoring = table["flops"] / rate.flops_per_second
+    loads = (table["seconds"] - scoring).round(9)
+    first = ~table.duplicated("model")
+    assert (loads[first] > 0).all() and (loads[~first] == 0).all()
+    assert loads[first].tolist() == pytest.approx(
+        (table["weight_bytes"] * rate.load_seconds_per_byte)[first].tolist()
+    )
 
 
 def _cli(*args: str) -> tuple[int, str]:
