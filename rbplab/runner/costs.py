@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import heapq
 import math
-import statistics
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -48,7 +47,7 @@ from rbplab.store.corpora import Corpus, Document, LazyCorpus, open_corpus
 from rbplab.store.files import cache_root
 
 DEFAULT_PROBE_TOKENS = 512
-PROBE_PASSES = 3
+PROBE_SECONDS = 3.0  # the least time the probe scores for (after one untimed batch)
 FLOAT32_BYTES = 4
 
 COLUMNS = [
@@ -444,8 +443,8 @@ def _throughput(
 
 def probe_throughput(plan: Plan, tokens: int = DEFAULT_PROBE_TOKENS) -> Throughput:
     """Score the first `tokens` targets of `plan`'s corpus with its model (weights loaded) the way a
-    run batches them, after one untimed batch (first-call costs: allocation, kernel selection);
-    the time is the median of PROBE_PASSES passes."""
+    run batches them, after one untimed batch (first-call costs: allocation, kernel selection),
+    again and again until PROBE_SECONDS have gone by."""
     from rbplab.extraction.pipeline import plan_windows
 
     windows, scored = [], 0
@@ -462,16 +461,18 @@ def probe_throughput(plan: Plan, tokens: int = DEFAULT_PROBE_TOKENS) -> Throughp
     loading = time.perf_counter() - loading
     groups = list(batches(windows, plan.settings.batch_tokens, plan.policy.context_length))
     scorer.score(*groups[0])
-    # The median of a few passes: one pass on a shared machine can be several times off.
-    passes = []
-    for _ in range(PROBE_PASSES):
+    # Passes over the same windows until PROBE_SECONDS have gone by: on a machine shared with other
+    # jobs one short pass can be several times off, and a longer window averages that out.
+    passes, seconds = 0, 0.0
+    while passes == 0 or seconds < PROBE_SECONDS:
         _synchronize(scorer.device)
         started = time.perf_counter()
         for length, group in groups:
             scorer.score(length, group)
         _synchronize(scorer.device)
-        passes.append(time.perf_counter() - started)
-    seconds = statistics.median(passes)
+        seconds += time.perf_counter() - started
+        passes += 1
+    scored *= passes
     info = plan.described.info
     arch = architecture(plan.described.config)
     per_token = flops_per_token(info.n_nonembedding, arch.d, plan.vocab_size)
