@@ -149,7 +149,9 @@ def format_table(table) -> str:
         S=table["S"].map(lambda n: f"{n:,}"),
         flops=table["flops"].map(lambda f: f"{f:.3g}"),
         memory=[
-            f"{human_bytes(m)} / {human_bytes(d)}{'' if fits else ' DOES NOT FIT'}"
+            human_bytes(m)
+            if fits is None
+            else f"{human_bytes(m)} / {human_bytes(d)}{'' if fits else ' DOES NOT FIT'}"
             for m, d, fits in zip(table["memory_bytes"], table["device_bytes"], table["fits"], strict=True)
         ],
         time=table["seconds"].map(human_seconds),
@@ -174,24 +176,32 @@ def format_table(table) -> str:
     return shown[columns].to_string(index=False)
 
 
+def _memory_line(t) -> str:
+    need = f"memory: up to {human_bytes(t.memory_bytes)}"
+    if t.device_bytes is None:
+        return f"{need} on {t.device}: compare with their memory"
+    line = f"{need} of {human_bytes(t.device_bytes)} on {t.device}"
+    if not t.fits:
+        line += " (some models DO NOT FIT: --device-map auto, a larger device, or --batch-tokens)"
+    return line
+
+
 def totals_lines(t) -> list[str]:
     bound = "" if t.tokens_exact else " (an upper bound: some corpora could not be read here)"
     lines = [
         f"{t.entries} entries: {t.cached} cached, {t.partial} partial, {t.missing} missing"
         + (f", {t.unknown} unknown (corpus not reachable)" if t.unknown else ""),
         f"to score: {t.tokens_to_score:,} tokens{bound}, {t.flops:.3g} forward FLOPs",
-        f"memory: up to {human_bytes(t.memory_bytes)} of {human_bytes(t.device_bytes)} on {t.device}"
-        + (
-            ""
-            if t.fits
-            else " (some models DO NOT FIT: --device-map auto, a larger device, or --batch-tokens)"
-        ),
+        _memory_line(t),
     ]
     for corpus, why in t.unreachable.items():
         lines.append(f"{corpus}: not readable here ({why}); its tokens are the max_tokens bound")
     rate = t.throughput
     if rate is None:
-        lines.append("time: not estimated (no probe; give --tokens-per-second)")
+        lines.append(
+            "time: not estimated (no probe here): give --tokens-per-second, the cheapest model's "
+            "throughput on the run's device"
+        )
         return lines
     how = (
         f"measured here: {rate.tokens} tokens in {rate.seconds:.2f} s"

@@ -122,8 +122,8 @@ class CostTotals:
     wall_seconds: float | None  # at `workers` workers (units scheduled longest first)
     memory_bytes: int  # the largest need of any entry
     device: str
-    device_bytes: int
-    fits: bool
+    device_bytes: int | None
+    fits: bool | None  # None: the device is not on this machine
     throughput: Throughput | None
     planning_seconds: float  # what the driver of a run does first: configs, tokenizers, corpora
     unreachable: dict[str, str]  # corpus -> why it could not be opened or read here
@@ -192,12 +192,15 @@ def memory_needed(
     return weights, activations, head_chunk
 
 
-def device_memory(device: str) -> tuple[str, int]:
-    """(description, bytes) of what `device` holds: a GPU's memory, else this machine's RAM."""
+def device_memory(device: str) -> tuple[str, int | None]:
+    """(description, bytes) of what `device` holds: a GPU's memory, this machine's RAM for a CPU,
+    None for a GPU this machine does not have (a cluster's)."""
     import torch
 
     kind = torch.device(device).type
-    if kind == "cuda" and torch.cuda.is_available():
+    if kind == "cuda":
+        if not torch.cuda.is_available():
+            return "the workers' GPUs (none here)", None
         index = torch.device(device).index or 0
         props = torch.cuda.get_device_properties(index)
         return f"cuda:{index} {props.name}", int(props.total_memory)
@@ -258,6 +261,8 @@ def estimate_costs(
     if probe_tokens < 1:
         raise InvalidArgumentError(f"probe tokens must be a positive integer, got {probe_tokens}")
     root = cache_root(cache_dir)
+    # GPU workers (accelerator) run on CUDA whatever this driver has.
+    device = "cuda" if accelerator else _run_device(grid.settings.device)
     started = time.perf_counter()
     corpora = [(_open(spec), corpus_label(spec)) for spec in grid.corpora]
     described: dict = {}
@@ -273,16 +278,19 @@ def estimate_costs(
                 dtypes[ref] = accelerator_dtype(as_spec(ref))
             settings = settings.with_changes(dtype=dtypes[ref])
         for (corpus, unreachable), label in corpora:
-            rows.append(_entry_row(ref, corpus, unreachable, label, settings, root, described, shapes))
+            rows.append(
+                _entry_row(ref, corpus, unreachable, label, settings, root, device, described, shapes)
+            )
     planning = time.perf_counter() - started
-    device = _run_device(grid.settings.device)
     device_name, device_bytes = device_memory(device)
     for row in rows:
         row.values["device_bytes"] = device_bytes
-        row.values["fits"] = row.values["memory_bytes"] <= device_bytes
+        row.values["fits"] = None if device_bytes is None else row.values["memory_bytes"] <= device_bytes
     rate = None
     work = any(r.values["tokens_to_score"] for r in rows)
-    if tokens_per_second is not None or (probe and work):
+    # A probe measures this machine's device: useless for GPU workers when this machine has none.
+    here = device_bytes is not None
+    if tokens_per_second is not None or (probe and work and here):
         rate = _throughput(rows, tokens_per_second, probe_tokens, device)
     # Each model's weights load once (a worker keeps them for the model's next unit): the load is
     # counted on the first unit of the model that has work, scaled from the probe's by bytes.
@@ -328,7 +336,7 @@ def estimate_costs(
         memory_bytes=int(table["memory_bytes"].max()) if len(table) else 0,
         device=device_name,
         device_bytes=device_bytes,
-        fits=bool(table["fits"].all()),
+        fits=None if device_bytes is None else bool(table["fits"].all()),
         throughput=rate,
         planning_seconds=planning,
         unreachable={label: why for (_, why), label in corpora if why} | problems,
@@ -342,7 +350,7 @@ def _run_device(device: str) -> str:
     return str(select_device(device))
 
 
-def _entry_row(ref, corpus, unreachable, label, settings, root, described, shapes) -> _Row:
+def _entry_row(ref, corpus, unreachable, label, settings, root, device, described, shapes) -> _Row:
     values: dict[str, Any] = {
         "family": ref.family,
         "model": ref.model,
@@ -395,7 +403,6 @@ def _entry_row(ref, corpus, unreachable, label, settings, root, described, shape
         shapes[spec] = architecture(plan.described.config)
     arch = shapes[spec]
     per_token = flops_per_token(info.n_nonembedding, arch.d, plan.vocab_size)
-    device = _run_device(settings.device)
     weights, activations, head_chunk = memory_needed(
         arch,
         dtype=info.dtype,
