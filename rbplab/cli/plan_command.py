@@ -41,6 +41,12 @@ def add_cost_arguments(p: argparse.ArgumentParser) -> None:
         default=512,
         help="tokens the probe scores (default 512)",
     )
+    g.add_argument(
+        "--probe-seconds",
+        type=float,
+        default=3.0,
+        help="the probe scores its tokens again and again for this long (default 3; more on a busy machine)",
+    )
     g.add_argument("--no-probe", action="store_true", help="no probe and no times (reads no weights)")
 
 
@@ -97,6 +103,7 @@ def _print_plan(grid, args: argparse.Namespace, accelerator: bool) -> int:
         args.cache_dir,
         tokens_per_second=args.tokens_per_second,
         probe_tokens=args.probe_tokens,
+        probe_seconds=args.probe_seconds,
         workers=args.workers,
         shards_per_unit=args.shards_per_unit,
         accelerator=accelerator,

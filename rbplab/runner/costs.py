@@ -16,10 +16,11 @@ maps d hidden units to the |V| ranked rows:
   batch of `batch_tokens` padded tokens (hidden states and the widest projection of a layer,
   plus the attention matrix of every head as an eager implementation holds it: an upper bound
   where fused kernels do not materialise it), and the head's chunk of float32 logits with its
-  work block (`rbplab.extraction.ranks`).
+  work block and the batch's final hidden states in float32 (`rbplab.extraction.ranks`).
 - time: FLOPs divided by a FLOP rate, measured by scoring a few hundred tokens of the cheapest
-  model of the grid on this machine's device (or from a throughput the caller gives for that
-  model); every other model's time scales with its FLOPs per token. Each model's weights load
+  model of the grid on this machine's device, over and over for a few seconds (or from a
+  throughput the caller gives for that model); every other model's time scales with its FLOPs
+  per token. Each model's weights load
   once, in the probe's load time per byte (0 with a given throughput), and a run's driver first
   plans every entry, which takes what this plan took (it does the same work, timed).
 """
@@ -47,7 +48,7 @@ from rbplab.store.corpora import Corpus, Document, LazyCorpus, open_corpus
 from rbplab.store.files import cache_root
 
 DEFAULT_PROBE_TOKENS = 512
-PROBE_SECONDS = 3.0  # the least time the probe scores for (after one untimed batch)
+DEFAULT_PROBE_SECONDS = 3.0  # the least time the probe scores for (after one untimed batch)
 FLOAT32_BYTES = 4
 
 COLUMNS = [
@@ -217,14 +218,15 @@ class _Row:
 
 
 def _open(spec: Any) -> tuple[Corpus | LazyCorpus | None, str | None]:
+    """The opened corpus, or (None, why) for a hub corpus this machine cannot resolve."""
     if isinstance(spec, (Corpus, LazyCorpus)):
         return spec, None
-    if not str(spec).startswith("hub:"):
-        return open_corpus(spec), None
     try:
         return open_corpus(spec), None
-    except (RbplabError, OSError) as err:  # no hub and no local copy of the dataset
-        return None, " ".join(str(err).split())
+    except (RbplabError, OSError) as err:
+        if not str(spec).startswith("hub:"):
+            raise
+        return None, " ".join(str(err).split())  # no hub and no local copy of the dataset
 
 
 def _shard_sizes(plan: Plan) -> tuple[list[int] | None, str | None]:
@@ -242,6 +244,7 @@ def estimate_costs(
     *,
     tokens_per_second: float | None = None,
     probe_tokens: int = DEFAULT_PROBE_TOKENS,
+    probe_seconds: float = DEFAULT_PROBE_SECONDS,
     workers: int = 1,
     shards_per_unit: int = DEFAULT_SHARDS_PER_UNIT,
     accelerator: bool = False,
@@ -251,7 +254,8 @@ def estimate_costs(
 
     tokens_per_second: the throughput of the grid's cheapest model (fewest FLOPs per token) on the
     device the run uses; without it a probe scores `probe_tokens` of that model here (loading its
-    weights: the only weights a plan reads). probe=False skips it: no times.
+    weights: the only weights a plan reads) again and again for `probe_seconds` (longer on a busy
+    machine). probe=False skips it: no times.
     workers: for the wall time at n workers (Ray tasks, SLURM array tasks, local processes).
     accelerator: plan the dtype a GPU worker resolves "auto" to (as `rbplab run --executor ray`)."""
     if not isinstance(workers, int) or workers < 1:
@@ -260,6 +264,8 @@ def estimate_costs(
         raise InvalidArgumentError(f"tokens per second must be a positive number, got {tokens_per_second}")
     if probe_tokens < 1:
         raise InvalidArgumentError(f"probe tokens must be a positive integer, got {probe_tokens}")
+    if not (probe_seconds >= 0 and math.isfinite(probe_seconds)):
+        raise InvalidArgumentError(f"probe seconds must be a number >= 0, got {probe_seconds}")
     root = cache_root(cache_dir)
     # GPU workers (accelerator) run on CUDA whatever this driver has.
     device = "cuda" if accelerator else _run_device(grid.settings.device)
@@ -291,7 +297,7 @@ def estimate_costs(
     # A probe measures this machine's device: useless for GPU workers when this machine has none.
     here = device_bytes is not None
     if tokens_per_second is not None or (probe and work and here):
-        rate = _throughput(rows, tokens_per_second, probe_tokens, device)
+        rate = _throughput(rows, tokens_per_second, probe_tokens, probe_seconds, device)
     # Each model's weights load once (a worker keeps them for the model's next unit): the load is
     # counted on the first unit of the model that has work, scaled from the probe's by bytes.
     unit_seconds: list[float] = []
@@ -433,7 +439,7 @@ def _entry_row(ref, corpus, unreachable, label, settings, root, device, describe
 
 
 def _throughput(
-    rows: list[_Row], tokens_per_second: float | None, probe_tokens: int, device: str
+    rows: list[_Row], tokens_per_second: float | None, probe_tokens: int, probe_seconds: float, device: str
 ) -> Throughput | None:
     """The throughput the times scale from: given for, or measured on, the cheapest model."""
     candidates = [r for r in rows if r.plan is not None] or rows
@@ -445,13 +451,15 @@ def _throughput(
         return Throughput(cheapest.values["model"], float(tokens_per_second), per_token, device, False)
     if cheapest.plan is None:
         return None  # nothing readable to probe with: the caller gives a throughput
-    return probe_throughput(cheapest.plan, probe_tokens)
+    return probe_throughput(cheapest.plan, probe_tokens, probe_seconds)
 
 
-def probe_throughput(plan: Plan, tokens: int = DEFAULT_PROBE_TOKENS) -> Throughput:
+def probe_throughput(
+    plan: Plan, tokens: int = DEFAULT_PROBE_TOKENS, min_seconds: float = DEFAULT_PROBE_SECONDS
+) -> Throughput:
     """Score the first `tokens` targets of `plan`'s corpus with its model (weights loaded) the way a
     run batches them, after one untimed batch (first-call costs: allocation, kernel selection),
-    again and again until PROBE_SECONDS have gone by."""
+    again and again until `min_seconds` have gone by."""
     from rbplab.extraction.pipeline import plan_windows
 
     windows, scored = [], 0
@@ -468,10 +476,10 @@ def probe_throughput(plan: Plan, tokens: int = DEFAULT_PROBE_TOKENS) -> Throughp
     loading = time.perf_counter() - loading
     groups = list(batches(windows, plan.settings.batch_tokens, plan.policy.context_length))
     scorer.score(*groups[0])
-    # Passes over the same windows until PROBE_SECONDS have gone by: on a machine shared with other
+    # Passes over the same windows until `min_seconds` have gone by: on a machine shared with other
     # jobs one short pass can be several times off, and a longer window averages that out.
     passes, seconds = 0, 0.0
-    while passes == 0 or seconds < PROBE_SECONDS:
+    while passes == 0 or seconds < min_seconds:
         _synchronize(scorer.device)
         started = time.perf_counter()
         for length, group in groups:
