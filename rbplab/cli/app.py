@@ -23,6 +23,7 @@ from rbplab.cli.extract_command import (
     run_extract,
     settings_from_args,
 )
+from rbplab.cli.plan_command import add_cost_arguments, configure_plan, run_plan, run_study_plan
 from rbplab.core.errors import InvalidArgumentError, RbplabError
 from rbplab.core.names import did_you_mean
 
@@ -595,12 +596,16 @@ def _configure_run(p: argparse.ArgumentParser) -> None:
     slurm.add_argument("--task-index", type=int, help="this task's index, e.g. $SLURM_ARRAY_TASK_ID")
     slurm.add_argument("--num-tasks", type=positive_int, help="number of tasks, e.g. $SLURM_ARRAY_TASK_COUNT")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--plan", action="store_true", help="print the study's cost (rbplab plan) and run nothing")
+    add_cost_arguments(p)
     _configure_format(p)
 
 
 def _run_run(args: argparse.Namespace) -> int:
     from rbplab.runner import RayOptions, run_study
 
+    if args.plan:
+        return run_study_plan(args)
     if args.executor != "ray" and (args.address or args.gpus_per_task is not None):
         raise InvalidArgumentError("--address and --gpus-per-task need --executor ray")
     options = RayOptions(
@@ -628,6 +633,12 @@ def _run_run(args: argparse.Namespace) -> int:
     return 0 if result.ok else 1
 
 
+register(
+    "plan",
+    "what a grid will cost before it runs: cache state, tokens, FLOPs, memory, time",
+    configure_plan,
+    run_plan,
+)
 register("run", "run a study file's grid (local, Ray or a SLURM array slice)", _configure_run, _run_run)
 register(
     "fit",

@@ -1,0 +1,229 @@
+"""`rbplab plan STUDY | GRID-ARGS` and `rbplab run STUDY --plan`: what a grid will cost before it runs.
+
+One row per (model, corpus) entry (cache key, cached / partial / missing, tokens to score, forward
+FLOPs, memory needed against what the device has, estimated time) and the totals, with the wall
+time at `--workers` workers. Computed by `rbplab.runner.costs`; nothing is written to the cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from dataclasses import asdict
+
+from rbplab.cli.extract_command import add_settings_arguments, grid_from_args, positive_int
+from rbplab.core.errors import InvalidArgumentError
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    return value
+
+
+def add_cost_arguments(p: argparse.ArgumentParser) -> None:
+    """How the estimate is made: shared by `plan` and `run --plan`."""
+    g = p.add_argument_group("cost estimate")
+    g.add_argument(
+        "--tokens-per-second",
+        type=positive_float,
+        help="throughput of the grid's cheapest model on the run's device (default: measured by a "
+        "short probe here, which loads that model's weights)",
+    )
+    g.add_argument(
+        "--probe-tokens",
+        type=positive_int,
+        default=512,
+        help="tokens the probe scores (default 512)",
+    )
+    g.add_argument(
+        "--probe-seconds",
+        type=float,
+        default=3.0,
+        help="the probe scores its tokens again and again for this long (default 3; more on a busy machine)",
+    )
+    g.add_argument("--no-probe", action="store_true", help="no probe and no times (reads no weights)")
+
+
+def configure_plan(p: argparse.ArgumentParser) -> None:
+    p.add_argument("study", nargs="?", help="a study TOML file (or give the grid with -m/-f/-c)")
+    which = p.add_argument_group("the grid, without a study file (as rbplab extract)")
+    which.add_argument("--model", "-m", nargs="+", action="extend", default=[], metavar="MODEL")
+    which.add_argument("--family", "-f", nargs="+", action="extend", default=[], metavar="FAMILY")
+    which.add_argument("--corpus", "-c", nargs="+", action="extend", default=[], metavar="CORPUS")
+    which.add_argument("--revision", help="revision(s) of every model, as for rbplab extract")
+    which.add_argument("--max-documents", type=positive_int, help="only the first N documents of each corpus")
+    add_settings_arguments(p)
+    p.add_argument("--cache-dir", help="cache location (default $RBPLAB_CACHE or ~/.cache/rbplab)")
+    p.add_argument(
+        "--workers",
+        type=positive_int,
+        default=1,
+        help="workers (GPUs, Ray tasks, array tasks) for the wall time",
+    )
+    p.add_argument("--shards-per-unit", type=positive_int, default=4, help="shards per work unit (default 4)")
+    add_cost_arguments(p)
+    p.add_argument("--format", choices=["table", "csv", "json"], default="table")
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    from rbplab.grid import Grid
+
+    grid_args = args.model or args.family or args.corpus
+    if args.study and grid_args:
+        raise InvalidArgumentError("give a study file or -m/-f/-c, not both")
+    if args.study:
+        grid = Grid.read(args.study)
+    else:
+        if not args.corpus:
+            raise InvalidArgumentError("give a study file, or --corpus with --model/--family")
+        args.gguf_file, args.tokenizer, args.trust_remote_code = None, None, False
+        grid = grid_from_args(args)
+    return _print_plan(grid, args, accelerator=False)
+
+
+def run_study_plan(args: argparse.Namespace) -> int:
+    """`rbplab run STUDY --plan`: the plan of the study the run would run, and nothing run."""
+    from rbplab.grid import Grid
+
+    accelerator = args.executor == "ray" and (args.gpus_per_task or 0) > 0
+    return _print_plan(Grid.read(args.study), args, accelerator=accelerator)
+
+
+def _print_plan(grid, args: argparse.Namespace, accelerator: bool) -> int:
+    from rbplab.runner.costs import estimate_costs
+
+    plan = estimate_costs(
+        grid,
+        args.cache_dir,
+        tokens_per_second=args.tokens_per_second,
+        probe_tokens=args.probe_tokens,
+        probe_seconds=args.probe_seconds,
+        workers=args.workers,
+        shards_per_unit=args.shards_per_unit,
+        accelerator=accelerator,
+        probe=not args.no_probe,
+    )
+    if args.format == "csv":
+        print(plan.table.to_csv(index=False), end="")
+    elif args.format == "json":
+        totals = asdict(plan.totals)
+        print(
+            json.dumps(
+                {"entries": json.loads(plan.table.to_json(orient="records")), "totals": totals}, indent=1
+            )
+        )
+    else:
+        print(format_table(plan.table))
+        for line in totals_lines(plan.totals):
+            print(line)
+    return 0
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def human_seconds(s: float | None) -> str:
+    if s is None or not math.isfinite(s):
+        return "-"
+    if s < 60:
+        return f"{s:.1f} s"
+    if s < 3600:
+        return f"{s / 60:.1f} min"
+    return f"{s / 3600:.2f} h"
+
+
+def format_table(table) -> str:
+    if table.empty:
+        return "(no entries)"
+    shown = table.assign(
+        key=table["key"].map(lambda k: k[:12] if isinstance(k, str) else "?"),
+        tokens=[
+            f"{'<=' if not exact else ''}{n:,}"
+            for n, exact in zip(table["tokens"], table["tokens_exact"], strict=True)
+        ],
+        tokens_to_score=table["tokens_to_score"].map(lambda n: f"{n:,}"),
+        S=table["S"].map(lambda n: f"{n:,}"),
+        flops=table["flops"].map(lambda f: f"{f:.3g}"),
+        memory=[
+            human_bytes(m)
+            if fits is None
+            else f"{human_bytes(m)} / {human_bytes(d)}{'' if fits else ' DOES NOT FIT'}"
+            for m, d, fits in zip(table["memory_bytes"], table["device_bytes"], table["fits"], strict=True)
+        ],
+        time=table["seconds"].map(human_seconds),
+    )
+    columns = [
+        "model",
+        "revision",
+        "corpus",
+        "key",
+        "state",
+        "tokens",
+        "tokens_to_score",
+        "S",
+        "dtype",
+        "flops",
+    ]
+    columns += ["memory", "time", "note"]
+    if shown["revision"].isna().all():
+        columns.remove("revision")
+    if not shown["note"].astype(bool).any():
+        columns.remove("note")
+    return shown[columns].to_string(index=False)
+
+
+def _memory_line(t) -> str:
+    need = f"memory: up to {human_bytes(t.memory_bytes)}"
+    if t.device_bytes is None:
+        return f"{need} on {t.device}: compare with their memory"
+    line = f"{need} of {human_bytes(t.device_bytes)} on {t.device}"
+    if not t.fits:
+        line += " (some models DO NOT FIT: --device-map auto, a larger device, or --batch-tokens)"
+    return line
+
+
+def totals_lines(t) -> list[str]:
+    bound = "" if t.tokens_exact else " (an upper bound: some corpora could not be read here)"
+    lines = [
+        f"{t.entries} entries: {t.cached} cached, {t.partial} partial, {t.missing} missing"
+        + (f", {t.unknown} unknown (corpus not reachable)" if t.unknown else ""),
+        f"to score: {t.tokens_to_score:,} tokens{bound}, {t.flops:.3g} forward FLOPs",
+        _memory_line(t),
+    ]
+    for corpus, why in t.unreachable.items():
+        lines.append(f"{corpus}: not readable here ({why}); its tokens are the max_tokens bound")
+    rate = t.throughput
+    if rate is None:
+        lines.append(
+            "time: not estimated (no probe here): give --tokens-per-second, the cheapest model's "
+            "throughput on the run's device"
+        )
+        return lines
+    how = (
+        f"measured here: {rate.tokens} tokens in {rate.seconds:.2f} s"
+        if rate.measured
+        else "given by --tokens-per-second"
+    )
+    lines.append(
+        f"throughput: {rate.tokens_per_second:,.0f} tok/s of {rate.model} on {rate.device} ({how}), "
+        f"{rate.flops_per_second:.3g} FLOP/s"
+    )
+    line = (
+        f"time: {human_seconds(t.seconds)} on one worker ({(t.seconds or 0) / 3600:.3g} worker-hours; "
+        f"planning {human_seconds(t.planning_seconds)}, then loading and scoring)"
+    )
+    if t.workers > 1:
+        line += f", {human_seconds(t.wall_seconds)} at {t.workers} workers"
+    lines.append(line)
+    return lines

@@ -1,0 +1,189 @@
+"""rbplab plan: FLOPs and memory by hand, cache states, the wall time at n workers, CSV/JSON output,
+and `rbplab run --plan` running nothing."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from contextlib import redirect_stdout
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from rbplab.cli.app import main
+from rbplab.grid import Grid
+from rbplab.runner import read_study_file, run_study
+from rbplab.runner.costs import estimate_costs, makespan
+from rbplab.store import CacheEntry
+
+
+@pytest.fixture
+def cpu_only(monkeypatch):
+    """Plan for the CPU whatever the machine has (the hand numbers below are the CPU's)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+
+
+def test_flops_and_memory_of_micro_1_by_hand(tmp_path, cpu_only):
+    # data/models/micro-1-25K/config.json: GPT-NeoX, hidden 32, 2 layers, 2 heads, MLP 128,
+    # 4096 output rows (= the tokenizer's 4096 tokens), untied head, biases everywhere.
+    d, layers, heads, f, V = 32, 2, 2, 128, 4096
+    per_layer = 2 * 2 * d + (d * 3 * d + 3 * d) + (d * d + d) + (d * f + f) + (f * d + d)
+    S = layers * per_layer + 2 * d  # + the final layer norm
+    assert S == 25_472  # the registry's S
+    n_params = S + 2 * V * d  # embed_in and embed_out
+    grid = Grid.build(["micro-1-25K"], ["prose"], max_tokens=3000, context_length=256)
+    row = estimate_costs(grid, tmp_path / "cache", probe=False).table.iloc[0]
+    per_token = 2 * S + 2 * d * V
+    assert row["flops_per_token"] == per_token == 313_088
+    assert row["tokens_to_score"] == 3000 and row["flops"] == 3000 * per_token
+    assert row["weight_bytes"] == 4 * n_params  # float32 on a CPU, head not padded: no extra copy
+    windows, length = 16_384 // 256, 256  # one batch of batch_tokens at context 256
+    tokens = windows * length
+    widest = max(3 * d, f)  # the MLP's 128 rows against the fused QKV's 96
+    assert row["activation_bytes"] == 4 * (tokens * (2 * d + widest) + windows * heads * length**2)
+    # CPU head: chunks of 512 rows of float32 logits and a work block of 2**19 / 4096 = 128 rows,
+    # the padded hidden rows of a chunk, and the batch's final hidden states in float32.
+    assert row["head_chunk_bytes"] == 4 * (V * (512 + 128) + 512 * d + tokens * d)
+    assert row["memory_bytes"] == row["weight_bytes"] + row["activation_bytes"] + row["head_chunk_bytes"]
+    assert row["fits"] and row["state"] == "missing" and row["tokens_exact"]
+
+
+def test_states_tokens_left_and_nothing_written(study_path, tmp_path):
+    cache = tmp_path / "cache"
+    run = run_study(study_path, cache_dir=cache, progress=False)
+    keys = list(run.table["key"])
+    cached, partial, missing = keys[0], keys[1], keys[2]
+    manifest = CacheEntry.open(partial, cache).manifest()
+    lost = int(manifest["shards"][1]["rows"])
+    # Partial: the manifest and shard 1 gone, as when a run was stopped; missing: the entry gone.
+    entry = CacheEntry.open(partial, cache)
+    entry.manifest_path.unlink()
+    for path in entry.path.glob("shard-00001.parquet*"):
+        path.unlink()
+    shutil.rmtree(CacheEntry.open(missing, cache).path)
+    before = sorted(str(p) for p in cache.rglob("*"))
+
+    plan = estimate_costs(read_study_file(study_path), cache, tokens_per_second=100.0, workers=2)
+    table = plan.table.set_index("key")
+    assert table.loc[cached, "state"] == "cached" and table.loc[cached, "tokens_to_score"] == 0
+    assert table.loc[partial, "state"] == "partial" and table.loc[partial, "tokens_to_score"] == lost
+    tokens = int(manifest["n_tokens"])
+    assert 0 < lost < tokens and table.loc[partial, "tokens"] == tokens
+    assert table.loc[missing, "state"] == "missing"
+    assert table.loc[missing, "tokens_to_score"] == table.loc[missing, "tokens"] > 0
+    assert table.loc[partial, "flops"] == lost * table.loc[partial, "flops_per_token"]
+    assert sorted(str(p) for p in cache.rglob("*")) == before  # a plan writes nothing
+
+    t = plan.totals
+    assert (t.entries, t.cached, t.partial, t.missing) == (6, 4, 1, 1)
+    rate = 100.0 * table["flops_per_token"].min()  # the given throughput is the cheapest model's
+    # No probe, so no load time: planning (timed) then the scoring
+    assert t.throughput.load_seconds_per_byte == 0 and 0 < t.planning_seconds < t.seconds
+    assert t.seconds == pytest.approx(t.planning_seconds + table["flops"].sum() / rate)
+    assert t.seconds / 2 <= t.wall_seconds <= t.seconds
+
+
+def test_makespan_longest_first():
+    assert makespan([3, 3, 2, 2, 2], 2) == 7  # 3+2+2 | 3+2
+    assert makespan([5, 1, 1], 3) == 5
+    assert makespan([], 4) == 0
+
+
+def test_probe_measures_the_cheapest_model(study_path, tmp_path):
+    plan = estimate_costs(read_study_file(study_path), tmp_path / "cache", probe_tokens=64, probe_seconds=0.5)
+    rate = plan.totals.throughput
+    assert rate.measured and rate.tokens >= 64 and rate.seconds >= 0.5
+    assert rate.flops_per_token == plan.table["flops_per_token"].min()
+    assert plan.table["seconds"].notna().all() and plan.totals.seconds > 0
+    # The probe's model loaded in measurable time; every model's load counts once, on its first entry.
+    assert rate.load_seconds_per_byte > 0
+    table = plan.table
+    scoring = table["flops"] / rate.flops_per_second
+    loads = (table["seconds"] - scoring).round(9)
+    first = ~table.duplicated("model")
+    assert (loads[first] > 0).all() and (loads[~first] == 0).all()
+    assert loads[first].tolist() == pytest.approx(
+        (table["weight_bytes"] * rate.load_seconds_per_byte)[first].tolist()
+    )
+
+
+def _cli(*args: str) -> tuple[int, str]:
+    out = io.StringIO()
+    with redirect_stdout(out):
+        status = main(list(args))
+    return status, out.getvalue()
+
+
+def test_csv_and_json(study_path, tmp_path):
+    cache = str(tmp_path / "cache")
+    status, text = _cli(
+        "plan", str(study_path), "--cache-dir", cache, "--tokens-per-second", "50", "--format", "csv"
+    )
+    assert status == 0
+    frame = pd.read_csv(io.StringIO(text))
+    assert len(frame) == 6 and set(frame["state"]) == {"missing"}
+    assert {"key", "tokens_to_score", "flops", "memory_bytes", "device_bytes", "seconds"} <= set(
+        frame.columns
+    )
+    status, text = _cli(
+        "plan",
+        str(study_path),
+        "--cache-dir",
+        cache,
+        "--tokens-per-second",
+        "50",
+        "--format",
+        "json",
+        "--workers",
+        "3",
+    )
+    data = json.loads(text)
+    assert len(data["entries"]) == 6 and data["totals"]["workers"] == 3
+    assert data["totals"]["tokens_to_score"] == frame["tokens_to_score"].sum()
+    assert (
+        data["totals"]["throughput"]["tokens_per_second"] == 50
+        and not data["totals"]["throughput"]["measured"]
+    )
+    assert not Path(cache).exists()  # planning a study writes nothing to the cache
+
+
+def test_grid_arguments(tmp_path, cpu_only):
+    status, text = _cli(
+        "plan", "-m", "micro-1-25K", "micro-2-85K", "-c", "prose", "--max-tokens", "1000",
+        "--cache-dir", str(tmp_path / "cache"), "--no-probe",
+    )  # fmt: skip
+    assert status == 0
+    assert "micro-2-85K" in text and "2 entries: 0 cached, 0 partial, 2 missing" in text
+    assert "to score: 2,000 tokens" in text and "time: not estimated" in text  # --no-probe: no times
+
+
+def test_run_plan_runs_nothing(study_path, tmp_path, capsys):
+    cache = tmp_path / "cache"
+    status = main(["run", str(study_path), "--plan", "--cache-dir", str(cache), "--no-probe"])
+    out = capsys.readouterr().out
+    assert status == 0 and "6 entries: 0 cached, 0 partial, 6 missing" in out
+    assert not cache.exists()
+    status = main(["plan", "--cache-dir", str(cache)])
+    assert status == 1 and "give a study file" in capsys.readouterr().err
+
+
+def test_gpu_workers_planned_from_a_cpu_driver(tmp_path, cpu_only):
+    """`run --executor ray --gpus-per-task 1 --plan` on a machine without a GPU: the dtype a GPU
+    resolves "auto" to (micro-1-25K's config says bfloat16), the GPU's head chunk, no memory to
+    compare with and no probe of this CPU."""
+    d, V, n_params, tokens = 32, 4096, 287_616, 16_384
+    grid = Grid.build(["micro-1-25K"], ["prose"], max_tokens=1000, context_length=256)
+    plan = estimate_costs(grid, tmp_path / "cache", accelerator=True)
+    row = plan.table.iloc[0]
+    assert row["dtype"] == "bfloat16"
+    assert row["weight_bytes"] == 2 * n_params + 4 * V * d  # bf16 weights + the float32 head copy
+    # GPU: chunks of min(4096, 2**25 // 4096) rows, the work block is the whole chunk
+    assert row["head_chunk_bytes"] == 4 * (V * (4096 + 4096) + 4096 * d + tokens * d)
+    assert row["device_bytes"] is None and row["fits"] is None and plan.totals.fits is None
+    assert plan.totals.throughput is None and plan.totals.seconds is None
+    cpu = estimate_costs(grid, tmp_path / "cache", probe=False).table.iloc[0]
+    assert cpu["dtype"] == "float32" and cpu["key"] != row["key"]
