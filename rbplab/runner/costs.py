@@ -38,7 +38,13 @@ from typing import Any
 import pandas as pd
 
 from rbplab.core.errors import InvalidArgumentError, RbplabError
-from rbplab.extraction.pipeline import Plan, make_scorer, plan_extraction, plan_shards
+from rbplab.extraction.pipeline import (
+    Plan,
+    default_batch_tokens,
+    make_scorer,
+    plan_extraction,
+    plan_shards,
+)
 from rbplab.extraction.ranks import block_rows, default_chunk_size
 from rbplab.extraction.windows import batches
 from rbplab.grid import Grid, corpus_label
@@ -414,7 +420,7 @@ def _entry_row(ref, corpus, unreachable, label, settings, root, device, describe
         dtype=info.dtype,
         vocab=plan.vocab_size,
         head_rows=info.head_rows,
-        batch_tokens=settings.batch_tokens,
+        batch_tokens=settings.batch_tokens or default_batch_tokens(device),
         context_length=plan.policy.context_length,
         device=device,
     )
@@ -474,7 +480,8 @@ def probe_throughput(
     loading = time.perf_counter()
     scorer = make_scorer(plan)
     loading = time.perf_counter() - loading
-    groups = list(batches(windows, plan.settings.batch_tokens, plan.policy.context_length))
+    budget = plan.settings.batch_tokens or default_batch_tokens(scorer.device)
+    groups = list(batches(windows, budget, plan.policy.context_length))
     scorer.score(*groups[0])
     # Passes over the same windows until `min_seconds` have gone by: on a machine shared with other
     # jobs one short pass can be several times off, and a longer window averages that out.
@@ -496,7 +503,7 @@ def probe_throughput(
         dtype=info.dtype,
         vocab=plan.vocab_size,
         head_rows=info.head_rows,
-        batch_tokens=plan.settings.batch_tokens,
+        batch_tokens=budget,
         context_length=plan.policy.context_length,
         device=str(scorer.device),
     )

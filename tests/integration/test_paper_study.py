@@ -202,6 +202,5 @@ def test_paper_plan_command_says_counts_are_bounds(offline, tmp_path):
     assert "96 entries: 0 cached, 0 partial, 0 missing, 96 unknown (corpus not reachable)" in text
     assert "to score: 49,152,000 tokens (an upper bound" in text
     assert "<=512,000" in text
-    assert (
-        "hub:auslegal: not readable here (cannot resolve dataset isaacus/open-australian-legal-corpus" in text
-    )
+    assert "hub:auslegal: not readable here (the hub cannot be reached (offline?" in text
+    assert "does not hold dataset isaacus/open-australian-legal-corpus" in text

@@ -41,7 +41,7 @@ def test_flops_and_memory_of_micro_1_by_hand(tmp_path, cpu_only):
     assert row["flops_per_token"] == per_token == 313_088
     assert row["tokens_to_score"] == 3000 and row["flops"] == 3000 * per_token
     assert row["weight_bytes"] == 4 * n_params  # float32 on a CPU, head not padded: no extra copy
-    windows, length = 16_384 // 256, 256  # one batch of batch_tokens at context 256
+    windows, length = 2_048 // 256, 256  # one batch of the CPU default batch_tokens at context 256
     tokens = windows * length
     widest = max(3 * d, f)  # the MLP's 128 rows against the fused QKV's 96
     assert row["activation_bytes"] == 4 * (tokens * (2 * d + widest) + windows * heads * length**2)
