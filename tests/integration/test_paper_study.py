@@ -172,7 +172,7 @@ def test_paper_plan_offline_by_hand_for_pythia_70m(offline, tmp_path):
     assert rows["flops"].sum() == 4 * 512_000 * per_token
     # float32 weights, plus the float32 copy of the head's 50,277 ranked rows (the head has 50,304)
     weights = 4 * n_params + 4 * V * d
-    windows, length, heads, mlp = 16_384 // 512, 512, 8, 2048
+    windows, length, heads, mlp = 2_048 // 512, 512, 8, 2048  # the CPU default batch_tokens
     tokens = windows * length
     activations = 4 * (tokens * (2 * d + mlp) + windows * heads * length**2)
     # CPU head: a work block of 16 rows (2**19 // 50,277 = 10, at least 16), chunks of 512 rows
