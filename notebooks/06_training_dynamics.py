@@ -36,7 +36,7 @@ from rbplab.viz.parameters import as_mapping, as_names, as_numbers
 from rbplab.viz.widgets import TrainingView, show
 
 # %% tags=["parameters"]
-families: list[str] = ["micro"]  # model families whose cached checkpoints are analysed (sizes of the synthetic fallback)
+families: list[str] = ["micro"]  # families whose cached checkpoints to analyse (or sizes of the fallback)
 corpora: Optional[list[str]] = None  # corpora the cached checkpoints must cover; None: the bundled ones
 ks: list[int] = [1, 10, 100]  # thresholds for RBP_k; the joint law is fitted at the smallest and largest k
 settings: dict = {}  # extraction settings (unused here: checkpoints come from a study file)
@@ -55,7 +55,8 @@ families, ks = as_names(families, "families"), as_numbers(ks, "ks")
 checkpoints = as_mapping(checkpoints, "checkpoints") or None
 if checkpoints is None and study_file is None and not synthetic:
     # The defaults analyse what the cache holds (what `rbplab demo` scored), found as a report finds it.
-    checkpoints = cached_checkpoints(families or [], as_names(corpora, "corpora") or default_corpora(), cache_dir)
+    covered = as_names(corpora, "corpora") or default_corpora()
+    checkpoints = cached_checkpoints(families or [], covered, cache_dir)
 training = open_training(
     checkpoints or study_file,
     ks,
