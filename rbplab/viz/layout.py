@@ -411,28 +411,31 @@ def label_log_axes(fig: go.Figure, page: Page = SCREEN, plot_size: tuple[float, 
         (fig.layout.height or 450) - (fig.layout.margin.t or 0) - (fig.layout.margin.b or 0),
     )
     layout = fig.layout.to_plotly_json()
-    for name, axis in layout.items():
-        if not (re.fullmatch(r"[xy]axis\d*", name) and isinstance(axis, dict)):
-            continue
+    axes = {n: a for n, a in layout.items() if re.fullmatch(r"[xy]axis\d*", n) and isinstance(a, dict)}
+    # Axes that match another (shared_xaxes / shared_yaxes) share its range, so its ticks too:
+    # one set of ticks per group, from the data on all of them and the shortest one's length.
+    groups: dict[str, list[str]] = {}
+    for name, axis in axes.items():
         fig.layout[name].tickangle = 0
-        if axis.get("type") != "log":
+        root = axis.get("matches")
+        groups.setdefault(f"{root[0]}axis{root[1:]}" if root else name, []).append(name)
+    for members in groups.values():
+        if any(axes[n].get("type") != "log" for n in members):
             continue
-        extent = _log_axis_extent(fig, name, axis)
-        if extent is None:
+        extents = [e for e in (_log_axis_extent(fig, n, axes[n]) for n in members) if e]
+        if not extents:
             continue
-        lo, hi = extent
-        domain = axis.get("domain") or (0, 1)
-        length = (domain[1] - domain[0]) * (width if name[0] == "x" else height)
+        lo, hi = min(e[0] for e in extents), max(e[1] for e in extents)
+        lengths = []
+        for name in members:
+            domain = axes[name].get("domain") or (0, 1)
+            lengths.append((domain[1] - domain[0]) * (width if name[0] == "x" else height))
         # A label's room: ~5 characters across an x axis, two lines' height up a y axis.
-        room = (5 * CHAR_WIDTH + 1.2) * page.font_size if name[0] == "x" else 2.2 * page.font_size
-        most = max(2, int(length // room))
-        ticks = _log_ticks(lo, hi, most)
-        fig.layout[name].update(
-            tickmode="array",
-            dtick=None,
-            tickvals=ticks,
-            ticktext=[magnitude_label(float(f"{t:.6g}")) for t in ticks],
-        )
+        room = (5 * CHAR_WIDTH + 1.2) * page.font_size if members[0][0] == "x" else 2.2 * page.font_size
+        ticks = _log_ticks(lo, hi, max(2, int(min(lengths) // room)))
+        labels = [magnitude_label(float(f"{t:.6g}")) for t in ticks]
+        for name in members:
+            fig.layout[name].update(tickmode="array", dtick=None, tickvals=ticks, ticktext=labels)
 
 
 def _log_ticks(lo: float, hi: float, most: int) -> list[float]:
@@ -446,14 +449,14 @@ def _log_ticks(lo: float, hi: float, most: int) -> list[float]:
             return ticks
     if len(ticks) > most:  # decades alone are too many: every n-th
         return ticks[:: math.ceil(len(ticks) / most)]
-    step = _round_step((hi - lo) / max(2, min(most, 5) - 1))
+    step = _round_step((hi - lo) / max(2, min(most, 6) - 1))
     return [float(t) for t in np.arange(math.ceil(lo / step) * step, hi * 1.0001, step)]
 
 
 def _round_step(raw: float) -> float:
-    """The round step (1, 2 or 5 times a power of ten) nearest above `raw`."""
+    """The round step (1, 2, 2.5 or 5 times a power of ten) nearest above `raw`."""
     power = 10.0 ** math.floor(math.log10(raw))
-    return next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    return next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
 
 
 def _log_axis_extent(fig: go.Figure, name: str, axis: dict) -> tuple[float, float] | None:
