@@ -16,7 +16,7 @@ import contextvars
 import math
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import plotly.graph_objects as go
@@ -378,6 +378,10 @@ def for_page(fig: go.Figure | dict, page: Page) -> go.Figure:
         return fig
     spec = dict(spec)
     grid = Grid(**spec.pop("grid"))
+    if grid.rows == 1 and grid.cols == 2 and page.width < WIDTH / 2:
+        # Two panels side by side leave a column ~100 px each: stack them (plotly places panels
+        # by domain, so the same axes take the new places).
+        grid = replace(grid, rows=2, cols=1, panel_height=round(grid.panel_height * 0.7))
     arrange(fig, grid, page=page, **spec)
     # Markers and lines shrink with the page (not below half): screen-sized ones crowd a column.
     shrink = max(0.5, min(1.0, page.width / WIDTH))
@@ -450,7 +454,11 @@ def _log_ticks(lo: float, hi: float, most: int) -> list[float]:
     if len(ticks) > most:  # decades alone are too many: every n-th
         return ticks[:: math.ceil(len(ticks) / most)]
     step = _round_step((hi - lo) / max(2, min(most, 6) - 1))
-    return [float(t) for t in np.arange(math.ceil(lo / step) * step, hi * 1.0001, step)]
+    ticks = [float(t) for t in np.arange(math.ceil(lo / step) * step, hi * 1.0001, step)]
+    while len(ticks) < 2:  # a round step wider than half the range: halve it
+        step /= 2
+        ticks = [float(t) for t in np.arange(math.ceil(lo / step) * step, hi * 1.0001, step)]
+    return ticks
 
 
 def _round_step(raw: float) -> float:
