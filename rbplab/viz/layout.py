@@ -419,8 +419,9 @@ def label_log_axes(fig: go.Figure, page: Page = SCREEN, plot_size: tuple[float, 
     # Axes that match another (shared_xaxes / shared_yaxes) share its range, so its ticks too:
     # one set of ticks per group, from the data on all of them and the shortest one's length.
     groups: dict[str, list[str]] = {}
+    # One layout update at the end: each assignment re-validates (a view redraws every step).
+    updates: dict[str, dict] = {name: {"tickangle": 0} for name in axes}
     for name, axis in axes.items():
-        fig.layout[name].tickangle = 0
         root = axis.get("matches")
         groups.setdefault(f"{root[0]}axis{root[1:]}" if root else name, []).append(name)
     for members in groups.values():
@@ -439,7 +440,8 @@ def label_log_axes(fig: go.Figure, page: Page = SCREEN, plot_size: tuple[float, 
         ticks = _log_ticks(lo, hi, max(2, int(min(lengths) // room)))
         labels = [magnitude_label(float(f"{t:.6g}")) for t in ticks]
         for name in members:
-            fig.layout[name].update(tickmode="array", dtick=None, tickvals=ticks, ticktext=labels)
+            updates[name] |= {"tickmode": "array", "dtick": None, "tickvals": ticks, "ticktext": labels}
+    fig.update_layout(updates)
 
 
 def _log_ticks(lo: float, hi: float, most: int) -> list[float]:
