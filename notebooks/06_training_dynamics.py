@@ -28,18 +28,21 @@
 from typing import Optional
 
 from rbplab.analysis import data_scaling
+from rbplab.study import default_corpora
 from rbplab.study.training import open_training
 from rbplab.viz import headlines, plots, report
+from rbplab.viz.grid import cached_checkpoints
 from rbplab.viz.parameters import as_mapping, as_names, as_numbers
 from rbplab.viz.widgets import TrainingView, show
 
 # %% tags=["parameters"]
-families: list[str] = ["micro"]  # model families of the registry; their sizes shape the synthetic fallback
+families: list[str] = ["micro"]  # families whose cached checkpoints to analyse (or sizes of the fallback)
+corpora: Optional[list[str]] = None  # corpora the cached checkpoints must cover; None: the bundled ones
 ks: list[int] = [1, 10, 100]  # thresholds for RBP_k; the joint law is fitted at the smallest and largest k
 settings: dict = {}  # extraction settings (unused here: checkpoints come from a study file)
 synthetic: bool = False  # True: checkpoints drawn from a known law (no model runs)
 study_file: Optional[str] = None  # a study TOML naming checkpoints (revisions like log:8): analyse them
-checkpoints: Optional[dict] = None  # or the checkpoints' study table (the report finds cached ones)
+checkpoints: Optional[dict] = None  # or their study table; None with no study_file: those the cache holds
 cache_dir: Optional[str] = None  # None: $RBPLAB_CACHE or ~/.cache/rbplab
 extract: bool = False  # True: run the models for checkpoints missing from the cache; False: name them
 output_dir: Optional[str] = None  # folder for tables and figures (the report sets it); None: none
@@ -49,8 +52,13 @@ n_boot: int = 200  # bootstrap replicates over checkpoints for the joint fits an
 # %%
 # Batch runs hand lists and tables as text (papermill -p ks '[1, 100]'): read them as such.
 families, ks = as_names(families, "families"), as_numbers(ks, "ks")
+checkpoints = as_mapping(checkpoints, "checkpoints") or None
+if checkpoints is None and study_file is None and not synthetic:
+    # The defaults analyse what the cache holds (what `rbplab demo` scored), found as a report finds it.
+    covered = as_names(corpora, "corpora") or default_corpora()
+    checkpoints = cached_checkpoints(families or [], covered, cache_dir)
 training = open_training(
-    as_mapping(checkpoints, "checkpoints") or study_file,
+    checkpoints or study_file,
     ks,
     families=families or [],
     synthetic=synthetic,

@@ -36,6 +36,7 @@ from scipy.optimize import minimize, minimize_scalar
 from scipy.special import logsumexp
 
 from rbplab.analysis.fit import fit_columns, power_law
+from rbplab.core.blas import single_blas_thread
 from rbplab.core.compute import FLOPS_PER_PARAMETER_TOKEN, tokens_for_compute, training_compute
 from rbplab.core.errors import InvalidArgumentError
 from rbplab.core.frames import as_table
@@ -161,6 +162,8 @@ def _grid_values(
     return points, huber / delta
 
 
+# L-BFGS on 5 parameters: a multi-threaded BLAS only slows it down (`rbplab.core.blas`).
+@single_blas_thread()
 def fit_joint_law(
     S: Sequence[float],
     D: Sequence[float],
@@ -223,6 +226,7 @@ def _theta(fit: JointLawFit) -> np.ndarray:
     return np.array([*np.maximum(logs, _LOG_FLOOR), fit.alpha, fit.beta])
 
 
+@single_blas_thread()
 def bootstrap_joint(
     S: Sequence[float],
     D: Sequence[float],

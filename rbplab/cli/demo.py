@@ -56,7 +56,7 @@ def run_demo(
     if not run.ok:
         raise RunFailedError(f"{len(run.failures)} extraction unit(s) failed: {run.failures[0]}")
     stages = {"planning (driver)": run.plan_seconds} | {f"{k} (units)": v for k, v in run.timings.items()}
-    checkpoints = _score_checkpoints(family, corpora, settings, root, stages)
+    checkpoints = score_checkpoints(family, corpora, settings, root, stages)
     clock = time.perf_counter()
     study = load_study(family, corpora, settings, cache_dir=root)
     stages["reading the cache"] = time.perf_counter() - clock
@@ -108,7 +108,7 @@ def run_demo(
     return fits
 
 
-def _score_checkpoints(
+def score_checkpoints(
     family: str, corpora: list[str], settings: ExtractionSettings, root: Path, stages: dict[str, float]
 ) -> dict | None:
     """Score the family's checkpoints (the data axis of notebook 06); the study table, or None when

@@ -91,8 +91,9 @@ def open_training(
         reason = f"the study {checkpoints} names no checkpoints with known D"
     else:
         reason = (
-            "no study file with checkpoints was given (the families' final models alone have no "
-            'data axis; list checkpoints with `revisions = "log:8"` in a study file)'
+            "no study file with checkpoints was given and the cache holds none of every model on every "
+            "corpus (the final models alone have no data axis): `rbplab demo` scores the micro-suite's, "
+            '`rbplab run` a study file with `revisions = "log:5"` any family\'s'
         )
     sizes = _family_sizes(families)
     table = synthetic_training_table(ks=ks, **({"sizes": sizes} if sizes and len(sizes) >= 3 else {}))

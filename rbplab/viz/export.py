@@ -2,7 +2,11 @@
 HTML and plotly JSON without it.
 
 `save(fig, path)` writes one figure, `save_many` several at once (kaleido starts one headless
-browser per call, so a batch pays for it once). The format is the file's suffix. Image export
+browser per call, so a batch pays for it once). The format is the file's suffix. A figure is
+written as a paper figure by default: `size="full"` (7 in wide, a page's text width) or
+`size="column"` (3.5 in), text at 8-9 pt, laid out again for that width
+(`rbplab.viz.layout.for_page`), without its in-figure title unless `title=True` (a paper has a
+caption); `size="screen"` writes it as shown on screen (960 px). Image export
 needs the `export` extra (``pip install 'rbplab[export]'``: kaleido) and a Chrome or Chromium on
 the machine (Debian: ``apt-get install chromium``, or ``make browser-deps``); either missing is a
 one-line `FigureExportError` that says how to get it. Each file is written under a temporary name
@@ -22,7 +26,9 @@ from rbplab.core.errors import InvalidArgumentError, RbplabError
 IMAGE_FORMATS = ("png", "svg", "pdf", "jpeg", "jpg", "webp")
 OTHER_FORMATS = ("html", "json")
 FORMATS = IMAGE_FORMATS + OTHER_FORMATS
-PNG_SCALE = 2  # raster exports at twice the layout's pixels: sharp in print and on high-DPI screens
+PNG_SCALE = 2  # a screen figure's raster at twice its pixels: sharp on high-DPI screens
+PAPER_DPI = 300  # a paper figure's raster, at print resolution
+SIZES = ("full", "column", "screen")
 
 
 class FigureExportError(RbplabError, RuntimeError):
@@ -63,22 +69,48 @@ def _temporary(path: Path) -> Path:
     return path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
 
 
-def save(fig, path: str | Path, *, scale: float | None = None) -> Path:
+def save(
+    fig, path: str | Path, *, size: str = "full", title: bool = False, scale: float | None = None
+) -> Path:
     """Write `fig` (a plotly Figure, FigureWidget or its JSON dict) to `path`; the suffix says how
-    (.png .svg .pdf .jpeg .webp through kaleido at the figure's own width and height, PNG at
-    twice its pixels unless `scale` says otherwise; .html opens offline with plotly.js inlined;
-    .json is plotly's). Returns the path."""
-    return save_many([fig], [path], scale=scale)[0]
+    (.png .svg .pdf .jpeg .webp through kaleido; .html opens offline with plotly.js inlined; .json
+    is plotly's). `size`: "full" (7 in wide) or "column" (3.5 in) paper figures with 8-9 pt text,
+    titled only with `title`, rasters at 300 dpi; "screen": the figure as shown, rasters at twice
+    its pixels. `scale` overrides the raster scale. Returns the path."""
+    return save_many([fig], [path], size=size, title=title, scale=scale)[0]
 
 
-def save_many(figs: Sequence, paths: Sequence[str | Path], *, scale: float | None = None) -> list[Path]:
+def check_size(size: str) -> str:
+    """`size` checked: one of SIZES (a one-line error names them)."""
+    if size not in SIZES:
+        raise FigureExportError(f"unknown figure size {size!r}; choose from {', '.join(SIZES)}")
+    return size
+
+
+def save_many(
+    figs: Sequence,
+    paths: Sequence[str | Path],
+    *,
+    size: str = "full",
+    title: bool = False,
+    scale: float | None = None,
+) -> list[Path]:
     """`save` for several figures, images rendered in one kaleido session."""
     import plotly.graph_objects as go
     import plotly.io as pio
 
+    from rbplab.viz.layout import PX_PER_INCH, for_page, paper_page
+
     if len(figs) != len(paths):
         raise InvalidArgumentError(f"{len(figs)} figures but {len(paths)} paths")
-    figures = [go.Figure(f) for f in figs]
+    check_size(size)
+    if size == "screen":
+        figures = [go.Figure(f) for f in figs]
+        raster = PNG_SCALE
+    else:
+        page = paper_page(size, titled=title)
+        figures = [for_page(f, page) for f in figs]
+        raster = PAPER_DPI / PX_PER_INCH
     targets = [Path(p) for p in paths]
     formats = [_format(p) for p in targets]
     for target in targets:
@@ -101,7 +133,9 @@ def save_many(figs: Sequence, paths: Sequence[str | Path], *, scale: float | Non
                     [temporaries[i] for i in images],
                     format=[formats[i] for i in images],
                     scale=[
-                        scale if scale is not None else (PNG_SCALE if formats[i] == "png" else 1)
+                        scale
+                        if scale is not None
+                        else (raster if formats[i] in ("png", "jpeg", "webp") else 1)
                         for i in images
                     ],
                     width=[figures[i].layout.width for i in images],

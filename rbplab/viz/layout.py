@@ -16,7 +16,7 @@ import contextvars
 import math
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import plotly.graph_objects as go
@@ -33,6 +33,12 @@ TICK_ROOM = 24  # px below a panel for its x tick labels
 AXIS_TITLE_ROOM = 26  # px for an axis title beyond its tick labels
 PANEL_TITLE_ROOM = 24  # px above a panel for its title
 Y_TICK_ROOM = 48  # px left of a panel for its y tick labels
+
+TITLE_SIZE = 14  # px of axis titles (panel titles one smaller)
+PX_PER_INCH = 96  # kaleido writes one px as 1/96 in (0.75 pt) on a PDF page
+PAPER_INCHES = {"column": 3.5, "full": 7.0}  # a journal's column and its full text width
+# A paper figure's tick labels and legend at 11 px = 8.25 pt, its titles at 12 px = 9 pt.
+PAPER_FONT, PAPER_TITLE = 11, 12
 
 TEMPLATE = pio.templates["plotly_white"]  # looked up once: by name it is rebuilt per figure
 # Validating a template takes plotly ~15 ms a figure; a view redrawing the figure it shows keeps
@@ -124,6 +130,39 @@ def legend_key(name: str, *, mode: str, dash: str = "solid", opacity: float = 1.
 
 
 @dataclass(frozen=True)
+class Page:
+    """Where a figure is shown: its width and most height in px, the size in px of its tick labels
+    and legend (`font_size`) and of its axis titles (`title_size`), and whether it draws its own
+    title and subtitle (a paper figure has a caption instead). Every margin and gap scales with
+    `font_size`."""
+
+    width: int = WIDTH
+    max_height: int = MAX_HEIGHT
+    font_size: float = FONT_SIZE
+    title_size: float = TITLE_SIZE
+    titled: bool = True
+
+    @property
+    def scale(self) -> float:
+        return self.font_size / FONT_SIZE
+
+
+SCREEN = Page()
+PAPER_SIZES = tuple(PAPER_INCHES)
+
+
+def paper_page(size: str, *, titled: bool = False) -> Page:
+    """The page of a paper figure `size` ("column": 3.5 in, "full": 7 in wide) at 8-9 pt text,
+    untitled unless `titled`."""
+    if size not in PAPER_INCHES:
+        from rbplab.core.errors import InvalidArgumentError
+
+        raise InvalidArgumentError(f"unknown figure size {size!r}; choose from {', '.join(PAPER_SIZES)}")
+    width = round(PAPER_INCHES[size] * PX_PER_INCH)
+    return Page(width, round(9 * PX_PER_INCH), PAPER_FONT, PAPER_TITLE, titled)
+
+
+@dataclass(frozen=True)
 class Grid:
     """How panels are laid out: rows x cols, each row `panel_height` px when the page allows.
     shared_x: only the bottom row shows x tick labels (the columns share their x axis)."""
@@ -147,14 +186,19 @@ def _legend_entries(fig: go.Figure) -> list[str]:
     return entries
 
 
-def legend_rows(entries: Sequence[str], available: float) -> tuple[int, float]:
-    """(rows, text width in px) of a horizontal legend of `entries` in `available` px: every
-    entry's text gets the width of the longest (plotly's `entrywidth`), so the rows are predictable."""
+def legend_rows(entries: Sequence[str], available: float, size: float = FONT_SIZE) -> tuple[int, float]:
+    """(rows, text width in px) of a horizontal legend of `entries` in `available` px at text
+    size `size`: every entry's text gets the width of the longest (plotly's `entrywidth`), so the
+    rows are predictable."""
     if not entries:
         return 0, 0.0
-    text = min(available - LEGEND_SWATCH, max(text_width(e) for e in entries))
-    per_row = max(1, int(available // (text + LEGEND_SWATCH)))
+    swatch = LEGEND_SWATCH * size / FONT_SIZE
+    text = min(available - swatch, max(text_width(e, size) for e in entries))
+    per_row = max(1, int(available // (text + swatch)))
     return math.ceil(len(entries) / per_row), text
+
+
+ARRANGED = "rbplab.arrange"  # where `arrange` records its arguments in layout.meta (`for_page` reads them)
 
 
 def arrange(
@@ -168,36 +212,38 @@ def arrange(
     y_title: str | None = None,
     legend: str = "bottom",
     colorbar: bool = False,
+    page: Page = SCREEN,
 ) -> go.Figure:
     """Give `fig` (made by make_subplots with grid.rows x grid.cols, or one panel) the shared page
-    geometry: WIDTH px wide, at most MAX_HEIGHT px high (panels shrink to fit), each panel's title
-    above it, one x title under the grid and one y title left of it (or the axes' own titles
-    when `grid.per_axis_y_titles`), and the legend below the grid ("bottom", horizontal, as many
-    rows as its entries need) or right of it ("right"). Returns `fig`."""
+    geometry: `page.width` px wide, at most `page.max_height` px high (panels shrink to fit), each
+    panel's title above it, one x title under the grid and one y title left of it (or the axes'
+    own titles when `grid.per_axis_y_titles`), the legend below the grid ("bottom", horizontal, as
+    many rows as its entries need) or right of it ("right"), and log axes labelled with their
+    magnitudes. On a narrower page each panel keeps the shape it has on the screen. The arguments
+    are recorded in the figure (`for_page` lays it out again for another page). Returns `fig`."""
     rows, cols = grid.rows, grid.cols
+    k = page.scale
     entries = _legend_entries(fig) if legend != "none" else []
-    titled = y_title or grid.per_axis_y_titles or _has_axis_titles(fig, "y")
-    left = Y_TICK_ROOM + (AXIS_TITLE_ROOM if titled else 0) + 8
-    right = 16 + (90 if colorbar else 0)
-    legend_width = 0.0
-    if entries and legend == "right":
-        legend_width = max(text_width(e) for e in entries) + LEGEND_SWATCH
-        right += legend_width
-    plot_width = WIDTH - left - right
-    hgap = Y_TICK_ROOM + (AXIS_TITLE_ROOM if grid.per_axis_y_titles else 0) + 12
-    vgap = (PANEL_TITLE_ROOM if panel_titles else 8) + (8 if grid.shared_x else TICK_ROOM + 8)
-    below = TICK_ROOM + (AXIS_TITLE_ROOM if x_title or _has_axis_titles(fig, "x") else 0)
-    n_rows, entry_text = legend_rows(entries, WIDTH - 16) if legend == "bottom" else (0, 0.0)
-    top = 44 + (20 if subtitle else 0) + (PANEL_TITLE_ROOM if panel_titles else 8)
-    bottom = below + (n_rows * LEGEND_ROW + 16 if n_rows else 12)
-    panel_height = grid.panel_height
+    titled = bool(y_title or grid.per_axis_y_titles or _has_axis_titles(fig, "y"))
+    tick_room, axis_room, panel_room = TICK_ROOM * k, AXIS_TITLE_ROOM * k, PANEL_TITLE_ROOM * k
+    left, right, plot_width, hgap, panel_width = _columns(grid, page, entries, legend, colorbar, titled)
+    vgap = (panel_room if panel_titles else 8 * k) + (8 * k if grid.shared_x else tick_room + 8 * k)
+    below = tick_room + (axis_room if x_title or _has_axis_titles(fig, "x") else 0)
+    n_rows, entry_text = (
+        legend_rows(entries, page.width - 16 * k, page.font_size) if legend == "bottom" else (0, 0.0)
+    )
+    heading = (44 + (20 if subtitle else 0)) * k if page.titled else 4 * k
+    top = heading + (panel_room if panel_titles else 8 * k)
+    bottom = below + (n_rows * LEGEND_ROW * k + 16 * k if n_rows else 12 * k)
+    screen_width = _columns(grid, SCREEN, entries, legend, colorbar, titled)[4]
+    panel_height = grid.panel_height * min(1.0, panel_width / screen_width)
     fixed = top + bottom + (rows - 1) * vgap
-    if fixed + rows * panel_height > MAX_HEIGHT:
-        panel_height = max(80, (MAX_HEIGHT - fixed) // rows)
+    if fixed + rows * panel_height > page.max_height:
+        panel_height = max(80 * k, (page.max_height - fixed) // rows)
     plot_height = rows * panel_height + (rows - 1) * vgap
-    panel_width = (plot_width - (cols - 1) * hgap) / cols
 
-    annotations = [a for a in fig.layout.annotations if a.name not in ("panel title", "x title", "y title")]
+    names = ("panel title", "x title", "y title", "subtitle")
+    annotations = [a for a in fig.layout.annotations if a.name not in names]
     for r in range(rows):
         for c in range(cols):
             index = r * cols + c + 1
@@ -210,39 +256,63 @@ def arrange(
                 fig.layout[f"xaxis{suffix}"].domain = [max(0.0, x0), min(1.0, x1)]
                 fig.layout[f"yaxis{suffix}"].domain = [max(0.0, y0), min(1.0, y1)]
             if panel_titles and index <= len(panel_titles) and panel_titles[index - 1]:
-                text, centre = panel_titles[index - 1], (x0 + x1) / 2
-                annotations.append(_label(text, "panel title", centre, y1, "center", "bottom", 13, yshift=4))
+                text, centre, size = panel_titles[index - 1], (x0 + x1) / 2, page.title_size - 1
+                annotations.append(
+                    _label(text, "panel title", centre, y1, "center", "bottom", size, yshift=4 * k)
+                )
     if x_title:
-        annotations.append(_label(x_title, "x title", 0.5, 0, "center", "top", 14, yshift=-TICK_ROOM))
+        annotations.append(
+            _label(x_title, "x title", 0.5, 0, "center", "top", page.title_size, yshift=-tick_room)
+        )
     if y_title:
         annotations.append(
-            _label(y_title, "y title", 0, 0.5, "right", "middle", 14, xshift=-Y_TICK_ROOM, textangle=-90)
-        )
+            _label(
+                y_title, "y title", 0, 0.5, "right", "middle", page.title_size,
+                xshift=-Y_TICK_ROOM * k, textangle=-90,
+            )
+        )  # fmt: skip
+    if subtitle and page.titled:
+        # An annotation at a fixed distance below the title: plotly places its own subtitle from
+        # the title's measured height, which is 0 when a widget first draws, so the two overprinted.
+        y = 1 + (top - SUBTITLE_TOP * k) / plot_height
+        annotations.append(_label(subtitle, "subtitle", 0, y, "left", "top", 13 * k, colour="#444"))
     layout: dict = {
-        "width": WIDTH,
-        "height": int(top + plot_height + bottom),
+        "width": page.width,
+        "height": round(top + plot_height + bottom),
         "autosize": False,
+        "font": {"size": page.font_size},
         "margin": {"l": left, "r": right, "t": top, "b": bottom, "autoexpand": False},
         "title": {
-            "text": html_label(title),
-            "subtitle": {"text": html_label(subtitle) if subtitle else ""},
+            "text": html_label(title) if page.titled else "",
+            "font": {"size": 17 * k},
             "x": 0,
             "xref": "paper",
             "xanchor": "left",
             "y": 1,
             "yref": "container",
             "yanchor": "top",
-            "pad": {"t": 10},
+            "pad": {"t": 10 * k},
         },
-        "annotations": annotations,
         "showlegend": bool(entries),
+        "meta": {
+            ARRANGED: {
+                "grid": asdict(grid),
+                "title": title,
+                "subtitle": subtitle,
+                "panel_titles": list(panel_titles) if panel_titles else None,
+                "x_title": x_title,
+                "y_title": y_title,
+                "legend": legend,
+                "colorbar": colorbar,
+            }
+        },
     }
     if legend == "bottom" and entries:
         layout["legend"] = {
             "orientation": "h",
-            "x": -(left - 8) / plot_width,
+            "x": -(left - 8 * k) / plot_width,
             "xanchor": "left",
-            "y": -(below + 8) / plot_height,
+            "y": -(below + 8 * k) / plot_height,
             "yanchor": "top",
             "entrywidth": entry_text,
             "entrywidthmode": "pixels",
@@ -251,7 +321,7 @@ def arrange(
     elif legend == "right" and entries:
         layout["legend"] = {
             "orientation": "v",
-            "x": 1 + (16 + (90 if colorbar else 0)) / plot_width,
+            "x": 1 + (16 + (90 if colorbar else 0)) * k / plot_width,
             "xanchor": "left",
             "y": 1,
             "yanchor": "top",
@@ -259,15 +329,168 @@ def arrange(
         }
     if _TEMPLATED.get():
         layout["template"] = TEMPLATE
+    # Assigned, not updated: update_layout merges lists element by element, so a figure laid out
+    # again (`for_page`) would keep the old annotations beyond the new ones' count.
+    fig.layout.annotations = annotations
     fig.update_layout(**layout)
     for trace in fig.data:  # names built from data (quantities such as "RBP_1") in HTML too
         if trace.name and ("_" in trace.name or "^" in trace.name):
             trace.name = html_label(trace.name)
     if colorbar:
         fig.update_traces(
-            colorbar={"x": 1.0, "xanchor": "left", "xpad": 10, "len": 1.0}, selector={"type": "contour"}
+            colorbar={"x": 1.0, "xanchor": "left", "xpad": 10 * k, "len": 1.0}, selector={"type": "contour"}
         )
+    label_log_axes(fig, page, (plot_width, plot_height))
     return fig
+
+
+SUBTITLE_TOP = 34  # px from the figure's top to its subtitle, under the 17 px title
+
+
+def _columns(
+    grid: Grid, page: Page, entries: Sequence[str], legend: str, colorbar: bool, titled: bool
+) -> tuple[float, float, float, float, float]:
+    """(left margin, right margin, plot width, gap between columns, panel width) in px."""
+    k = page.scale
+    left = (Y_TICK_ROOM + (AXIS_TITLE_ROOM if titled else 0) + 8) * k
+    right = (16 + (90 if colorbar else 0)) * k
+    if entries and legend == "right":
+        right += max(text_width(e, page.font_size) for e in entries) + LEGEND_SWATCH * k
+    plot_width = page.width - left - right
+    hgap = (Y_TICK_ROOM + (AXIS_TITLE_ROOM if grid.per_axis_y_titles else 0) + 12) * k
+    return left, right, plot_width, hgap, (plot_width - (grid.cols - 1) * hgap) / grid.cols
+
+
+def for_page(fig: go.Figure | dict, page: Page) -> go.Figure:
+    """A copy of `fig` laid out for `page` (e.g. `paper_page("column")`) from the arguments
+    `arrange` recorded in it; a figure `arrange` did not make is scaled to the page's width, with
+    its text at the page's size (and no title on an untitled page)."""
+    fig = go.Figure(fig)
+    meta = fig.layout.meta
+    spec = meta.get(ARRANGED) if isinstance(meta, dict) else None
+    if spec is None:
+        width, height = fig.layout.width or 700, fig.layout.height or 450
+        fig.update_layout(
+            width=page.width, height=round(height * page.width / width), font={"size": page.font_size}
+        )
+        if not page.titled:
+            fig.update_layout(title_text="")
+        return fig
+    spec = dict(spec)
+    grid = Grid(**spec.pop("grid"))
+    if grid.rows == 1 and grid.cols == 2 and page.width < WIDTH / 2:
+        # Two panels side by side leave a column ~100 px each: stack them (plotly places panels
+        # by domain, so the same axes take the new places).
+        grid = replace(grid, rows=2, cols=1, panel_height=round(grid.panel_height * 0.7))
+    arrange(fig, grid, page=page, **spec)
+    # Markers and lines shrink with the page (not below half): screen-sized ones crowd a column.
+    shrink = max(0.5, min(1.0, page.width / WIDTH))
+    for trace in fig.data:
+        marker, line = getattr(trace, "marker", None), getattr(trace, "line", None)
+        if marker is not None and isinstance(getattr(marker, "size", None), (int, float)):
+            marker.size = marker.size * shrink
+        if line is not None and trace.type == "scatter" and line.width != 0:
+            line.width = (line.width or 2) * shrink
+    return fig
+
+
+def magnitude_label(value: float) -> str:
+    """A log-axis tick as its magnitude: 0.05, 20, 500, 2×10⁴ (never a bare "2")."""
+    if 1e-2 <= abs(value) < 1e4:
+        return f"{value:g}"
+    exponent = math.floor(math.log10(abs(value)) + 1e-9)
+    mantissa = value / 10**exponent
+    power = f"10<sup>{str(exponent).replace('-', '−')}</sup>"
+    return power if round(mantissa, 6) == 1 else f"{mantissa:g}×{power}"
+
+
+def label_log_axes(fig: go.Figure, page: Page = SCREEN, plot_size: tuple[float, float] | None = None) -> None:
+    """Every log axis labelled with magnitudes (plotly writes 2×10⁵ as a bare "2"): 1, 2 and 5 of
+    each decade, or the decades alone, or every other decade, the densest of these that fits the
+    axis' length in px at `page`'s text size (`plot_size`: the plotting area, width x height; the
+    figure's own when not given); under a decade, round values evenly spaced. Tick labels are never
+    rotated: one that would not fit is left out instead."""
+    width, height = plot_size or (
+        (fig.layout.width or WIDTH) - (fig.layout.margin.l or 0) - (fig.layout.margin.r or 0),
+        (fig.layout.height or 450) - (fig.layout.margin.t or 0) - (fig.layout.margin.b or 0),
+    )
+    layout = fig.layout.to_plotly_json()
+    axes = {n: a for n, a in layout.items() if re.fullmatch(r"[xy]axis\d*", n) and isinstance(a, dict)}
+    # Axes that match another (shared_xaxes / shared_yaxes) share its range, so its ticks too:
+    # one set of ticks per group, from the data on all of them and the shortest one's length.
+    groups: dict[str, list[str]] = {}
+    # One layout update at the end: each assignment re-validates (a view redraws every step).
+    updates: dict[str, dict] = {name: {"tickangle": 0} for name in axes}
+    for name, axis in axes.items():
+        root = axis.get("matches")
+        groups.setdefault(f"{root[0]}axis{root[1:]}" if root else name, []).append(name)
+    for members in groups.values():
+        if any(axes[n].get("type") != "log" for n in members):
+            continue
+        extents = [e for e in (_log_axis_extent(fig, n, axes[n]) for n in members) if e]
+        if not extents:
+            continue
+        lo, hi = min(e[0] for e in extents), max(e[1] for e in extents)
+        lengths = []
+        for name in members:
+            domain = axes[name].get("domain") or (0, 1)
+            lengths.append((domain[1] - domain[0]) * (width if name[0] == "x" else height))
+        # A label's room: ~5 characters across an x axis, two lines' height up a y axis.
+        room = (5 * CHAR_WIDTH + 1.2) * page.font_size if members[0][0] == "x" else 2.2 * page.font_size
+        ticks = _log_ticks(lo, hi, max(2, int(min(lengths) // room)))
+        labels = [magnitude_label(float(f"{t:.6g}")) for t in ticks]
+        for name in members:
+            updates[name] |= {"tickmode": "array", "dtick": None, "tickvals": ticks, "ticktext": labels}
+    fig.update_layout(updates)
+
+
+def _log_ticks(lo: float, hi: float, most: int) -> list[float]:
+    """At most `most` (and at least two) ticks between `lo` and `hi`, as dense as allowed: 1-2-5
+    per decade, 1-3, decades, every n-th decade; else evenly spaced round values."""
+    first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    for mantissas in ((1, 2, 5), (1, 3), (1,)):
+        ticks = [m * 10.0**e for e in range(first, last + 1) for m in mantissas]
+        ticks = [t for t in ticks if lo / 1.0001 <= t <= hi * 1.0001]
+        if 2 <= len(ticks) <= most:
+            return ticks
+    if len(ticks) > most:  # decades alone are too many: every n-th
+        return ticks[:: math.ceil(len(ticks) / most)]
+    step = _round_step((hi - lo) / max(2, min(most, 6) - 1))
+    ticks = [float(t) for t in np.arange(math.ceil(lo / step) * step, hi * 1.0001, step)]
+    while len(ticks) < 2:  # a round step wider than half the range: halve it
+        step /= 2
+        ticks = [float(t) for t in np.arange(math.ceil(lo / step) * step, hi * 1.0001, step)]
+    return ticks
+
+
+def _round_step(raw: float) -> float:
+    """The round step (1, 2, 2.5 or 5 times a power of ten) nearest above `raw`."""
+    power = 10.0 ** math.floor(math.log10(raw))
+    return next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
+
+
+def _log_axis_extent(fig: go.Figure, name: str, axis: dict) -> tuple[float, float] | None:
+    """(low, high) drawn on log axis `name`: its explicit range, else the positive values of the
+    traces on it."""
+    if axis.get("range") is not None and axis.get("autorange") in (None, False):
+        lo, hi = axis["range"]
+        return 10.0**lo, 10.0**hi
+    letter, suffix = name[0], name[5:]
+    ref = letter + suffix
+    values = []
+    for trace in fig.data:
+        if (getattr(trace, f"{letter}axis", None) or letter) != ref:
+            continue
+        data = getattr(trace, letter, None)
+        if data is None:
+            continue
+        v = np.asarray([np.nan if x is None else x for x in data], dtype=float)
+        values.append(v[np.isfinite(v) & (v > 0)])
+    values = [v for v in values if len(v)]
+    if not values:
+        return None
+    all_values = np.concatenate(values)
+    return float(all_values.min()), float(all_values.max())
 
 
 def _has_axis_titles(fig: go.Figure, letter: str) -> bool:
@@ -280,9 +503,17 @@ def _has_axis_titles(fig: go.Figure, letter: str) -> bool:
 
 
 def _label(
-    text: str, name: str, x: float, y: float, xanchor: str, yanchor: str, size: int, **shift: float
+    text: str,
+    name: str,
+    x: float,
+    y: float,
+    xanchor: str,
+    yanchor: str,
+    size: float,
+    colour: str | None = None,
+    **shift: float,
 ) -> go.layout.Annotation:
-    """A text placed on the figure's paper (panel and axis titles; `name` finds it again)."""
+    """A text placed on the figure's paper (titles; `name` finds it again)."""
     return go.layout.Annotation(
         text=html_label(text),
         name=name,
@@ -293,6 +524,6 @@ def _label(
         xanchor=xanchor,
         yanchor=yanchor,
         showarrow=False,
-        font={"size": size},
+        font={"size": size} | ({"color": colour} if colour else {}),
         **shift,
     )

@@ -40,6 +40,18 @@ NEG_LOG_RBP = "−log RBP<sub>k</sub>"
 P_NK = "p<sub>N,k</sub>"
 FRONTIER_COLOURS = ("#d62728", "#111111", "#ff7f0e", "#e377c2")  # all visible on Viridis and on white
 POWER_TICKS = {"exponentformat": "power", "showexponent": "all"}  # 10⁻⁴, not SI's "100µ"
+INDEPENDENCE_DASH, LAW_DASH = "dot", "dash"  # Figure 7's two predictions, told apart by pattern
+P_FLOOR = 1e-6  # Figure 7's log axis reaches no lower than this (a measured p of one run in 10⁶)
+# Figure 8ab: one hue per corpus, dark for CE and light for −log RBP_1 (plotly's "Paired" pairs,
+# its pale yellow pair left out: invisible on white).
+PAIRED = (
+    ("#1f78b4", "#a6cee3"),
+    ("#33a02c", "#b2df8a"),
+    ("#e31a1c", "#fb9a99"),
+    ("#ff7f00", "#fdbf6f"),
+    ("#6a3d9a", "#cab2d6"),
+    ("#b15928", "#e0a36e"),
+)
 
 
 def _require(frame: pd.DataFrame, columns: Sequence[str], what: str) -> None:
@@ -358,7 +370,23 @@ def ksweep(
                 1,
             )
         )
-        error_y = _error_bars(sel, "alpha", "alpha_low", "alpha_high")
+        if {"alpha_low", "alpha_high"} <= set(sel.columns) and sel["alpha_low"].notna().any():
+            # The interval as a faint band: error bars of several curves over 30+ ks overprint.
+            ok = sel[sel["alpha_low"].notna() & sel["alpha_high"].notna()]
+            band = go.Scatter(
+                x=np.r_[ok["k"], ok["k"][::-1]],
+                y=np.r_[ok["alpha_high"], ok["alpha_low"][::-1]],
+                fill="toself",
+                fillcolor=colour,
+                opacity=0.15,
+                line={"width": 0},
+                hoverinfo="skip",
+                showlegend=False,
+                name=f"{name} interval",
+                legendgroup=name,
+                meta="alpha interval",
+            )
+            pending.append((band, 1, 2))
         pending.append(
             (
                 go.Scatter(
@@ -370,7 +398,10 @@ def ksweep(
                     name=name,
                     legendgroup=name,
                     showlegend=False,
-                    error_y=error_y,
+                    customdata=sel[["alpha_low", "alpha_high"]] if "alpha_low" in sel.columns else None,
+                    hovertemplate="k=%{x}<br>α=%{y:.4f}"
+                    + (" [%{customdata[0]:.4f}, %{customdata[1]:.4f}]" if "alpha_low" in sel.columns else "")
+                    + "<extra>%{fullData.name}</extra>",
                     meta="alpha",
                 ),
                 1,
@@ -409,8 +440,11 @@ def ksweep(
     fig.update_xaxes(type="log", range=[np.log10(0.8), np.log10(kmax * 1.2)])
     fig.update_yaxes(title_text="R²", row=1, col=1)
     fig.update_yaxes(title_text="α", row=1, col=2)
-    subtitle = "shaded: k = 1 and 1 < k ≤ 100; dotted: |V|" + (
-        "; dashed: the chosen k (values in the legend)" if marker_k is not None else ""
+    banded = {"alpha_low", "alpha_high"} <= set(sweep.columns)
+    subtitle = (
+        "shaded: k = 1 and 1 < k ≤ 100; dotted: |V|"
+        + ("; bands: 95 % CI of α" if banded else "")
+        + ("; dashed: the chosen k (values in legend)" if marker_k is not None else "")
     )
     return arrange(
         fig,
@@ -457,7 +491,7 @@ def _law_traces(sel: pd.DataFrame, n: int, colour: str, lo: float, hi: float) ->
             x=inside,
             y=law(inside),
             mode="lines",
-            line={"color": colour, "dash": "dash"},
+            line={"color": colour, "dash": LAW_DASH},
             name=f"N={n} fitted law",
             legendgroup=f"N{n}",
             showlegend=False,
@@ -477,7 +511,7 @@ def _law_traces(sel: pd.DataFrame, n: int, colour: str, lo: float, hi: float) ->
                 x=xs,
                 y=law(xs),
                 mode="lines",
-                line={"color": colour, "dash": "dash", "width": 1.5},
+                line={"color": colour, "dash": LAW_DASH, "width": 1.5},
                 opacity=0.55,
                 connectgaps=False,
                 name=f"N={n} fitted law, extrapolated beyond the measured S",
@@ -505,7 +539,7 @@ def emergence(em: pd.DataFrame, *, title: str | None = None, extrapolate: bool =
     ns = sorted(em["N"].unique())
     colours = sequential(ns)
     has_law = {"alpha", "prefactor"} <= set(em.columns)
-    fig = _panels(len(corpora), len(ks), shared_xaxes=True, shared_yaxes=True)
+    fig = _panels(len(corpora), len(ks), shared_xaxes=True)
     pending: list = []
     measured: list[tuple[int, int, float, float]] = []
     extrapolated = False
@@ -537,24 +571,25 @@ def emergence(em: pd.DataFrame, *, title: str | None = None, extrapolate: bool =
                     f"N={n} RBP<sub>k</sub><sup>N</sup>",
                     f"N{n}",
                     "independence",
+                    dash=INDEPENDENCE_DASH,
                 )
                 pending += [(dots, r, c), (independence.update(showlegend=False), r, c)]
                 if lo is not None and len(sel):
                     pending.extend((t, r, c) for t in _law_traces(sel, n, colour, lo, hi))
                 elif "p_fit" in sel.columns and sel["p_fit"].notna().any():
                     law = _line(
-                        sel["S"], sel["p_fit"], colour, f"N={n} fitted law", f"N{n}", "law", dash="dash"
+                        sel["S"], sel["p_fit"], colour, f"N={n} fitted law", f"N{n}", "law", dash=LAW_DASH
                     )
                     pending.append((law.update(showlegend=False), r, c))
     keys = [
         legend_key(f"markers: measured {P_NK}", mode="markers"),
-        legend_key("solid: independence RBP<sub>k</sub><sup>N</sup>", mode="lines"),
-        legend_key("dashed: fitted law exp(−C N S<sup>−α</sup>)", mode="lines", dash="dash"),
+        legend_key("dotted: independence RBP<sub>k</sub><sup>N</sup>", mode="lines", dash=INDEPENDENCE_DASH),
+        legend_key("dashed: fitted law exp(−C N S<sup>−α</sup>)", mode="lines", dash=LAW_DASH),
     ]
     if extrapolated:
         keys.append(
             legend_key(
-                "faded: law extrapolated beyond the measured S", mode="lines", dash="dash", opacity=0.55
+                "faded: law extrapolated beyond the measured S", mode="lines", dash=LAW_DASH, opacity=0.55
             )
         )
     pending.extend((key, 1, 1) for key in keys)
@@ -580,7 +615,15 @@ def emergence(em: pd.DataFrame, *, title: str | None = None, extrapolate: bool =
         )
     if shapes:
         fig.update_layout(shapes=shapes, annotations=labels)
-    fig.update_yaxes(range=[0, 1.02])
+    # p spans decades across N and k: a log axis fitted to each panel's measurements (a linear
+    # 0-1 axis left k = 1 and N >= 4 flat on 0).
+    for r, corpus in enumerate(corpora, start=1):
+        for c, k in enumerate(ks, start=1):
+            p = _cell(em, corpus, k)["p_emp"].to_numpy(dtype=float)
+            p = p[np.isfinite(p) & (p > 0)]
+            if len(p):
+                lo, hi = max(float(p.min()), P_FLOOR) / 1.6, min(float(p.max()) * 1.6, 1.05)
+                fig.update_yaxes(type="log", range=[np.log10(lo), np.log10(hi)], row=r, col=c)
     default = f"Emergence: sequence success {P_NK} vs size"
     subtitle = (
         "faded dashed: fitted law extrapolated beyond the measured sizes (shaded)"
@@ -590,7 +633,7 @@ def emergence(em: pd.DataFrame, *, title: str | None = None, extrapolate: bool =
     return arrange(
         fig,
         Grid(rows=len(corpora), cols=len(ks), panel_height=230, shared_x=True),
-        title=title or default,
+        title=title or default + " (log scale)",
         subtitle=subtitle,
         panel_titles=titles,
         x_title=S_TITLE,
@@ -629,9 +672,8 @@ def emergence_linearised(em: pd.DataFrame, *, title: str | None = None) -> go.Fi
             )
             pending.append((independence.update(showlegend=first), r, c))
     _flush(fig, pending)
-    # Labels at 1, 2 and 5 of each decade: every digit crowds a 200 px panel.
-    fig.update_xaxes(type="log", dtick="D2", **POWER_TICKS)
-    fig.update_yaxes(type="log", dtick="D2", **POWER_TICKS)
+    fig.update_xaxes(type="log")
+    fig.update_yaxes(type="log")
     return arrange(
         fig,
         Grid(rows=len(corpora), cols=len(ks), panel_height=230),
@@ -727,7 +769,11 @@ def ce_vs_rbp(ce: pd.DataFrame, *, title: str | None = None) -> go.Figure:
     fig = _panels(1, 2)
     pending: list = []
     keys = list(dict.fromkeys(zip(ce["corpus"], ce["quantity"], strict=True)))
-    for i, (corpus, quantity) in enumerate(keys):
+    corpora = list(dict.fromkeys(ce["corpus"]))
+    for corpus, quantity in keys:
+        pair = PAIRED[corpora.index(corpus) % len(PAIRED)]
+        shade = 0 if quantity == "CE" else 1  # CE dark, −log RBP_1 light, in the corpus's hue
+        symbol = ("square", "circle")[shade]
         for col, source in enumerate(["empirical", "lognormal"], start=1):
             sel = ce[(ce["corpus"] == corpus) & (ce["quantity"] == quantity) & (ce["source"] == source)]
             sel = sel.sort_values("S")
@@ -740,7 +786,8 @@ def ce_vs_rbp(ce: pd.DataFrame, *, title: str | None = None) -> go.Figure:
                         x=sel["S"],
                         y=sel["value"],
                         mode="markers+lines" if col == 1 else "lines",
-                        line={"color": categorical(i), "dash": "solid" if col == 1 else "dash"},
+                        line={"color": pair[shade], "dash": "solid" if col == 1 else "dash"},
+                        marker={"symbol": symbol, "size": 7},
                         name=name,
                         legendgroup=name,
                         showlegend=col == 1,
@@ -996,7 +1043,11 @@ def decomposition_bars(dec: pd.DataFrame, *, title: str | None = None) -> go.Fig
     stacked upwards, −Conf downwards, so the bars' net height is CE (drawn as a marker)."""
     _require(dec, ["corpus", "model", "S", "ce", *DECOMPOSITION_TITLES], "decomposition")
     corpora = list(dict.fromkeys(dec["corpus"]))
-    fig = _panels(1, len(corpora), shared_yaxes=True)
+    # Two panels a row: four in one left each size label ~30 px, which plotly rotated into the x
+    # title (and dropped the last one of).
+    cols = min(2, len(corpora))
+    rows = -(-len(corpora) // cols)
+    fig = _panels(rows, cols, shared_yaxes=True)
     pending: list = []
     parts = (("ee", "EE", 1.0), ("sa", "SA", 1.0), ("conf", "−Conf", -1.0))
     ticks: dict[int, tuple] = {}
@@ -1019,8 +1070,8 @@ def decomposition_bars(dec: pd.DataFrame, *, title: str | None = None) -> go.Fig
                         hovertemplate="%{text}<br>" + name + " = %{y:.4f} nats<extra></extra>",
                         meta=term,
                     ),
-                    1,
-                    c,
+                    1 + (c - 1) // cols,
+                    1 + (c - 1) % cols,
                 )
             )
         pending.append(
@@ -1037,17 +1088,18 @@ def decomposition_bars(dec: pd.DataFrame, *, title: str | None = None) -> go.Fig
                     hovertemplate="%{text}<br>CE = %{y:.4f} nats<extra></extra>",
                     meta="ce",
                 ),
-                1,
-                c,
+                1 + (c - 1) // cols,
+                1 + (c - 1) % cols,
             )
         )
     _flush(fig, pending)
     fig.update_layout(barmode="relative")
     for c, (values, text) in ticks.items():
-        fig.update_xaxes(tickvals=values, ticktext=text, row=1, col=c)
+        row, col = 1 + (c - 1) // cols, 1 + (c - 1) % cols
+        fig.update_xaxes(tickvals=values, ticktext=text, tickangle=0, row=row, col=col)
     return arrange(
         fig,
-        Grid(cols=len(corpora), panel_height=360),
+        Grid(rows=rows, cols=cols, panel_height=260),
         title=title or "Cross-entropy decomposed per model",
         panel_titles=[str(c) for c in corpora],
         x_title="model (non-embedding parameters S)",

@@ -504,6 +504,8 @@ class RankDistributionView(_CorpusMixin, _View):
 
 
 TRAINING_COLUMNS = ("family", "corpus", "model", "S", "step", "D", "k", "neg_log_rbp", "ce")
+# The training view's loss toggle: what each loss is, not only its symbol.
+QUANTITY_LABELS = {"−log RBP_k = −log Pr(rank ≤ k)": "rbp", "cross-entropy (CE)": "ce"}
 
 
 class TrainingView(_FigureView):
@@ -542,11 +544,13 @@ class TrainingView(_FigureView):
             raise InvalidArgumentError(f"step {step} is not in the table; it has steps {steps}")
         if corpus is not None and corpus not in corpora:
             raise InvalidArgumentError(f"unknown corpus {corpus!r}; the table has {corpora}")
-        self.k_slider = w.SelectionSlider(
-            options=[(f"{v:,}", v) for v in ks],
+        # A table holds a few ks (the notebook's 1, 10, 100): one button each, not a slider of
+        # three stops squeezed beside the others.
+        self.k_buttons = w.ToggleButtons(
+            options=[(f"k = {v:,}", v) for v in ks],
             value=ks[0] if k is None else k,
             description="k",
-            layout=w.Layout(width="300px", min_width="220px", flex="0 0 auto"),
+            style={"button_width": "auto"},
         )
         self.step_slider = w.SelectionSlider(
             options=[(f"{v:,}", v) for v in steps],
@@ -556,25 +560,28 @@ class TrainingView(_FigureView):
         )
         self.corpus_dropdown = w.Dropdown(options=corpora, value=corpus or corpora[0], description="corpus")
         self.quantity_toggle = w.ToggleButtons(
-            options=[("-log RBP_k", "rbp"), ("CE", "ce")], value=quantity, description="loss"
+            options=list(QUANTITY_LABELS.items()),
+            value=quantity,
+            description="loss",
+            style={"button_width": "auto"},
         )
-        for control in (self.k_slider, self.step_slider, self.corpus_dropdown, self.quantity_toggle):
+        for control in (self.k_buttons, self.step_slider, self.corpus_dropdown, self.quantity_toggle):
             control.observe(self.refresh, names="value")
         self.refresh()
 
     @property
     def k(self) -> int:
-        return int(self.k_slider.value)
+        return int(self.k_buttons.value)
 
     @property
     def step(self) -> int:
         return int(self.step_slider.value)
 
     def set_k(self, k: int) -> None:
-        values = [v for _, v in self.k_slider.options]
+        values = [v for _, v in self.k_buttons.options]
         if k not in values:
             raise InvalidArgumentError(f"k={k} is not in the table; choose from {values}")
-        self.k_slider.value = int(k)
+        self.k_buttons.value = int(k)
 
     def set_step(self, step: int) -> None:
         values = [v for _, v in self.step_slider.options]
@@ -590,7 +597,7 @@ class TrainingView(_FigureView):
         self.corpus_dropdown.value = corpus
 
     def _controls(self) -> list[w.Widget]:
-        return [self.corpus_dropdown, self.quantity_toggle, self.k_slider, self.step_slider]
+        return [self.corpus_dropdown, self.quantity_toggle, self.k_buttons, self.step_slider]
 
     def selection(self) -> pd.DataFrame:
         """The rows the figure draws: the chosen corpus and k."""

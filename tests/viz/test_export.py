@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import shutil
 import struct
 
@@ -28,7 +29,9 @@ def _figure() -> go.Figure:
 @pytest.mark.skipif(not HAS_BROWSER, reason="image export needs kaleido and Chromium (make browser-deps)")
 def test_png_svg_pdf(tmp_path):
     fig = _figure()
-    paths = save_many([fig] * 3, [tmp_path / "f.png", tmp_path / "f.svg", tmp_path / "f.pdf"])
+    paths = save_many(
+        [fig] * 3, [tmp_path / "f.png", tmp_path / "f.svg", tmp_path / "f.pdf"], size="screen", title=True
+    )
     png, svg, pdf = (p.read_bytes() for p in paths)
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", png[16:24])  # the IHDR chunk: twice the layout's pixels
@@ -36,6 +39,74 @@ def test_png_svg_pdf(tmp_path):
     assert svg.lstrip().startswith(b"<svg") and b"exported" in svg
     assert pdf.startswith(b"%PDF-")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f.pdf", "f.png", "f.svg"]  # no temporaries
+
+
+def _media_box(pdf: bytes) -> list[float]:
+    return [float(v) for v in re.search(rb"MediaBox\s*\[([^\]]*)\]", pdf)[1].split()]
+
+
+def _study_figure():
+    from rbplab.study import synthetic_study
+    from rbplab.viz import plots
+
+    study = synthetic_study(n_tokens=2000)
+    return plots.rbp_vs_size(study.points([1, 100]), study.fits([1, 100]), study.bands([1, 100]))
+
+
+@pytest.mark.skipif(not HAS_BROWSER, reason="image export needs kaleido and Chromium (make browser-deps)")
+def test_paper_figures_are_a_column_or_the_text_width_with_8_to_9_pt_text(tmp_path):
+    fig = _study_figure()
+    full, column, titled = tmp_path / "full.pdf", tmp_path / "column.pdf", tmp_path / "titled.svg"
+    save_many([fig, fig], [full, column.with_suffix(".svg")], size="full")
+    save_many([fig, fig], [column, tmp_path / "column.png"], size="column")
+    viz.save(fig, titled, size="full", title=True)
+    assert _media_box(full.read_bytes())[2] == pytest.approx(7 * 72)  # points: 7 in, a page's text width
+    assert _media_box(column.read_bytes())[2] == pytest.approx(3.5 * 72)  # one column
+    width = struct.unpack(">II", (tmp_path / "column.png").read_bytes()[16:24])[0]
+    assert width == pytest.approx(3.5 * 300, abs=2)  # 300 dpi
+    svg = column.with_suffix(".svg").read_text()
+    sizes = {float(v) for v in re.findall(r"font-size: ?([\d.]+)px", svg)}
+    assert sizes and min(sizes) * 0.75 >= 8 - 1e-9 and max(sizes) * 0.75 <= 9 + 1e-9, sizes  # px -> pt
+    assert "Relative-based scaling" not in svg  # no in-figure title: a paper has a caption
+    assert "Relative-based scaling" in titled.read_text()  # unless asked
+    # Log axes name their magnitudes: read as numbers, each axis' rendered labels increase (plotly's
+    # own "10⁵, 2, 5, 10⁶" did not: a bare 2 and 5 for 2×10⁵ and 5×10⁵).
+    linearised = tmp_path / "linearised.svg"
+    viz.save(_linearised_figure(), linearised, size="column")
+    for drawn, axes in ((svg, {"x3", "x4", "y", "y2", "y3", "y4"}), (linearised.read_text(), {"x", "y"})):
+        ticks = _rendered_ticks(drawn)
+        assert axes <= set(ticks), sorted(ticks)
+        for axis, values in ticks.items():
+            assert len(values) >= 2 and all(b > a for a, b in zip(values, values[1:], strict=False)), (
+                axis,
+                values,
+            )
+    assert fig.layout.width == 960  # the figure itself is left as shown on screen
+
+
+def _linearised_figure():
+    from rbplab.study import synthetic_study
+    from rbplab.viz import plots
+
+    study = synthetic_study(n_tokens=3000)
+    return plots.emergence_linearised(study.emergence([10], [1, 4, 16], corpora=["synthetic-a"]))
+
+
+def _rendered_ticks(svg: str) -> dict[str, list[float]]:
+    """The tick labels of each axis of an exported SVG, as numbers ("2×10<sup>4</sup>", "10⁵")."""
+    out: dict[str, list[float]] = {}
+    for axis, inner in re.findall(r'<g class="([xy]\d*)tick"><text[^>]*>(.*?)</text>', svg):
+        text = re.sub(r'<tspan style="font-size:70%" dy="-0.6em">([^<]*)</tspan>', r"^\1", inner)
+        text = re.sub(r"<[^>]+>", "", text).replace("\u200b", "").replace("−", "-").strip()
+        m = re.fullmatch(r"(?:([\d.]+)×)?10\^(-?\d+)", text)
+        value = float(m[1] or 1) * 10 ** int(m[2]) if m else float(text)
+        out.setdefault(axis, []).append(value)
+    return out
+
+
+def test_unknown_size_is_a_one_line_error(tmp_path):
+    with pytest.raises(FigureExportError, match="unknown figure size 'a4'; choose from full, column, screen"):
+        viz.save(_figure(), tmp_path / "f.json", size="a4")
 
 
 def test_html_and_json_need_no_browser(tmp_path):

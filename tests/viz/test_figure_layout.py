@@ -10,8 +10,10 @@ wider than the package's), the way a reader of the layout JSON can, independentl
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -429,3 +431,203 @@ def test_a_crowded_layout_is_caught():
     assert any(_overlap(a, b) for (_, a), (_, b) in itertools.combinations(boxes, 2))
     fig.add_scatter(x=[1, 2], y=[2, 1], line={"color": "white"}, name="frontier")
     assert any(c in WHITE for c in _colours(fig.data[-1]))
+
+
+# ---- the rendered figure: boxes read from kaleido's SVG ------------------------------------------
+# The checks above read the layout plotly is given; these read what Chromium drew: where each
+# tick label, title and annotation landed (annotation boxes as the browser measured them, tick
+# labels from their anchor, font size and characters), whether plotly rotated or dropped tick
+# labels, in the figure as shown and as a paper figure.
+
+HAS_BROWSER = importlib.util.find_spec("kaleido") is not None and any(
+    shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome", "chrome")
+)
+# The figures issue 30 found crowded, and the sizes each is rendered at.
+RENDERED = {
+    "decomposition bars": ("screen", "full"),
+    "rank view": ("screen", "full", "column"),
+    "figure 7": ("screen", "full"),
+    "ce vs rbp": ("screen", "full", "column"),
+    "figure 6": ("screen", "full", "column"),
+    "training view": ("screen", "full", "column"),
+}
+_TICK = re.compile(r'<g class="([xy]\d*)tick"><text([^>]*)>(.*?)</text>')
+_ANNOTATION = re.compile(
+    r'<g class="annotation-text-g" transform="rotate\(([-\d.]+),([-\d.]+),([-\d.]+)\)">'
+    r'<g class="cursor-pointer" transform="translate\(([-\d.]+),([-\d.]+)\)">'
+    r'<rect class="bg" x="([-\d.]+)" y="([-\d.]+)" width="([\d.]+)" height="([\d.]+)"[^>]*/>'
+    r"<text[^>]*>(.*?)</text>"
+)
+_TITLE = re.compile(r'<text class="gtitle"([^>]*)>(.*?)</text>')
+
+
+def _attr(attrs: str, name: str, default: float = 0.0) -> float:
+    m = re.search(rf'\b{name}="([-\d.]+)"', attrs)
+    return float(m[1]) if m else default
+
+
+def _chars(inner: str) -> float:
+    """Characters of a rendered text, an exponent's counting 70 % (plotly's superscripts)."""
+    small = "".join(re.findall(r'<tspan style="font-size:70%"[^>]*>([^<]*)</tspan>', inner))
+    text = re.sub(r"<[^>]+>", "", inner).replace("\u200b", "")
+    return len(text) - 0.3 * len(small)
+
+
+def rendered_boxes(svg: str) -> tuple[list[tuple[str, str, tuple]], list[str]]:
+    """([(kind, text, (x0, y0, x1, y1))], [rotated tick labels]) of an SVG plotly drew."""
+    boxes, rotated = [], []
+    for axis, attrs, inner in _TICK.findall(svg):
+        size = float(re.search(r"font-size: ?([\d.]+)px", attrs)[1])
+        transform = re.search(r'transform="([^"]*)"', attrs)
+        tx = ty = 0.0
+        if transform:
+            if "rotate" in transform[1]:
+                rotated.append(re.sub(r"<[^>]+>", "", inner))
+            m = re.search(r"translate\(([-\d.]+),\s*([-\d.]+)\)", transform[1])
+            tx, ty = (float(m[1]), float(m[2])) if m else (0.0, 0.0)
+        x, y = _attr(attrs, "x") + tx, _attr(attrs, "y") + ty
+        width = _chars(inner) * 0.55 * size
+        anchor = re.search(r'text-anchor="(\w+)"', attrs)[1]
+        x0 = {"start": x, "end": x - width}.get(anchor, x - width / 2)
+        top = y - 0.8 * size if axis[0] == "x" else y - 0.5 * size  # y ticks are centred on y
+        boxes.append((f"{axis} tick", re.sub(r"<[^>]+>", "", inner), (x0, top, x0 + width, top + size)))
+    for angle, cx, cy, tx, ty, rx, ry, w, h, inner in _ANNOTATION.findall(svg):
+        x0, y0 = float(tx) + float(rx), float(ty) + float(ry)
+        w, h = float(w), float(h)
+        if float(angle) in (90.0, -90.0):  # turned about its centre
+            cx, cy = float(cx), float(cy)
+            box = (cx - h / 2, cy - w / 2, cx + h / 2, cy + w / 2)
+        else:
+            box = (x0, y0, x0 + w, y0 + h)
+        # Annotation boxes carry plotly's 1 px border and padding on each side: the text is inside.
+        box = (box[0] + 2, box[1] + 2, box[2] - 2, box[3] - 2)
+        boxes.append(("annotation", re.sub(r"<[^>]+>", "", inner), box))
+    for attrs, inner in _TITLE.findall(svg):
+        if not re.sub(r"<[^>]+>", "", inner).strip():
+            continue
+        size = float(re.search(r"font-size: ?([\d.]+)px", attrs)[1])
+        x, y = _attr(attrs, "x"), _attr(attrs, "y")
+        boxes.append(("title", inner, (x, y, x + _chars(inner) * 0.55 * size, y + 1.2 * size)))
+    return boxes, rotated
+
+
+@pytest.fixture(scope="module")
+def rendered(figures, tmp_path_factory) -> dict:
+    """SVG text of each RENDERED figure at each of its sizes, drawn by kaleido (one session a size)."""
+    if not HAS_BROWSER:
+        pytest.skip("rendering needs kaleido and Chromium (make browser-deps)")
+    from rbplab.viz.export import save_many
+
+    folder = tmp_path_factory.mktemp("rendered")
+    out = {}
+    for size in ("screen", "full", "column"):
+        names = [n for n, sizes in RENDERED.items() if size in sizes]
+        paths = [folder / f"{n.replace(' ', '_')}-{size}.svg" for n in names]
+        save_many([figures[n] for n in names], paths, size=size, title=size == "screen")
+        out |= {(n, size): p.read_text() for n, p in zip(names, paths, strict=True)}
+    return out
+
+
+@pytest.mark.parametrize(("name", "size"), [(n, s) for n, sizes in RENDERED.items() for s in sizes])
+def test_rendered_text_never_overlaps(rendered, name, size):
+    boxes, rotated = rendered_boxes(rendered[name, size])
+    assert any(kind.endswith("tick") for kind, _, _ in boxes) and any(k == "annotation" for k, _, _ in boxes)
+    assert not rotated, f"{name} ({size}): plotly rotated tick labels {rotated[:3]} (they hit the x title)"
+    for (ka, ta, a), (kb, tb, b) in itertools.combinations(boxes, 2):
+        if "measured" in (ta, tb):  # the shaded range's label sits inside its panel by design
+            continue
+        assert not _overlap(a, b), f"{name} ({size}): {kb} {tb!r} runs into {ka} {ta!r}"
+
+
+@pytest.mark.parametrize("size", RENDERED["decomposition bars"])
+def test_rendered_decomposition_bars_name_every_model(rendered, study, size):
+    """Every panel labels every model's size (the wikipedia panel had dropped "2.67M")."""
+    boxes, _ = rendered_boxes(rendered["decomposition bars", size])
+    labels: dict[str, list[str]] = {}
+    for kind, text, _ in boxes:
+        if kind.startswith("x"):
+            labels.setdefault(kind, []).append(text)
+    expected = [plots.si(s) for s in sorted(study.models["S"])]
+    assert len(labels) == len(CORPORA) and all(v == expected for v in labels.values()), labels
+
+
+# ---- what issue 30 found in single figures -------------------------------------------------------
+
+
+def test_figure_7_is_on_log_axes_fitted_to_each_panel(figures, study):
+    """p_{N,k} spans decades: on a linear 0-1 axis k = 1 and N >= 4 lay flat on 0."""
+    fig = figures["figure 7"]
+    page = Page(fig)
+    for _, yname in page.axes():
+        axis = fig.layout[yname]
+        measured = [
+            t for t in fig.data if t.meta == "empirical" and _axis_of(t, "y") == yname and _finite_points(t)
+        ]
+        extent = [e for e in (_log_extent(t.y) for t in measured) if e]
+        lo, hi = min(e[0] for e in extent), max(e[1] for e in extent)
+        assert axis.type == "log", yname
+        drawn = 10 ** np.asarray(axis.range)
+        assert drawn[0] <= lo and drawn[1] >= hi, (yname, drawn, lo, hi)  # every measurement shown
+        assert lo / drawn[0] <= 2 and drawn[1] / hi <= 2, (yname, drawn, lo, hi)  # and no more
+
+
+def test_figure_7_tells_its_two_predictions_apart_by_line_style(figures):
+    fig = figures["figure 7"]
+    independence = {t.line.dash or "solid" for t in fig.data if t.meta == "independence"}
+    law = {t.line.dash or "solid" for t in fig.data if t.meta == "law"}
+    assert len(independence) == len(law) == 1 and independence != law
+    assert "solid" not in independence | law  # neither is mistaken for a plain connecting line
+    keys = {t.name: t.line.dash for t in fig.data if t.meta == "key" and t.mode == "lines"}
+    assert {keys[n] for n in keys if "independence" in n} == independence
+    assert {keys[n] for n in keys if "fitted law" in n and "extrapolated" not in n} == law
+
+
+def _hue(colour: str) -> float:
+    import colorsys
+
+    r, g, b = (int(colour[i : i + 2], 16) / 255 for i in (1, 3, 5))
+    return colorsys.rgb_to_hls(r, g, b)[0] * 360
+
+
+def _hue_distance(a: float, b: float) -> float:
+    return min(abs(a - b), 360 - abs(a - b))
+
+
+def test_figure_8ab_pairs_each_corpus_ce_and_rbp_in_one_hue(figures):
+    fig = figures["ce vs rbp"]
+    colours: dict[tuple[str, str], str] = {}
+    for trace in fig.data:
+        if trace.meta == "empirical":
+            quantity, corpus = (part.strip() for part in _plain(trace.name).split("·"))
+            colours[quantity, corpus] = trace.line.color
+    corpora = sorted({c for _, c in colours})
+    assert len(corpora) == len(CORPORA) and len(colours) == 2 * len(corpora)
+    for corpus in corpora:
+        ce, rbp = colours["CE", corpus], colours["-log RBP1", corpus]
+        others = [c for (_, other), c in colours.items() if other != corpus]
+        # One hue: the corpus's two lines are nearer in hue than either is to another corpus's.
+        pair = _hue_distance(_hue(ce), _hue(rbp))
+        nearest = min(_hue_distance(_hue(own), _hue(c)) for own in (ce, rbp) for c in others)
+        assert ce != rbp and pair < nearest, (corpus, ce, rbp, pair, nearest)
+        assert _luminance(ce) < _luminance(rbp)  # CE dark, -log RBP_1 light
+
+
+def test_figure_6_draws_alpha_intervals_as_bands(figures):
+    """Error bars of four curves over ~30 ks each overprinted one another."""
+    fig = figures["figure 6"]
+    alpha = [t for t in fig.data if t.meta == "alpha"]
+    bands = [t for t in fig.data if t.meta == "alpha interval"]
+    assert alpha and all(t.error_y.array is None for t in alpha)
+    assert len(bands) == len(alpha) and all(t.fill == "toself" and t.line.width == 0 for t in bands)
+
+
+@pytest.mark.parametrize("name", FIGURES)
+def test_subtitles_are_placed_not_measured(figures, name):
+    """plotly places its own subtitle from the title's measured height, 0 when a widget first draws:
+    the rank view's title overprinted its subtitle. A subtitle is an annotation at a fixed place."""
+    fig = figures[name]
+    assert not fig.layout.title.subtitle.text, name
+    page = Page(fig)
+    for a in fig.layout.annotations:
+        if a.name == "subtitle":
+            assert page.y(a.y) >= 34 - 1 and a.yanchor == "top", name  # under the 17 px title

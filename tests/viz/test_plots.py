@@ -62,12 +62,18 @@ def test_missing_columns_are_named(study: Study) -> None:
 def test_ksweep_two_panels_and_regimes(study: Study) -> None:
     sweep = study.ksweep(ks=[1, 3, 10, 100, 1000])
     fig = plots.ksweep(sweep, vocab_size=study.vocab_size)
-    assert len(fig.data) == 2 * 2  # (R², α) x corpora
+    assert len(fig.data) == 3 * 2  # (R², α, α's interval) x corpora
     part = sweep[sweep["corpus"] == "a"].sort_values("k")
     r2 = next(t for t in fig.data if t.xaxis == "x" and t.name == "a")
     assert np.allclose(r2.y, part["r2"])
     alpha = next(t for t in fig.data if t.xaxis == "x2" and t.name == "a")
-    assert np.allclose(alpha.error_y.array, part["alpha_high"] - part["alpha"])  # OLS intervals drawn
+    assert np.allclose(alpha.y, part["alpha"]) and alpha.error_y.array is None
+    # The OLS intervals as a band (error bars of four curves over 30 ks overprinted): up the
+    # upper ends, back down the lower ones.
+    band = next(t for t in fig.data if t.meta == "alpha interval" and t.name == "a interval")
+    n = len(part)
+    assert band.xaxis == "x2" and band.fill == "toself" and len(band.x) == 2 * n
+    assert np.allclose(band.y[:n], part["alpha_high"]) and np.allclose(band.y[n:], part["alpha_low"][::-1])
     assert len(fig.layout.shapes) == 2 * 3  # two shaded regimes and |V| in each panel
 
 

@@ -48,7 +48,8 @@ def test_fitted_law_is_extrapolated_beyond_the_measured_sizes(study: Study) -> N
     # The sigmoid: rising towards 1 where the law flattens, shaded measured range, labelled title.
     assert np.nanmax(y) > 0.5
     assert len(fig.layout.shapes) == 2 and fig.layout.shapes[0].x1 == s_max
-    assert "extrapolated" in fig.layout.title.subtitle.text
+    subtitle = [a.text for a in fig.layout.annotations if a.name == "subtitle"]
+    assert len(subtitle) == 1 and "extrapolated" in subtitle[0]
     plain = plots.emergence(em)  # the default: the S axis spans the measured sizes only
     assert not [t for t in plain.data if t.meta == "extrapolation"] and not plain.layout.shapes
     drawn = np.concatenate([np.asarray(t.x, dtype=float) for t in plain.data if t.meta != "key"])

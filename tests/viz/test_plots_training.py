@@ -66,3 +66,16 @@ def test_training_view_redraws_in_place_for_k_and_step(table) -> None:
     assert np.allclose(at.y, chosen["ce"]) and view.updates == 4
     with pytest.raises(ValueError, match="not in the table"):
         view.set_k(7)
+
+
+def test_training_view_controls_say_what_they_choose(table) -> None:
+    """One button per k of the table (a slider of three stops was squeezed to 124 px), and a loss
+    toggle that says what each loss is, not the bare symbol "-log RBP_k"."""
+    view = TrainingView(table, live=False)
+    ks = sorted(int(k) for k in table["k"].unique())
+    assert type(view.k_buttons).__name__ == "ToggleButtons"
+    assert view.k_buttons.options == tuple((f"k = {k:,}", k) for k in ks)
+    labels = [label for label, _ in view.quantity_toggle.options]
+    assert [value for _, value in view.quantity_toggle.options] == ["rbp", "ce"]
+    assert "-log RBP_k" not in labels and "rank" in labels[0] and "cross-entropy" in labels[1]
+    assert view.quantity_toggle.style.button_width == "auto"  # labels are not cut to a fixed width
