@@ -491,6 +491,13 @@ def _configure_report(p: argparse.ArgumentParser) -> None:
         "'export' extra and Chromium), under OUTPUT_DIR/figures/",
     )
     p.add_argument(
+        "--figure-size",
+        choices=("full", "column", "screen"),
+        default="full",
+        help="--figures as paper figures 7 in wide (full, default) or 3.5 in (column), 8-9 pt text and "
+        "no in-figure title; or as shown on screen (screen)",
+    )
+    p.add_argument(
         "--params",
         metavar="FILE.yaml",
         help="notebook parameters from a YAML file (name: value), as papermill -f takes them",
@@ -542,6 +549,7 @@ def _run_report(args: argparse.Namespace) -> int:
         parameters=parameters,
         figures=formats,
         missing_remedy=missing_remedy(args),
+        figure_size=args.figure_size,
     )
     return 0 if results["ok"].all() else 1
 

@@ -663,6 +663,7 @@ def run_report(
     parameters: Mapping[str, object] | None = None,
     extract: bool = False,
     figures: Sequence[str] = (),
+    figure_size: str = "full",
     html_export: bool = True,
     timeout: float | None = None,
     progress: Callable[[str], None] | None = print,
@@ -686,16 +687,18 @@ def run_report(
     grid is resolved and checked against the cache before any notebook runs: an unknown name or
     a run certainly missing is one error (`MissingRunsError`, whose fix reads `missing_remedy`
     when given, else extract=True). figures: formats ("png", "svg", "pdf", ...) every figure a
-    notebook saved is also exported to, under figures/<notebook>/. The training notebook is
-    handed the checkpoints the cache holds for the families (`cached_checkpoints`) unless
+    notebook saved is also exported to, under figures/<notebook>/, as paper figures of
+    `figure_size` ("full": 7 in, "column": 3.5 in, or "screen": `rbplab.viz.export.save`). The
+    training notebook is handed the checkpoints the cache holds for the families (`cached_checkpoints`) unless
     `parameters` names some. Returns one row per notebook: notebook, ok, seconds, executed, html,
     summary, error, ... Failures do not raise; check the `ok` column. jobs: notebooks executed at
     once (default: one per CPU).
     """
-    from rbplab.viz.export import check_formats
+    from rbplab.viz.export import check_formats, check_size
     from rbplab.viz.parameters import check_names
 
     formats = check_formats(figures)
+    check_size(figure_size)
     # Every path is absolute before papermill starts: kernels run in the notebooks' folder and
     # several notebooks run at once, so nothing may depend on the process's working directory.
     out = Path(output_dir).expanduser().resolve()
@@ -775,7 +778,7 @@ def run_report(
             else:
                 say(f"[{i}/{len(paths)}] {path.stem}: FAILED after {result.seconds:.1f} s at {result.error}")
     if formats:
-        written = export_figures(results, out, formats)
+        written = export_figures(results, out, formats, size=figure_size)
         say(f"figures: {written} files under {out / FIGURES_DIR}")
     write_report_results(results, out, grid, resolved, cache_dir)
     index = write_index(results, out, params, grid)
@@ -869,9 +872,12 @@ def _reads_grid(paths: Sequence[Path], params: Mapping[str, object]) -> bool:
     )
 
 
-def export_figures(results: list[NotebookResult], output_dir: Path, formats: Sequence[str]) -> int:
+def export_figures(
+    results: list[NotebookResult], output_dir: Path, formats: Sequence[str], size: str = "full"
+) -> int:
     """Export every figure the notebooks saved (<notebook>/*.plotly.json) to each format, under
-    <output_dir>/figures/<notebook>/, in one kaleido session; record the files on each result."""
+    <output_dir>/figures/<notebook>/, in one kaleido session, at `size` (`rbplab.viz.export.save`);
+    record the files on each result."""
     from rbplab.viz.export import save_many
 
     figs, paths, owners = [], [], []
@@ -891,7 +897,7 @@ def export_figures(results: list[NotebookResult], output_dir: Path, formats: Seq
                 paths.append(output_dir / FIGURES_DIR / result.notebook / f"{name}.{fmt}")
                 owners.append(result)
     if figs:
-        save_many(figs, paths)
+        save_many(figs, paths, size=size)
     for result, path in zip(owners, paths, strict=True):
         result.exports.append(str(path))
     return len(paths)

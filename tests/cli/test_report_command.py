@@ -110,3 +110,16 @@ def test_missing_runs_give_the_exact_command_with_extract(capsys, tmp_path):
     command = f"rbplab fit -c prose --cache-dir {empty} --extract"
     assert err.rstrip().endswith(f"compute them with --extract: {command}")
     assert "extract=True" not in err
+
+
+def test_figure_size_reaches_the_export(capsys, tmp_path, captured):
+    out = str(tmp_path / "r")
+    status, _, err = run(
+        capsys, "report", "-c", "prose", "-o", out, "--figures", "pdf", "--figure-size", "column"
+    )
+    assert status == 0, err
+    assert captured["report"][1]["figure_size"] == "column"
+    status, _, _ = run(capsys, "report", "-c", "prose", "-o", out, "--figures", "pdf")
+    assert captured["report"][1]["figure_size"] == "full"  # paper figures, 7 in, by default
+    with pytest.raises(SystemExit):
+        run(capsys, "report", "-c", "prose", "-o", out, "--figure-size", "poster")

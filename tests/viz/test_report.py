@@ -297,7 +297,11 @@ def test_index_states_the_resolved_grid(tmp_path: Path) -> None:
 
 def test_export_figures_writes_each_format_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     written: list = []
-    monkeypatch.setattr("rbplab.viz.export.save_many", lambda figs, paths: written.extend(paths))
+    sizes: list = []
+    monkeypatch.setattr(
+        "rbplab.viz.export.save_many",
+        lambda figs, paths, size: (written.extend(paths), sizes.append(size)),
+    )
     folder = tmp_path / "01_x"
     fig = go.Figure(go.Scatter(x=[1], y=[2]))
     report.save_figure(fig, "figure3", folder)
@@ -305,6 +309,7 @@ def test_export_figures_writes_each_format_once(tmp_path: Path, monkeypatch: pyt
     report.save_figure(go.Figure(go.Bar(x=["a"], y=[1])), "figure4", folder)
     result = report.NotebookResult("01_x", True, 1.0, None, None, "")
     assert report.export_figures([result], tmp_path, ["png", "pdf"]) == 4
+    assert sizes == ["full"]  # paper figures, 7 in wide, unless asked otherwise
     names = sorted(p.relative_to(tmp_path).as_posix() for p in written)
     assert names == [f"figures/01_x/{n}.{f}" for n in ("figure3", "figure4") for f in ("pdf", "png")]
     assert sorted(Path(p).name for p in result.exports) == sorted(Path(n).name for n in names)
