@@ -15,7 +15,6 @@ import pandas as pd
 
 from rbplab.analysis.metrics import RunData, as_ks, n_tokens, summary
 from rbplab.core.errors import InvalidArgumentError
-from rbplab.core.frames import Table
 from rbplab.core.stats import TokenStats, check_ties
 from rbplab.core.summary import EntrySummary, document_hits, document_totals
 
@@ -232,7 +231,7 @@ def bootstrap_ci(
     metric, k, values = _columns(_replicates(stats, ks, ties, n_boot, seed, unit), ks)
     point = summary(stats, ks, ties)
     low, high = np.nanquantile(values, [(1 - level) / 2, (1 + level) / 2], axis=0)
-    return Table(
+    return pd.DataFrame(
         {
             "metric": metric,
             "k": pd.array(k, dtype="Int64"),

@@ -23,7 +23,6 @@ from rbplab.analysis._regression import fit_many
 from rbplab.analysis.bootstrap import weight_chunks
 from rbplab.analysis.decomposition import DECOMPOSITION_METRICS
 from rbplab.core.errors import InvalidArgumentError
-from rbplab.core.frames import as_table
 from rbplab.core.runs import Run
 from rbplab.core.stats import TokenStats, check_ties
 
@@ -126,7 +125,7 @@ def decomposition_ci(
             {"metric": name, "estimate": float(point[name][0]), "se": float(np.nanstd(values, ddof=1))}
             | {"estimate_low": float(low), "estimate_high": float(high), "n_boot": n_boot}
         )
-    return as_table(pd.DataFrame(rows))
+    return pd.DataFrame(rows)
 
 
 def bootstrap_decomposition_fits(

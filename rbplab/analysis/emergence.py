@@ -55,7 +55,6 @@ from rbplab.analysis.fit import fit_power_law
 from rbplab.analysis.metrics import as_ks
 from rbplab.core.columns import RUN_COLUMNS, TIES
 from rbplab.core.errors import InvalidArgumentError
-from rbplab.core.frames import as_table
 from rbplab.core.runs import RunsLike, as_runs
 from rbplab.core.stats import TokenStats, check_ties
 from rbplab.core.summary import EntrySummary, hit_probability, position_bucket
@@ -427,7 +426,7 @@ def sequence_fits(table: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
                 row |= {"alpha_low": f.alpha_low, "alpha_high": f.alpha_high}
             rows.append(row)
     cols = ["N", "n_models", "alpha", "alpha_low", "alpha_high", "C", "r2", "alpha_token"]
-    return as_table(pd.DataFrame(rows).reindex(columns=by + cols + ["alpha_joint", "C_joint", "r2_joint"]))
+    return pd.DataFrame(rows).reindex(columns=by + cols + ["alpha_joint", "C_joint", "r2_joint"])
 
 
 def _try_alpha(S: pd.Series, y: pd.Series, level: float) -> float:

@@ -36,7 +36,6 @@ from rbplab.analysis._regression import (
 from rbplab.analysis.bootstrap import doc_stats, replicate_arrays
 from rbplab.analysis.metrics import as_ks, standard_ks
 from rbplab.core.errors import InvalidArgumentError
-from rbplab.core.frames import as_table
 from rbplab.core.runs import RunsLike, as_runs
 
 _VALUE_IS_EXP_NEG_LOSS = ("rbp", "mean_p")
@@ -72,18 +71,6 @@ class PowerLawFit:
 
     def predict(self, S: float | np.ndarray) -> float | np.ndarray:
         return power_law(self.prefactor, self.alpha, S)
-
-    @property
-    def alpha_ci_low(self) -> float:
-        """Deprecated: `alpha_low` (the old name goes in the next release)."""
-        warnings.warn("PowerLawFit.alpha_ci_low is now alpha_low", FutureWarning, stacklevel=2)
-        return self.alpha_low
-
-    @property
-    def alpha_ci_high(self) -> float:
-        """Deprecated: `alpha_high` (the old name goes in the next release)."""
-        warnings.warn("PowerLawFit.alpha_ci_high is now alpha_high", FutureWarning, stacklevel=2)
-        return self.alpha_high
 
     def confidence_interval(self, S: float | np.ndarray, level: float | None = None) -> tuple:
         """Interval for the law's line itself at size S (the OLS mean in log space, t quantiles);
@@ -207,7 +194,7 @@ def scaling_fits(
         rows.append(row)
     cols = ["alpha", "prefactor", "r2", "alpha_se", "alpha_low", "alpha_high", "residual_sd"]
     cols += ["alpha_loo_min", "alpha_loo_max", "alpha_jackknife_se", "n_models", "S_min", "S_max", "note"]
-    return as_table(pd.DataFrame(rows).reindex(columns=by + cols))
+    return pd.DataFrame(rows).reindex(columns=by + cols)
 
 
 def leave_one_out(table: pd.DataFrame, y: str = "loss", by: Iterable[str] | None = None) -> pd.DataFrame:
@@ -292,7 +279,7 @@ def extrapolation_check(
         value_predicted=np.where(to_value, np.exp(-pred), pred),
     )
     out["value_error"] = out["value_predicted"] - out["value_observed"]
-    return as_table(out.reset_index(drop=True))
+    return out.reset_index(drop=True)
 
 
 AUDIT_COLUMNS = (

@@ -33,7 +33,6 @@ from rbplab.analysis import (
 from rbplab.analysis import emergence as _emergence
 from rbplab.analysis.metrics import RBPCurve
 from rbplab.core.errors import InvalidArgumentError, NotFoundError
-from rbplab.core.frames import as_table
 from rbplab.core.runs import TRAINING_FIELDS, Run, model_of_label
 from rbplab.core.stats import TokenStats, check_ties
 
@@ -213,7 +212,7 @@ class Study:
                     lo.append(-np.log(ci["estimate_high"].to_numpy()))
                     hi.append(-np.log(ci["estimate_low"].to_numpy()))
             frame["neg_log_rbp_low"], frame["neg_log_rbp_high"] = np.concatenate(lo), np.concatenate(hi)
-        return as_table(frame)
+        return frame
 
     def fits(
         self,
@@ -283,7 +282,7 @@ class Study:
                 pd.DataFrame({**labels, "S": grid, "fit": pl.predict(grid), "fit_low": lo, "fit_high": hi})
             )
         cols = [*by, "S", "fit", "fit_low", "fit_high"]
-        return as_table(pd.concat(rows, ignore_index=True)[cols] if rows else pd.DataFrame(columns=cols))
+        return pd.concat(rows, ignore_index=True)[cols] if rows else pd.DataFrame(columns=cols)
 
     def fit_table(
         self, ks: Iterable[int] | int = (1, 10, 100), corpora: Sequence[str] | None = None
