@@ -181,38 +181,6 @@ def _columns(arrays: dict[str, np.ndarray], ks: np.ndarray) -> tuple[list[str], 
     return ["rbp"] * len(ks) + ["ce", "mean_p"], list(ks) + [None, None], values
 
 
-def _loss(metric: np.ndarray, value: np.ndarray) -> np.ndarray:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(metric == "ce", value, -np.log(value))
-
-
-def bootstrap_metrics(
-    stats: RunData,
-    ks: Iterable[int] | None = (1, 10, 100),
-    ties: str = "pessimistic",
-    n_boot: int = 1000,
-    seed: int = 0,
-    unit: str = "document",
-) -> pd.DataFrame:
-    """Bootstrap replicates in long form: replicate, metric, k, value, loss.
-
-    unit="document" resamples documents (the right cluster); unit="token" resamples tokens
-    independently, which ignores within-document correlation (for comparison only)."""
-    ks = as_ks(ks, stats.vocab_size)
-    metric, k, values = _columns(_replicates(stats, ks, ties, n_boot, seed, unit), ks)
-    metric_col = np.tile(np.array(metric, dtype=object), n_boot)
-    flat = values.ravel()
-    return pd.DataFrame(
-        {
-            "replicate": np.repeat(np.arange(n_boot), len(metric)),
-            "metric": metric_col,
-            "k": pd.array(k * n_boot, dtype="Int64"),
-            "value": flat,
-            "loss": _loss(metric_col, flat),
-        }
-    )
-
-
 def bootstrap_ci(
     stats: RunData,
     ks: Iterable[int] | None = (1, 10, 100),

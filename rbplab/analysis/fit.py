@@ -197,36 +197,6 @@ def scaling_fits(
     return pd.DataFrame(rows).reindex(columns=by + cols)
 
 
-def leave_one_out(table: pd.DataFrame, y: str = "loss", by: Iterable[str] | None = None) -> pd.DataFrame:
-    """Refit with each model left out: one row per (group, dropped model) with alpha, prefactor,
-    r2 of the refit, alpha_full and delta_alpha = alpha - alpha_full. Groups with fewer than
-    three usable models are skipped (`scaling_fits` notes why)."""
-    by = grouping_columns(table, by)
-    rows = []
-    for key, frame in model_groups(table, y, by):
-        S, v = frame["S"].to_numpy(np.float64), frame[y].to_numpy(np.float64)
-        if len(S) < 3 or unusable_reason(S, v):
-            continue
-        full = fit_power_law(S, v).alpha
-        names = frame["model"].to_numpy() if "model" in frame else np.arange(len(S))
-        for i in range(len(S)):
-            keep = np.arange(len(S)) != i
-            if unusable_reason(S[keep], v[keep]):
-                continue
-            fit = fit_power_law(S[keep], v[keep])
-            rows.append(
-                {**key, "dropped_model": names[i], "dropped_S": S[i], "alpha": fit.alpha}
-                | {
-                    "prefactor": fit.prefactor,
-                    "r2": fit.r2,
-                    "alpha_full": full,
-                    "delta_alpha": fit.alpha - full,
-                }
-            )
-    cols = ["dropped_model", "dropped_S", "alpha", "prefactor", "r2", "alpha_full", "delta_alpha"]
-    return pd.DataFrame(rows).reindex(columns=by + cols)
-
-
 def extrapolation_check(
     table: pd.DataFrame,
     n_holdout: int = 1,

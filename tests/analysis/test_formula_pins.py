@@ -2,7 +2,7 @@
 written out, exact distributions), never by another path through the package: the percentile
 levels of the fits', the decomposition's and the lognormal's document bootstraps (and the
 lognormal's disjoint rank cells), a two-model fit's undefined scatter, the sigmoid of fitted
-sequence success, and the prefactor, exponent, `differs` and `extrapolated` of the
+sequence success (`Study.emergence`'s p_fit), and the prefactor, exponent, `differs` and `extrapolated` of the
 compute-optimal frontier."""
 
 import numpy as np
@@ -12,7 +12,7 @@ from scipy import special
 from scipy import stats as sps
 from scipy.optimize import minimize, minimize_scalar
 
-from rbplab.analysis import emergence, fit
+from rbplab.analysis import fit
 from rbplab.analysis.bootstrap import bootstrap_weights
 from rbplab.analysis.data_scaling import JointLawFit, frontier, frontier_rows
 from rbplab.analysis.decomposition_bootstrap import decomposition_ci
@@ -20,6 +20,7 @@ from rbplab.analysis.lognormal_bootstrap import lognormal_interval
 from rbplab.core.runs import Run
 from rbplab.core.stats import TokenStats
 from rbplab.core.summary import summary_ks
+from rbplab.study.synthetic import synthetic_study
 
 # ---- percentile levels of bootstrap_fits --------------------------------------------------------
 # Three models share N_DOCS documents of four tokens. The two larger models get the same share of
@@ -94,27 +95,20 @@ def test_bootstrap_fit_intervals_are_the_exact_percentiles_of_the_document_resam
 
 
 # ---- fitted sequence success (paper eq. 8) --------------------------------------------------------
-def test_fitted_sequence_success_is_exp_of_minus_c_n_s_to_the_minus_alpha():
-    fits = pd.DataFrame(
-        {
-            "family": ["f", "f", "f", "f"],
-            "corpus": ["c", "c", "c", "c"],
-            "metric": ["rbp", "rbp", "ce", "rbp"],
-            "k": [1, 10, None, 100],
-            "alpha": [0.31, 0.18, 0.5, np.nan],  # the CE row and the row without a fit are dropped
-            "prefactor": [42.0, 7.5, 3.0, 2.0],
-        }
-    )
-    ns, S = [1, 4, 16], [1e5, 2e6, 3e7]
-    out = emergence.fitted_sequence_success(fits, ns, S)
-    assert len(out) == 2 * len(ns) * len(S)
-    for k, alpha, C in ((1, 0.31, 42.0), (10, 0.18, 7.5)):
-        part = out[out["k"] == k]
-        expected = {(n, s): C * n * s**-alpha for n in ns for s in S}
-        assert len(part) == len(expected)
-        for r in part.itertuples():
-            assert r.neg_log_p == pytest.approx(expected[(r.N, r.S)], rel=1e-12)
-            assert r.p_fitted == pytest.approx(np.exp(-expected[(r.N, r.S)]), rel=1e-12)
+def test_study_emergence_p_fit_is_exp_of_minus_c_n_s_to_the_minus_alpha():
+    # C and alpha fitted by hand (OLS of log(-log RBP_k) on log S per corpus and k), then eq. 8
+    study = synthetic_study(sizes=(1e5, 3e5, 1e6, 3e6), n_tokens=2000, n_docs=10)
+    ks, ns = [1, 10], [1, 4, 16]
+    points = study.points(ks)
+    out = study.emergence(ks, ns)
+    assert len(out) == len(points) * len(ns)
+    for (corpus, k), group in points.groupby(["corpus", "k"]):
+        slope, intercept = np.polyfit(np.log(group["S"]), np.log(group["neg_log_rbp"]), 1)
+        alpha, C = -slope, np.exp(intercept)
+        rows = out[(out["corpus"] == corpus) & (out["k"] == k)]
+        assert len(rows) == len(group) * len(ns)
+        expected = np.exp(-C * rows["N"] * rows["S"] ** -alpha)
+        np.testing.assert_allclose(rows["p_fit"], expected, rtol=1e-9)
 
 
 # ---- the compute-optimal frontier (Hoffmann et al. 2022, eq. 4) ----------------------------------
