@@ -166,13 +166,6 @@ def fit_lognormal(data: RankData, ties: str = "pessimistic") -> RankDistribution
     return _fit_location_scale("lognormal", hist, vocab)
 
 
-def fit_loglogistic(data: RankData, ties: str = "pessimistic") -> RankDistributionFit:
-    """MLE of the discretised truncated log-logistic (params m, scale of the log-rank): the
-    lognormal's shape with exponential instead of Gaussian tails in log-rank."""
-    hist, vocab = _histogram(data, ties)
-    return _fit_location_scale("loglogistic", hist, vocab)
-
-
 def fit_rank_power_law(data: RankData, ties: str = "pessimistic") -> RankDistributionFit:
     """MLE of the truncated discrete power law P(R = r) = r^-s / sum_{j<=|V|} j^-s (param s)."""
     hist, vocab = _histogram(data, ties)

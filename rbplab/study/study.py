@@ -83,21 +83,6 @@ class Study:
             if key not in self.curves:
                 self.curves[key] = metrics.rbp_curve(run.stats, self.ties)
 
-    @classmethod
-    def from_stats(
-        cls,
-        stats: dict[tuple[str, str], TokenStats],
-        sizes: dict[str, float],
-        family: str = "custom",
-        ties: str = "pessimistic",
-    ) -> Study:
-        """From {(model, corpus): TokenStats} and {model: S} (synthetic data, own pipelines)."""
-        missing = sorted({m for m, _ in stats} - set(sizes))
-        if missing:
-            raise InvalidArgumentError(f"no size S given for models {missing}")
-        runs = [Run(family, m, c, float(sizes[m]), s) for (m, c), s in stats.items()]
-        return cls(runs, ties=ties)
-
     # ---- what is in the study -------------------------------------------------------------
     @property
     def families(self) -> list[str]:
