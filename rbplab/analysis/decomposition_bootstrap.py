@@ -102,32 +102,6 @@ def _losses(values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return out
 
 
-def decomposition_ci(
-    stats: TokenStats, ties: str = "pessimistic", n_boot: int = 200, level: float = 0.95, seed: int = 0
-) -> pd.DataFrame:
-    """Document-bootstrap intervals of one run's ee, ee_mm, sa, conf and mrr: metric, estimate,
-    se, estimate_low, estimate_high (percentile), n_boot (the columns of `bootstrap.bootstrap_ci`).
-
-    Caveat: SA and Conf grow with the number of distinct RBE values observed, and a resample
-    (documents drawn with replacement) shows fewer of them, so their replicates are biased low
-    and the full-corpus estimate can lie above their whole interval; read those two as spread,
-    not as intervals around the estimate. EE (and MRR) do not have that problem."""
-    if n_boot < 2 or not 0 < level < 1:
-        raise InvalidArgumentError(f"need n_boot >= 2 and level in (0, 1), got {n_boot}, {level}")
-    table = doc_rbe(stats, ties)
-    point = table.evaluate(np.ones((1, stats.n_docs)))
-    reps = [table.evaluate(w) for w in weight_chunks(stats.n_docs, n_boot, seed)]
-    rows = []
-    for name in DECOMPOSITION_METRICS:
-        values = np.concatenate([r[name] for r in reps])
-        low, high = np.nanquantile(values, [(1 - level) / 2, (1 + level) / 2])
-        rows.append(
-            {"metric": name, "estimate": float(point[name][0]), "se": float(np.nanstd(values, ddof=1))}
-            | {"estimate_low": float(low), "estimate_high": float(high), "n_boot": n_boot}
-        )
-    return pd.DataFrame(rows)
-
-
 def bootstrap_decomposition_fits(
     runs: Sequence[Run],
     stats: Sequence[TokenStats],

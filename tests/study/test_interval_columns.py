@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rbplab.analysis import alternatives, bootstrap, decomposition_bootstrap
+from rbplab.analysis import alternatives, bootstrap
 from rbplab.study.results import RENAMED_COLUMNS, load_results, save_results, table_frame, with_current_names
 from rbplab.study.synthetic import synthetic_study
 from rbplab.study.training import open_training
@@ -39,7 +39,6 @@ def test_no_table_spells_an_interval_the_old_way(study) -> None:
         "extrapolation": study.extrapolation([1, 10]),
         "lognormal_intervals": study.lognormal_intervals(n_boot=10),
         "bootstrap_ci": bootstrap.bootstrap_ci(study.runs[0].stats, [1], n_boot=20),
-        "decomposition_ci": decomposition_bootstrap.decomposition_ci(study.runs[0].stats, n_boot=10),
         "pooled_fits": alternatives.pooled_fits(
             points.assign(loss=points["neg_log_rbp"]), by=["corpus", "k"]
         ),
@@ -52,6 +51,7 @@ def test_no_table_spells_an_interval_the_old_way(study) -> None:
         "prediction_audit": study.prediction_audit([1, 10]),
         "joint_laws": joint.table(),
         "joint_headline": joint.headline(),
+        "decomposition_bootstrap": study.decomposition_bootstrap(n_boot=10),
     }
     for name, table in {**renamed, **others}.items():
         old = [c for c in table.columns if OLD_SPELLING.search(str(c)) or c in RENAMED_COLUMNS]
