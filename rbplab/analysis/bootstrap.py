@@ -15,7 +15,7 @@ import pandas as pd
 
 from rbplab.analysis.metrics import RunData, as_ks, n_tokens, summary
 from rbplab.core.errors import InvalidArgumentError
-from rbplab.core.stats import TokenStats, check_ties
+from rbplab.core.stats import TokenStats
 from rbplab.core.summary import EntrySummary, document_hits, document_totals
 
 UNITS = ("document", "token")
@@ -58,7 +58,6 @@ def expected_hits(stats: TokenStats, ks: np.ndarray, ties: str) -> tuple[np.ndar
 
     Untied tokens are in the top ks[j] exactly for j >= j0; "expected" tied tokens
     (rows tied_index) contribute tied_fraction[i, j] = clip((ks[j] - g) / e, 0, 1)."""
-    check_ties(ties)
     ng, ne = stats.n_greater, stats.n_equal
     rank = ng + ne if ties == "pessimistic" else ng + 1
     j0 = np.searchsorted(ks, rank, side="left")
@@ -81,8 +80,8 @@ def doc_stats(
 ) -> DocStats:
     """Per-document sufficient statistics of a run's tokens or of its cached summary (which keeps
     them at its thresholds, `rbplab.core.summary.summary_ks`); `n_docs` pads to a corpus-wide
-    document count so several models of one corpus can share bootstrap weights."""
-    check_ties(ties)
+    document count so several models of one corpus can share bootstrap weights. `ties` is checked
+    by the public function that passes it (`bootstrap_ci`, `fit.bootstrap_fits`, a `Study`)."""
     ks = as_ks(ks, data.vocab_size)
     n_docs = data.n_docs if n_docs is None else int(n_docs)
     if n_docs < data.n_docs:
@@ -172,7 +171,7 @@ def _replicates(data: RunData, ks: np.ndarray, ties: str, n_boot: int, seed: int
         raise InvalidArgumentError(
             "the token bootstrap resamples tokens: give the run's TokenStats (study.stats(...))"
         )
-    return _token_replicates(data, ks, check_ties(ties), n_boot, seed)
+    return _token_replicates(data, ks, ties, n_boot, seed)
 
 
 def _columns(arrays: dict[str, np.ndarray], ks: np.ndarray) -> tuple[list[str], list, np.ndarray]:
@@ -196,8 +195,8 @@ def bootstrap_ci(
     if not 0 < level < 1:
         raise InvalidArgumentError(f"level must lie in (0, 1), got {level}")
     ks = as_ks(ks, stats.vocab_size)
+    point = summary(stats, ks, ties)  # checks `ties` before any resampling
     metric, k, values = _columns(_replicates(stats, ks, ties, n_boot, seed, unit), ks)
-    point = summary(stats, ks, ties)
     low, high = np.nanquantile(values, [(1 - level) / 2, (1 + level) / 2], axis=0)
     return pd.DataFrame(
         {

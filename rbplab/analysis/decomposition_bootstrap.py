@@ -24,7 +24,7 @@ from rbplab.analysis.bootstrap import weight_chunks
 from rbplab.analysis.decomposition import DECOMPOSITION_METRICS
 from rbplab.core.errors import InvalidArgumentError
 from rbplab.core.runs import Run
-from rbplab.core.stats import TokenStats, check_ties
+from rbplab.core.stats import TokenStats
 
 _BLOCK_ELEMENTS = 1 << 22  # replicates x RBE values evaluated at once (~32 MB of float64)
 
@@ -65,8 +65,8 @@ class DocRBE:
 
 
 def doc_rbe(stats: TokenStats, ties: str = "pessimistic", n_docs: int | None = None) -> DocRBE:
-    """The per-document RBE table of one run's tokens (`n_docs` pads to a corpus-wide count)."""
-    check_ties(ties)
+    """The per-document RBE table of one run's tokens (`n_docs` pads to a corpus-wide count);
+    `ties` is the one `Study.decomposition_bootstrap` checked."""
     g, e, nll, doc = stats.n_greater, stats.n_equal, stats.nll, stats.doc
     n_docs = stats.n_docs if n_docs is None else int(n_docs)
     if ties == "pessimistic":

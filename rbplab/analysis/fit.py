@@ -37,6 +37,7 @@ from rbplab.analysis.bootstrap import doc_stats, replicate_arrays
 from rbplab.analysis.metrics import as_ks, standard_ks
 from rbplab.core.errors import InvalidArgumentError
 from rbplab.core.runs import RunsLike, as_runs
+from rbplab.core.stats import check_ties
 
 _VALUE_IS_EXP_NEG_LOSS = ("rbp", "mean_p")
 # Why R^2 and the alpha interval of a two-model fit are NaN (a line through two points fits
@@ -380,6 +381,7 @@ def bootstrap_fits(
     alpha_boot_se, alpha_boot_low/high (percentile), r2_boot_median, r2_boot_low/high,
     n_boot, n_boot_valid (replicates where every model's loss was positive and finite).
     With two models r2 and its bootstrap summaries are NaN (no residual degrees of freedom)."""
+    check_ties(ties)
     runs = as_runs(runs)
     if n_boot < 2:
         raise InvalidArgumentError(f"n_boot must be >= 2, got {n_boot}")

@@ -77,11 +77,13 @@ class Study:
         self.runs = metrics.as_runs(self.runs)
         if not self.runs:
             raise InvalidArgumentError("a Study needs at least one run (model x corpus)")
-        check_ties(self.ties)
+        missing: dict[tuple[str, str, str], Any] = {}
         for run in self.runs:
             key = (run.family, run.model, run.corpus)
-            if key not in self.curves:
-                self.curves[key] = metrics.rbp_curve(run.stats, self.ties)
+            if key not in self.curves and key not in missing:
+                missing[key] = run.stats
+        # rbp_curves checks self.ties, once, even when every curve was given
+        self.curves.update(zip(missing, metrics.rbp_curves(list(missing.values()), self.ties), strict=True))
 
     # ---- what is in the study -------------------------------------------------------------
     @property
