@@ -25,7 +25,6 @@ from scipy import stats as sps
 from rbplab.analysis._regression import grouping_columns, model_groups, t_quantile, unusable_reason
 from rbplab.analysis.fit import fit_power_law
 from rbplab.core.errors import InvalidArgumentError
-from rbplab.core.frames import as_table
 
 
 def pooled_fits(
@@ -86,7 +85,7 @@ def pooled_fits(
             )
     cols = ["alpha", "alpha_se", "alpha_low", "alpha_high", "prefactor", "alpha_separate", "r2"]
     cols += ["r2_within", "f_stat", "df_num", "df_den", "p_value", "n_families", "n_models"]
-    return as_table(pd.DataFrame(rows).reindex(columns=by + [group] + cols))
+    return pd.DataFrame(rows).reindex(columns=by + [group] + cols)
 
 
 def _pooled_groups(table: pd.DataFrame, y: str, by: list[str], group: str):

@@ -15,8 +15,7 @@ import pandas as pd
 
 from rbplab.analysis.metrics import RunData, as_ks, n_tokens, summary
 from rbplab.core.errors import InvalidArgumentError
-from rbplab.core.frames import Table
-from rbplab.core.stats import TokenStats, check_ties
+from rbplab.core.stats import TokenStats
 from rbplab.core.summary import EntrySummary, document_hits, document_totals
 
 UNITS = ("document", "token")
@@ -59,7 +58,6 @@ def expected_hits(stats: TokenStats, ks: np.ndarray, ties: str) -> tuple[np.ndar
 
     Untied tokens are in the top ks[j] exactly for j >= j0; "expected" tied tokens
     (rows tied_index) contribute tied_fraction[i, j] = clip((ks[j] - g) / e, 0, 1)."""
-    check_ties(ties)
     ng, ne = stats.n_greater, stats.n_equal
     rank = ng + ne if ties == "pessimistic" else ng + 1
     j0 = np.searchsorted(ks, rank, side="left")
@@ -82,8 +80,8 @@ def doc_stats(
 ) -> DocStats:
     """Per-document sufficient statistics of a run's tokens or of its cached summary (which keeps
     them at its thresholds, `rbplab.core.summary.summary_ks`); `n_docs` pads to a corpus-wide
-    document count so several models of one corpus can share bootstrap weights."""
-    check_ties(ties)
+    document count so several models of one corpus can share bootstrap weights. `ties` is checked
+    by the public function that passes it (`bootstrap_ci`, `fit.bootstrap_fits`, a `Study`)."""
     ks = as_ks(ks, data.vocab_size)
     n_docs = data.n_docs if n_docs is None else int(n_docs)
     if n_docs < data.n_docs:
@@ -173,45 +171,13 @@ def _replicates(data: RunData, ks: np.ndarray, ties: str, n_boot: int, seed: int
         raise InvalidArgumentError(
             "the token bootstrap resamples tokens: give the run's TokenStats (study.stats(...))"
         )
-    return _token_replicates(data, ks, check_ties(ties), n_boot, seed)
+    return _token_replicates(data, ks, ties, n_boot, seed)
 
 
 def _columns(arrays: dict[str, np.ndarray], ks: np.ndarray) -> tuple[list[str], list, np.ndarray]:
     """Flatten replicate arrays to (metric, k, value matrix (B, n_k + 2)) in the long layout."""
     values = np.column_stack([arrays["rbp"], arrays["ce"], arrays["mean_p"]])
     return ["rbp"] * len(ks) + ["ce", "mean_p"], list(ks) + [None, None], values
-
-
-def _loss(metric: np.ndarray, value: np.ndarray) -> np.ndarray:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(metric == "ce", value, -np.log(value))
-
-
-def bootstrap_metrics(
-    stats: RunData,
-    ks: Iterable[int] | None = (1, 10, 100),
-    ties: str = "pessimistic",
-    n_boot: int = 1000,
-    seed: int = 0,
-    unit: str = "document",
-) -> pd.DataFrame:
-    """Bootstrap replicates in long form: replicate, metric, k, value, loss.
-
-    unit="document" resamples documents (the right cluster); unit="token" resamples tokens
-    independently, which ignores within-document correlation (for comparison only)."""
-    ks = as_ks(ks, stats.vocab_size)
-    metric, k, values = _columns(_replicates(stats, ks, ties, n_boot, seed, unit), ks)
-    metric_col = np.tile(np.array(metric, dtype=object), n_boot)
-    flat = values.ravel()
-    return pd.DataFrame(
-        {
-            "replicate": np.repeat(np.arange(n_boot), len(metric)),
-            "metric": metric_col,
-            "k": pd.array(k * n_boot, dtype="Int64"),
-            "value": flat,
-            "loss": _loss(metric_col, flat),
-        }
-    )
 
 
 def bootstrap_ci(
@@ -229,10 +195,10 @@ def bootstrap_ci(
     if not 0 < level < 1:
         raise InvalidArgumentError(f"level must lie in (0, 1), got {level}")
     ks = as_ks(ks, stats.vocab_size)
+    point = summary(stats, ks, ties)  # checks `ties` before any resampling
     metric, k, values = _columns(_replicates(stats, ks, ties, n_boot, seed, unit), ks)
-    point = summary(stats, ks, ties)
     low, high = np.nanquantile(values, [(1 - level) / 2, (1 + level) / 2], axis=0)
-    return Table(
+    return pd.DataFrame(
         {
             "metric": metric,
             "k": pd.array(k, dtype="Int64"),

@@ -39,7 +39,6 @@ from rbplab.analysis.fit import fit_columns, power_law
 from rbplab.core.blas import single_blas_thread
 from rbplab.core.compute import FLOPS_PER_PARAMETER_TOKEN, tokens_for_compute, training_compute
 from rbplab.core.errors import InvalidArgumentError
-from rbplab.core.frames import as_table
 
 HUBER_DELTA = 1e-3  # Hoffmann et al. (2022)
 PARAMS = ("E", "A", "B", "alpha", "beta")
@@ -83,7 +82,7 @@ def data_fits(
             }
         )
     columns = [*by, "S", "beta", "beta_low", "beta_high", "prefactor", "r2", "n", "note"]
-    return as_table(pd.DataFrame(rows).reindex(columns=columns))
+    return pd.DataFrame(rows).reindex(columns=columns)
 
 
 def data_law_curves(fits: pd.DataFrame, points: pd.DataFrame, n: int = 30) -> pd.DataFrame:

@@ -64,8 +64,8 @@ class RBETable:
 
 
 def rbe_table(data: TokenStats | EntrySummary, ties: str = "pessimistic") -> RBETable:
-    """RBE distribution of one run under a tie convention (module docstring)."""
-    check_ties(ties)
+    """RBE distribution of one run under a tie convention (module docstring); `ties` is checked by
+    the public function that passes it."""
     pairs = _pairs(data)
     g, e, count, nll = pairs.greater, pairs.equal, pairs.count.astype(np.float64), pairs.nll_sum
     tied = e > 1
@@ -119,6 +119,10 @@ class Decomposition:
 
 def decompose(data: TokenStats | EntrySummary, ties: str = "pessimistic") -> Decomposition:
     """The error-entropy decomposition of one run's cross-entropy (module docstring)."""
+    return _decompose(data, check_ties(ties))
+
+
+def _decompose(data: TokenStats | EntrySummary, ties: str) -> Decomposition:
     table = rbe_table(data, ties)
     n = table.n_tokens
     if n <= 0:
@@ -144,7 +148,10 @@ def decompose(data: TokenStats | EntrySummary, ties: str = "pessimistic") -> Dec
 
 def mean_reciprocal_rank(data: TokenStats | EntrySummary, ties: str = "pessimistic") -> float:
     """MRR = mean of 1 / rank of the target (rank 1 = top), under a tie convention."""
-    check_ties(ties)
+    return _mean_reciprocal_rank(data, check_ties(ties))
+
+
+def _mean_reciprocal_rank(data: TokenStats | EntrySummary, ties: str) -> float:
     pairs = _pairs(data)
     g, e = pairs.greater.astype(np.float64), pairs.equal.astype(np.float64)
     count = pairs.count.astype(np.float64)
@@ -166,9 +173,9 @@ def decomposition_metrics(data: TokenStats | EntrySummary, ties: str = "pessimis
     """The long rows of `rbplab.analysis.metrics.summary` for ee, ee_mm, sa, conf and mrr:
     metric, k (<NA>), value, loss (the quantity a power law fits: the value itself for the
     entropy terms, -log MRR for mrr), n_rbe. Conf = log C may be negative, and a power-law fit
-    then says why it has no exponent (the loss must be positive)."""
-    d = decompose(data, ties)
-    mrr = mean_reciprocal_rank(data, ties)
+    then says why it has no exponent (the loss must be positive). `metrics.summary` checks `ties`."""
+    d = _decompose(data, ties)
+    mrr = _mean_reciprocal_rank(data, ties)
     values = np.array([d.ee, d.ee_miller_madow, d.sa, d.conf, mrr])
     loss = values.copy()
     loss[-1] = -np.log(mrr)
@@ -184,8 +191,9 @@ def decomposition_metrics(data: TokenStats | EntrySummary, ties: str = "pessimis
 
 
 def decomposition_row(data: TokenStats | EntrySummary, ties: str = "pessimistic") -> dict:
-    """One run's decomposition and MRR as a flat dict (the columns of `Study.decomposition`)."""
-    d = asdict(decompose(data, ties))
+    """One run's decomposition and MRR as a flat dict (the columns of `Study.decomposition`, which
+    checks `ties`)."""
+    d = asdict(_decompose(data, ties))
     d["ee_mm"] = d.pop("ee_miller_madow")
-    d["mrr"] = mean_reciprocal_rank(data, ties)
+    d["mrr"] = _mean_reciprocal_rank(data, ties)
     return d

@@ -23,9 +23,8 @@ from rbplab.analysis._regression import fit_many
 from rbplab.analysis.bootstrap import weight_chunks
 from rbplab.analysis.decomposition import DECOMPOSITION_METRICS
 from rbplab.core.errors import InvalidArgumentError
-from rbplab.core.frames import as_table
 from rbplab.core.runs import Run
-from rbplab.core.stats import TokenStats, check_ties
+from rbplab.core.stats import TokenStats
 
 _BLOCK_ELEMENTS = 1 << 22  # replicates x RBE values evaluated at once (~32 MB of float64)
 
@@ -66,8 +65,8 @@ class DocRBE:
 
 
 def doc_rbe(stats: TokenStats, ties: str = "pessimistic", n_docs: int | None = None) -> DocRBE:
-    """The per-document RBE table of one run's tokens (`n_docs` pads to a corpus-wide count)."""
-    check_ties(ties)
+    """The per-document RBE table of one run's tokens (`n_docs` pads to a corpus-wide count);
+    `ties` is the one `Study.decomposition_bootstrap` checked."""
     g, e, nll, doc = stats.n_greater, stats.n_equal, stats.nll, stats.doc
     n_docs = stats.n_docs if n_docs is None else int(n_docs)
     if ties == "pessimistic":
@@ -101,32 +100,6 @@ def _losses(values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     with np.errstate(divide="ignore", invalid="ignore"):
         out["mrr"] = -np.log(values["mrr"])
     return out
-
-
-def decomposition_ci(
-    stats: TokenStats, ties: str = "pessimistic", n_boot: int = 200, level: float = 0.95, seed: int = 0
-) -> pd.DataFrame:
-    """Document-bootstrap intervals of one run's ee, ee_mm, sa, conf and mrr: metric, estimate,
-    se, estimate_low, estimate_high (percentile), n_boot (the columns of `bootstrap.bootstrap_ci`).
-
-    Caveat: SA and Conf grow with the number of distinct RBE values observed, and a resample
-    (documents drawn with replacement) shows fewer of them, so their replicates are biased low
-    and the full-corpus estimate can lie above their whole interval; read those two as spread,
-    not as intervals around the estimate. EE (and MRR) do not have that problem."""
-    if n_boot < 2 or not 0 < level < 1:
-        raise InvalidArgumentError(f"need n_boot >= 2 and level in (0, 1), got {n_boot}, {level}")
-    table = doc_rbe(stats, ties)
-    point = table.evaluate(np.ones((1, stats.n_docs)))
-    reps = [table.evaluate(w) for w in weight_chunks(stats.n_docs, n_boot, seed)]
-    rows = []
-    for name in DECOMPOSITION_METRICS:
-        values = np.concatenate([r[name] for r in reps])
-        low, high = np.nanquantile(values, [(1 - level) / 2, (1 + level) / 2])
-        rows.append(
-            {"metric": name, "estimate": float(point[name][0]), "se": float(np.nanstd(values, ddof=1))}
-            | {"estimate_low": float(low), "estimate_high": float(high), "n_boot": n_boot}
-        )
-    return as_table(pd.DataFrame(rows))
 
 
 def bootstrap_decomposition_fits(

@@ -55,7 +55,6 @@ from rbplab.analysis.fit import fit_power_law
 from rbplab.analysis.metrics import as_ks
 from rbplab.core.columns import RUN_COLUMNS, TIES
 from rbplab.core.errors import InvalidArgumentError
-from rbplab.core.frames import as_table
 from rbplab.core.runs import RunsLike, as_runs
 from rbplab.core.stats import TokenStats, check_ties
 from rbplab.core.summary import EntrySummary, hit_probability, position_bucket
@@ -79,17 +78,6 @@ def _run_remaining(stats: TokenStats) -> np.ndarray:
     return np.repeat(ends, ends - first) - np.arange(n)
 
 
-def window_starts(stats: TokenStats, n: int) -> np.ndarray:
-    """Indices i such that tokens i..i+n-1 are n consecutive positions of one document."""
-    if n < 1:
-        raise InvalidArgumentError(f"N must be >= 1, got {n}")
-    return np.flatnonzero(_run_remaining(stats) >= n)
-
-
-def _prefix_sums(stats: TokenStats, k: int, ties: str) -> tuple[np.ndarray, np.ndarray | None]:
-    return _prefix_of(top_k_probability(stats, k, ties))
-
-
 def _prefix_of(q: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     """Cumulative misses (q = 0) and, for fractional q, cumulative log q, both with a leading 0."""
     zero = np.zeros(len(q) + 1, dtype=np.int64 if len(q) >= 2**31 else np.int32)
@@ -107,20 +95,6 @@ def _all_windows(prefix: tuple[np.ndarray, np.ndarray | None], n: int, m: int) -
     zero, logq = prefix
     hit = zero[n : n + m] == zero[:m]
     return hit, None if logq is None else np.exp(logq[n : n + m] - logq[:m])
-
-
-def window_success(
-    stats: TokenStats, n: int, k: int, ties: str = "pessimistic"
-) -> tuple[np.ndarray, np.ndarray]:
-    """(start index, success probability) of every window of n consecutive scored tokens
-    inside one document. Vectorised with cumulative sums of misses and log-probabilities."""
-    start = window_starts(stats, n)
-    m = len(stats) - n + 1
-    if m <= 0:
-        return start, np.zeros(0)
-    hit, frac = _all_windows(_prefix_sums(stats, k, ties), n, m)
-    success = hit[start].astype(np.float64)
-    return start, success if frac is None else success * frac[start]
 
 
 def _permutation_draws(per_doc: np.ndarray, h: np.ndarray, n_d: np.ndarray, n: int) -> np.ndarray:
@@ -371,29 +345,6 @@ def sequence_law_range(
     return float(np.clip(low, s_min / span, s_min)), float(np.clip(high, s_max, s_max * span))
 
 
-def fitted_sequence_success(fits: pd.DataFrame, ns: Iterable[int], S: Iterable[float]) -> pd.DataFrame:
-    """Sigmoids p_{N,k} = exp(-C N S^-alpha) (eq. 8) from RBP scaling fits (rows of
-    `rbplab.analysis.fit.scaling_fits` with metric == "rbp": C = prefactor). One row per (fit row, N,
-    S) with columns of the fit's keys, N, S, neg_log_p and p_fitted."""
-    if "metric" in fits.columns:
-        fits = fits[fits["metric"] == "rbp"]
-    fits = fits.dropna(subset=["alpha", "prefactor"])
-    ns, S = _as_ns(ns), np.asarray(list(S), dtype=np.float64)
-    keys = [c for c in ("family", "corpus", "ties", "k") if c in fits.columns]
-    rows = []
-    for fit in fits.itertuples(index=False):
-        fit = fit._asdict()
-        neg_log = sequence_law(fit["prefactor"], fit["alpha"], ns[:, None], S[None, :])
-        rows.append(
-            pd.DataFrame(
-                {"N": np.repeat(ns, len(S)), "S": np.tile(S, len(ns)), "neg_log_p": neg_log.ravel()}
-            ).assign(**{c: fit[c] for c in keys})
-        )
-    out = pd.concat(rows, ignore_index=True)
-    out["p_fitted"] = np.exp(-out["neg_log_p"])
-    return out[keys + ["N", "S", "neg_log_p", "p_fitted"]]
-
-
 def sequence_fits(table: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
     """Fits of -log p_{N,k} (empirical) against S per (family, corpus, ties, k, N): alpha, C =
     prefactor / N, r2; alpha_token from -log RBP_k on the same models; and the joint law
@@ -427,7 +378,7 @@ def sequence_fits(table: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
                 row |= {"alpha_low": f.alpha_low, "alpha_high": f.alpha_high}
             rows.append(row)
     cols = ["N", "n_models", "alpha", "alpha_low", "alpha_high", "C", "r2", "alpha_token"]
-    return as_table(pd.DataFrame(rows).reindex(columns=by + cols + ["alpha_joint", "C_joint", "r2_joint"]))
+    return pd.DataFrame(rows).reindex(columns=by + cols + ["alpha_joint", "C_joint", "r2_joint"])
 
 
 def _try_alpha(S: pd.Series, y: pd.Series, level: float) -> float:

@@ -36,8 +36,8 @@ from rbplab.analysis._regression import (
 from rbplab.analysis.bootstrap import doc_stats, replicate_arrays
 from rbplab.analysis.metrics import as_ks, standard_ks
 from rbplab.core.errors import InvalidArgumentError
-from rbplab.core.frames import as_table
 from rbplab.core.runs import RunsLike, as_runs
+from rbplab.core.stats import check_ties
 
 _VALUE_IS_EXP_NEG_LOSS = ("rbp", "mean_p")
 # Why R^2 and the alpha interval of a two-model fit are NaN (a line through two points fits
@@ -72,18 +72,6 @@ class PowerLawFit:
 
     def predict(self, S: float | np.ndarray) -> float | np.ndarray:
         return power_law(self.prefactor, self.alpha, S)
-
-    @property
-    def alpha_ci_low(self) -> float:
-        """Deprecated: `alpha_low` (the old name goes in the next release)."""
-        warnings.warn("PowerLawFit.alpha_ci_low is now alpha_low", FutureWarning, stacklevel=2)
-        return self.alpha_low
-
-    @property
-    def alpha_ci_high(self) -> float:
-        """Deprecated: `alpha_high` (the old name goes in the next release)."""
-        warnings.warn("PowerLawFit.alpha_ci_high is now alpha_high", FutureWarning, stacklevel=2)
-        return self.alpha_high
 
     def confidence_interval(self, S: float | np.ndarray, level: float | None = None) -> tuple:
         """Interval for the law's line itself at size S (the OLS mean in log space, t quantiles);
@@ -207,36 +195,6 @@ def scaling_fits(
         rows.append(row)
     cols = ["alpha", "prefactor", "r2", "alpha_se", "alpha_low", "alpha_high", "residual_sd"]
     cols += ["alpha_loo_min", "alpha_loo_max", "alpha_jackknife_se", "n_models", "S_min", "S_max", "note"]
-    return as_table(pd.DataFrame(rows).reindex(columns=by + cols))
-
-
-def leave_one_out(table: pd.DataFrame, y: str = "loss", by: Iterable[str] | None = None) -> pd.DataFrame:
-    """Refit with each model left out: one row per (group, dropped model) with alpha, prefactor,
-    r2 of the refit, alpha_full and delta_alpha = alpha - alpha_full. Groups with fewer than
-    three usable models are skipped (`scaling_fits` notes why)."""
-    by = grouping_columns(table, by)
-    rows = []
-    for key, frame in model_groups(table, y, by):
-        S, v = frame["S"].to_numpy(np.float64), frame[y].to_numpy(np.float64)
-        if len(S) < 3 or unusable_reason(S, v):
-            continue
-        full = fit_power_law(S, v).alpha
-        names = frame["model"].to_numpy() if "model" in frame else np.arange(len(S))
-        for i in range(len(S)):
-            keep = np.arange(len(S)) != i
-            if unusable_reason(S[keep], v[keep]):
-                continue
-            fit = fit_power_law(S[keep], v[keep])
-            rows.append(
-                {**key, "dropped_model": names[i], "dropped_S": S[i], "alpha": fit.alpha}
-                | {
-                    "prefactor": fit.prefactor,
-                    "r2": fit.r2,
-                    "alpha_full": full,
-                    "delta_alpha": fit.alpha - full,
-                }
-            )
-    cols = ["dropped_model", "dropped_S", "alpha", "prefactor", "r2", "alpha_full", "delta_alpha"]
     return pd.DataFrame(rows).reindex(columns=by + cols)
 
 
@@ -292,7 +250,7 @@ def extrapolation_check(
         value_predicted=np.where(to_value, np.exp(-pred), pred),
     )
     out["value_error"] = out["value_predicted"] - out["value_observed"]
-    return as_table(out.reset_index(drop=True))
+    return out.reset_index(drop=True)
 
 
 AUDIT_COLUMNS = (
@@ -423,6 +381,7 @@ def bootstrap_fits(
     alpha_boot_se, alpha_boot_low/high (percentile), r2_boot_median, r2_boot_low/high,
     n_boot, n_boot_valid (replicates where every model's loss was positive and finite).
     With two models r2 and its bootstrap summaries are NaN (no residual degrees of freedom)."""
+    check_ties(ties)
     runs = as_runs(runs)
     if n_boot < 2:
         raise InvalidArgumentError(f"n_boot must be >= 2, got {n_boot}")

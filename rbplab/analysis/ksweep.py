@@ -18,7 +18,6 @@ import pandas as pd
 from rbplab.analysis.fit import TWO_MODELS_NOTE, bootstrap_fits, scaling_fits
 from rbplab.analysis.metrics import metrics_table
 from rbplab.core.errors import InvalidArgumentError
-from rbplab.core.frames import as_table
 from rbplab.core.runs import RunsLike, as_runs
 
 REGIMES = ("k=1", "moderate", "intermediate", "large")
@@ -93,7 +92,7 @@ def k_sweep(
         )
         boot = boot[boot["metric"] == "rbp"].drop(columns=["metric", "n_models", "alpha", "r2"])
         fits = fits.merge(boot, on=by + ["k"], how="left")
-    return as_table(fits.sort_values(by + ["k"], ignore_index=True))
+    return fits.sort_values(by + ["k"], ignore_index=True)
 
 
 def _leading(ok: np.ndarray) -> int:

@@ -34,7 +34,7 @@ from scipy import optimize, special
 from rbplab.analysis._cells import LOG_SQRT_2PI, cell_edges, dot, log_cell
 from rbplab.analysis.metrics import RBPCurve, rank_histogram
 from rbplab.core.errors import InvalidArgumentError
-from rbplab.core.stats import TokenStats
+from rbplab.core.stats import TokenStats, check_ties
 from rbplab.core.summary import EntrySummary
 
 # What a rank distribution can be fitted from: tokens, their summary, a curve or a histogram.
@@ -104,8 +104,8 @@ class RankDistributionFit:
 
 
 def _histogram(data: RankData, ties: str) -> tuple[np.ndarray, int]:
-    if isinstance(data, (TokenStats, EntrySummary)):
-        hist = rank_histogram(data, ties)
+    if isinstance(data, (TokenStats, EntrySummary)):  # every fit's one way in: `ties` checked here
+        hist = rank_histogram(data, check_ties(ties))
     elif isinstance(data, RBPCurve):
         hist = data.histogram
     else:
@@ -164,13 +164,6 @@ def fit_lognormal(data: RankData, ties: str = "pessimistic") -> RankDistribution
     TokenStats, an RBPCurve, or a rank histogram h[r], r = 0..|V|."""
     hist, vocab = _histogram(data, ties)
     return _fit_location_scale("lognormal", hist, vocab)
-
-
-def fit_loglogistic(data: RankData, ties: str = "pessimistic") -> RankDistributionFit:
-    """MLE of the discretised truncated log-logistic (params m, scale of the log-rank): the
-    lognormal's shape with exponential instead of Gaussian tails in log-rank."""
-    hist, vocab = _histogram(data, ties)
-    return _fit_location_scale("loglogistic", hist, vocab)
 
 
 def fit_rank_power_law(data: RankData, ties: str = "pessimistic") -> RankDistributionFit:

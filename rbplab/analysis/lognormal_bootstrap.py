@@ -27,7 +27,6 @@ from rbplab.analysis.bootstrap import bootstrap_weights, doc_stats
 from rbplab.analysis.lognormal import fit_lognormal
 from rbplab.analysis.metrics import rank_histogram
 from rbplab.core.errors import InvalidArgumentError
-from rbplab.core.frames import as_table
 from rbplab.core.runs import RunsLike, as_runs
 from rbplab.core.stats import TokenStats
 from rbplab.core.summary import EntrySummary, summary_ks
@@ -122,4 +121,4 @@ def lognormal_intervals(
     for run in as_runs(runs):
         result = lognormal_interval(run.stats, ties, level, n_boot, seed)
         rows.append({"family": run.family, "model": run.model, "corpus": run.corpus, "S": run.S} | result)
-    return as_table(pd.DataFrame(rows))
+    return pd.DataFrame(rows)

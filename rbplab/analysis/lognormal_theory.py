@@ -256,17 +256,3 @@ def simulate_scaling(
             sampled.append((-np.log(np.mean(r == 1)), -np.mean(logp[r - 1])))
         out["neg_log_p1_sampled"], out["rank_entropy_sampled"] = np.array(sampled).T
     return out[["S"] + [c for c in out.columns if c != "S"]]
-
-
-def simulation_exponents(sim: pd.DataFrame) -> pd.DataFrame:
-    """Power-law exponent and R^2 of every simulated curve (columns rank_entropy_* and
-    neg_log_p1_*) against S: one row per quantity with alpha, prefactor, r2 (no interval: the
-    curves are deterministic)."""
-    rows = []
-    for col in [c for c in sim.columns if c.startswith(("rank_entropy_", "neg_log_p1_"))]:
-        try:
-            f = fit_power_law(sim["S"], sim[col])
-            rows.append({"quantity": col, "alpha": f.alpha, "prefactor": f.prefactor, "r2": f.r2})
-        except ValueError as err:
-            rows.append({"quantity": col, "note": str(err)})
-    return pd.DataFrame(rows).reindex(columns=["quantity", "alpha", "prefactor", "r2", "note"])

@@ -22,7 +22,7 @@ in nats, or mean target probability) and `loss` (the positive quantity scaling l
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -88,8 +88,8 @@ def rank_histogram(data: RunData, ties: str = "pessimistic") -> np.ndarray:
     """h[r] = number of tokens with rank r, r = 0..|V| (h[0] = 0), as float64.
 
     Under "expected" ties a token tied with e-1 others puts 1/e on each of its e possible
-    ranks, so h is the expected histogram under random tie-breaking (fractional)."""
-    check_ties(ties)
+    ranks, so h is the expected histogram under random tie-breaking (fractional). `ties` is checked
+    by the public function that passes it (the lognormal fits, a `Study`)."""
     size = data.vocab_size + 1
     pairs = rank_pairs(data)
     g, e, count = pairs.greater, pairs.equal, pairs.count.astype(np.float64)
@@ -178,7 +178,16 @@ class RBPCurve:
 
 def rbp_curve(data: RunData, ties: str = "pessimistic") -> RBPCurve:
     """RBP_k for all k = 1..|V| from the distinct ranks (one sort of the rank pairs)."""
+    return _rbp_curve(data, check_ties(ties))
+
+
+def rbp_curves(data: Sequence[RunData], ties: str = "pessimistic") -> list[RBPCurve]:
+    """`rbp_curve` of several runs under one tie convention (checked once, even for no runs)."""
     check_ties(ties)
+    return [_rbp_curve(d, ties) for d in data]
+
+
+def _rbp_curve(data: RunData, ties: str) -> RBPCurve:
     pairs = rank_pairs(data)
     g, e, count = pairs.greater, pairs.equal, pairs.count
     tied = (e > 1) if ties == "expected" else np.zeros(len(g), dtype=bool)
@@ -199,7 +208,7 @@ def rbp_curve(data: RunData, ties: str = "pessimistic") -> RBPCurve:
 
 def rbp(data: RunData, k: float | Iterable[int], ties: str = "pessimistic") -> float | np.ndarray:
     """RBP_k at one k (float) or several (array)."""
-    return rbp_curve(data, ties).rbp(np.asarray(k) if not np.isscalar(k) else k)
+    return _rbp_curve(data, check_ties(ties)).rbp(np.asarray(k) if not np.isscalar(k) else k)
 
 
 def cross_entropy(data: RunData) -> float:
@@ -238,9 +247,13 @@ def summary(
     """Long table: one row per metric ("rbp" per k, "ce", "mean_p") with value and loss,
     plus n_tokens, n_docs, vocab_size and ties. decomposition=True adds the rows of
     `rbplab.analysis.decomposition.decomposition_metrics` (ee, ee_mm, sa, conf, mrr; with n_rbe)."""
+    return _summary(data, ks, check_ties(ties), decomposition)
+
+
+def _summary(data: RunData, ks: Iterable[int] | None, ties: str, decomposition: bool) -> pd.DataFrame:
     ks = as_ks(ks, data.vocab_size)
     frame = _metric_frame(
-        np.asarray(rbp_curve(data, ties).rbp(ks), dtype=np.float64),
+        np.asarray(_rbp_curve(data, ties).rbp(ks), dtype=np.float64),
         ks,
         cross_entropy(data),
         mean_target_probability(data),
@@ -257,9 +270,10 @@ def metrics_table(
     metric, k, value, loss, n_tokens, n_docs, vocab_size, ties. ks default: `standard_ks(|V|)`.
     decomposition=True adds ee, ee_mm, sa, conf and mrr rows (and an n_rbe column), which
     `scaling_fits`, `extrapolation_check` and `prediction_audit` fit like any other metric."""
+    check_ties(ties)
     frames = []
     for run in as_runs(runs):
-        frame = summary(run.stats, ks, ties, decomposition)
+        frame = _summary(run.stats, ks, ties, decomposition)
         frames.append(frame.assign(family=run.family, model=run.model, corpus=run.corpus, S=run.S))
     if not frames:
         raise InvalidArgumentError("metrics_table needs at least one run")

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rbplab.core.errors import InvalidArgumentError, NotFoundError
-from rbplab.core.stats import TIES, TokenStats, check_ties
+from rbplab.core.stats import TIES, TokenStats
 
 SUMMARY_VERSION = 1
 # The paper's thresholds (sections 4.1-4.3), part of every grid so its figures can be reproduced.
@@ -75,8 +75,8 @@ def position_bucket(position: np.ndarray) -> np.ndarray:
 
 
 def hit_probability(n_greater: np.ndarray, n_equal: np.ndarray, k: float, ties: str) -> np.ndarray:
-    """Per-token probability of ranking within the top k (0/1 except for expected ties)."""
-    check_ties(ties)
+    """Per-token probability of ranking within the top k (0/1 except for expected ties); `ties` is
+    checked by the public function that passes it (as in every helper below)."""
     if ties == "pessimistic":
         return (n_greater + n_equal <= k).astype(np.float64)
     if ties == "optimistic":
@@ -279,7 +279,7 @@ class EntrySummary:
     def doc_hits(self, ks: Iterable[int], ties: str) -> np.ndarray:
         """Per-document (expected) hits at each of `ks`, shape (n_docs, len(ks)); every k must be
         one of the summary's thresholds or at least |V| (all tokens are hits)."""
-        return self._at_ks(ks, check_ties(ties), per_document=True)
+        return self._at_ks(ks, ties, per_document=True)
 
     def bucket_hit_counts(self, ks: Iterable[int], ties: str) -> np.ndarray:
         """Hits per position bucket at each of `ks` (0/1 conventions), shape (n_buckets, len(ks))."""
@@ -361,9 +361,7 @@ def _cumulative_hits(groups: np.ndarray, n_groups: int, stats: TokenStats, ks: n
 def document_hits(stats: TokenStats, ks: np.ndarray, ties: str, n_docs: int | None = None) -> np.ndarray:
     """(n_docs, len(ks)) hits per document at thresholds `ks` (sorted), as float64."""
     n_docs = stats.n_docs if n_docs is None else n_docs
-    return _cumulative_hits(stats.doc, n_docs, stats, np.asarray(ks, np.int64), check_ties(ties)).astype(
-        np.float64
-    )
+    return _cumulative_hits(stats.doc, n_docs, stats, np.asarray(ks, np.int64), ties).astype(np.float64)
 
 
 def document_totals(stats: TokenStats, n_docs: int | None = None) -> tuple[np.ndarray, ...]:

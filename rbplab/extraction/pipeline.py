@@ -123,12 +123,6 @@ class Plan:
         return self.settings.include_padded_vocab
 
 
-def model_label(described: Described) -> str:
-    """Deprecated: `described.source.label` (resolved once by `resolve_source`); goes in the next release."""
-    warnings.warn("model_label(described) is now described.source.label", FutureWarning, stacklevel=2)
-    return described.source.label
-
-
 def plan_extraction(
     model: ModelSpec | ModelRef | str,
     corpus: str | Path | Corpus | LazyCorpus,

@@ -10,7 +10,6 @@ A local model directory may hold training checkpoints (the micro-suite, scripts/
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -150,12 +149,6 @@ def _locate(spec: ModelSpec, name: str, label: str) -> Source:
             "(expected a Hugging Face model directory saved with save_pretrained, or a GGUF file)"
         )
     return Source(name, spec.gguf_file, False, label=label, keyed_revision=spec.revision)
-
-
-def keyed_revision(spec: ModelSpec, source: Source) -> str | None:
-    """Deprecated: `source.keyed_revision` (resolved once by `resolve_source`); goes in the next release."""
-    warnings.warn("keyed_revision(spec, source) is now source.keyed_revision", FutureWarning, stacklevel=2)
-    return source.keyed_revision
 
 
 def checkpoint_directory(directory: str | Path, revision: str | None) -> Path:

@@ -47,10 +47,6 @@ class ModelRef:
     def at(self, revision: str | None) -> ModelRef:
         return replace(self, revision=revision)
 
-    def loadable(self) -> str:
-        """What the model loader is handed (kept for the former StudyMember's callers)."""
-        return self.source
-
 
 def family_refs(family: str) -> list[ModelRef]:
     """Every member of a registry family, smallest S first."""

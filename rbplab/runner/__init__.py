@@ -8,14 +8,12 @@ run units locally or on Ray; `run` drives it all with one progress bar and a fin
 from rbplab.grid import Grid, StudyFileError, parse_study, read_study_file
 from rbplab.runner.executors import ExecutorError, RayOptions
 from rbplab.runner.run import StudyRun, run_study
-from rbplab.runner.studyfile import StudyFile
 from rbplab.runner.units import plan_study, slice_units
 
 __all__ = [
     "ExecutorError",
     "Grid",
     "RayOptions",
-    "StudyFile",
     "StudyFileError",
     "StudyRun",
     "parse_study",

@@ -1048,16 +1048,8 @@ class CacheEntry:
             return SHARD_SCHEMA.empty_table().select(columns or SHARD_SCHEMA.names)
         return pa.concat_tables(tables)
 
-    def read_frame(self, columns: list[str] | None = None) -> pd.DataFrame:
-        """All per-token rows of a complete entry, in shard order (every check passed).
-
-        How many tokens and shards the entry must have is not derived here (that needs the
-        tokenizer and the corpus): `rbplab.extraction.load_stats` and `rbplab cache verify` derive
-        them; a direct read trusts the count of shard records the other checks leave standing."""
-        return self._read_tables(columns).to_pandas()
-
     def read_stats(self) -> TokenStats:
-        """The TokenStats of a complete entry, after every store check (`read_frame`).
+        """The TokenStats of a complete entry, after every store check.
 
         Not checked: how many shards and tokens the entry must hold, which follows from its corpus
         and tokenizer. An entry missing its last shard, with its records and n_tokens made to

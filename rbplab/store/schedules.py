@@ -271,12 +271,6 @@ def select_revisions(model: str, value: str | Sequence[str]) -> list[str]:
     return list(dict.fromkeys(r for name in names for r in schedule.select(name)))
 
 
-def available_revisions(model: str) -> list[str] | None:
-    """Revisions of `model` by its schedule, or None when no schedule is known."""
-    schedule = schedule_of(model)
-    return None if schedule is None else schedule.revisions()
-
-
 def natural_sorted(names: Sequence[str]) -> list[str]:
     return sorted(names, key=_natural)
 

@@ -186,7 +186,19 @@ def load_grid(
     `extract` is true. A model outside the registry gets its S from its description (the same
     one its cache key comes from) and family ``custom``. `outer`: the order of the study's runs
     (corpora outer, or models and their revisions outer as a study file lists them)."""
-    check_ties(ties)
+    return _grid_study(grid, cache_dir, check_ties(ties), level, extract, progress, outer)
+
+
+def _grid_study(
+    grid: Grid,
+    cache_dir: str | Path | None,
+    ties: str,
+    level: float,
+    extract: bool,
+    progress: bool | Callable[[str], None],
+    outer: Literal["corpus", "model"],
+) -> Study:
+    """`load_grid` after its public callers checked `ties` (before any entry is read)."""
     if not extract:  # certainly missing runs are named at once, before any model is described
         absent = absent_runs(grid, cache_dir)
         if absent is not None:
@@ -304,7 +316,7 @@ def load_study(
     """
     check_ties(ties)
     grid = Grid.build(families, corpora, settings, models=models, revisions=revisions, **overrides)
-    return load_grid(grid, cache_dir=cache_dir, ties=ties, level=level, extract=extract, progress=progress)
+    return _grid_study(grid, cache_dir, ties, level, extract, progress, "corpus")
 
 
 def load_study_file(
@@ -326,9 +338,7 @@ def load_study_file(
     schedule). Its runs are listed as the file lists its models (`load_grid`, outer="model")."""
     check_ties(ties)
     grid = Grid.from_mapping(path) if isinstance(path, Mapping) else Grid.read(path)
-    return load_grid(
-        grid, cache_dir=cache_dir, ties=ties, level=level, extract=extract, progress=progress, outer="model"
-    )
+    return _grid_study(grid, cache_dir, ties, level, extract, progress, "model")
 
 
 ENTRY_COLUMNS = ("key", "family", "model", "corpus", "S")

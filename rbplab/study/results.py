@@ -35,7 +35,6 @@ import numpy as np
 import pandas as pd
 
 from rbplab.core.errors import InvalidArgumentError, NotFoundError, RbplabError
-from rbplab.core.frames import renamed_columns
 from rbplab.core.settings import ExtractionSettings, resolve_settings
 from rbplab.core.versions import installed_versions
 
@@ -112,10 +111,47 @@ def table_json(frame: pd.DataFrame) -> dict:
     }
 
 
+# interval columns as files written before the rename spell them -> today's `<q>_low`/`<q>_high`
+RENAMED_COLUMNS: dict[str, str] = {
+    "alpha_ci_low": "alpha_low",
+    "alpha_ci_high": "alpha_high",
+    "beta_ci_low": "beta_low",
+    "beta_ci_high": "beta_high",
+    "neg_log_rbp_lo": "neg_log_rbp_low",
+    "neg_log_rbp_hi": "neg_log_rbp_high",
+    "lo": "fit_low",
+    "hi": "fit_high",
+    "ci_low": "estimate_low",
+    "ci_high": "estimate_high",
+    "mu_ci_low": "mu_low",
+    "mu_ci_high": "mu_high",
+    "sigma_ci_low": "sigma_low",
+    "sigma_ci_high": "sigma_high",
+    "mu_over_sigma_ci_low": "mu_over_sigma_low",
+    "mu_over_sigma_ci_high": "mu_over_sigma_high",
+    "loss_pred_low": "loss_predicted_low",
+    "loss_pred_high": "loss_predicted_high",
+}
+
+
+def with_current_names(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with interval columns under their former names (`RENAMED_COLUMNS`) renamed. A name is
+    renamed only where the table has the quantity it bounds (`fit` for `lo`, `estimate` for
+    `ci_low`): a report's own headline table may have a column of its own called `lo` or `hi`."""
+    old = {
+        c: new
+        for c in frame.columns
+        if (new := RENAMED_COLUMNS.get(c)) is not None
+        and new not in frame.columns
+        and new.rsplit("_", 1)[0] in frame.columns
+    }
+    return frame.rename(columns=old) if old else frame
+
+
 def table_frame(data: Mapping) -> pd.DataFrame:
-    """A table read back; interval columns an older release named otherwise get today's names."""
+    """A table read back; interval columns an older file names otherwise get today's names."""
     try:
-        return renamed_columns(pd.DataFrame(list(data["rows"]), columns=list(data["columns"])))
+        return with_current_names(pd.DataFrame(list(data["rows"]), columns=list(data["columns"])))
     except (KeyError, TypeError, ValueError) as err:
         raise ResultsError(f"a table in the results file is malformed ({err})") from None
 

@@ -33,7 +33,6 @@ from rbplab.analysis import (
 from rbplab.analysis import emergence as _emergence
 from rbplab.analysis.metrics import RBPCurve
 from rbplab.core.errors import InvalidArgumentError, NotFoundError
-from rbplab.core.frames import as_table
 from rbplab.core.runs import TRAINING_FIELDS, Run, model_of_label
 from rbplab.core.stats import TokenStats, check_ties
 
@@ -78,26 +77,13 @@ class Study:
         self.runs = metrics.as_runs(self.runs)
         if not self.runs:
             raise InvalidArgumentError("a Study needs at least one run (model x corpus)")
-        check_ties(self.ties)
+        missing: dict[tuple[str, str, str], Any] = {}
         for run in self.runs:
             key = (run.family, run.model, run.corpus)
-            if key not in self.curves:
-                self.curves[key] = metrics.rbp_curve(run.stats, self.ties)
-
-    @classmethod
-    def from_stats(
-        cls,
-        stats: dict[tuple[str, str], TokenStats],
-        sizes: dict[str, float],
-        family: str = "custom",
-        ties: str = "pessimistic",
-    ) -> Study:
-        """From {(model, corpus): TokenStats} and {model: S} (synthetic data, own pipelines)."""
-        missing = sorted({m for m, _ in stats} - set(sizes))
-        if missing:
-            raise InvalidArgumentError(f"no size S given for models {missing}")
-        runs = [Run(family, m, c, float(sizes[m]), s) for (m, c), s in stats.items()]
-        return cls(runs, ties=ties)
+            if key not in self.curves and key not in missing:
+                missing[key] = run.stats
+        # rbp_curves checks self.ties, once, even when every curve was given
+        self.curves.update(zip(missing, metrics.rbp_curves(list(missing.values()), self.ties), strict=True))
 
     # ---- what is in the study -------------------------------------------------------------
     @property
@@ -213,7 +199,7 @@ class Study:
                     lo.append(-np.log(ci["estimate_high"].to_numpy()))
                     hi.append(-np.log(ci["estimate_low"].to_numpy()))
             frame["neg_log_rbp_low"], frame["neg_log_rbp_high"] = np.concatenate(lo), np.concatenate(hi)
-        return as_table(frame)
+        return frame
 
     def fits(
         self,
@@ -283,7 +269,7 @@ class Study:
                 pd.DataFrame({**labels, "S": grid, "fit": pl.predict(grid), "fit_low": lo, "fit_high": hi})
             )
         cols = [*by, "S", "fit", "fit_low", "fit_high"]
-        return as_table(pd.concat(rows, ignore_index=True)[cols] if rows else pd.DataFrame(columns=cols))
+        return pd.concat(rows, ignore_index=True)[cols] if rows else pd.DataFrame(columns=cols)
 
     def fit_table(
         self, ks: Iterable[int] | int = (1, 10, 100), corpora: Sequence[str] | None = None

@@ -15,7 +15,6 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-INTERVAL_SUFFIXES = (("_low", "_high"),)  # one spelling now; pairs kept for callers that loop
 SYMMETRIC = 0.02  # an interval whose halves differ by less than this share is printed as ± half-width
 DROPPED = ("note", "ties", "alpha_se", "alpha_jackknife_se", "residual_sd", "prefactor", "vocab_size")
 
@@ -50,13 +49,11 @@ HEADERS_LATEX = {
 
 def interval_columns(frame: pd.DataFrame) -> dict[str, tuple[str, str]]:
     """{value column: (low column, high column)} for every value the frame gives an interval."""
-    found = {}
-    for column in frame.columns:
-        for low, high in INTERVAL_SUFFIXES:
-            if f"{column}{low}" in frame.columns and f"{column}{high}" in frame.columns:
-                found[column] = (f"{column}{low}", f"{column}{high}")
-                break
-    return found
+    return {
+        column: (f"{column}_low", f"{column}_high")
+        for column in frame.columns
+        if f"{column}_low" in frame.columns and f"{column}_high" in frame.columns
+    }
 
 
 def _number(value: object, digits: int) -> str:

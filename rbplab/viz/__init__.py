@@ -17,7 +17,6 @@ __all__ = [
     "plots",
     "report",
     "save",
-    "tables",
     "widgets",
 ]
 

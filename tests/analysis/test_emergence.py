@@ -1,10 +1,9 @@
 """Sequence success: windows, independence ratio, Markov departures, fitted sigmoids."""
 
 import numpy as np
-import pandas as pd
 import pytest
 
-from rbplab.analysis import emergence, fit, metrics
+from rbplab.analysis import emergence
 from rbplab.core.runs import Run
 from rbplab.core.stats import TokenStats
 
@@ -25,25 +24,28 @@ def test_windows_respect_documents_and_gaps():
     pos = np.array([0, 1, 2, 4, 0, 1, 2])  # document 0 skips position 3
     ranks = np.array([1, 1, 1, 1, 1, 5, 1])
     stats = TokenStats(doc, pos, ranks - 1, np.ones(7, int), np.zeros(7), 10)
-    start, success = emergence.window_success(stats, 2, 1)
-    # Valid pairs: (0,1) (1,2) in doc 0 (2->3 is a gap), (4,5) (5,6) in doc 1.
-    assert start.tolist() == [0, 1, 4, 5] and success.tolist() == [1, 1, 0, 0]
-    start, success = emergence.window_success(stats, 3, 1)
-    assert start.tolist() == [0, 4] and success.tolist() == [1, 0]
-    assert len(emergence.window_success(stats, 9, 1)[0]) == 0
-    with pytest.raises(ValueError, match="N must"):
-        emergence.window_success(stats, 0, 1)
+    out = emergence.sequence_success(stats, ns=(2, 3, 9), ks=(1,)).set_index("N")
+    # Valid pairs: (0,1) (1,2) in doc 0 (2->3 is a gap), (4,5) (5,6) in doc 1; hits 1, 1, 0, 0.
+    assert (out.loc[2, "n_windows"], out.loc[2, "p_empirical"]) == (4, 0.5)
+    # Triples: (0,1,2) in doc 0, (4,5,6) in doc 1; hits 1, 0.
+    assert (out.loc[3, "n_windows"], out.loc[3, "p_empirical"]) == (2, 0.5)
+    assert out.loc[9, "n_windows"] == 0
+    with pytest.raises(ValueError, match="Ns must"):
+        emergence.sequence_success(stats, ns=(0,), ks=(1,))
 
 
 def test_expected_ties_multiply_tie_probabilities():
     g, e = np.array([0, 1, 0]), np.array([2, 3, 1])
     stats = TokenStats(np.zeros(3, int), np.arange(3), g, e, np.zeros(3), 10)
     np.testing.assert_allclose(emergence.top_k_probability(stats, 2, "expected"), [1, 1 / 3, 1])
-    start, success = emergence.window_success(stats, 3, 1, "expected")
-    assert success == pytest.approx([0.5 * 0 * 1])
-    start, success = emergence.window_success(stats, 2, 2, "expected")
-    np.testing.assert_allclose(success, [1 / 3, 1 / 3])
-    assert emergence.window_success(stats, 2, 2, "pessimistic")[1].tolist() == [0, 0]
+    # one window of 3: P(top 1) = 1/2, 0, 1 -> 0
+    three = emergence.sequence_success(stats, ns=(3,), ks=(1,), ties="expected").iloc[0]
+    assert (three["n_windows"], three["p_empirical"]) == (1, pytest.approx(0.5 * 0 * 1))
+    # two windows of 2 at k = 2: P(top 2) = 1, 1/3, 1 -> 1/3 each
+    two = emergence.sequence_success(stats, ns=(2,), ks=(2,), ties="expected").iloc[0]
+    assert (two["n_windows"], two["p_empirical"]) == (2, pytest.approx(1 / 3))
+    # pessimistic ranks 2, 4, 1: the middle token misses the top 2, so both windows fail
+    assert emergence.sequence_success(stats, ns=(2,), ks=(2,)).iloc[0]["p_empirical"] == 0
 
 
 def test_independent_tokens_match_rbp_to_the_n():
@@ -97,21 +99,16 @@ def test_sequence_fits_recover_the_token_exponent():
 
 
 def test_fitted_sigmoids():
-    table = pd.DataFrame({"family": ["f"], "corpus": ["c"], "metric": ["rbp"], "k": [1], "alpha": [0.1]})
-    table["prefactor"] = 5.0
     S = np.geomspace(1e6, 1e30, 400)
-    out = emergence.fitted_sequence_success(table, ns=(1, 10, 100), S=S)
-    assert len(out) == 1200
-    np.testing.assert_allclose(out["p_fitted"], np.exp(-out["N"] * 5.0 * out["S"] ** -0.1))
     # In log S every curve is the same sigmoid, shifted right by ln(N)/alpha: a larger N makes
     # the rise happen later, which is what looks like a sudden emergence on a linear scale.
     mid = []
-    for _, curve in out.groupby("N"):
-        assert np.all(np.diff(curve["p_fitted"]) > 0)
-        mid.append(np.interp(0.5, curve["p_fitted"], np.log(curve["S"])))
+    for n in (1, 10, 100):
+        p = np.exp(-emergence.sequence_law(5.0, 0.1, n, S))
+        np.testing.assert_allclose(p, np.exp(-n * 5.0 * S**-0.1), rtol=1e-12)
+        assert np.all(np.diff(p) > 0)
+        mid.append(np.interp(0.5, p, np.log(S)))
     np.testing.assert_allclose(np.diff(mid), np.log(10) / 0.1, rtol=1e-3)
-    rbp_fits = fit.scaling_fits(metrics.metrics_table(power_law_runs(np.random.default_rng(3)), ks=[1]))
-    assert len(emergence.fitted_sequence_success(rbp_fits, ns=(4,), S=[1e9])) == 1  # CE rows are skipped
 
 
 def _stats_from_hits(hits: np.ndarray, doc: np.ndarray) -> TokenStats:

@@ -61,14 +61,17 @@ def test_scaling_fits_groups_dedupes_and_notes():
         fit.scaling_fits(t, by=["nope"])
 
 
-def test_leave_one_out_flags_an_outlier():
+def test_leave_one_out_range_and_jackknife_by_hand():
     t = power_table(noise=0.005, seed=1)
     t.loc[2, "loss"] *= 1.5
-    loo = fit.leave_one_out(t)
-    assert len(loo) == 6
-    worst = loo.loc[loo["r2"].idxmax()]
-    assert worst["dropped_model"] == "a2" and worst["r2"] > 0.99
+    x, y = np.log(t["S"].to_numpy()), np.log(t["loss"].to_numpy())
+    n = len(x)
+    loo = np.array([-np.polyfit(np.delete(x, i), np.delete(y, i), 1)[0] for i in range(n)])
     summary = fit.scaling_fits(t).iloc[0]
+    assert summary["alpha_loo_min"] == pytest.approx(loo.min(), rel=1e-9)
+    assert summary["alpha_loo_max"] == pytest.approx(loo.max(), rel=1e-9)
+    jackknife = np.sqrt((n - 1) / n * np.sum((loo - loo.mean()) ** 2))
+    assert summary["alpha_jackknife_se"] == pytest.approx(jackknife, rel=1e-9)
     assert summary["alpha_loo_min"] <= summary["alpha"] <= summary["alpha_loo_max"]
 
 

@@ -2,8 +2,10 @@
 written out, exact distributions), never by another path through the package: the percentile
 levels of the fits', the decomposition's and the lognormal's document bootstraps (and the
 lognormal's disjoint rank cells), a two-model fit's undefined scatter, the sigmoid of fitted
-sequence success, and the prefactor, exponent, `differs` and `extrapolated` of the
+sequence success (`Study.emergence`'s p_fit), and the prefactor, exponent, `differs` and `extrapolated` of the
 compute-optimal frontier."""
+
+import zlib
 
 import numpy as np
 import pandas as pd
@@ -12,14 +14,15 @@ from scipy import special
 from scipy import stats as sps
 from scipy.optimize import minimize, minimize_scalar
 
-from rbplab.analysis import emergence, fit
+from rbplab.analysis import fit
 from rbplab.analysis.bootstrap import bootstrap_weights
 from rbplab.analysis.data_scaling import JointLawFit, frontier, frontier_rows
-from rbplab.analysis.decomposition_bootstrap import decomposition_ci
+from rbplab.analysis.decomposition_bootstrap import bootstrap_decomposition_fits
 from rbplab.analysis.lognormal_bootstrap import lognormal_interval
 from rbplab.core.runs import Run
 from rbplab.core.stats import TokenStats
 from rbplab.core.summary import summary_ks
+from rbplab.study.synthetic import synthetic_study
 
 # ---- percentile levels of bootstrap_fits --------------------------------------------------------
 # Three models share N_DOCS documents of four tokens. The two larger models get the same share of
@@ -94,27 +97,20 @@ def test_bootstrap_fit_intervals_are_the_exact_percentiles_of_the_document_resam
 
 
 # ---- fitted sequence success (paper eq. 8) --------------------------------------------------------
-def test_fitted_sequence_success_is_exp_of_minus_c_n_s_to_the_minus_alpha():
-    fits = pd.DataFrame(
-        {
-            "family": ["f", "f", "f", "f"],
-            "corpus": ["c", "c", "c", "c"],
-            "metric": ["rbp", "rbp", "ce", "rbp"],
-            "k": [1, 10, None, 100],
-            "alpha": [0.31, 0.18, 0.5, np.nan],  # the CE row and the row without a fit are dropped
-            "prefactor": [42.0, 7.5, 3.0, 2.0],
-        }
-    )
-    ns, S = [1, 4, 16], [1e5, 2e6, 3e7]
-    out = emergence.fitted_sequence_success(fits, ns, S)
-    assert len(out) == 2 * len(ns) * len(S)
-    for k, alpha, C in ((1, 0.31, 42.0), (10, 0.18, 7.5)):
-        part = out[out["k"] == k]
-        expected = {(n, s): C * n * s**-alpha for n in ns for s in S}
-        assert len(part) == len(expected)
-        for r in part.itertuples():
-            assert r.neg_log_p == pytest.approx(expected[(r.N, r.S)], rel=1e-12)
-            assert r.p_fitted == pytest.approx(np.exp(-expected[(r.N, r.S)]), rel=1e-12)
+def test_study_emergence_p_fit_is_exp_of_minus_c_n_s_to_the_minus_alpha():
+    # C and alpha fitted by hand (OLS of log(-log RBP_k) on log S per corpus and k), then eq. 8
+    study = synthetic_study(sizes=(1e5, 3e5, 1e6, 3e6), n_tokens=2000, n_docs=10)
+    ks, ns = [1, 10], [1, 4, 16]
+    points = study.points(ks)
+    out = study.emergence(ks, ns)
+    assert len(out) == len(points) * len(ns)
+    for (corpus, k), group in points.groupby(["corpus", "k"]):
+        slope, intercept = np.polyfit(np.log(group["S"]), np.log(group["neg_log_rbp"]), 1)
+        alpha, C = -slope, np.exp(intercept)
+        rows = out[(out["corpus"] == corpus) & (out["k"] == k)]
+        assert len(rows) == len(group) * len(ns)
+        expected = np.exp(-C * rows["N"] * rows["S"] ** -alpha)
+        np.testing.assert_allclose(rows["p_fit"], expected, rtol=1e-9)
 
 
 # ---- the compute-optimal frontier (Hoffmann et al. 2022, eq. 4) ----------------------------------
@@ -250,26 +246,40 @@ def _wrong_percentiles(values: np.ndarray, level: float) -> np.ndarray:
 
 @pytest.mark.parametrize("level", [0.95, 0.8])
 def test_decomposition_intervals_are_the_percentiles_of_the_document_resamples(level):
-    n_docs, per_doc, vocab, n_boot, seed = 30, 20, 50, 400, 5
+    # Three models score the same 30 documents; each replicate draws documents with replacement
+    # (one draw per corpus, shared by its models), recomputes every model's EE and MRR by hand, and
+    # fits their exponents against S by least squares in log-log.
+    n_docs, per_doc, vocab, n_boot, seed, corpus = 30, 20, 50, 400, 5, "c"
+    sizes = np.array([1e6, 1e7, 1e8])
     rng = np.random.default_rng(17)
-    ranks = np.minimum(rng.geometric(rng.uniform(0.2, 0.7, n_docs).repeat(per_doc)), vocab)
     doc = np.arange(n_docs).repeat(per_doc)
-    stats = TokenStats.from_ranks(ranks, vocab, doc=doc, nll=0.2 + np.log(ranks))
-    out = decomposition_ci(stats, "pessimistic", n_boot=n_boot, level=level, seed=seed).set_index("metric")
-    # Per document: tokens at each RBE value (pessimistic RBE = rank - 1) and sum of 1/rank.
-    counts = np.zeros((n_docs, vocab))
-    np.add.at(counts, (doc, ranks - 1), 1.0)
-    reciprocal = np.bincount(doc, weights=1.0 / ranks, minlength=n_docs)
-    w = bootstrap_weights(n_docs, n_boot, seed)
-    mrr = (w @ reciprocal) / (w.sum(axis=1) * per_doc)
-    p = (w @ counts) / (w @ counts).sum(axis=1, keepdims=True)
-    ee = -np.sum(np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0)), 0.0), axis=1)
-    for name, values in (("mrr", mrr), ("ee", ee)):
-        expected = _percentiles(values, level)
-        assert not np.allclose(expected, _wrong_percentiles(values, level))  # the design can tell
-        got = out.loc[name, ["estimate_low", "estimate_high"]].to_numpy(float)
-        np.testing.assert_allclose(got, expected, rtol=1e-12)
-    assert out.loc["mrr", "estimate"] == pytest.approx(np.mean(1.0 / ranks), rel=1e-12)
+    hardness = rng.uniform(0.2, 0.5, n_docs).repeat(per_doc)
+    ranks = [np.minimum(rng.geometric(np.minimum(hardness * (1 + 0.4 * i), 0.95)), vocab) for i in range(3)]
+    stats = [TokenStats.from_ranks(r, vocab, doc=doc, nll=0.2 + np.log(r)) for r in ranks]
+    runs = [Run("f", f"m{i}", corpus, float(S), s) for i, (S, s) in enumerate(zip(sizes, stats, strict=True))]
+    out = bootstrap_decomposition_fits(runs, stats, "pessimistic", n_boot=n_boot, seed=seed, level=level)
+    out = out.set_index("metric")
+    w = bootstrap_weights(n_docs, n_boot, np.random.SeedSequence([seed, zlib.crc32(corpus.encode())]))
+    loss = {"mrr": [], "ee": []}
+    full = {"mrr": [], "ee": []}
+    for r in ranks:
+        # Per document: tokens at each RBE value (pessimistic RBE = rank - 1) and sum of 1/rank.
+        counts = np.zeros((n_docs, vocab))
+        np.add.at(counts, (doc, r - 1), 1.0)
+        reciprocal = np.bincount(doc, weights=1.0 / r, minlength=n_docs)
+        for target, weights in ((loss, w), (full, np.ones((1, n_docs)))):
+            target["mrr"].append(-np.log((weights @ reciprocal) / (weights.sum(axis=1) * per_doc)))
+            p = (weights @ counts) / (weights @ counts).sum(axis=1, keepdims=True)
+            target["ee"].append(-np.sum(np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0)), 0.0), axis=1))
+    for name in ("mrr", "ee"):
+        alphas = -np.polyfit(np.log(sizes), np.log(np.array(loss[name])), 1)[0]
+        expected = _percentiles(alphas, level)
+        assert not np.allclose(expected, _wrong_percentiles(alphas, level))  # the design can tell
+        got = out.loc[name, ["alpha_boot_low", "alpha_boot_high"]].to_numpy(float)
+        np.testing.assert_allclose(got, expected, rtol=1e-9)
+        alpha = -np.polyfit(np.log(sizes), np.log(np.array(full[name])[:, 0]), 1)[0]
+        assert out.loc[name, "alpha"] == pytest.approx(alpha, rel=1e-9)
+        assert out.loc[name, "n_boot_valid"] == n_boot
 
 
 def _binned_lognormal_mle(first, last, counts, vocab):

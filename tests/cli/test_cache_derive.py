@@ -17,6 +17,7 @@ import warnings
 
 import numpy as np
 import pytest
+from helpers.cache_rows import entry_rows
 from helpers.models import DOCUMENTS
 from helpers.untrusted import read_only, snapshot
 
@@ -172,7 +173,7 @@ def test_extract_drops_a_shard_of_another_size(built, gpt2_dir, corpus_file):
     """A shard whose rows differ from the plan's (records and manifest forged to agree) is removed
     and recomputed, not kept by the resume."""
     clean, entry = built
-    frame = entry.read_frame()
+    frame = entry_rows(entry)
     manifest = json.loads(entry.manifest_path.read_text())
     rows = manifest["shards"][1]["rows"]
     start = manifest["shards"][0]["rows"]
@@ -247,7 +248,7 @@ def test_verify_says_when_the_corpus_is_gone(built, corpus_file, capsys):
 
 def forge_shard(entry: CacheEntry, index: int) -> None:
     """Rewrite shard `index` with other ranks, and both of its checksum records to match."""
-    frame = CacheEntry(entry.root, entry.spec).read_frame()
+    frame = entry_rows(CacheEntry(entry.root, entry.spec))
     manifest = json.loads(entry.manifest_path.read_text())
     start = sum(r["rows"] for r in manifest["shards"][:index])
     part = frame.iloc[start : start + manifest["shards"][index]["rows"]].reset_index(drop=True)

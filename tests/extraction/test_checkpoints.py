@@ -7,8 +7,7 @@ import torch
 from helpers.models import build_checkpointed
 
 from rbplab.extraction.models import ModelLoadError, ModelSpec, describe_model, load_model
-from rbplab.extraction.pipeline import model_label
-from rbplab.extraction.sources import checkpoint_directory, keyed_revision, resolve_source
+from rbplab.extraction.sources import checkpoint_directory, resolve_source
 
 
 @pytest.fixture(scope="module")
@@ -35,11 +34,7 @@ def test_a_source_carries_its_label_and_keyed_revision(checkpointed):
         assert (final.label, final.keyed_revision) == ("micro-t", None), revision
     hub = resolve_source(ModelSpec("EleutherAI/pythia-70m", revision="step1000"))
     assert (hub.label, hub.keyed_revision, hub.local) == ("pythia-70m", "step1000", False)  # registered
-    with pytest.warns(FutureWarning, match="source.keyed_revision"):
-        assert keyed_revision(ModelSpec(str(checkpointed), revision="step-10"), step) == "step-10"
-    described = describe_model(ModelSpec(str(checkpointed)))
-    with pytest.warns(FutureWarning, match="source.label"):
-        assert model_label(described) == "micro-t"
+    assert describe_model(ModelSpec(str(checkpointed))).source.label == "micro-t"
 
 
 def test_a_model_is_resolved_with_one_read_of_the_registry(checkpointed, monkeypatch):

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from helpers.cache_rows import entry_rows
 from helpers.models import naive_reference
 
 from rbplab.extraction import pipeline as extract_module
@@ -204,7 +205,7 @@ def test_progress_bar_reports_tokens(gpt2_dir, tiny_corpus, cache_dir, capsys):
 
 def _reference_frame(model_dir, corpus, root) -> pd.DataFrame:
     result = extract(str(model_dir), corpus, context_length=CTX, cache_dir=root, progress=False)
-    return CacheEntry.open(result.key, root).read_frame()
+    return entry_rows(CacheEntry.open(result.key, root))
 
 
 def test_resume_after_crash(gpt2_dir, tiny_corpus, tmp_path, monkeypatch):
@@ -227,7 +228,7 @@ def test_resume_after_crash(gpt2_dir, tiny_corpus, tmp_path, monkeypatch):
     result = extract(str(gpt2_dir), tiny_corpus, context_length=CTX, cache_dir=root, progress=False)
     assert not result.from_cache and result.manifest["provenance"]["resumed_shards"] == 2
     assert len(result.manifest["shards"]) > 2
-    pd.testing.assert_frame_equal(CacheEntry.open(result.key, root).read_frame(), expected)
+    pd.testing.assert_frame_equal(entry_rows(CacheEntry.open(result.key, root)), expected)
 
 
 @pytest.mark.slow  # a fresh interpreter imports torch and transformers (~10 s)
@@ -264,7 +265,7 @@ def test_resume_after_sigkill(gpt2_dir, tiny_corpus, tmp_path, monkeypatch):
     assert len(entries) == 1 and not (entries[0] / "manifest.json").exists()
     result = extract(str(gpt2_dir), tiny_corpus, context_length=CTX, cache_dir=root, progress=False)
     assert result.manifest["provenance"]["resumed_shards"] == 2
-    pd.testing.assert_frame_equal(CacheEntry.open(result.key, root).read_frame(), expected)
+    pd.testing.assert_frame_equal(entry_rows(CacheEntry.open(result.key, root)), expected)
 
 
 def test_corrupted_shard_is_recomputed_with_warning(gpt2_dir, tiny_corpus, cache_dir, monkeypatch):

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from helpers.cache_rows import entry_rows
 from helpers.factories import SPEC, complete_entry, shard_frame
 
 from rbplab.store import cache
@@ -56,7 +57,7 @@ def test_round_trip(tmp_path):
     assert [s["rows"] for s in manifest["shards"]] == [10, 5]
     assert manifest["provenance"]["pyarrow"] and manifest["created"]
     assert entry.manifest() == manifest
-    frame = entry.read_frame()
+    frame = entry_rows(entry)
     expected = pd.concat([shard_frame(0, 10), shard_frame(1, 5, seed=1)], ignore_index=True)
     assert [str(t) for t in frame.dtypes[["doc_index", "position", "target_id", "n_greater", "n_equal"]]] == [
         "int32"
@@ -69,7 +70,7 @@ def test_round_trip(tmp_path):
     assert stats.vocab_size == 50 and len(stats) == 15 and stats.n_docs == 2
     np.testing.assert_array_equal(stats.rank(), expected["n_greater"] + expected["n_equal"])
     # an entry can be reopened from a key prefix alone
-    assert CacheEntry.open(entry.key[:10], tmp_path).read_frame().equals(frame)
+    assert entry_rows(CacheEntry.open(entry.key[:10], tmp_path)).equals(frame)
 
 
 def test_shard_schema_is_enforced(tmp_path):
@@ -89,7 +90,7 @@ def test_finalize_needs_contiguous_shards(tmp_path):
             entry.finalize({"vocab_size": 50})
     assert not entry.is_complete()
     with pytest.raises(CacheError, match="not complete"):
-        entry.read_frame()
+        entry.read_stats()
 
 
 def test_interrupted_write_is_not_a_shard(tmp_path):
@@ -139,7 +140,7 @@ def test_missing_shard_or_broken_manifest_of_complete_entry(tmp_path):
     entry = complete_entry(tmp_path)
     entry.shard_path(1).unlink()
     with pytest.raises(CacheCorruptedError, match="shard 1 is missing"):
-        entry.read_frame()
+        entry.read_stats()
     assert not entry.is_complete()
     other = complete_entry(tmp_path, {**SPEC, "ctx": 99})
     other.manifest_path.write_text("{truncated")

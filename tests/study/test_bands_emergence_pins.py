@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
+from rbplab.core.runs import Run
 from rbplab.core.stats import TokenStats
 from rbplab.study import Study
 
@@ -29,11 +30,13 @@ def _ranks(i: int) -> np.ndarray:
 
 def _study() -> Study:
     doc = np.repeat(np.arange(N_DOCS), DOC_LEN)
-    stats = {
-        (f"m{i}", "corpus"): TokenStats.from_ranks(_ranks(i), 50, doc=doc, nll=np.log(_ranks(i)))
-        for i in range(len(SIZES))
-    }
-    return Study.from_stats(stats, {f"m{i}": S for i, S in enumerate(SIZES)}, family="fam")
+    stats = [TokenStats.from_ranks(_ranks(i), 50, doc=doc, nll=np.log(_ranks(i))) for i in range(len(SIZES))]
+    return Study(
+        [
+            Run("fam", f"m{i}", "corpus", float(S), s)
+            for i, (S, s) in enumerate(zip(SIZES, stats, strict=True))
+        ]
+    )
 
 
 def _rbp(k: int) -> np.ndarray:

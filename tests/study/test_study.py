@@ -27,8 +27,9 @@ def power_law_stats(S: float, vocab: int = 512, n: int = 40_000, seed: int = 0) 
 
 @pytest.fixture(scope="module")
 def law() -> Study:
-    stats = {(f"m{i}", "c"): power_law_stats(S, seed=i) for i, S in enumerate(SIZES)}
-    return Study.from_stats(stats, {f"m{i}": S for i, S in enumerate(SIZES)}, family="law")
+    return Study(
+        [Run("law", f"m{i}", "c", float(S), power_law_stats(S, seed=i)) for i, S in enumerate(SIZES)]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -110,8 +111,6 @@ def test_multi_family_vocab_and_models() -> None:
 
 def test_bad_inputs() -> None:
     s = power_law_stats(1e5, n=400)
-    with pytest.raises(ValueError, match="no size S"):
-        Study.from_stats({("m", "c"): s}, {})
     with pytest.raises(ValueError, match="at least one run"):
         Study([])
     with pytest.raises(ValueError, match="ties"):

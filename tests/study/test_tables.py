@@ -1,12 +1,11 @@
-"""rbplab.viz.tables: Markdown and LaTeX tables with each estimate and its interval in one cell."""
+"""rbplab.study.tables: Markdown and LaTeX tables with each estimate and its interval in one cell."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from rbplab.study import synthetic_study
-from rbplab.viz import tables
+from rbplab.study import synthetic_study, tables
 
 FITS = pd.DataFrame(
     {
