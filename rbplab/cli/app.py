@@ -409,37 +409,16 @@ def _check_study_arguments(args: argparse.Namespace, families: bool = True) -> N
     """Unknown families and corpora fail here, from the registry CSV and the corpus names alone,
     before anything imports torch or transformers (seconds) or opens a corpus. Bundled and hub
     corpus names are taken in any case, as family names are ("Prose" is prose)."""
-    from rbplab.store.corpora import check_corpus_spec
+    from rbplab.store.corpora import canonical_corpus, check_corpus_spec
     from rbplab.store.registry import family_models
 
     if families:
         for family in args.family:
             family_models(family)
     if args.corpus:
-        args.corpus = canonical_corpora(args.corpus)
+        args.corpus = [canonical_corpus(c) for c in args.corpus]
     for corpus in args.corpus or []:
         check_corpus_spec(corpus)
-
-
-def canonical_corpora(names: list[str]) -> list[str]:
-    """Each bundled or hub corpus name as the registry spells it, whatever its case; paths (and
-    names matching nothing, left for the corpus check to refuse) unchanged."""
-    from pathlib import Path
-
-    from rbplab.store.corpora import list_corpora
-
-    table = list_corpora()
-    known = {str(n).lower(): str(n) for n in table["name"]}
-    known |= {f"hub:{str(n).lower()}": f"hub:{n}" for n in table.loc[table["origin"] != "bundled", "name"]}
-    out = []
-    for name in names:
-        if Path(name).expanduser().exists():
-            out.append(name)
-            continue
-        base, at, revision = name.partition("@")
-        found = known.get(base.lower())
-        out.append(found + at + revision if found is not None else name)
-    return out
 
 
 def missing_remedy(args: argparse.Namespace) -> str:

@@ -35,7 +35,7 @@ from rbplab.core.errors import RbplabError
 from rbplab.core.settings import ExtractionSettings, resolve_settings
 from rbplab.grid.models import ModelRef, family_refs, model_ref
 from rbplab.store import registry, schedules
-from rbplab.store.corpora import Corpus, LazyCorpus, list_corpora, open_corpus
+from rbplab.store.corpora import Corpus, LazyCorpus, canonical_corpus, list_corpora, open_corpus
 from rbplab.store.files import UnsafeFileError, open_regular_file
 
 if sys.version_info >= (3, 11):
@@ -188,7 +188,7 @@ class Grid:
         if models is not None:
             changes["members"] = tuple(_subset(list(grid.members), models, grid.families))
         if corpora is not None:
-            changes["corpora"] = tuple(_as_list(corpora))
+            changes["corpora"] = tuple(canonical_corpus(c) for c in _as_list(corpora))
         if settings is not None or overrides:
             changes["settings"] = resolve_settings(settings, **overrides)
         if revisions is not None:
@@ -245,7 +245,9 @@ class Grid:
         members = list({m.model: m for m in members}.values())
         if not members:
             raise StudyFileError("give at least one model family or model, e.g. 'micro' (rbplab families)")
-        specs = _as_list(corpora) if corpora is not None else _bundled_corpora()
+        specs = (
+            [canonical_corpus(c) for c in _as_list(corpora)] if corpora is not None else _bundled_corpora()
+        )
         if not specs:
             raise StudyFileError("no corpora given and none bundled in data/corpora")
         chosen = (
@@ -273,7 +275,7 @@ class Grid:
             raise StudyFileError(
                 f"{where}give 'corpora' (bundled names, hub:<name> or paths; see `rbplab corpora`)"
             )
-        corpora = _strings(data["corpora"], "corpora")
+        corpora = [canonical_corpus(c) for c in _strings(data["corpora"], "corpora")]
         known = set(list_corpora()["name"])
         base = path.parent if path else Path.cwd()
         for name in corpora:

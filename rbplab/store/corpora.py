@@ -27,6 +27,7 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -523,6 +524,20 @@ def _unknown_corpus(text: str) -> CorpusError:
         f"unknown corpus {text!r}{did_you_mean(text, known)}: not a bundled corpus, hub:<name>, or an "
         f"existing file or directory; known corpora: {', '.join(known)}"
     )
+
+
+def canonical_corpus(spec: Any) -> Any:
+    """A bundled or hub corpus name as rbplab spells it, whatever its case (``Prose`` is
+    ``prose``, ``HUB:WikiPedia@abc`` is ``hub:wikipedia@abc``), as family names are matched;
+    an existing path, a Corpus object and a name matching nothing (left for the corpus check to
+    refuse with its did-you-mean) are returned unchanged."""
+    if not isinstance(spec, str) or Path(spec).expanduser().exists():
+        return spec
+    base, at, revision = spec.partition("@")
+    known = {name.lower(): name for name in _bundled_names()}
+    known |= {f"hub:{name.lower()}": f"hub:{name}" for name in HUB_CORPORA}
+    found = known.get(base.lower())
+    return found + at + revision if found is not None else spec
 
 
 def check_corpus_spec(spec: str | Path) -> None:

@@ -105,7 +105,7 @@ def test_argument_errors_come_before_heavy_imports(tmp_path, argv):
     ("argv", "usage", "hint"),
     [
         (["fit", "--famly", "micro"], "usage: rbplab fit", "--famly micro (did you mean '--family'?)"),
-        (["report", "--figuers", "png"], "usage: rbplab report", "(did you mean '--figures'?)"),
+        (["report", "--figuers", "png"], "usage: rbplab report", "(did you mean '--figures'"),
         (
             ["extract", "-m", "x", "-c", "prose", "--max-tokns", "5"],
             "usage: rbplab extract",
@@ -134,4 +134,18 @@ def test_corpus_names_ignore_case_like_family_names(capsys, monkeypatch):
     with pytest.raises(SystemExit):
         cli.main(["fit", "-f", "MICRO", "-c", "Prose", "HumanEval", "hub:Wikipedia@abc"])
     assert seen["corpora"] == ["prose", "humaneval", "hub:wikipedia@abc"]
-    assert cli.canonical_corpora(["Prose", "no-such", "hub:nope"]) == ["prose", "no-such", "hub:nope"]
+    from rbplab.store.corpora import canonical_corpus
+
+    assert [canonical_corpus(c) for c in ["Prose", "no-such", "hub:nope"]] == ["prose", "no-such", "hub:nope"]
+
+
+def test_corpus_names_ignore_case_in_python_and_study_files(tmp_path):
+    """`Grid.build` / `load_study` and study files match corpus names as the CLI does."""
+    from rbplab.grid import Grid
+
+    grid = Grid.build(["micro-1-25K"], ["Prose", "HUB:WikiPedia@abc"])
+    assert grid.corpora == ("prose", "hub:wikipedia@abc")
+    assert Grid.build(grid, corpora=["HumanEval"]).corpora == ("humaneval",)
+    study = tmp_path / "s.toml"
+    study.write_text('models = ["micro-1-25K"]\ncorpora = ["PROSE"]\n')
+    assert Grid.read(study).corpora == ("prose",)
