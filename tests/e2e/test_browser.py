@@ -7,6 +7,7 @@ needed). Screenshots land in test-output/browser/ (git-ignored).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -71,13 +72,21 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
         prepare_only=True,
         progress_bar=False,
     )
+    with _jupyterlab(work) as base:
+        yield base, work
+
+
+@contextlib.contextmanager
+def _jupyterlab(work: Path, **env_extra: str) -> Iterator[str]:
+    """JupyterLab on localhost serving `work` (its base URL), with a private config and runtime
+    folder so no saved workspace or settings of the user leak in, shut down afterwards."""
     port = _free_port()
     env = dict(os.environ)
-    # A private config/runtime dir: no saved workspace or settings of the user leak in.
     env.update(
         JUPYTER_CONFIG_DIR=str(work / ".config"),
         JUPYTER_RUNTIME_DIR=str(work / ".runtime"),
         IPYTHONDIR=str(work / ".ipython"),
+        **env_extra,
     )
     env.pop("RBPLAB_STATIC_FIGURES", None)
     log = (work / "lab.log").open("w")
@@ -95,7 +104,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
             if server.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"JupyterLab did not start:\n{(work / 'lab.log').read_text()[-3000:]}")
             time.sleep(0.5)
-        yield base, work
+        yield base
     finally:
         request = urllib.request.Request(f"{base}/api/shutdown?token={TOKEN}", method="POST")
         try:
@@ -105,6 +114,20 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
             server.terminate()
             server.wait(timeout=10)
         log.close()
+
+
+def _open_and_run_all(page, url: str) -> None:
+    """Open a notebook in JupyterLab and run every cell from the Run menu, as a user would."""
+    page.goto(url)
+    page.wait_for_selector(".jp-Notebook", timeout=90_000)
+    # Some JupyterLab versions ask which kernel to start; accept the notebook's own.
+    ready = page.locator(".jp-Dialog .jp-mod-accept").or_(page.get_by_text("| Idle"))
+    ready.first.wait_for(timeout=90_000)
+    if page.locator(".jp-Dialog .jp-mod-accept").count():
+        page.locator(".jp-Dialog .jp-mod-accept").click()
+    page.get_by_text("| Idle").wait_for(timeout=90_000)
+    page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+    page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
 
 
 PLOT_STATE = """el => JSON.stringify({
@@ -128,17 +151,7 @@ def test_notebook_runs_and_k_slider_updates_figure(lab: tuple[str, Path]) -> Non
         )
         try:
             page = browser.new_page()
-            page.goto(f"{base}/lab/tree/rbp.ipynb?token={TOKEN}")
-            page.wait_for_selector(".jp-Notebook", timeout=90_000)
-            # Some JupyterLab versions ask which kernel to start; accept the notebook's own.
-            ready = page.locator(".jp-Dialog .jp-mod-accept").or_(page.get_by_text("| Idle"))
-            ready.first.wait_for(timeout=90_000)
-            if page.locator(".jp-Dialog .jp-mod-accept").count():
-                page.locator(".jp-Dialog .jp-mod-accept").click()
-            page.get_by_text("| Idle").wait_for(timeout=90_000)
-            # Run every cell from the Run menu, as a user would.
-            page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-            page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+            _open_and_run_all(page, f"{base}/lab/tree/rbp.ipynb?token={TOKEN}")
 
             slider = page.locator(".widget-vbox .widget-hslider").first
             slider.wait_for(timeout=180_000)
@@ -280,3 +293,58 @@ def test_report_renders_offline(offline_report: Path) -> None:
     assert remote == [], f"the report asked for remote URLs: {remote}"
     missing = [url for url in failed if url.startswith("file:")]
     assert missing == [], f"local assets missing: {missing}"
+
+
+def test_lab_opens_notebook_06_on_the_checkpoints_the_demo_scored(tmp_path: Path) -> None:
+    """`make demo` then `make lab`: notebook 06 with its own defaults (only a small bootstrap)
+    finds the checkpoints the demo's scoring step put in the cache and analyses them, not the
+    synthetic fallback; its explorer's step slider offers exactly the demo's checkpoints."""
+    import papermill
+    from playwright.sync_api import sync_playwright
+
+    from rbplab.cli.demo import DEMO_REVISIONS, score_checkpoints
+    from rbplab.core.settings import ExtractionSettings
+    from rbplab.store.schedules import schedule_of
+    from rbplab.study import default_corpora
+
+    cache = tmp_path / "cache"
+    if score_checkpoints("micro", default_corpora(), ExtractionSettings(max_tokens=96), cache, {}) is None:
+        pytest.skip("the micro-suite's checkpoints are not in data/")
+    schedule = schedule_of("micro-1-25K")
+    steps = {f"{schedule.step_of(r):,}" for r in schedule.select(DEMO_REVISIONS)}
+    work = tmp_path / "lab06"
+    work.mkdir()
+    papermill.execute_notebook(
+        str(ROOT / "notebooks" / "06_training_dynamics.ipynb"),
+        str(work / "training.ipynb"),
+        parameters={"n_boot": 5},
+        prepare_only=True,
+        progress_bar=False,
+    )
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with _jupyterlab(work, RBPLAB_CACHE=str(cache)) as base, sync_playwright() as p:
+        browser = p.chromium.launch_persistent_context(
+            str(work / ".chromium-profile"),
+            executable_path=CHROMIUM,
+            args=CHROMIUM_ARGS,
+            headless=True,
+            viewport={"width": 1400, "height": 1000},
+        )
+        try:
+            page = browser.new_page()
+            _open_and_run_all(page, f"{base}/lab/tree/training.ipynb?token={TOKEN}")
+            step = page.locator(".widget-hbox", has_text="step").locator(".widget-readout").first
+            step.wait_for(timeout=300_000)
+            page.locator(".widget-vbox .js-plotly-plot").first.wait_for(timeout=60_000)
+            page.get_by_text("| Idle").wait_for(timeout=120_000)
+            step.scroll_into_view_if_needed()
+            page.screenshot(path=str(SHOTS / "06_lab_on_demo_checkpoints.png"))
+            readout = step.inner_text().strip()
+            corpus = page.locator(".widget-dropdown select").first.input_value()
+            text = page.locator(".jp-Notebook").inner_text()
+        finally:
+            browser.close()
+    assert "SYNTHETIC DATA" not in text, "notebook 06 fell back to synthetic checkpoints"
+    assert "Traceback" not in text
+    assert readout in steps, (readout, steps)
+    assert corpus in default_corpora(), corpus  # a synthetic study's only corpus is "known law"
