@@ -447,6 +447,8 @@ def label_log_axes(fig: go.Figure, page: Page = SCREEN, plot_size: tuple[float, 
 def _log_ticks(lo: float, hi: float, most: int) -> list[float]:
     """At most `most` (and at least two) ticks between `lo` and `hi`, as dense as allowed: 1-2-5
     per decade, 1-3, decades, every n-th decade; else evenly spaced round values."""
+    if hi <= lo * 1.0001:  # one value (every model equal, e.g. -log RBP_|V|): a range around it
+        lo, hi = lo / 2, hi * 2
     first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
     for mantissas in ((1, 2, 5), (1, 3), (1,)):
         ticks = [m * 10.0**e for e in range(first, last + 1) for m in mantissas]

@@ -631,3 +631,22 @@ def test_subtitles_are_placed_not_measured(figures, name):
     for a in fig.layout.annotations:
         if a.name == "subtitle":
             assert page.y(a.y) >= 34 - 1 and a.yanchor == "top", name  # under the 17 px title
+
+
+@pytest.mark.parametrize("value", [1e-7, 0.3, 25_000.0])
+def test_a_log_axis_of_one_value_is_labelled(value):
+    """Every point equal on a log axis (-log RBP_k at k = |V| is the same tiny number for every
+    model) used to fail the labelling with a math domain error, failing notebook 02 on real runs."""
+    import math
+
+    import plotly.graph_objects as go
+
+    from rbplab.viz.layout import label_log_axes
+
+    fig = go.Figure(go.Scatter(x=[1e4, 1e5, 1e6], y=[value] * 3))
+    fig.update_xaxes(type="log")
+    fig.update_yaxes(type="log")
+    label_log_axes(fig)
+    ticks = fig.layout.yaxis.tickvals
+    assert len(ticks) >= 2 and min(ticks) < value * 1.0001 and max(ticks) > value / 1.0001
+    assert all(math.isfinite(t) and t > 0 for t in ticks) and all(fig.layout.yaxis.ticktext)
