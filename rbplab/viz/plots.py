@@ -122,6 +122,24 @@ def _line(
     return go.Scatter(x=x, y=y, mode="lines", line=line, name=name, legendgroup=group, meta=meta)
 
 
+def _band(x: Any, low: Any, high: Any, colour: str, name: str, group: str, meta: str) -> go.Scatter:
+    """A faint filled interval between `low` and `high` over `x` (x sorted), kept out of the legend."""
+    x, low, high = np.asarray(x), np.asarray(low), np.asarray(high)
+    return go.Scatter(
+        x=np.r_[x, x[::-1]],
+        y=np.r_[high, low[::-1]],
+        fill="toself",
+        fillcolor=colour,
+        opacity=0.15,
+        line={"width": 0},
+        hoverinfo="skip",
+        showlegend=False,
+        name=name,
+        legendgroup=group,
+        meta=meta,
+    )
+
+
 def _axis_refs(index: int) -> tuple[str, str]:
     suffix = "" if index == 1 else str(index)
     return f"x{suffix}", f"y{suffix} domain"
@@ -215,18 +233,14 @@ def rbp_vs_size(
                     if len(b):
                         pending.append(
                             (
-                                go.Scatter(
-                                    x=np.r_[b["S"], b["S"][::-1]],
-                                    y=np.r_[b["fit_high"], b["fit_low"][::-1]],
-                                    fill="toself",
-                                    fillcolor=colour,
-                                    opacity=0.15,
-                                    line={"width": 0},
-                                    hoverinfo="skip",
-                                    showlegend=False,
-                                    legendgroup=f"{family}|{corpus}|{k}",
-                                    name=f"{family} band",
-                                    meta="band",
+                                _band(
+                                    b["S"],
+                                    b["fit_low"],
+                                    b["fit_high"],
+                                    colour,
+                                    f"{family} band",
+                                    f"{family}|{corpus}|{k}",
+                                    "band",
                                 ),
                                 r,
                                 c,
@@ -373,18 +387,8 @@ def ksweep(
         if {"alpha_low", "alpha_high"} <= set(sel.columns) and sel["alpha_low"].notna().any():
             # The interval as a faint band: error bars of several curves over 30+ ks overprint.
             ok = sel[sel["alpha_low"].notna() & sel["alpha_high"].notna()]
-            band = go.Scatter(
-                x=np.r_[ok["k"], ok["k"][::-1]],
-                y=np.r_[ok["alpha_high"], ok["alpha_low"][::-1]],
-                fill="toself",
-                fillcolor=colour,
-                opacity=0.15,
-                line={"width": 0},
-                hoverinfo="skip",
-                showlegend=False,
-                name=f"{name} interval",
-                legendgroup=name,
-                meta="alpha interval",
+            band = _band(
+                ok["k"], ok["alpha_low"], ok["alpha_high"], colour, f"{name} interval", name, "alpha interval"
             )
             pending.append((band, 1, 2))
         pending.append(
