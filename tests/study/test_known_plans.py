@@ -53,8 +53,8 @@ def read_in_subprocess(models, corpus, cache) -> dict:
         [sys.executable, "-c", READ, json.dumps(models), corpus, str(cache)],
         capture_output=True,
         text=True,
-        check=True,
     )
+    assert out.returncode == 0, f"exit {out.returncode}:\n{out.stderr[-3000:]}"
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
