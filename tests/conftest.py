@@ -13,6 +13,8 @@ from helpers.models import DOCUMENTS, build_gpt2, build_llama, build_neox, build
 
 from rbplab.store.corpora import Corpus, Document
 
+pytest_plugins = ["helpers.hub_fixtures"]  # hub-reachability fixtures shared by two test folders
+
 # The test models are tiny: a second thread buys nothing, and on a machine shared with
 # other jobs OpenMP's barriers make every parallel op wait for a descheduled thread
 # (measured: rank_stats 18x slower with 2 threads on an oversubscribed 2-core machine).
