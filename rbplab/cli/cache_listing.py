@@ -15,6 +15,7 @@ import sys
 
 import pandas as pd
 
+from rbplab.cli.units import human_bytes
 from rbplab.core.names import did_you_mean
 
 # Columns `--group` may fold by; bare `--group` folds revisions (one row per model, corpus, settings).
@@ -87,14 +88,6 @@ def filter_entries(table: pd.DataFrame, args: argparse.Namespace) -> pd.DataFram
     if args.status:
         keep &= table["status"].isin(args.status)
     return table[keep]
-
-
-def human_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    raise AssertionError("unreachable")
 
 
 def _count(value: object) -> str:

@@ -13,6 +13,7 @@ import math
 from dataclasses import asdict
 
 from rbplab.cli.extract_command import add_settings_arguments, grid_from_args, positive_int
+from rbplab.cli.units import human_bytes, human_seconds
 from rbplab.core.errors import InvalidArgumentError
 
 
@@ -123,24 +124,6 @@ def _print_plan(grid, args: argparse.Namespace, accelerator: bool) -> int:
         for line in totals_lines(plan.totals):
             print(line)
     return 0
-
-
-def human_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    raise AssertionError("unreachable")
-
-
-def human_seconds(s: float | None) -> str:
-    if s is None or not math.isfinite(s):
-        return "-"
-    if s < 60:
-        return f"{s:.1f} s"
-    if s < 3600:
-        return f"{s / 60:.1f} min"
-    return f"{s / 3600:.2f} h"
 
 
 def format_table(table) -> str:
