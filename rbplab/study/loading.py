@@ -16,6 +16,7 @@ from typing import Any, Literal
 import pandas as pd
 
 from rbplab.core.compute import training_compute
+from rbplab.core.entry_spec import EntrySpec, EntrySpecError
 from rbplab.core.errors import InvalidArgumentError, RbplabError
 from rbplab.core.runs import Run, run_label
 from rbplab.core.settings import ExtractionSettings
@@ -77,22 +78,11 @@ class MissingRunsError(RbplabError, ValueError):
 
 # Settings a cache entry's spec records as asked, so a cached run that differs in one of them
 # cannot be the run asked for (others, such as a context length of None, resolve per model).
-def _settings_differences(spec: Mapping[str, Any], settings: ExtractionSettings) -> dict[str, tuple]:
+def _settings_differences(spec: EntrySpec, settings: ExtractionSettings) -> dict[str, tuple]:
     """{setting: (cached, asked)} for the settings where the entry's spec cannot match `settings`."""
     from rbplab.extraction.known_plans import DEFAULT_SHARD_TOKENS
 
-    windows = spec.get("windows") or {}
-    vocab = spec.get("vocab") or {}
-    rule = str((windows.get("bos") or {}).get("rule", ""))
-    cached = {
-        "max_tokens": spec.get("max_tokens"),
-        "stride": windows.get("stride"),
-        "bos": rule.split(":", 1)[0] if rule else None,
-        "include_padded_vocab": vocab.get("include_padded"),
-        "shard_tokens": windows.get("shard_tokens"),
-        "context_length": windows.get("context_length"),
-        "dtype": (spec.get("model") or {}).get("dtype"),
-    }
+    cached = spec.settings()
     asked = {
         "max_tokens": settings.max_tokens,
         "stride": settings.stride,
@@ -120,11 +110,14 @@ def absent_runs(grid: Grid, cache_dir: str | Path | None = None) -> MissingRunsE
     from rbplab.store.files import cache_root
 
     root = cache_root(cache_dir)
-    specs = []
+    specs: list[EntrySpec] = []
     for path in entry_dirs(root) if root.is_dir() else []:
         entry = entry_at(path, root)
         if entry is not None and entry.is_complete():
-            specs.append(entry.spec)
+            try:
+                specs.append(EntrySpec.from_json(entry.spec))
+            except EntrySpecError:
+                continue  # not a spec of this version: no run can be read from it
     # Only corpora named as the cache names them: opened corpora, hub:<name>, bundled names (a
     # path's entries are named after its file, so its runs are left to planning).
     corpora = [
@@ -141,10 +134,9 @@ def absent_runs(grid: Grid, cache_dir: str | Path | None = None) -> MissingRunsE
         for corpus in corpora:
             nearest = None
             for spec in specs:
-                model = spec.get("model") or {}
-                if model.get("name") != label or (spec.get("corpus") or {}).get("name") != corpus:
+                if spec.model.name != label or spec.corpus.name != corpus:
                     continue
-                if model.get("revision") not in revisions:
+                if spec.model.revision not in revisions:
                     continue
                 differ = _settings_differences(spec, grid.settings)
                 if nearest is None or len(differ) < len(nearest):
