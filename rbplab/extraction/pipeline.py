@@ -371,6 +371,8 @@ def entry_manifest(
 ) -> dict:
     """The extractor's part of an entry's manifest: model, corpus, settings, provenance."""
     info = plan.described.info
+    # A model spread by a device map runs on GPUs; its info names the map, not a device.
+    device = "cuda" if info.device.startswith("device_map:") else info.device
     manifest = {
         # the revision as keyed: a local model's final checkpoint named by step is the model itself
         "model": info.to_dict() | {"revision": plan.spec.model.revision},
@@ -389,8 +391,7 @@ def entry_manifest(
             "include_padded_vocab": plan.include_padded_vocab,
             "max_tokens": plan.max_tokens,
             "dtype": info.dtype,
-            "batch_tokens": plan.settings.batch_tokens
-            or default_batch_tokens("cuda" if info.device.startswith("device_map:") else info.device),
+            "batch_tokens": plan.settings.batch_tokens or default_batch_tokens(device),
             "pad_multiple": PAD_MULTIPLE,
         },
         "vocab_size": plan.vocab_size,
@@ -404,7 +405,7 @@ def entry_manifest(
             "resumed_shards": resumed,
             # float32 precision pinned while scoring, and the GPU, CUDA and cuBLAS of the process
             # that finalised the entry (None on a CPU); never in the key, so CPU keys stay put
-            "numerics": numerics_record("cuda" if info.device.startswith("device_map:") else info.device),
+            "numerics": numerics_record(device),
         },
     }
     for path, value in plan.spec.manifest_fields().items():  # what the spec pins, from the spec
