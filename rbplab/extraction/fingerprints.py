@@ -38,32 +38,6 @@ def _cached_commit(repo: str, revision: str, filename: str) -> str | None:
     return _snapshot_commit(try_to_load_from_cache(repo, filename, revision=revision))
 
 
-def _cached_branches(repo: str) -> list[str]:
-    from huggingface_hub import constants
-
-    refs = Path(constants.HF_HUB_CACHE) / f"models--{repo.replace('/', '--')}" / "refs"
-    return sorted((p.name for p in refs.iterdir() if p.is_file()), key=_natural) if refs.is_dir() else []
-
-
-def hub_branches(repo: str) -> list[str]:
-    """Branches of a hub model repo: from the hub when it can be reached, else the local cache's refs/."""
-    from rbplab.store import hub
-
-    if hub.offline_reason() is None:
-        try:
-            from huggingface_hub import HfApi
-
-            return sorted((ref.name for ref in HfApi().list_repo_refs(repo).branches), key=_natural)
-        except Exception as err:  # noqa: BLE001 - any hub failure falls back to what is cached
-            if hub.is_connection_error(err):
-                hub.mark_unreachable(err)
-    return _cached_branches(repo)
-
-
-def _natural(name: str) -> tuple:
-    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
-
-
 def _listing(branches: list[str]) -> str:
     return ", ".join(branches[:12]) + (f", ... ({len(branches)} branches)" if len(branches) > 12 else "")
 
@@ -116,14 +90,16 @@ def resolve_commit(source: Source, revision: str | None = None) -> str:
     commit = _cached_commit(source.location, wanted, filename)
     if commit:
         return commit
-    cached = _cached_branches(source.location)
+    cached = hub.cached_branches(source.location)
     known = f" (cached here: {_listing(cached)})" if cached else ""
     raise hub.unreachable(f"{source.location}@{wanted}", reason, f", or pass a commit{known}")
 
 
 def _no_revision(repo: str, wanted: str) -> ModelLoadError:
     """The hub said `repo` has no branch, tag or commit `wanted`."""
-    branches = hub_branches(repo)
+    from rbplab.store import hub
+
+    branches = hub.branches(repo)
     hint = (
         " The final checkpoint is the `main` branch: use revision='main'."
         if wanted in FINAL_STEP_BRANCHES

@@ -263,20 +263,6 @@ def _repo_cache(repo: str) -> Path:
     return Path(constants.HF_HUB_CACHE) / f"datasets--{repo.replace('/', '--')}"
 
 
-def _dataset_branches(repo: str) -> list[str]:
-    """Branches of a hub dataset: from the hub when it can be reached, else the local cache's refs/."""
-    if hub.offline_reason() is None:
-        try:
-            from huggingface_hub import HfApi
-
-            return sorted(ref.name for ref in HfApi().list_repo_refs(repo, repo_type="dataset").branches)
-        except Exception as err:  # noqa: BLE001 - any hub failure falls back to what is cached
-            if hub.is_connection_error(err):
-                hub.mark_unreachable(err)
-    refs = _repo_cache(repo) / "refs"
-    return sorted(p.name for p in refs.iterdir() if p.is_file()) if refs.is_dir() else []
-
-
 def resolve_dataset_revision(repo: str, revision: str) -> str:
     """The commit a dataset revision (branch, tag or commit) points at: a commit as is (no network);
     otherwise asked of the hub, or read from the local hub cache's refs/ when the hub cannot be
@@ -293,7 +279,7 @@ def resolve_dataset_revision(repo: str, revision: str) -> str:
             hub.remote_commit(repo, "README.md", revision, repo_type="dataset")  # never retried
             path = hf_hub_download(repo, "README.md", repo_type="dataset", revision=revision)
         except RevisionNotFoundError:
-            branches = ", ".join(_dataset_branches(repo)) or "none listed"
+            branches = ", ".join(hub.branches(repo, "dataset")) or "none listed"
             raise CorpusError(
                 f"dataset {repo} has no revision {revision!r} on the hub; branches: {branches}"
             ) from None

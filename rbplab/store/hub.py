@@ -12,9 +12,11 @@ says (404: no such revision or repository) is reported as not existing.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from rbplab.core.errors import RbplabError
+from rbplab.store.schedules import natural_sorted
 
 # A reachable endpoint connects in well under a second; a network that drops packets would
 # otherwise hold the probe until the OS gives up (minutes).
@@ -90,6 +92,29 @@ def unreachable(what: str, reason: str, advice: str = "") -> HubUnreachableError
         f"the hub cannot be reached (offline?: {reason}) and the local Hugging Face cache does not hold "
         f"{what}; run once with hub access to cache it{advice}"
     )
+
+
+def branches(repo: str, repo_type: str = "model") -> list[str]:
+    """Branches of a hub repo (a model's, or a dataset's), in natural order (step2 before step10):
+    from the hub when it can be reached, else those the local hub cache has refs/ for."""
+    if offline_reason() is None:
+        try:
+            from huggingface_hub import HfApi
+
+            refs = HfApi().list_repo_refs(repo, repo_type=repo_type)
+            return natural_sorted([ref.name for ref in refs.branches])
+        except Exception as err:  # noqa: BLE001 - any hub failure falls back to what is cached
+            if is_connection_error(err):
+                mark_unreachable(err)
+    return cached_branches(repo, repo_type)
+
+
+def cached_branches(repo: str, repo_type: str = "model") -> list[str]:
+    """The branches the local hub cache has refs/ for (no network), in natural order."""
+    from huggingface_hub import constants
+
+    refs = Path(constants.HF_HUB_CACHE) / f"{repo_type}s--{repo.replace('/', '--')}" / "refs"
+    return natural_sorted([p.name for p in refs.iterdir() if p.is_file()]) if refs.is_dir() else []
 
 
 def _probe(endpoint: str) -> str | None:
