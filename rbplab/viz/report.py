@@ -196,7 +196,7 @@ def execute_notebook(
     out.mkdir(parents=True, exist_ok=True)
     executed = out / path.name
     tables = out / path.stem
-    declared = papermill.inspect_notebook(str(path))
+    declared = declared_parameters([path])  # the names run_report checked its parameters against
     params = {k: v for k, v in dict(parameters or {}).items() if k in declared}
     if "output_dir" in declared:
         params["output_dir"] = str(tables)
