@@ -11,6 +11,7 @@ test can read as well.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import contextvars
 import math
@@ -486,13 +487,23 @@ def _log_axis_extent(fig: go.Figure, name: str, axis: dict) -> tuple[float, floa
         data = getattr(trace, letter, None)
         if data is None:
             continue
-        v = np.asarray([np.nan if x is None else x for x in data], dtype=float)
+        v = _trace_values(data)
         values.append(v[np.isfinite(v) & (v > 0)])
     values = [v for v in values if len(v)]
     if not values:
         return None
     all_values = np.concatenate(values)
     return float(all_values.min()), float(all_values.max())
+
+
+def _trace_values(data: object) -> np.ndarray:
+    """A trace's x or y as floats (None as NaN). A figure read back from JSON (a report's saved
+    figures) holds its arrays in plotly's typed-array form, {"dtype": "f8", "bdata": base64},
+    which is decoded."""
+    if isinstance(data, dict) and "bdata" in data:
+        raw = np.frombuffer(base64.b64decode(data["bdata"]), dtype=np.dtype(data.get("dtype", "f8")))
+        return raw.astype(float).ravel()
+    return np.asarray([np.nan if x is None else x for x in data], dtype=float)
 
 
 def _has_axis_titles(fig: go.Figure, letter: str) -> bool:

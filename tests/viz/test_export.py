@@ -148,3 +148,23 @@ def test_missing_chrome_says_how_to_get_it(tmp_path, monkeypatch):
     monkeypatch.setattr("rbplab.viz.export._require_kaleido", lambda: None)
     with pytest.raises(FigureExportError, match="needs Chrome or Chromium.*apt-get install chromium"):
         viz.save(_figure(), tmp_path / "f.pdf")
+
+
+def test_a_figure_read_back_from_json_is_laid_out_for_paper():
+    """`rbplab report --figures` exports the figures notebooks saved as JSON, whose arrays come back
+    in plotly's typed-array form ({"dtype", "bdata"}): labelling their log axes failed with
+    "could not convert string to float: 'dtype'", so the README's report line failed."""
+    import json
+
+    from rbplab.study import synthetic_study
+    from rbplab.viz import plots
+    from rbplab.viz.layout import for_page, paper_page
+
+    study = synthetic_study()
+    fig = plots.rbp_vs_size(study.points([1, 10]), study.fits([1, 10]), study.bands([1, 10]))
+    read_back = json.loads(fig.to_json())
+    assert any("bdata" in str(trace.get("x")) for trace in read_back["data"])  # what a report reads
+    page = paper_page("column")
+    laid_out, direct = for_page(read_back, page).layout, for_page(fig, page).layout
+    assert laid_out.xaxis.tickvals and laid_out.xaxis.tickvals == direct.xaxis.tickvals
+    assert laid_out.yaxis.ticktext == direct.yaxis.ticktext
