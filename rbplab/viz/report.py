@@ -176,6 +176,102 @@ def _describe_failure(err: BaseException) -> str:
     return f"{type(err).__name__}: {' '.join(str(err).split())}"
 
 
+def _papermill(
+    path: Path,
+    executed: Path,
+    params: Mapping[str, object],
+    *,
+    kernel_name: str | None,
+    timeout: float | None,
+) -> None:
+    """What `papermill.execute_notebook` does (parameters injected after the `parameters` cell, the
+    nbclient engine, the executed notebook written with papermill's marker above a failed cell,
+    `PapermillExecutionError` raised), without papermill's file layer: that layer `os.chdir`s the
+    whole process around every read and write of a notebook (nteract/papermill#473), under every
+    other notebook thread, and two threads restoring each other's folder left the process in the
+    wrong one. Paths here are absolute, read and written by nbformat."""
+    import nbformat
+    from papermill.engines import papermill_engines
+    from papermill.execute import (
+        ERROR_ANCHOR_MSG,
+        ERROR_MARKER_TAG,
+        ERROR_MESSAGE_TEMPLATE,
+        prepare_notebook_metadata,
+        remove_error_markers,
+    )
+    from papermill.parameterize import parameterize_notebook
+    from papermill.version import version as papermill_version
+
+    nb = nbformat.v4.upgrade(nbformat.read(path, as_version=4))
+    empty = {"default_parameters": {}, "parameters": {}, "environment_variables": {}}
+    nb.metadata.setdefault("papermill", {**empty, "version": papermill_version})
+    for cell in nb.cells:  # the engine records each cell's timing and status here
+        cell.metadata.setdefault("tags", [])
+        cell.metadata.setdefault("papermill", {})
+    if params:
+        nb = parameterize_notebook(nb, dict(params), kernel_name=kernel_name)
+    nb = remove_error_markers(prepare_notebook_metadata(nb, str(path), str(executed)))
+    try:
+        nb = papermill_engines.execute_notebook_with_engine(
+            None,
+            nb,
+            kernel_name=papermill_engines.nb_kernel_name(None, nb, kernel_name),
+            input_path=str(path),
+            output_path=None,  # no saving after each cell: that goes through the file layer
+            progress_bar=False,
+            log_output=False,
+            # papermill's `cwd` would chdir the process too; the kernel alone starts there instead.
+            resources={"metadata": {"path": str(path.parent)}},
+            execution_timeout=timeout,
+            # The plotly FigureWidget's state carries plotly.js (~5 MB); the static figure
+            # next to each widget already shows its content.
+            store_widget_state=False,
+            # The kernel's own log (its "running over TCP without encryption" warning at every
+            # start: the kernel listens on localhost only) is noise here; errors still show.
+            extra_arguments=KERNEL_ARGUMENTS,
+        )
+    finally:
+        failed = _first_failure(nb)
+        if failed is not None:
+            index = failed.cell_index
+            anchor = nbformat.v4.new_markdown_cell(ERROR_ANCHOR_MSG, metadata={"tags": [ERROR_MARKER_TAG]})
+            message = ERROR_MESSAGE_TEMPLATE % str(failed.exec_count)
+            top = nbformat.v4.new_markdown_cell(message, metadata={"tags": [ERROR_MARKER_TAG]})
+            nb.cells[index:index] = [anchor]
+            nb.cells[0:0] = [top]
+        nbformat.write(nb, executed)
+    if failed is not None:
+        raise failed
+
+
+def _first_failure(nb) -> Exception | None:
+    """The first cell that failed, as papermill reports it: an error output (a clean `SystemExit`
+    is no failure), else a cell the engine marked failed without one."""
+    from papermill.exceptions import PapermillExecutionError
+
+    for index, cell in enumerate(nb.cells):
+        errors = [
+            out
+            for out in cell.get("outputs", [])
+            if out.output_type == "error" and not (out.ename == "SystemExit" and out.evalue in ("", "0"))
+        ]
+        marked = cell.get("metadata", {}).get("papermill", {}).get("exception") is True
+        if errors or marked:
+            first = errors[0] if errors else None
+            ename, evalue, trace = (
+                (first.ename, first.evalue, first.traceback) if first else ("CellExecutionError", "", [])
+            )
+            return PapermillExecutionError(
+                cell_index=index,
+                exec_count=cell.execution_count,
+                source=cell.source,
+                ename=ename,
+                evalue=evalue,
+                traceback=trace,
+            )
+    return None
+
+
 def execute_notebook(
     path: str | Path,
     output_dir: str | Path,
@@ -189,8 +285,6 @@ def execute_notebook(
     process's working directory is left alone, so notebooks can run in threads). Only parameters
     the notebook declares in its `parameters` cell are passed; `output_dir` (the notebook's table
     folder) is added."""
-    import papermill
-
     path = Path(path).expanduser().resolve()
     out = Path(output_dir).expanduser().resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -204,23 +298,7 @@ def execute_notebook(
     error = None
     try:
         with _static_figures():
-            papermill.execute_notebook(
-                str(path),
-                str(executed),
-                parameters=params,
-                kernel_name=kernel_name,
-                progress_bar=False,
-                # papermill's `cwd` changes the whole process's working directory while the
-                # notebook runs, under every other thread; the kernel alone starts there instead.
-                resources={"metadata": {"path": str(path.parent)}},
-                execution_timeout=timeout,
-                # The plotly FigureWidget's state carries plotly.js (~5 MB); the static figure
-                # next to each widget already shows its content.
-                store_widget_state=False,
-                # The kernel's own log (its "running over TCP without encryption" warning at every
-                # start: the kernel listens on localhost only) is noise here; errors still show.
-                extra_arguments=KERNEL_ARGUMENTS,
-            )
+            _papermill(path, executed, params, kernel_name=kernel_name, timeout=timeout)
     except Exception as err:  # noqa: BLE001 - one failed notebook must not stop the report
         error = _describe_failure(err)
     seconds = time.perf_counter() - start

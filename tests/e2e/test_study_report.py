@@ -84,7 +84,9 @@ def test_readme_report_line_with_a_relative_output_folder(
 ) -> None:
     """`rbplab report -c prose humaneval -o reports/` from a clone's root and from another folder:
     every notebook ok (they run in threads, two at once), index.html written, and nothing written
-    outside the output folder (papermill's `cwd` once moved the whole process into notebooks/)."""
+    outside the output folder, and the process's working directory never changed (papermill's
+    `cwd` once moved the whole process into notebooks/; its file layer chdir's around every
+    notebook it reads or writes, and two notebook threads left the process in a stale folder)."""
     from rbplab.cli import app as cli
 
     clone = tmp_path / "clone"
@@ -94,9 +96,12 @@ def test_readme_report_line_with_a_relative_output_folder(
     cwd.mkdir(parents=True, exist_ok=True)
     monkeypatch.chdir(cwd)
     before = _files(tmp_path, micro_cache)
+    moves: list[str] = []
+    chdir = os.chdir
+    monkeypatch.setattr(os, "chdir", lambda path: (moves.append(str(path)), chdir(path))[1])
     argv = ["report", "-c", "prose", "humaneval", "-o", "reports/", "--max-tokens", str(MAX_TOKENS)]
     status = cli.main([*argv, "--cache-dir", str(micro_cache), "-p", "n_boot", "10"])
-    assert Path.cwd() == cwd
+    assert Path.cwd() == cwd and moves == []
     out = cwd / "reports"
     table = json.loads((out / "results.json").read_text())
     assert status == 0, (out / "index.html").read_text()[-3000:]
