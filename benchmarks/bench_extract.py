@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from rbplab.extraction.pipeline import Scorer
+from rbplab.extraction.scoring import Scorer
 from rbplab.extraction.windows import (
     BosDecision,
     WindowPolicy,
@@ -312,7 +312,7 @@ def _in_child(target, *args):
 
 
 def time_gguf(args, path: Path) -> None:
-    from rbplab.extraction.pipeline import plan_extraction, plan_windows
+    from rbplab.extraction.plan import plan_extraction, plan_windows
 
     overrides = {"max_tokens": args.gguf_tokens, "batch_tokens": args.batch_tokens}
     if args.context_length:

@@ -133,7 +133,8 @@ def _sync(device: torch.device) -> None:
 
 def _run(approach: str, name: str, args: argparse.Namespace, queue: Any) -> None:
     """One approach on one model, in a process of its own; puts (seconds, tokens, peak bytes, info)."""
-    from rbplab.extraction.pipeline import SHARD_TOKENS, Scorer
+    from rbplab.extraction.plan import SHARD_TOKENS
+    from rbplab.extraction.scoring import Scorer
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -207,7 +208,7 @@ def main() -> None:
     parser.add_argument("--kv-cache", action="store_true", help="also score with the KV cache on")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (CPU)")
     args = parser.parse_args()
-    from rbplab.extraction.pipeline import default_batch_tokens
+    from rbplab.extraction.scoring import default_batch_tokens
 
     args.batch_tokens = args.batch_tokens or default_batch_tokens(args.device)
     args.dtype = args.dtype or ("bfloat16" if torch.device(args.device).type == "cuda" else "float32")

@@ -185,7 +185,7 @@ def run_extract(args: argparse.Namespace) -> int:
         # An existing cache that cannot be written (a shared, read-only mount) still serves hits;
         # a run that needs to write fails with this same error before loading any weights.
 
-    from rbplab.extraction.grid import extract_grid
+    from rbplab.extraction.in_process import extract_grid
 
     def say(row: dict) -> None:
         state = "cached" if row["from_cache"] else "extracted"

@@ -4,13 +4,16 @@
 `config_checks` refuses configs that are insane or do not describe the weight files,
 `gguf_file` parses a GGUF header once per process, `fingerprints` identifies models,
 `windows` turns documents into model inputs, `ranks` computes the exact counts from hidden
-states, `pipeline` runs it all into cache entries, `known_plans` finds the entry of a request
-already planned on this machine without loading model code, `repair` recomputes damaged entries
-from what their spec records, and `verify` checks entries against what only the corpus and the
-model can tell (shard counts; shards recomputed and compared).
+states, `plan` resolves a run's cache key, windows and shards from metadata, `scoring` turns a
+shard's windows into rows with the loaded model, `pipeline` runs the shard loop into cache
+entries, `in_process` runs every run of a grid through it, `reading` reads a run's token stats
+back, `known_plans` finds the entry of a request already planned on this machine without loading
+model code, `repair` recomputes damaged entries from what their spec records, and `verify` checks
+entries against what only the corpus and the model can tell (shard counts; shards recomputed and
+compared).
 
-Names are imported on first use, so `rbplab.extraction.known_plans` and `sources` work without
-importing torch.
+Names are imported on first use, so `rbplab.extraction.known_plans`, `reading` and `sources` work
+without importing torch.
 """
 
 from importlib import import_module
@@ -25,11 +28,11 @@ _LAZY = {
     "RemoteCodeError": "rbplab.extraction.sources",
     "describe_model": "rbplab.extraction.models",
     "extract": "rbplab.extraction.pipeline",
-    "extract_grid": "rbplab.extraction.grid",
-    "extract_many": "rbplab.extraction.grid",
+    "extract_grid": "rbplab.extraction.in_process",
+    "extract_many": "rbplab.extraction.in_process",
     "load_model": "rbplab.extraction.models",
-    "load_stats": "rbplab.extraction.pipeline",
-    "plan_extraction": "rbplab.extraction.pipeline",
+    "load_stats": "rbplab.extraction.reading",
+    "plan_extraction": "rbplab.extraction.plan",
     "rank_stats": "rbplab.extraction.ranks",
     "repair_entry": "rbplab.extraction.repair",
 }

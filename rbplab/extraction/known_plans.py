@@ -1,6 +1,6 @@
 """The cache key of a request already planned on this machine, found without loading model code.
 
-Planning a run (`pipeline.plan_extraction`) derives its key from the model's config, tokenizer and
+Planning a run (`plan.plan_extraction`) derives its key from the model's config, tokenizer and
 a meta-device instance of its architecture: seconds of torch and transformers imports, paid again
 by every analysis of a warm cache. A *plan record* remembers what one planning derived: the entry
 key for a request, under ``<cache>/plans/<sha256 of the request>.json``. A request is everything
@@ -36,7 +36,7 @@ from rbplab.store.files import atomic_write, cache_root, ensure_real_dir, read_e
 RECORD_VERSION = 1
 PLANS_DIR = "plans"
 MAX_RECORD_BYTES = 1 << 16
-DEFAULT_SHARD_TOKENS = 1 << 16  # pipeline.SHARD_TOKENS (a test keeps them equal)
+DEFAULT_SHARD_TOKENS = 1 << 16  # plan.SHARD_TOKENS (a test keeps them equal)
 _LIBRARIES = ("rbplab", "transformers", "tokenizers", "gguf")
 # Settings that do not enter the key (how fast, not what).
 _UNKEYED = ("batch_tokens",)
@@ -130,8 +130,8 @@ def _record_path(root: Path, req: dict) -> Path:
     return root / PLANS_DIR / name[:2] / f"{name}.json"
 
 
-def remember(plan: Any, cache_dir: str | Path | None) -> None:
-    """Write the plan record of a request the slow path just planned (`plan`: a pipeline Plan).
+def record_plan(plan: Any, cache_dir: str | Path | None) -> None:
+    """Write the plan record of a request the slow path just planned (`plan`: a `plan.Plan`).
     Best effort: a cache that cannot be written keeps no record, and nothing else changes."""
     settings = plan.settings
     spec = plan.described.spec

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from rbplab.core.entry_spec import EntrySpec
-from rbplab.extraction.pipeline import ExtractResult, Plan, count_problems, extract_plan, plan_extraction
+from rbplab.extraction.pipeline import ExtractResult, extract_plan
+from rbplab.extraction.plan import Plan, count_problems, plan_extraction
 from rbplab.extraction.sources import ModelSpec
 from rbplab.store.cache import (
     CacheEntry,

@@ -5,7 +5,7 @@ kinds and sizes), but two things it cannot know. How many tokens and shards the 
 follows from the corpus, the tokenizer and the window settings: `audit_entry` re-plans the entry
 (`rbplab.extraction.repair.replan`: config and tokenizer, the corpus re-resolved to the content
 the key pins; no weights) and compares every shard's row count with the plan's
-(`rbplab.extraction.pipeline.count_problems`). And whether the numbers are the model's: a shard
+(`rbplab.extraction.plan.count_problems`). And whether the numbers are the model's: a shard
 changed together with both of its checksum records passes every store check, so `audit_entry`
 with `rederive` recomputes shards with the model through the normal extraction path
 (`shard_frame`) and compares them with the stored ones byte for byte.
@@ -20,8 +20,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rbplab.extraction.pipeline import Plan, count_problems, make_scorer, plan_shards, shard_frame
+from rbplab.extraction.plan import Plan, count_problems, plan_shards
 from rbplab.extraction.repair import replan
+from rbplab.extraction.scoring import make_scorer, shard_frame
 from rbplab.store.cache import CacheCorruptedError, CacheEntry, CacheError
 
 # What re-planning, tokenizing or loading a model raises when something is missing or broken.

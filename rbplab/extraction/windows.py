@@ -17,7 +17,7 @@ Special tokens in the text are tokenized as plain text (`split_special_tokens`),
 and any target that is still a special token id is not scored.
 
 Batches group windows of equal padded length; a window's padded length depends on the
-window alone (`padded_length`), which keeps results batch-invariant (see `rbplab.extraction.pipeline`).
+window alone (`padded_length`), which keeps results batch-invariant (see `rbplab.extraction.scoring`).
 """
 
 from __future__ import annotations

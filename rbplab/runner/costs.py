@@ -38,14 +38,9 @@ from typing import Any
 import pandas as pd
 
 from rbplab.core.errors import InvalidArgumentError, RbplabError
-from rbplab.extraction.pipeline import (
-    Plan,
-    default_batch_tokens,
-    make_scorer,
-    plan_extraction,
-    plan_shards,
-)
+from rbplab.extraction.plan import Plan, plan_extraction, plan_shards
 from rbplab.extraction.ranks import block_rows, default_chunk_size
+from rbplab.extraction.scoring import default_batch_tokens, make_scorer
 from rbplab.extraction.windows import batches
 from rbplab.grid import Grid, corpus_label
 from rbplab.runner.units import BYTES_PER_PARAM, DEFAULT_SHARDS_PER_UNIT, accelerator_dtype
@@ -466,7 +461,7 @@ def probe_throughput(
     """Score the first `tokens` targets of `plan`'s corpus with its model (weights loaded) the way a
     run batches them, after one untimed batch (first-call costs: allocation, kernel selection),
     again and again until `min_seconds` have gone by."""
-    from rbplab.extraction.pipeline import plan_windows
+    from rbplab.extraction.plan import plan_windows
 
     windows, scored = [], 0
     for window in plan_windows(plan):

@@ -14,8 +14,9 @@ from pathlib import Path
 
 from rbplab.core.errors import InvalidArgumentError
 from rbplab.core.settings import ExtractionSettings
-from rbplab.extraction.known_plans import remember
-from rbplab.extraction.pipeline import cache_hit, counts_derivable, plan_extraction, plan_shards, sound_shards
+from rbplab.extraction.known_plans import record_plan
+from rbplab.extraction.pipeline import cache_hit, sound_shards
+from rbplab.extraction.plan import counts_derivable, plan_extraction, plan_shards
 from rbplab.extraction.sources import ModelSpec, as_spec
 from rbplab.grid import Grid, ModelRef
 from rbplab.store.cache import CacheEntry
@@ -108,7 +109,7 @@ def plan_study(
             settings = settings.with_changes(dtype=dtypes[ref])
         plan = plan_extraction(ref, run.corpus, settings, described=described)
         entry = CacheEntry(cache_dir, plan.key_spec)
-        remember(plan, cache_dir)
+        record_plan(plan, cache_dir)
         # A complete entry counts as done only with the shards and tokens its corpus gives: one
         # missing its last shard is reported, marked incomplete and cut into units like any other.
         hit = cache_hit(entry, plan)

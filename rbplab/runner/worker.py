@@ -23,16 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rbplab.core.errors import RunFailedError
-from rbplab.extraction.pipeline import (
-    CRASH_HOOK_ENV,
-    Plan,
-    Scorer,
-    compute_shards,
-    make_scorer,
-    plan_extraction,
-    plan_shards,
-    producer_id,
-)
+from rbplab.extraction.pipeline import CRASH_HOOK_ENV, compute_shards, producer_id
+from rbplab.extraction.plan import Plan, plan_extraction, plan_shards
+from rbplab.extraction.scoring import Scorer, make_scorer
 from rbplab.runner.units import WorkUnit
 from rbplab.store.cache import CacheEntry
 

@@ -198,8 +198,9 @@ def _grid_study(
     known = _known_runs(grid, cache_dir, progress, outer)
     if known is not None:  # every run planned before on this machine: no model code is imported
         return Study(known, ties=ties, level=level)
-    from rbplab.extraction.known_plans import remember
-    from rbplab.extraction.pipeline import count_problems, extract_plan, plan_extraction
+    from rbplab.extraction.known_plans import record_plan
+    from rbplab.extraction.pipeline import extract_plan
+    from rbplab.extraction.plan import count_problems, plan_extraction
     from rbplab.store.cache import CacheCorruptedError, CacheEntry
 
     say = progress if callable(progress) else None
@@ -207,7 +208,7 @@ def _grid_study(
     for run in grid.runs(outer=outer):
         plan = plan_extraction(run.model, run.corpus, grid.settings, described=described)
         planned.append((run, plan, CacheEntry(cache_dir, plan.key_spec)))
-        remember(plan, cache_dir)
+        record_plan(plan, cache_dir)
     missing = [f"{run.label} on {run.corpus_label}" for run, _, entry in planned if not entry.is_complete()]
     if missing and not extract:
         raise MissingRunsError.of_runs(missing, cache_dir)

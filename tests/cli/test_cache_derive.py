@@ -22,7 +22,8 @@ from helpers.models import DOCUMENTS
 from helpers.untrusted import read_only, snapshot
 
 from rbplab.cli import app as cli
-from rbplab.extraction.pipeline import extract, load_stats
+from rbplab.extraction.pipeline import extract
+from rbplab.extraction.reading import load_stats
 from rbplab.runner import read_study_file
 from rbplab.store.cache import CacheCorruptedError, CacheEntry
 from rbplab.store.summaries import SUMMARY_FILE

@@ -88,7 +88,8 @@ def test_each_checkpoint_loads_its_own_weights(checkpointed):
 
 
 def test_manifest_records_tokens_seen_and_compute_but_the_key_does_not(checkpointed, tiny_corpus, cache_dir):
-    from rbplab.extraction.pipeline import extract, plan_extraction
+    from rbplab.extraction.pipeline import extract
+    from rbplab.extraction.plan import plan_extraction
 
     early = extract(
         ModelSpec(str(checkpointed), revision="step-10"), tiny_corpus, cache_dir=cache_dir, progress=False
@@ -107,7 +108,7 @@ MICRO_STEPS = [98, 195, 390, 781, 1562]  # scripts/train_micro.py --checkpoints 
 
 @pytest.mark.parametrize("model", ["micro-1-25K", "micro-2-85K"])
 def test_bundled_micro_checkpoints_load_by_revision(model):
-    from rbplab.extraction.pipeline import plan_extraction
+    from rbplab.extraction.plan import plan_extraction
     from rbplab.store import cache_key, schedules
 
     schedule = schedules.schedule_of(model)

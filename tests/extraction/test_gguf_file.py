@@ -12,7 +12,8 @@ import gguf
 import numpy as np
 import pytest
 
-from rbplab.extraction.pipeline import extract, load_stats
+from rbplab.extraction.pipeline import extract
+from rbplab.extraction.reading import load_stats
 
 
 @pytest.fixture

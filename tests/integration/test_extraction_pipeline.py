@@ -18,15 +18,12 @@ from helpers.cache_rows import entry_rows
 from helpers.models import naive_reference
 
 from rbplab.extraction import pipeline as extract_module
+from rbplab.extraction import plan as plan_module
 from rbplab.extraction.models import ModelLoadError, ModelSpec
-from rbplab.extraction.pipeline import (
-    ContextLengthError,
-    default_batch_tokens,
-    extract,
-    load_stats,
-    plan_extraction,
-    plan_windows,
-)
+from rbplab.extraction.pipeline import extract
+from rbplab.extraction.plan import ContextLengthError, plan_extraction, plan_windows
+from rbplab.extraction.reading import load_stats
+from rbplab.extraction.scoring import default_batch_tokens
 from rbplab.extraction.windows import padded_length
 from rbplab.store import registry
 from rbplab.store.cache import CacheEntry
@@ -209,7 +206,7 @@ def _reference_frame(model_dir, corpus, root) -> pd.DataFrame:
 
 
 def test_resume_after_crash(gpt2_dir, tiny_corpus, tmp_path, monkeypatch):
-    monkeypatch.setattr(extract_module, "SHARD_TOKENS", 40)
+    monkeypatch.setattr(plan_module, "SHARD_TOKENS", 40)
     expected = _reference_frame(gpt2_dir, tiny_corpus, tmp_path / "clean")
     written = []
     original = CacheEntry.write_shard
@@ -233,7 +230,7 @@ def test_resume_after_crash(gpt2_dir, tiny_corpus, tmp_path, monkeypatch):
 
 @pytest.mark.slow  # a fresh interpreter imports torch and transformers (~10 s)
 def test_resume_after_sigkill(gpt2_dir, tiny_corpus, tmp_path, monkeypatch):
-    monkeypatch.setattr(extract_module, "SHARD_TOKENS", 40)
+    monkeypatch.setattr(plan_module, "SHARD_TOKENS", 40)
     expected = _reference_frame(gpt2_dir, tiny_corpus, tmp_path / "clean")
     root = tmp_path / "killed"
     script = textwrap.dedent(
@@ -241,10 +238,10 @@ def test_resume_after_sigkill(gpt2_dir, tiny_corpus, tmp_path, monkeypatch):
         import os, signal, sys
         sys.path.insert(0, {str(Path(__file__).parents[1])!r})
         from helpers.models import DOCUMENTS
-        from rbplab.extraction import pipeline as ex
+        from rbplab.extraction import pipeline as ex, plan
         from rbplab.store.cache import CacheEntry
         from rbplab.store.corpora import Corpus, Document
-        ex.SHARD_TOKENS = 40
+        plan.SHARD_TOKENS = 40
         original = CacheEntry.write_shard
         def write_then_die(self, index, frame, **kwargs):
             original(self, index, frame, **kwargs)
@@ -269,7 +266,7 @@ def test_resume_after_sigkill(gpt2_dir, tiny_corpus, tmp_path, monkeypatch):
 
 
 def test_corrupted_shard_is_recomputed_with_warning(gpt2_dir, tiny_corpus, cache_dir, monkeypatch):
-    monkeypatch.setattr(extract_module, "SHARD_TOKENS", 40)
+    monkeypatch.setattr(plan_module, "SHARD_TOKENS", 40)
     expected = load_stats(str(gpt2_dir), tiny_corpus, context_length=CTX, cache_dir=cache_dir, progress=False)
     result = extract(str(gpt2_dir), tiny_corpus, context_length=CTX, cache_dir=cache_dir, progress=False)
     shard = result.path / result.manifest["shards"][1]["file"]

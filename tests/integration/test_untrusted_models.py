@@ -17,8 +17,10 @@ from helpers.untrusted import read_only, snapshot
 
 from rbplab.cli import app as cli
 from rbplab.core.errors import RbplabError
-from rbplab.extraction import pipeline as extract_module
-from rbplab.extraction.pipeline import extract, load_stats, plan_extraction
+from rbplab.extraction import plan as plan_module
+from rbplab.extraction.pipeline import extract
+from rbplab.extraction.plan import plan_extraction
+from rbplab.extraction.reading import load_stats
 from rbplab.extraction.sources import ModelSpec
 from rbplab.store.cache import CacheEntry, cache_key, list_entries
 
@@ -175,7 +177,7 @@ def test_repair_says_when_the_model_is_gone(gpt2_dir, corpus_file, tmp_path, cap
 
 
 def test_foreign_shard_on_resume_is_recomputed(gpt2_dir, tiny_corpus, tmp_path, monkeypatch):
-    monkeypatch.setattr(extract_module, "SHARD_TOKENS", 40)
+    monkeypatch.setattr(plan_module, "SHARD_TOKENS", 40)
     clean = load_stats(
         str(gpt2_dir), tiny_corpus, context_length=CTX, cache_dir=tmp_path / "c", progress=False
     )
@@ -323,7 +325,7 @@ def test_non_finite_logits_after_finished_shards_keep_them(
     llama_dir, tiny_tokenizer, tiny_corpus, tmp_path, monkeypatch
 ):
     """A shard finished before the failure stays on disk (the run is resumable); no manifest."""
-    monkeypatch.setattr(extract_module, "SHARD_TOKENS", 40)
+    monkeypatch.setattr(plan_module, "SHARD_TOKENS", 40)
     texts = [doc.text for doc in tiny_corpus.documents]
     first = set(tiny_tokenizer(texts[0], add_special_tokens=False)["input_ids"])
     later = [t for text in texts[1:] for t in tiny_tokenizer(text, add_special_tokens=False)["input_ids"]]

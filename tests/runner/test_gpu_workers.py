@@ -17,7 +17,8 @@ import pytest
 from helpers.models import DOCUMENTS
 
 from rbplab.core import ExtractionSettings
-from rbplab.extraction import pipeline
+from rbplab.extraction import plan as plan_module
+from rbplab.extraction import scoring
 from rbplab.runner import executors, plan_study, read_study_file, run_study, worker
 from rbplab.runner.executors import run_processes, worker_devices
 from rbplab.store import CacheEntry
@@ -59,7 +60,7 @@ def test_local_workers_get_one_gpu_each(study_path, tmp_path, monkeypatch):
 def test_a_worker_loads_each_model_once(study_path, tmp_path, monkeypatch):
     loads = collections.Counter()
     tokenised = []
-    load_weights, tokenize = pipeline.load_weights, pipeline.tokenize_documents
+    load_weights, tokenize = scoring.load_weights, plan_module.tokenize_documents
 
     def counting_load(described):
         loads[described.spec.name_or_path] += 1
@@ -69,13 +70,13 @@ def test_a_worker_loads_each_model_once(study_path, tmp_path, monkeypatch):
         tokenised.append(len(texts))
         return tokenize(tokenizer, texts)
 
-    monkeypatch.setattr(pipeline, "load_weights", counting_load)
-    monkeypatch.setattr(pipeline, "tokenize_documents", counting_tokenize)
+    monkeypatch.setattr(scoring, "load_weights", counting_load)
+    monkeypatch.setattr(plan_module, "tokenize_documents", counting_tokenize)
     kept = []
     release = worker.release_models
     monkeypatch.setattr(worker, "_LOADED", {})
     monkeypatch.setattr(executors, "release_models", lambda: kept.append(len(worker._LOADED)) or release())
-    monkeypatch.setattr(pipeline, "_WINDOW_MEMO", collections.OrderedDict())  # as a fresh process
+    monkeypatch.setattr(plan_module, "_WINDOW_MEMO", collections.OrderedDict())  # as a fresh process
     run = run_study(study_path, cache_dir=tmp_path / "cache", progress=False, shards_per_unit=1)
     assert run.ok and len(run.table) == 6
     plan = plan_study(read_study_file(study_path), tmp_path / "cache", shards_per_unit=1)

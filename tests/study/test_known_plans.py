@@ -105,8 +105,8 @@ def test_only_a_cpu_only_request_is_recorded():
     assert not cpu_only(ExtractionSettings(device="cpu", device_map="auto"))
 
 
-def test_default_shard_size_is_the_pipelines():
-    from rbplab.extraction.pipeline import SHARD_TOKENS
+def test_default_shard_size_is_the_planners():
+    from rbplab.extraction.plan import SHARD_TOKENS
 
     assert known_plans.DEFAULT_SHARD_TOKENS == SHARD_TOKENS
 

@@ -168,6 +168,7 @@ def test_load_study_reads_through_the_extraction_cache(
 ) -> None:
     """The real path: registry family -> extract (first call) -> cache -> TokenStats (later calls)."""
     from rbplab.extraction import pipeline as extract
+    from rbplab.extraction.reading import load_stats
     from rbplab.store import cache as cache_admin
     from rbplab.store import registry
 
@@ -184,7 +185,7 @@ def test_load_study_reads_through_the_extraction_cache(
     study = load_study("tiny", tiny_corpus, cache_dir=cache_dir, progress=lines.append, extract=True)
     assert lines == ["tiny/tiny-gpt2 on tiny", "tiny/tiny-neox on tiny"]
     assert study.corpora == ["tiny"] and list(study.models["S"]) == [1000, 4000]
-    direct = extract.load_stats(str(gpt2_dir), tiny_corpus, cache_dir=cache_dir, progress=False)
+    direct = load_stats(str(gpt2_dir), tiny_corpus, cache_dir=cache_dir, progress=False)
     assert np.array_equal(study.stats("tiny-gpt2", "tiny").rank(), direct.rank())
     assert len(cache_admin.list_entries(cache_dir)) == 2
 

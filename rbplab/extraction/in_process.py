@@ -1,4 +1,5 @@
-"""A grid through the cache, in this process: the Python face of `rbplab extract`.
+"""Every run of a grid extracted in this process, one after another: the Python face of
+`rbplab extract` (`rbplab.runner` spreads a grid's shards over worker processes instead).
 
 Corpora are opened once, before any model is touched, so a bad corpus fails the grid at once;
 every run of the grid (`rbplab.grid.Grid.runs`, models outer so each model's weights load once)
@@ -15,8 +16,9 @@ import pandas as pd
 
 from rbplab.core.errors import InvalidArgumentError
 from rbplab.core.settings import ExtractionSettings, resolve_settings
-from rbplab.extraction.known_plans import remember
-from rbplab.extraction.pipeline import extract_plan, plan_extraction
+from rbplab.extraction.known_plans import record_plan
+from rbplab.extraction.pipeline import extract_plan
+from rbplab.extraction.plan import plan_extraction
 from rbplab.extraction.sources import ModelSpec, as_spec
 from rbplab.grid import Grid, ModelRef
 from rbplab.store.corpora import Corpus, LazyCorpus
@@ -42,7 +44,7 @@ def extract_grid(
     for run in grid.runs():
         plan = plan_extraction(run.model, run.corpus, grid.settings, described=described)
         result = extract_plan(plan, cache_dir=root, progress=progress)
-        remember(plan, root)  # the next analysis of this run finds its key without model code
+        record_plan(plan, root)  # the next analysis of this run finds its key without model code
         row = {
             "model": run.label,
             "corpus": run.corpus.name,
