@@ -32,7 +32,7 @@ from plotly.subplots import make_subplots
 from rbplab.analysis.data_scaling import data_law_curves
 from rbplab.analysis.emergence import sequence_law, sequence_law_range
 from rbplab.core.errors import InvalidArgumentError
-from rbplab.viz.layout import Grid, arrange, categorical, html_label, legend_key, sequential
+from rbplab.viz.layout import Panels, arrange, categorical, html_label, legend_key, sequential
 
 REGIME_COLOURS = {"k = 1": "rgba(99,110,250,0.08)", "1 < k <= 100": "rgba(0,204,150,0.08)"}
 S_TITLE = "non-embedding parameters S"
@@ -291,7 +291,7 @@ def rbp_vs_size(
     fig.update_yaxes(type="log")
     return arrange(
         fig,
-        Grid(rows=len(ks), cols=len(corpora), panel_height=300, shared_x=True),
+        Panels(rows=len(ks), cols=len(corpora), panel_height=300, shared_x=True),
         title=title or "Relative-based scaling: −log RBP<sub>k</sub> vs model size",
         panel_titles=[f"{c} · k={_fmt_k(k)}" for k in ks for c in corpora],
         x_title=S_TITLE,
@@ -334,7 +334,7 @@ def rbp_curves(curves: pd.DataFrame, *, title: str | None = None, marker_k: floa
     fig.update_xaxes(type="log")
     return arrange(
         fig,
-        Grid(cols=len(corpora), panel_height=380),
+        Panels(cols=len(corpora), panel_height=380),
         title=title or "RBP<sub>k</sub> against k",
         panel_titles=corpora if len(corpora) > 1 else None,
         x_title="k",
@@ -452,7 +452,7 @@ def ksweep(
     )
     return arrange(
         fig,
-        Grid(cols=2, panel_height=360, per_axis_y_titles=True),
+        Panels(cols=2, panel_height=360, per_axis_y_titles=True),
         title=title or "Scaling fits as a function of k",
         subtitle=subtitle,
         panel_titles=["fit quality R²(k)", "exponent α(k)"],
@@ -636,7 +636,7 @@ def emergence(em: pd.DataFrame, *, title: str | None = None, extrapolate: bool =
     )
     return arrange(
         fig,
-        Grid(rows=len(corpora), cols=len(ks), panel_height=230, shared_x=True),
+        Panels(rows=len(corpora), cols=len(ks), panel_height=230, shared_x=True),
         title=title or default + " (log scale)",
         subtitle=subtitle,
         panel_titles=titles,
@@ -680,7 +680,7 @@ def emergence_linearised(em: pd.DataFrame, *, title: str | None = None) -> go.Fi
     fig.update_yaxes(type="log")
     return arrange(
         fig,
-        Grid(rows=len(corpora), cols=len(ks), panel_height=230),
+        Panels(rows=len(corpora), cols=len(ks), panel_height=230),
         title=title or f"Emergence, linearised: −log {P_NK} vs N · S<sup>−α</sup>",
         panel_titles=titles,
         x_title="N · S<sup>−α</sup>",
@@ -714,7 +714,7 @@ def rank_distribution(pmf: pd.DataFrame, *, title: str | None = None) -> go.Figu
     fig.update_yaxes(type="log", **POWER_TICKS)
     return arrange(
         fig,
-        Grid(panel_height=420),
+        Panels(panel_height=420),
         title=title or "Rank distribution and lognormal fit",
         subtitle="markers: measured frequency of each rank bin; lines: fitted discretised lognormal",
         y_title="frequency",
@@ -758,7 +758,7 @@ def lognormal_params(params: pd.DataFrame, *, title: str | None = None) -> go.Fi
     has_intervals = any(f"{n}_low" in params.columns for n in PARAMETER_TITLES)
     return arrange(
         fig,
-        Grid(cols=3, panel_height=340, per_axis_y_titles=True),
+        Panels(cols=3, panel_height=340, per_axis_y_titles=True),
         title=title or "Lognormal parameters vs model size",
         subtitle=None if has_intervals else "maximum-likelihood fits per model (no interval available)",
         panel_titles=["location μ", "scale σ", "μ/σ"],
@@ -808,7 +808,7 @@ def ce_vs_rbp(ce: pd.DataFrame, *, title: str | None = None) -> go.Figure:
     fig.update_yaxes(title_text="nats (theory)", row=1, col=2)
     return arrange(
         fig,
-        Grid(cols=2, panel_height=360, per_axis_y_titles=True),
+        Panels(cols=2, panel_height=360, per_axis_y_titles=True),
         title=title or "Cross-entropy vs −log RBP<sub>1</sub>",
         panel_titles=["measured", "lognormal theory (appendix B)"],
         x_title=S_TITLE,
@@ -915,7 +915,7 @@ def training_dynamics(
     fig.update_xaxes(title_text=S_TITLE, row=1, col=2)
     return arrange(
         fig,
-        Grid(cols=2, panel_height=380),
+        Panels(cols=2, panel_height=380),
         title=title or f"{y_label} over training",
         panel_titles=["vs tokens seen D", "vs size S" + ("" if step is None else f" at step {step:,.0f}")],
         y_title=y_label,
@@ -988,7 +988,7 @@ def iso_loss(
     fig.update_yaxes(title_text="log<sub>10</sub> non-embedding parameters S")
     return arrange(
         fig,
-        Grid(panel_height=440),
+        Panels(panel_height=440),
         title=title or f"Fitted {loss_label}: iso-loss contours and the compute-optimal frontier",
         subtitle=f"the frontier of {', '.join(outside)} lies outside the fitted range" if outside else None,
         colorbar=True,
@@ -1034,7 +1034,7 @@ def decomposition_vs_size(dec: pd.DataFrame, *, title: str | None = None) -> go.
         fig.update_yaxes(title_text="nats", row=1, col=col)
     return arrange(
         fig,
-        Grid(cols=3, panel_height=340, per_axis_y_titles=True),
+        Panels(cols=3, panel_height=340, per_axis_y_titles=True),
         title=title or "Cross-entropy decomposition vs model size: CE = EE + SA − Conf",
         subtitle="SA and Conf grow with the number of tokens: compare them at equal token counts",
         panel_titles=list(DECOMPOSITION_TITLES.values()),
@@ -1103,7 +1103,7 @@ def decomposition_bars(dec: pd.DataFrame, *, title: str | None = None) -> go.Fig
         fig.update_xaxes(tickvals=values, ticktext=text, tickangle=0, row=row, col=col)
     return arrange(
         fig,
-        Grid(rows=rows, cols=cols, panel_height=260),
+        Panels(rows=rows, cols=cols, panel_height=260),
         title=title or "Cross-entropy decomposed per model",
         panel_titles=[str(c) for c in corpora],
         x_title="model (non-embedding parameters S)",
@@ -1190,7 +1190,7 @@ def prediction_audit(audit: pd.DataFrame, *, title: str | None = None, level: fl
     n_models = "largest size" if holdouts == [1] else "largest sizes"
     return arrange(
         fig,
-        Grid(cols=len(holdouts), panel_height=360),
+        Panels(cols=len(holdouts), panel_height=360),
         title=title or "Does the law predict the next model? Predicted vs measured loss",
         subtitle=f"error bars: {level:.0%} prediction intervals of the law fitted on the smaller models",
         panel_titles=[f"{n} {n_models if n > 1 else 'largest size'} held out" for n in holdouts],
@@ -1262,7 +1262,7 @@ def reference_vs_size(
     fig.update_yaxes(type="log")
     return arrange(
         fig,
-        Grid(cols=len(ks), panel_height=320),
+        Panels(cols=len(ks), panel_height=320),
         title=title or "The paper's GPT-2 measurements (its code repository)",
         subtitle="1,000 Wikipedia sequences × 512 tokens, fp32, special-token positions dropped",
         panel_titles=[f"k={_fmt_k(k)}" for k in ks],
