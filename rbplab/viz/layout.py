@@ -219,24 +219,27 @@ def arrange(
     geometry: `page.width` px wide, at most `page.max_height` px high (panels shrink to fit), each
     panel's title above it, one x title under the panels and one y title left of it (or the axes'
     own titles when `panels.per_axis_y_titles`), the legend below the panels ("bottom", horizontal, as
-    many rows as its entries need) or right of it ("right"), and log axes labelled with their
-    magnitudes. On a narrower page each panel keeps the shape it has on the screen. The arguments
-    are recorded in the figure (`for_page` lays it out again for another page). Returns `fig`."""
+    many rows as its entries need) or right of it ("right"; below on a page too narrow for that),
+    and log axes labelled with their magnitudes. On a narrower page each panel keeps the shape it
+    has on the screen. The arguments are recorded in the figure (`for_page` lays it out again for
+    another page). Returns `fig`."""
     rows, cols = panels.rows, panels.cols
     k = page.scale
     entries = _legend_entries(fig) if legend != "none" else []
     titled = bool(y_title or panels.per_axis_y_titles or _has_axis_titles(fig, "y"))
+    place = _legend_place(panels, page, entries, legend, colorbar, titled)
     tick_room, axis_room, panel_room = TICK_ROOM * k, AXIS_TITLE_ROOM * k, PANEL_TITLE_ROOM * k
-    left, right, plot_width, hgap, panel_width = _columns(panels, page, entries, legend, colorbar, titled)
+    left, right, plot_width, hgap, panel_width = _columns(panels, page, entries, place, colorbar, titled)
     vgap = (panel_room if panel_titles else 8 * k) + (8 * k if panels.shared_x else tick_room + 8 * k)
     below = tick_room + (axis_room if x_title or _has_axis_titles(fig, "x") else 0)
     n_rows, entry_text = (
-        legend_rows(entries, page.width - 16 * k, page.font_size) if legend == "bottom" else (0, 0.0)
+        legend_rows(entries, page.width - 16 * k, page.font_size) if place == "bottom" else (0, 0.0)
     )
     heading = (44 + (20 if subtitle else 0)) * k if page.titled else 4 * k
     top = heading + (panel_room if panel_titles else 8 * k)
     bottom = below + (n_rows * LEGEND_ROW * k + 16 * k if n_rows else 12 * k)
-    screen_width = _columns(panels, SCREEN, entries, legend, colorbar, titled)[4]
+    screen_place = _legend_place(panels, SCREEN, entries, legend, colorbar, titled)
+    screen_width = _columns(panels, SCREEN, entries, screen_place, colorbar, titled)[4]
     panel_height = panels.panel_height * min(1.0, panel_width / screen_width)
     fixed = top + bottom + (rows - 1) * vgap
     if fixed + rows * panel_height > page.max_height:
@@ -308,7 +311,7 @@ def arrange(
             }
         },
     }
-    if legend == "bottom" and entries:
+    if place == "bottom" and entries:
         layout["legend"] = {
             "orientation": "h",
             "x": -(left - 8 * k) / plot_width,
@@ -319,7 +322,7 @@ def arrange(
             "entrywidthmode": "pixels",
             "tracegroupgap": 0,
         }
-    elif legend == "right" and entries:
+    elif place == "right" and entries:
         layout["legend"] = {
             "orientation": "v",
             "x": 1 + (16 + (90 if colorbar else 0)) * k / plot_width,
@@ -346,6 +349,17 @@ def arrange(
 
 
 SUBTITLE_TOP = 34  # px from the figure's top to its subtitle, under the 17 px title
+
+
+def _legend_place(
+    panels: Panels, page: Page, entries: Sequence[str], legend: str, colorbar: bool, titled: bool
+) -> str:
+    """Where the legend goes on `page`: where it was asked, but below the panels when a legend on
+    the right would leave them less than half the page (on a paper column it left them no width)."""
+    if legend == "right" and entries:
+        if _columns(panels, page, entries, legend, colorbar, titled)[2] < page.width / 2:
+            return "bottom"
+    return legend
 
 
 def _columns(
