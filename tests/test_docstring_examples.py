@@ -25,7 +25,7 @@ DOCUMENTED = {
     "rbplab.analysis.emergence": ["sequence_law"],
     "rbplab.grid.grid": ["Grid.from_names"],
     "rbplab.core.settings": ["ExtractionSettings"],
-    "rbplab.viz.plots": ["rbp_vs_size"],
+    "rbplab.viz.plots.size": ["rbp_vs_size"],
 }
 
 

@@ -3,7 +3,7 @@ in pixels, titles that never run into each other, legends that are never cut, an
 say what they encode (a sequential scale for sizes and other ordered values).
 
 plotly places subplots by fractions of the plotting area and never checks that one panel's title
-or tick labels fit beside the next; `arrange` therefore lays a grid out in pixels (gaps for tick
+or tick labels fit beside the next; `arrange` therefore lays the panels out in pixels (gaps for tick
 labels and titles, margins for the legend rows it needs) and converts to fractions last. The
 sizes of text are estimated from the number of characters (`text_width`), which is all a layout
 test can read as well.
@@ -164,7 +164,7 @@ def paper_page(size: str, *, titled: bool = False) -> Page:
 
 
 @dataclass(frozen=True)
-class Grid:
+class Panels:
     """How panels are laid out: rows x cols, each row `panel_height` px when the page allows.
     shared_x: only the bottom row shows x tick labels (the columns share their x axis)."""
 
@@ -204,7 +204,7 @@ ARRANGED = "rbplab.arrange"  # where `arrange` records its arguments in layout.m
 
 def arrange(
     fig: go.Figure,
-    grid: Grid,
+    panels: Panels,
     *,
     title: str,
     subtitle: str | None = None,
@@ -215,29 +215,32 @@ def arrange(
     colorbar: bool = False,
     page: Page = SCREEN,
 ) -> go.Figure:
-    """Give `fig` (made by make_subplots with grid.rows x grid.cols, or one panel) the shared page
+    """Give `fig` (made by make_subplots with panels.rows x panels.cols, or one panel) the shared page
     geometry: `page.width` px wide, at most `page.max_height` px high (panels shrink to fit), each
-    panel's title above it, one x title under the grid and one y title left of it (or the axes'
-    own titles when `grid.per_axis_y_titles`), the legend below the grid ("bottom", horizontal, as
-    many rows as its entries need) or right of it ("right"), and log axes labelled with their
-    magnitudes. On a narrower page each panel keeps the shape it has on the screen. The arguments
-    are recorded in the figure (`for_page` lays it out again for another page). Returns `fig`."""
-    rows, cols = grid.rows, grid.cols
+    panel's title above it, one x title under the panels and one y title left of it (or the axes'
+    own titles when `panels.per_axis_y_titles`), the legend below the panels ("bottom", horizontal, as
+    many rows as its entries need) or right of it ("right"; below on a page too narrow for that),
+    and log axes labelled with their magnitudes. On a narrower page each panel keeps the shape it
+    has on the screen. The arguments are recorded in the figure (`for_page` lays it out again for
+    another page). Returns `fig`."""
+    rows, cols = panels.rows, panels.cols
     k = page.scale
     entries = _legend_entries(fig) if legend != "none" else []
-    titled = bool(y_title or grid.per_axis_y_titles or _has_axis_titles(fig, "y"))
+    titled = bool(y_title or panels.per_axis_y_titles or _has_axis_titles(fig, "y"))
+    place = _legend_place(panels, page, entries, legend, colorbar, titled)
     tick_room, axis_room, panel_room = TICK_ROOM * k, AXIS_TITLE_ROOM * k, PANEL_TITLE_ROOM * k
-    left, right, plot_width, hgap, panel_width = _columns(grid, page, entries, legend, colorbar, titled)
-    vgap = (panel_room if panel_titles else 8 * k) + (8 * k if grid.shared_x else tick_room + 8 * k)
+    left, right, plot_width, hgap, panel_width = _columns(panels, page, entries, place, colorbar, titled)
+    vgap = (panel_room if panel_titles else 8 * k) + (8 * k if panels.shared_x else tick_room + 8 * k)
     below = tick_room + (axis_room if x_title or _has_axis_titles(fig, "x") else 0)
     n_rows, entry_text = (
-        legend_rows(entries, page.width - 16 * k, page.font_size) if legend == "bottom" else (0, 0.0)
+        legend_rows(entries, page.width - 16 * k, page.font_size) if place == "bottom" else (0, 0.0)
     )
     heading = (44 + (20 if subtitle else 0)) * k if page.titled else 4 * k
     top = heading + (panel_room if panel_titles else 8 * k)
     bottom = below + (n_rows * LEGEND_ROW * k + 16 * k if n_rows else 12 * k)
-    screen_width = _columns(grid, SCREEN, entries, legend, colorbar, titled)[4]
-    panel_height = grid.panel_height * min(1.0, panel_width / screen_width)
+    screen_place = _legend_place(panels, SCREEN, entries, legend, colorbar, titled)
+    screen_width = _columns(panels, SCREEN, entries, screen_place, colorbar, titled)[4]
+    panel_height = panels.panel_height * min(1.0, panel_width / screen_width)
     fixed = top + bottom + (rows - 1) * vgap
     if fixed + rows * panel_height > page.max_height:
         panel_height = max(80 * k, (page.max_height - fixed) // rows)
@@ -297,7 +300,7 @@ def arrange(
         "showlegend": bool(entries),
         "meta": {
             ARRANGED: {
-                "grid": asdict(grid),
+                "panels": asdict(panels),
                 "title": title,
                 "subtitle": subtitle,
                 "panel_titles": list(panel_titles) if panel_titles else None,
@@ -308,7 +311,7 @@ def arrange(
             }
         },
     }
-    if legend == "bottom" and entries:
+    if place == "bottom" and entries:
         layout["legend"] = {
             "orientation": "h",
             "x": -(left - 8 * k) / plot_width,
@@ -319,7 +322,7 @@ def arrange(
             "entrywidthmode": "pixels",
             "tracegroupgap": 0,
         }
-    elif legend == "right" and entries:
+    elif place == "right" and entries:
         layout["legend"] = {
             "orientation": "v",
             "x": 1 + (16 + (90 if colorbar else 0)) * k / plot_width,
@@ -348,8 +351,19 @@ def arrange(
 SUBTITLE_TOP = 34  # px from the figure's top to its subtitle, under the 17 px title
 
 
+def _legend_place(
+    panels: Panels, page: Page, entries: Sequence[str], legend: str, colorbar: bool, titled: bool
+) -> str:
+    """Where the legend goes on `page`: where it was asked, but below the panels when a legend on
+    the right would leave them less than half the page (on a paper column it left them no width)."""
+    if legend == "right" and entries:
+        if _columns(panels, page, entries, legend, colorbar, titled)[2] < page.width / 2:
+            return "bottom"
+    return legend
+
+
 def _columns(
-    grid: Grid, page: Page, entries: Sequence[str], legend: str, colorbar: bool, titled: bool
+    panels: Panels, page: Page, entries: Sequence[str], legend: str, colorbar: bool, titled: bool
 ) -> tuple[float, float, float, float, float]:
     """(left margin, right margin, plot width, gap between columns, panel width) in px."""
     k = page.scale
@@ -358,8 +372,8 @@ def _columns(
     if entries and legend == "right":
         right += max(text_width(e, page.font_size) for e in entries) + LEGEND_SWATCH * k
     plot_width = page.width - left - right
-    hgap = (Y_TICK_ROOM + (AXIS_TITLE_ROOM if grid.per_axis_y_titles else 0) + 12) * k
-    return left, right, plot_width, hgap, (plot_width - (grid.cols - 1) * hgap) / grid.cols
+    hgap = (Y_TICK_ROOM + (AXIS_TITLE_ROOM if panels.per_axis_y_titles else 0) + 12) * k
+    return left, right, plot_width, hgap, (plot_width - (panels.cols - 1) * hgap) / panels.cols
 
 
 def for_page(fig: go.Figure | dict, page: Page) -> go.Figure:
@@ -378,12 +392,12 @@ def for_page(fig: go.Figure | dict, page: Page) -> go.Figure:
             fig.update_layout(title_text="")
         return fig
     spec = dict(spec)
-    grid = Grid(**spec.pop("grid"))
-    if grid.rows == 1 and grid.cols == 2 and page.width < WIDTH / 2:
+    panels = Panels(**spec.pop("panels"))
+    if panels.rows == 1 and panels.cols == 2 and page.width < WIDTH / 2:
         # Two panels side by side leave a column ~100 px each: stack them (plotly places panels
         # by domain, so the same axes take the new places).
-        grid = replace(grid, rows=2, cols=1, panel_height=round(grid.panel_height * 0.7))
-    arrange(fig, grid, page=page, **spec)
+        panels = replace(panels, rows=2, cols=1, panel_height=round(panels.panel_height * 0.7))
+    arrange(fig, panels, page=page, **spec)
     # Markers and lines shrink with the page (not below half): screen-sized ones crowd a column.
     shrink = max(0.5, min(1.0, page.width / WIDTH))
     for trace in fig.data:

@@ -154,3 +154,16 @@ def test_document_difficulty_alone_is_not_dependence():
     out = emergence.sequence_table({"m": (1.0, _stats_from_hits(hits, doc))}, ns=[4], ks=[1], n_boot=200)
     assert out["ratio"].iloc[0] > 2 and out["ratio_position"].iloc[0] > 2
     assert out["ratio_doc_low"].iloc[0] <= 1 <= out["ratio_doc_high"].iloc[0]
+
+
+def test_sequence_law_range_limits() -> None:
+    # alpha = 0.5, C = 100: p = exp(-100 N / sqrt(S)) reaches 0.95 at S = (100 N / 0.0513)^2.
+    # Measured 1e4..1e6: down to p_{4} = 0.01 at S ~ 7.5e3, up to p_{1} = 0.95 at S ~ 3.8e6.
+    law_range = emergence.sequence_law_range
+    lo, hi = law_range(1e4, 1e6, 0.5, 100.0, [1, 4], decades=20)
+    assert hi == pytest.approx((100 / -np.log(0.95)) ** 2)
+    assert lo == pytest.approx((400 / -np.log(0.01)) ** 2)
+    assert law_range(1e3, 1e6, 0.5, 100.0, [1, 4]) == (1e3, pytest.approx(hi))  # never inside
+    capped = law_range(1e4, 1e6, 0.5, 100.0, [1, 4], decades=0.1)  # at most 0.1 decades out
+    assert capped == (pytest.approx(10**3.9), pytest.approx(10**6.1))
+    assert law_range(1e2, 1e4, -0.1, 100.0, [1]) == (1e2, 1e4)  # no rising law: nothing drawn

@@ -446,7 +446,7 @@ HAS_BROWSER = importlib.util.find_spec("kaleido") is not None and any(
 RENDERED = {
     "decomposition bars": ("screen", "full"),
     "rank view": ("screen", "full", "column"),
-    "figure 7": ("screen", "full"),
+    "figure 7": ("screen", "full", "column"),
     "ce vs rbp": ("screen", "full", "column"),
     "figure 6": ("screen", "full", "column"),
     "training view": ("screen", "full", "column"),
@@ -631,6 +631,39 @@ def test_subtitles_are_placed_not_measured(figures, name):
     for a in fig.layout.annotations:
         if a.name == "subtitle":
             assert page.y(a.y) >= 34 - 1 and a.yanchor == "top", name  # under the 17 px title
+
+
+def _panel_widths(layout) -> list[float]:
+    """Each panel's width in px, from its x axis' domain and the plot area between the margins."""
+    plot = layout.width - layout.margin.l - layout.margin.r
+    return [(d[1] - d[0]) * plot for d in (layout[a].domain for a in layout if a.startswith("xaxis"))]
+
+
+@pytest.mark.parametrize("size", ["full", "column"])
+@pytest.mark.parametrize("name", FIGURES)
+def test_every_figure_lays_out_for_a_paper_page(figures, name, size):
+    """Figure 7's legend on the right took a paper column's whole width: laying it out for the
+    column failed with plotly's "Invalid value -49 for height", and the emergence view was drawn
+    82 px high with panels -2 px wide."""
+    from rbplab.viz.layout import for_page, paper_page
+
+    page = paper_page(size)
+    layout = for_page(figures[name], page).layout
+    assert layout.width == page.width and 0 < layout.height <= page.max_height, name
+    assert min(_panel_widths(layout)) > 0, name
+    if layout.legend.orientation == "v":  # a legend right of the panels leaves them half the page
+        assert layout.width - layout.margin.l - layout.margin.r >= page.width / 2, name
+
+
+def test_a_right_legend_goes_below_on_a_page_too_narrow_for_it(figures):
+    from rbplab.viz.layout import ARRANGED, SCREEN, for_page, paper_page
+
+    figure7 = figures["figure 7"]
+    assert figure7.layout.legend.orientation == "v"  # right of the panels on the screen
+    column = for_page(figure7, paper_page("column"))
+    assert column.layout.legend.orientation == "h" and column.layout.legend.y < 0  # below them
+    assert column.layout.meta[ARRANGED]["legend"] == "right"  # what was asked, for the next page
+    assert for_page(column, SCREEN).layout.legend.orientation == "v"
 
 
 @pytest.mark.parametrize("value", [1e-7, 0.3, 25_000.0])

@@ -1,4 +1,4 @@
-"""rbplab.viz.plots_emergence: emergence figures carry exactly the data of their frames."""
+"""rbplab.viz.plots.emergence: emergence figures carry exactly the data of their frames."""
 
 from __future__ import annotations
 
@@ -54,15 +54,3 @@ def test_fitted_law_is_extrapolated_beyond_the_measured_sizes(study: Study) -> N
     assert not [t for t in plain.data if t.meta == "extrapolation"] and not plain.layout.shapes
     drawn = np.concatenate([np.asarray(t.x, dtype=float) for t in plain.data if t.meta != "key"])
     assert np.nanmin(drawn) >= s_min and np.nanmax(drawn) <= s_max
-
-
-def test_law_range_limits() -> None:
-    # alpha = 0.5, C = 100: p = exp(-100 N / sqrt(S)) reaches 0.95 at S = (100 N / 0.0513)^2.
-    # Measured 1e4..1e6: down to p_{4} = 0.01 at S ~ 7.5e3, up to p_{1} = 0.95 at S ~ 3.8e6.
-    lo, hi = plots.law_range(1e4, 1e6, 0.5, 100.0, [1, 4], decades=20)
-    assert hi == pytest.approx((100 / -np.log(0.95)) ** 2)
-    assert lo == pytest.approx((400 / -np.log(0.01)) ** 2)
-    assert plots.law_range(1e3, 1e6, 0.5, 100.0, [1, 4]) == (1e3, pytest.approx(hi))  # never inside
-    capped = plots.law_range(1e4, 1e6, 0.5, 100.0, [1, 4], decades=0.1)  # at most 0.1 decades out
-    assert capped == (pytest.approx(10**3.9), pytest.approx(10**6.1))
-    assert plots.law_range(1e2, 1e4, -0.1, 100.0, [1]) == (1e2, 1e4)  # no rising law: nothing drawn

@@ -1,4 +1,4 @@
-"""rbplab.viz.plots_theory: lognormal-theory figures carry exactly the data of their frames."""
+"""rbplab.viz.plots.distribution: lognormal-theory figures carry exactly the data of their frames."""
 
 from __future__ import annotations
 
