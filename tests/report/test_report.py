@@ -484,3 +484,40 @@ def test_k_sweep_sentence_states_the_law_range_not_the_r2_range() -> None:
     sweep = ksweep.k_sweep(ref.assign(metric="rbp", loss=-np.log(ref["rbp"])))
     text = headlines.k_sweep(sweep, ksweep.sweep_summary(sweep))
     assert "the law holds up to k = 1,000," in text and "10,000" not in text
+
+
+def test_a_study_files_settings_key_its_runs_in_the_results_file(tmp_path: Path) -> None:
+    """results.json states the settings the notebooks analysed, a study file's own, and keys each
+    run by them: the report used to state (and match cache keys with) the caller's settings, the
+    defaults, so a study capped at 300 tokens had every cache_key null and max_tokens null."""
+    import json
+
+    from rbplab.store import registry
+    from rbplab.store.cache import CacheEntry
+
+    model = registry.family_models("micro")["model"].iloc[0]
+    cache = tmp_path / "cache"
+    entry = CacheEntry(cache, {"model": {"name": model}, "corpus": {"name": "prose"}, "max_tokens": 300})
+    one_token = {"doc_index": [0], "doc_id": ["d"], "position": [1], "target_id": [2]}
+    with entry.lock():
+        entry.write_shard(0, pd.DataFrame(one_token | {"n_greater": [0], "n_equal": [1], "nll": [0.5]}))
+        entry.finalize({"vocab_size": 10})
+    study = tmp_path / "study.toml"
+    study.write_text(f'models = ["{model}"]\ncorpora = ["prose"]\n[settings]\nmax_tokens = 300\n')
+    src = tmp_path / "src"
+    src.mkdir()
+    _notebook(
+        src / "n.ipynb",
+        [
+            "import pandas as pd\nfrom rbplab import report\n"
+            f"runs = pd.DataFrame({{'model': ['{model}'], 'corpus': ['prose']}})\n"
+            "report.save_table(runs, 'runs', output_dir)"
+        ],
+        "study_file = None\noutput_dir = None",
+    )
+    table = run_report(study, tmp_path / "out", cache_dir=cache, options=ReportOptions(source_dir=src))
+    assert table["ok"].all(), table["error"].tolist()
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert results["settings"]["max_tokens"] == 300
+    runs = dict(zip(results["runs"]["columns"], results["runs"]["rows"][0], strict=True))
+    assert runs["cache_key"] == entry.key
