@@ -140,8 +140,8 @@ def run_report(
         stated = {**stated, "checkpoints": params["checkpoints"]}
     stated = {**stated, "extract": bool(extract)}
     out.mkdir(parents=True, exist_ok=True)
-    results = _execute_all(paths, out, params, options, progress or (lambda _line: None))
     say = progress or (lambda _line: None)
+    results = _execute_all(paths, out, params, options, say)
     if options.figures:
         written = export_figures(results, out, options.figures, size=options.figure_size)
         say(f"figures: {written} files under {out / FIGURES_DIR}")
