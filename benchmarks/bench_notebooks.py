@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from rbplab.viz import report
+from rbplab.report.execution import execute_notebook, list_notebooks
 
 
 def main() -> None:
@@ -26,7 +26,7 @@ def main() -> None:
     parser.add_argument("notebooks", nargs="*", default=["06"], help="numbers or names (default: 06)")
     parser.add_argument("--repeat", type=int, default=1, help="runs per notebook (default 1)")
     args = parser.parse_args()
-    available = {p.stem: p for p in report.list_notebooks()}
+    available = {p.stem: p for p in list_notebooks()}
     for wanted in args.notebooks:
         matches = [stem for stem in available if stem == wanted or stem.startswith(f"{wanted}_")]
         if len(matches) != 1:
@@ -36,7 +36,7 @@ def main() -> None:
         for _ in range(args.repeat):
             with tempfile.TemporaryDirectory() as out:
                 start = time.perf_counter()
-                result = report.execute_notebook(available[stem], Path(out), {})
+                result = execute_notebook(available[stem], Path(out), {})
                 times.append(time.perf_counter() - start)
                 if not result.ok:
                     raise SystemExit(f"{stem} failed: {result.error}")

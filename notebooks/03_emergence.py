@@ -25,8 +25,9 @@
 # %%
 from typing import Optional
 
+from rbplab import report
 from rbplab.study import open_study
-from rbplab.viz import headlines, plots, report
+from rbplab.viz import headlines, plots
 from rbplab.viz.parameters import as_mapping, as_names, as_numbers
 from rbplab.viz.widgets import EmergenceView, show
 

@@ -26,8 +26,9 @@
 # %%
 from typing import Optional
 
+from rbplab import report
 from rbplab.study import open_study
-from rbplab.viz import headlines, plots, report
+from rbplab.viz import headlines, plots
 from rbplab.viz.parameters import as_mapping, as_names
 from rbplab.viz.widgets import RankDistributionView, show
 

@@ -28,12 +28,13 @@
 # %%
 from typing import Optional
 
+from rbplab import report
 from rbplab.extraction import extract_grid
 from rbplab.grid import Grid
 from rbplab.runner import run_study
 from rbplab.store import list_entries
 from rbplab.study.loading import load_grid
-from rbplab.viz import headlines, report
+from rbplab.viz import headlines
 from rbplab.viz.parameters import as_mapping, as_names
 
 # %% tags=["parameters"]

@@ -27,11 +27,12 @@
 # %%
 from typing import Optional
 
+from rbplab import report
 from rbplab.analysis import data_scaling
+from rbplab.report.checkpoints import cached_checkpoints
 from rbplab.study import default_corpora
 from rbplab.study.training import open_training
-from rbplab.viz import headlines, plots, report
-from rbplab.viz.grid import cached_checkpoints
+from rbplab.viz import headlines, plots
 from rbplab.viz.parameters import as_mapping, as_names, as_numbers
 from rbplab.viz.widgets import TrainingView, show
 

@@ -7,7 +7,8 @@ The package follows the data path, one subpackage per step:
     store       the cache those ranks live in, the corpora, the model registry and sizes S
     analysis    RBP_k, fits against S, k-sweeps, emergence, rank distributions
     study       a family x corpora of cached runs, ready for tables (`load_study`, `Study`)
-    viz         figures, widgets and the notebook report
+    viz         figures and widgets
+    report      the notebooks executed headless into an HTML report (`run_report`)
     cli         the `rbplab` command
 
 with `core` (TokenStats, runs, tie conventions, settings) at the bottom.

@@ -508,27 +508,52 @@ def _report_parameters(args: argparse.Namespace) -> dict:
     return values
 
 
+def _report_request(args: argparse.Namespace, parameters: dict):
+    """The report's grid, cache folder and extract flag: the study file, else --family/--corpus and
+    the settings options, each replaced by a parameter of the same name from --params/-p (as
+    papermill takes them), which leave `parameters` here: the grid is the report's one request."""
+    from rbplab.core.settings import ExtractionSettings
+    from rbplab.grid import Grid
+    from rbplab.report.request import resolved
+    from rbplab.viz.parameters import as_mapping, as_names
+
+    study = parameters.pop("study_file", None) or args.study
+    families = as_names(parameters.pop("families", None), "families") or args.family
+    corpora = as_names(parameters.pop("corpora", None), "corpora") or args.corpus
+    models = as_names(parameters.pop("models", None), "models")
+    settings = parameters.pop("settings", None)
+    cache_dir = parameters.pop("cache_dir", None) or args.cache_dir
+    flag = parameters.pop("extract", False)
+    extract = args.extract or (
+        flag.strip().lower() in ("true", "1", "yes") if isinstance(flag, str) else bool(flag)
+    )
+    if study:
+        return resolved(lambda: Grid.read(study)), cache_dir, extract
+    if settings is None:
+        settings = settings_from_args(args)
+    else:
+        settings = resolved(lambda: ExtractionSettings.from_mapping(as_mapping(settings, "settings")))
+    grid = resolved(lambda: Grid.build(families, corpora, settings, models=models))
+    return grid, cache_dir, extract
+
+
 def _run_report(args: argparse.Namespace) -> int:
     _check_study_arguments(args, families=args.study is None)
     from rbplab.viz.export import check_formats
 
     formats = check_formats([f for f in args.figures.split(",") if f.strip()])
     parameters = _report_parameters(args)
-    from rbplab.viz.report import run_report
+    from rbplab.report import ReportOptions, run_report
 
-    results = run_report(
-        args.family,
-        args.corpus,
-        output_dir=args.output_dir,
+    grid, cache_dir, extract = _report_request(args, parameters)
+    options = ReportOptions(
         notebooks=args.notebook,
-        settings=settings_from_args(args),
-        study_file=args.study,
-        cache_dir=args.cache_dir,
-        extract=args.extract,
-        parameters=parameters,
         figures=formats,
-        missing_remedy=missing_remedy(args),
         figure_size=args.figure_size,
+        missing_remedy=missing_remedy(args),
+    )
+    results = run_report(
+        grid, args.output_dir, cache_dir=cache_dir, extract=extract, parameters=parameters, options=options
     )
     return 0 if results["ok"].all() else 1
 

@@ -16,10 +16,10 @@ import transformers
 
 from rbplab.core.errors import RunFailedError
 from rbplab.core.settings import ExtractionSettings
+from rbplab.report import run_report
 from rbplab.runner import StudyFileError, parse_study, run_study
 from rbplab.store.files import cache_root
 from rbplab.study import default_corpora, load_study
-from rbplab.viz.report import run_report
 
 DEMO_KS = (1, 10, 100)
 # The data axis: the micro-suite's four intermediate checkpoints and its final models, each corpus
@@ -88,14 +88,7 @@ def run_demo(
     if notebooks:
         print()
         clock = time.perf_counter()
-        results = run_report(
-            family,
-            corpora,
-            output_dir=out,
-            cache_dir=root,
-            settings=settings,
-            parameters={"checkpoints": checkpoints},
-        )
+        results = run_report(grid, out, cache_dir=root, parameters={"checkpoints": checkpoints})
         stages["notebooks"] = time.perf_counter() - clock
         failed = results[~results["ok"]]
         if len(failed):

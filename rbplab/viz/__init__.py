@@ -1,6 +1,7 @@
-"""Figures, widgets and reports drawn from a study's tidy tables.
+"""Figures and widgets drawn from a study's tidy tables (the report that publishes them is
+`rbplab.report`).
 
-Import the module you need (`from rbplab.viz import plots, widgets, report`): plotly and
+Import the module you need (`from rbplab.viz import plots, widgets`): plotly and
 ipywidgets load only then. `rbplab.viz.save(fig, "figure3.pdf")` writes a figure for a paper
 (`rbplab.viz.export`).
 """
@@ -10,12 +11,10 @@ from typing import Any
 
 __all__ = [
     "export",
-    "grid",
     "headlines",
     "layout",
     "parameters",
     "plots",
-    "report",
     "save",
     "widgets",
 ]

@@ -31,7 +31,7 @@ def captured(monkeypatch):
         calls["load_study"] = (args, kwargs)
         return FakeStudy()
 
-    monkeypatch.setattr("rbplab.viz.report.run_report", fake_report)
+    monkeypatch.setattr("rbplab.report.run_report", fake_report)
     monkeypatch.setattr("rbplab.study.load_study", fake_load)
     return calls
 
@@ -59,9 +59,27 @@ def test_report_hands_parameters_figures_and_extract_over(capsys, tmp_path, capt
         "--extract",
     )
     assert status == 0, err
-    _, kwargs = captured["report"]
-    assert kwargs["parameters"] == {"corpora": ["prose"], "ks": [1, 5, 50], "n_boot": 50, "synthetic": True}
-    assert kwargs["figures"] == ["png", "svg"] and kwargs["extract"] is True
+    (grid, _), kwargs = captured["report"]
+    assert kwargs["parameters"] == {"ks": [1, 5, 50], "n_boot": 50, "synthetic": True}
+    assert grid.corpora == ("prose",) and grid.families == ["micro"]
+    assert kwargs["options"].figures == ("png", "svg") and kwargs["extract"] is True
+
+
+def test_report_params_naming_the_grid_build_it(capsys, tmp_path, captured):
+    """--params / -p families, corpora, models and settings (as papermill takes them) are the grid's:
+    they reach run_report inside its Grid, never as notebook parameters beside it."""
+    from rbplab.store.registry import family_models
+
+    members = family_models("micro")["model"].tolist()
+    params = tmp_path / "batch.yaml"
+    params.write_text(f"corpora: [humaneval]\nmodels: [{members[0]}]\nsettings: {{max_tokens: 300}}\n")
+    argv = ["report", "-o", str(tmp_path / "out"), "--params", str(params), "-p", "extract", "true"]
+    status, _, err = run(capsys, *argv, "-p", "cache_dir", str(tmp_path / "c"))
+    assert status == 0, err
+    (grid, _), kwargs = captured["report"]
+    assert grid.corpora == ("humaneval",) and grid.models == members[:1]
+    assert grid.settings.max_tokens == 300 and kwargs["parameters"] == {}
+    assert kwargs["extract"] is True and kwargs["cache_dir"] == str(tmp_path / "c")
 
 
 @pytest.mark.parametrize(
@@ -92,8 +110,8 @@ def test_fit_passes_extract(capsys, captured):
 def test_notebook_is_taken_by_number(capsys, tmp_path, captured):
     status, _, err = run(capsys, "report", "-o", str(tmp_path / "out"), "--notebook", "01", "6")
     assert status == 0, err
-    assert captured["report"][1]["notebooks"] == ["01", "6"]  # run_report resolves numbers
-    from rbplab.viz.report import list_notebooks, select_notebooks
+    assert captured["report"][1]["options"].notebooks == ("01", "6")  # run_report resolves numbers
+    from rbplab.report.execution import list_notebooks, select_notebooks
 
     chosen = select_notebooks(list_notebooks(), ["01", "6"])
     assert [p.stem for p in chosen] == ["01_rbp_vs_size", "06_training_dynamics"]
@@ -118,8 +136,8 @@ def test_figure_size_reaches_the_export(capsys, tmp_path, captured):
         capsys, "report", "-c", "prose", "-o", out, "--figures", "pdf", "--figure-size", "column"
     )
     assert status == 0, err
-    assert captured["report"][1]["figure_size"] == "column"
+    assert captured["report"][1]["options"].figure_size == "column"
     status, _, _ = run(capsys, "report", "-c", "prose", "-o", out, "--figures", "pdf")
-    assert captured["report"][1]["figure_size"] == "full"  # paper figures, 7 in, by default
+    assert captured["report"][1]["options"].figure_size == "full"  # paper figures, 7 in, by default
     with pytest.raises(SystemExit):
         run(capsys, "report", "-c", "prose", "-o", out, "--figure-size", "poster")

@@ -206,15 +206,13 @@ def offline_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import pandas as pd
     import plotly.graph_objects as go
 
-    from rbplab.viz import report
+    from rbplab.report import execution, handoff, index, pages
 
     out = tmp_path_factory.mktemp("report")
     nb = nbformat.v4.new_notebook()
     figure = go.Figure(go.Scatter(x=[1e4, 1e5, 1e6], y=[0.2, 0.4, 0.6], name="p"))
     code = nbformat.v4.new_code_cell("show(figure)")
-    code.outputs = [
-        nbformat.v4.new_output("display_data", data={report.PLOTLY_MIME: figure.to_plotly_json()})
-    ]
+    code.outputs = [nbformat.v4.new_output("display_data", data={pages.PLOTLY_MIME: figure.to_plotly_json()})]
     nb.cells = [
         nbformat.v4.new_markdown_cell(
             r"The law: $-\log \mathrm{RBP}_k \propto S^{-\alpha}$ and $$p_{N,k} = e^{-C N S^{-\alpha}}$$"
@@ -222,16 +220,16 @@ def offline_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
         code,
     ]
     nbformat.write(nb, out / "eq.ipynb")
-    page = report.export_html(out / "eq.ipynb", out / "eq.html")
+    page = pages.export_html(out / "eq.ipynb", out / "eq.html")
     tables = out / "eq"
-    report.save_table(pd.DataFrame({"family": ["micro"], "alpha": [0.0423]}), "headline", tables)
-    report.save_figure(figure, "headline", tables)
-    result = report.NotebookResult(
+    handoff.save_table(pd.DataFrame({"family": ["micro"], "alpha": [0.0423]}), "headline", tables)
+    handoff.save_figure(figure, "headline", tables)
+    result = execution.NotebookResult(
         notebook="eq", ok=True, seconds=1.0, executed=str(out / "eq.ipynb"), html=str(page),
         summary="micro: alpha=0.0423", table=str(tables / "headline.csv"),
         figure=str(tables / "headline.plotly.json"),
     )  # fmt: skip
-    report.write_index([result], out, {"families": ["micro"]})
+    index.write_index([result], out, {"families": ["micro"]})
     return out
 
 

@@ -1,4 +1,4 @@
-"""Every notebook executes headless (papermill, through `rbplab.viz.report`) on the bundled default
+"""Every notebook executes headless (papermill, through `rbplab.report`) on the bundled default
 data -- the micro-suite on bundled corpora, extracted for real into a fresh cache -- and its
 outputs are checked: the tables have the expected rows and the figures were produced.
 
@@ -17,9 +17,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from rbplab.grid import Grid
+from rbplab.report import ReportOptions, run_report
+from rbplab.report.execution import execute_notebook
+from rbplab.report.pages import MATHJAX_URL
 from rbplab.store import registry
+from rbplab.store.paths import notebooks_dir
 from rbplab.study.results import load_results
-from rbplab.viz import report
 
 MAX_TOKENS = 2000
 CORPORA = ["humaneval", "wikipedia"]
@@ -58,7 +62,7 @@ def test_notebooks_are_paired_and_stored_without_outputs() -> None:
     """Each .ipynb is committed clean and says the same as its py:percent twin."""
     import jupytext
 
-    folder = report.notebooks_dir()
+    folder = notebooks_dir()
     assert (folder / "jupytext.toml").is_file()
     for name in ORDER:
         nb = jupytext.read(folder / f"{name}.ipynb")
@@ -80,14 +84,14 @@ def test_parameters_are_typed_for_papermill() -> None:
     import papermill
 
     for name in ORDER:
-        declared = papermill.inspect_notebook(str(report.notebooks_dir() / f"{name}.ipynb"))
+        declared = papermill.inspect_notebook(str(notebooks_dir() / f"{name}.ipynb"))
         untyped = [
             p
             for p, info in declared.items()
             if not info.get("inferred_type_name") or info["inferred_type_name"] == "None"
         ]
         assert not untyped, (name, untyped)
-    declared = papermill.inspect_notebook(str(report.notebooks_dir() / "01_rbp_vs_size.ipynb"))
+    declared = papermill.inspect_notebook(str(notebooks_dir() / "01_rbp_vs_size.ipynb"))
     assert declared["corpora"]["inferred_type_name"] == "Optional[list[str]]"
     assert declared["ks"]["inferred_type_name"] == "list[int]"
 
@@ -107,15 +111,13 @@ def run(tmp_path_factory: pytest.TempPathFactory, cache: Path) -> tuple[pd.DataF
     lines: list[str] = []
     # The checkpoints are scored first, as `make demo` does: analysis notebooks never extract.
     assert run_study(parse_study(CHECKPOINTS), cache_dir=cache, progress=False).ok
-    table = report.run_report(
-        "micro",
-        CORPORA,
-        output_dir=out,
+    table = run_report(
+        Grid.build("micro", CORPORA, max_tokens=MAX_TOKENS),
+        out,
         cache_dir=cache,
-        notebooks=ORDER,
         extract=True,  # notebook 05 fills the cache (it runs no model unless asked)
-        max_tokens=MAX_TOKENS,
         parameters={"n_boot": 20, "progress": False, "ns": [1, 4, 16], "checkpoints": CHECKPOINTS},
+        options=ReportOptions(notebooks=tuple(ORDER)),
         progress=lines.append,
     )
     return table, out, lines
@@ -196,7 +198,7 @@ def test_index_shows_headline_figures_and_tables(run) -> None:
         text = page.read_text()
         assert 'src="plotly.min.js"' in text and len(text) < 2_000_000, page.name
         assert "cdn.plot.ly" not in text and "cdnjs" not in text, page.name
-    assert (out / report.MATHJAX_URL.split("?")[0]).is_file()
+    assert (out / MATHJAX_URL.split("?")[0]).is_file()
 
 
 @pytest.mark.slow
@@ -332,8 +334,8 @@ def _check_training_tables(tables: Path) -> None:
 @pytest.mark.slow
 def test_training_notebook_on_a_synthetic_law(tmp_path: Path) -> None:
     """06 headless with synthetic=True: the joint law of a known L(S, D), its tables finite."""
-    result = report.execute_notebook(
-        report.notebooks_dir() / "06_training_dynamics.ipynb", tmp_path, {"synthetic": True, "n_boot": 20}
+    result = execute_notebook(
+        notebooks_dir() / "06_training_dynamics.ipynb", tmp_path, {"synthetic": True, "n_boot": 20}
     )
     assert result.ok, result.error
     _check_training_tables(tmp_path / "06_training_dynamics")
@@ -368,8 +370,8 @@ def test_training_notebook_on_the_micro_checkpoints(run) -> None:
 def test_training_notebook_falls_back_to_a_known_law_without_checkpoints(tmp_path: Path) -> None:
     if MEMBERS is None:
         pytest.skip("the micro-suite family is not registered with its weights in data/ yet")
-    result = report.execute_notebook(
-        report.notebooks_dir() / "06_training_dynamics.ipynb", tmp_path, {"families": ["micro"], "n_boot": 10}
+    result = execute_notebook(
+        notebooks_dir() / "06_training_dynamics.ipynb", tmp_path, {"families": ["micro"], "n_boot": 10}
     )
     assert result.ok, result.error
     _check_training_tables(tmp_path / "06_training_dynamics")
@@ -385,7 +387,7 @@ def test_papermill_batch_with_list_parameters(run, cache: Path, tmp_path: Path) 
     import subprocess
     import sys
 
-    source = report.notebooks_dir() / "01_rbp_vs_size.ipynb"
+    source = notebooks_dir() / "01_rbp_vs_size.ipynb"
     command = [
         sys.executable, "-m", "papermill", str(source), str(tmp_path / "out.ipynb"),
         "-p", "corpora", '["humaneval"]', "-p", "ks", "[1, 10]", "-p", "cache_dir", str(cache),

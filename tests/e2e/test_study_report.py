@@ -11,9 +11,10 @@ import pandas as pd
 import pytest
 from helpers.studies import write_study
 
+from rbplab.grid import Grid
+from rbplab.report import ReportOptions, execution, run_report
 from rbplab.runner import read_study_file, run_study
 from rbplab.store.paths import notebooks_dir
-from rbplab.viz import report
 
 
 @pytest.mark.slow  # executes a notebook
@@ -21,12 +22,12 @@ def test_report_of_a_study_file(tmp_path, gpt2_dir, neox_dir, llama_dir):
     study = write_study(tmp_path, gpt2_dir, neox_dir, llama_dir)
     cache = tmp_path / "cache"
     assert run_study(study, cache_dir=cache, progress=False).ok
-    table = report.run_report(
-        study_file=study,
-        notebooks=["01_rbp_vs_size"],
-        output_dir=tmp_path / "out",
+    table = run_report(
+        study,
+        tmp_path / "out",
         cache_dir=cache,
         parameters={"n_boot": 10, "ks": [1, 10]},
+        options=ReportOptions(notebooks=("01_rbp_vs_size",)),
         progress=None,
     )
     assert table["ok"].all(), table["error"].tolist()
@@ -91,7 +92,7 @@ def test_readme_report_line_with_a_relative_output_folder(
 
     clone = tmp_path / "clone"
     shutil.copytree(notebooks_dir(), clone / "notebooks")
-    monkeypatch.setattr(report, "notebooks_dir", lambda: clone / "notebooks")
+    monkeypatch.setattr(execution, "notebooks_dir", lambda: clone / "notebooks")
     cwd = clone if where == "clone root" else tmp_path / "elsewhere" / "deeper"
     cwd.mkdir(parents=True, exist_ok=True)
     monkeypatch.chdir(cwd)
@@ -105,7 +106,7 @@ def test_readme_report_line_with_a_relative_output_folder(
     out = cwd / "reports"
     table = json.loads((out / "results.json").read_text())
     assert status == 0, (out / "index.html").read_text()[-3000:]
-    assert (out / "index.html").is_file() and len(table["headlines"]) == len(report.list_notebooks())
+    assert (out / "index.html").is_file() and len(table["headlines"]) == len(execution.list_notebooks())
     written = _files(tmp_path, micro_cache) - before
     assert written and all(out in p.parents for p in written), sorted(
         str(p) for p in written if out not in p.parents
@@ -113,21 +114,19 @@ def test_readme_report_line_with_a_relative_output_folder(
 
 
 @pytest.mark.slow  # executes notebooks
-def test_params_file_and_p_describe_what_the_notebooks_analysed(tmp_path: Path, micro_cache: Path) -> None:
-    """--params / -p narrow the corpora: the index and results.json state prose only, as the
-    notebooks analysed; results.json keys every entry behind a headline, the training notebook's
+def test_index_and_results_state_the_grid_the_notebooks_analysed(tmp_path: Path, micro_cache: Path) -> None:
+    """A grid on prose only: the index and results.json state prose only, as the notebooks
+    analysed; results.json keys every entry behind a headline, the training notebook's
     checkpoints included (each found among the cache's entries on prose, independently listed)."""
     from rbplab.store.cache import list_entries
 
     out = tmp_path / "out"
-    table = report.run_report(
-        "micro",
-        None,
-        output_dir=out,
+    table = run_report(
+        Grid.build("micro", ["prose"], max_tokens=MAX_TOKENS),
+        out,
         cache_dir=micro_cache,
-        notebooks=["01", "06_training_dynamics"],
-        max_tokens=MAX_TOKENS,
-        parameters={"corpora": "[prose]", "n_boot": 10},
+        parameters={"n_boot": 10},
+        options=ReportOptions(notebooks=("01", "06_training_dynamics")),
         progress=None,
     )
     assert table["ok"].all(), table["error"].tolist()
@@ -189,8 +188,8 @@ def test_no_notebook_or_command_runs_a_model_on_an_empty_cache(
     )
     cache = tmp_path / "cache"
     params = {"families": ["micro"], "corpora": ["prose"], "cache_dir": str(cache), "n_boot": 5}
-    for path in report.list_notebooks():
-        result = report.execute_notebook(path, tmp_path / "out", params, html_export=False)
+    for path in execution.list_notebooks():
+        result = execution.execute_notebook(path, tmp_path / "out", params, html_export=False)
         assert not marker.exists(), f"{path.stem} loaded a model"
         if path.stem != "06_training_dynamics":  # 06 falls back to a synthetic law, and says so
             assert not result.ok and "MissingRunsError" in (result.error or ""), (path.stem, result.error)

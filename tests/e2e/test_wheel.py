@@ -116,7 +116,7 @@ def test_installed_notebooks_are_found(installed):
         installed,
         "python",
         "-c",
-        "from rbplab.viz.report import list_notebooks; print(len(list_notebooks()))",
+        "from rbplab.report.execution import list_notebooks; print(len(list_notebooks()))",
     )
     assert proc.returncode == 0, proc.stderr
     assert int(proc.stdout) == len(list((ROOT / "notebooks").glob("*.ipynb")))

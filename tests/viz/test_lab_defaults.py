@@ -12,10 +12,11 @@ import pytest
 
 from rbplab.cli.demo import DEMO_REVISIONS, score_checkpoints
 from rbplab.core.settings import ExtractionSettings
+from rbplab.report.execution import execute_notebook
 from rbplab.store import registry
+from rbplab.store.paths import notebooks_dir
 from rbplab.store.schedules import schedule_of
 from rbplab.study import default_corpora
-from rbplab.viz import report
 
 NOTEBOOK = "06_training_dynamics"
 
@@ -33,7 +34,7 @@ def _micro_with_checkpoints() -> pd.DataFrame:
 def _run_defaults(out: Path) -> tuple[bool, str | None, list[str]]:
     """Notebook 06 as the lab opens it: no parameter but a small bootstrap (the lookup's parameters
     at their defaults; the cache is $RBPLAB_CACHE)."""
-    result = report.execute_notebook(report.notebooks_dir() / f"{NOTEBOOK}.ipynb", out, {"n_boot": 5})
+    result = execute_notebook(notebooks_dir() / f"{NOTEBOOK}.ipynb", out, {"n_boot": 5})
     cells = json.loads((out / f"{NOTEBOOK}.ipynb").read_text())["cells"]
     shown = [json.dumps(o.get("data", {})) for c in cells for o in c.get("outputs", [])]
     return result.ok, result.error, shown

@@ -1,37 +1,14 @@
-"""What a report analyses, resolved: every model of the families (with S), the corpora (the
-bundled ones when none are named), the extraction settings in full, or a study file's grid; and
-the training checkpoints the cache already holds for the training-dynamics notebook.
-
-The index page and the results file state this grid, so "corpora: null" (the notebooks' own
-default) never stands in for the corpora that were analysed.
+"""The training checkpoints the cache already holds, which the report hands the training-dynamics
+notebook when nothing names its checkpoints (what `rbplab demo` scored), and which the notebook
+finds the same way when opened with its defaults.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
-
-from rbplab.core.settings import ExtractionSettings
-
-
-def resolve_grid(
-    families: Sequence[str],
-    corpora: Sequence[str] | None,
-    models: Sequence[str] | None = None,
-    settings: ExtractionSettings | Mapping[str, Any] | None = None,
-    study_file: str | Path | None = None,
-) -> dict:
-    """The grid as plain data (`rbplab.grid.Grid.to_dict`): families, models (family, model, S
-    and, from a study file, the revisions), corpora, settings (every field) and settings_changed
-    (those not at their default). A study file's own grid replaces families, corpora and settings."""
-    from rbplab.grid import Grid
-
-    if study_file is not None:
-        return Grid.read(study_file).to_dict() | {"study_file": str(study_file)}
-    return Grid.build(list(families), corpora, settings, models=models).to_dict()
 
 
 def cached_checkpoints(

@@ -1,4 +1,4 @@
-"""rbplab.viz.report: execution, failure reporting, HTML export and the index page."""
+"""rbplab.report: execution, failure reporting, HTML export and the index page."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import plotly.graph_objects as go
 import pytest
 
 from rbplab.core.errors import InvalidArgumentError
-from rbplab.viz import report
+from rbplab.grid import Grid
+from rbplab.report import ReportOptions, execution, handoff, index, pages, run, run_report
 
 
 def _notebook(path: Path, cells: list[str], parameters: str) -> Path:
@@ -38,7 +39,7 @@ def executed(tmp_path_factory: pytest.TempPathFactory) -> tuple[pd.DataFrame, li
         src / "a_ok.ipynb",
         [
             "import os, pandas as pd, plotly.graph_objects as go\n"
-            "from rbplab.viz import report\nfrom rbplab.viz.widgets import show",
+            "from rbplab import report\nfrom rbplab.viz.widgets import show",
             "show(go.Figure(go.Scatter(x=[1, 2, 3], y=[2, 4, 8])))",
             "headline = pd.DataFrame(\n"
             "    {'family': families, 'alpha': [0.125 * scale], 'tokens': [settings.get('max_tokens')]}\n"
@@ -60,20 +61,18 @@ def executed(tmp_path_factory: pytest.TempPathFactory) -> tuple[pd.DataFrame, li
         src / "c_states.ipynb",
         [
             "md:# 3 · A stated result\n\nSome text.",
-            "from rbplab.viz import report",
+            "from rbplab import report",
             "report.banner('SYNTHETIC DATA: made up', output_dir)",
             "report.headline(f'-log RBP_1 falls with α = {0.036 * scale:.3f} [0.030, 0.043]', output_dir)",
         ],
         params,
     )
     lines: list[str] = []
-    table = report.run_report(
-        "micro",
-        source_dir=src,
-        output_dir=out,
-        notebooks=["b_fails", "a_ok", "c_states"],
-        max_tokens=123,
+    table = run_report(
+        Grid.build("micro", max_tokens=123),
+        out,
         parameters={"scale": 2.0},
+        options=ReportOptions(notebooks=("b_fails", "a_ok", "c_states"), source_dir=src),
         progress=lines.append,
     )
     return table, lines, out
@@ -127,17 +126,17 @@ def test_pages_share_one_plotly_js_and_a_local_mathjax(executed) -> None:
         assert "plotly.min.js" in urls, name
         assert not [u for u in urls if re.match(r"(https?:)?//", u)], (name, urls)  # nothing from a CDN
     page = (out / "a_ok.html").read_text()
-    assert report.MATHJAX_URL in _script_and_link_urls(page)
+    assert pages.MATHJAX_URL in _script_and_link_urls(page)
     assert "cdnjs" not in page and "require.min.js" not in page
-    assert page.index('webFont: "STIX-Web"') < page.index(report.MATHJAX_URL)  # configured before loading
+    assert page.index('webFont: "STIX-Web"') < page.index(pages.MATHJAX_URL)  # configured before loading
     assert page.count("Plotly.newPlot") == 2 and "application/vnd.plotly.v1+json" not in page
     assert "\\mathrm{RBP}_k" in page  # the equation is on the page for MathJax to typeset
 
 
 def test_assets_are_written_once(tmp_path: Path) -> None:
-    first = report.write_assets(tmp_path)
+    first = pages.write_assets(tmp_path)
     stamp = {k: p.stat().st_mtime_ns for k, p in first.items()}
-    again = report.write_assets(tmp_path)
+    again = pages.write_assets(tmp_path)
     assert {k: p.stat().st_mtime_ns for k, p in again.items()} == stamp
 
 
@@ -169,9 +168,9 @@ def test_index_shows_headline_figure_and_table(executed) -> None:
 
 def test_unknown_notebook_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="unknown notebooks"):
-        report.run_report(notebooks=["99_nothing"], output_dir=tmp_path, progress=None)
+        run_report("micro", tmp_path, options=ReportOptions(notebooks=("99_nothing",)), progress=None)
     with pytest.raises(FileNotFoundError, match="no notebooks"):
-        report.list_notebooks(tmp_path)
+        execution.list_notebooks(tmp_path)
 
 
 def test_export_drops_stateless_widgets(tmp_path: Path) -> None:
@@ -181,16 +180,16 @@ def test_export_drops_stateless_widgets(tmp_path: Path) -> None:
     cell.outputs = [
         nbformat.v4.new_output(
             "display_data",
-            data={report.WIDGET_MIME: {"model_id": "abc", "version_major": 2}, "text/plain": "VBox()"},
+            data={pages.WIDGET_MIME: {"model_id": "abc", "version_major": 2}, "text/plain": "VBox()"},
         ),
-        nbformat.v4.new_output("display_data", data={report.PLOTLY_MIME: fig.to_plotly_json()}),
+        nbformat.v4.new_output("display_data", data={pages.PLOTLY_MIME: fig.to_plotly_json()}),
     ]
     nb.cells = [cell]
     path = tmp_path / "w.ipynb"
     nbformat.write(nb, path)
     nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {}}}
     nbformat.write(nb, path)
-    page = report.export_html(path, tmp_path / "w.html").read_text()
+    page = pages.export_html(path, tmp_path / "w.html").read_text()
     assert "VBox()" not in page and page.count("Plotly.newPlot") == 1
     assert "html-manager" not in page  # no widget renderer fetched from a CDN
 
@@ -199,26 +198,26 @@ def test_headline_text_and_save_table(tmp_path: Path) -> None:
     frame = pd.DataFrame(
         {"family": ["f", "f"], "corpus": ["a", "b"], "alpha": [0.0512345, 0.1], "r2": [0.99, None]}
     )
-    assert report.headline_text(frame) == "f/a: alpha=0.0512, r2=0.990; f/b: alpha=0.100, r2=n/a"
+    assert handoff.headline_text(frame) == "f/a: alpha=0.0512, r2=0.990; f/b: alpha=0.100, r2=n/a"
     # whole numbers as integers (a CSV column with a gap reads back as floats: k 1.0, S 25472.0)
     whole = pd.DataFrame({"corpus": ["a"], "k": [1.0], "S": [25472.0], "n": [np.int64(6)]})
-    assert report.headline_text(whole) == "a: k=1, S=25472, n=6"
-    assert report.save_table(frame, "t", None) is frame and not any(tmp_path.iterdir())
-    report.save_table(frame, "t", tmp_path / "sub")
+    assert handoff.headline_text(whole) == "a: k=1, S=25472, n=6"
+    assert handoff.save_table(frame, "t", None) is frame and not any(tmp_path.iterdir())
+    handoff.save_table(frame, "t", tmp_path / "sub")
     assert pd.read_csv(tmp_path / "sub" / "t.csv").shape == (2, 4)
 
 
 def test_save_figure(tmp_path: Path) -> None:
     fig = go.Figure(go.Bar(x=["a", "b"], y=[1, 3]))
-    assert report.save_figure(fig, "f", None) is fig and not any(tmp_path.iterdir())
-    assert report.save_figure(fig, "f", tmp_path / "sub") is fig
+    assert handoff.save_figure(fig, "f", None) is fig and not any(tmp_path.iterdir())
+    assert handoff.save_figure(fig, "f", tmp_path / "sub") is fig
     saved = json.loads((tmp_path / "sub" / "f.plotly.json").read_text())
     assert saved["data"][0]["type"] == "bar" and list(saved["data"][0]["x"]) == ["a", "b"]
 
 
 def test_kernel_start_prints_no_transport_warning(tmp_path: Path, capfd: pytest.CaptureFixture) -> None:
     source = _notebook(tmp_path / "quiet.ipynb", ["print('ran', x)"], "x = 1")
-    result = report.execute_notebook(source, tmp_path / "out", {"x": 2}, html_export=False)
+    result = execution.execute_notebook(source, tmp_path / "out", {"x": 2}, html_export=False)
     err = capfd.readouterr().err
     assert result.ok, result.error
     executed = nbformat.read(result.executed, as_version=4)
@@ -273,7 +272,7 @@ def test_unknown_parameter_is_refused_before_anything_runs(tmp_path: Path) -> No
     with pytest.raises(
         ParameterError, match=r"no notebook takes parameter 'n_bot' \(did you mean 'n_boot'\?\)"
     ):
-        report.run_report("fam", source_dir=src, output_dir=tmp_path / "out", parameters={"n_bot": 3})
+        run_report("micro", tmp_path / "out", parameters={"n_bot": 3}, options=ReportOptions(source_dir=src))
     assert not (tmp_path / "out").exists()
 
 
@@ -287,12 +286,12 @@ def test_index_states_the_resolved_grid(tmp_path: Path) -> None:
         "settings_changed": {"max_tokens": 2000},
         "extract": False,
     }
-    index = report.write_index([], tmp_path, {"corpora": None}, grid).read_text()
-    assert "<dt>family micro</dt><dd>1 models: micro-1-25K (S = 25.5K)</dd>" in index
-    assert "<dt>corpora</dt><dd>humaneval, prose</dd>" in index
-    assert "max_tokens = 2000; the rest at their defaults" in index
-    assert "null" not in index
-    assert "A · S<sup>−α</sup>" in index  # the law, stated
+    page = index.write_index([], tmp_path, grid).read_text()
+    assert "<dt>family micro</dt><dd>1 models: micro-1-25K (S = 25.5K)</dd>" in page
+    assert "<dt>corpora</dt><dd>humaneval, prose</dd>" in page
+    assert "max_tokens = 2000; the rest at their defaults" in page
+    assert "null" not in page
+    assert "A · S<sup>−α</sup>" in page  # the law, stated
 
 
 def test_export_figures_writes_each_format_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -304,11 +303,11 @@ def test_export_figures_writes_each_format_once(tmp_path: Path, monkeypatch: pyt
     )
     folder = tmp_path / "01_x"
     fig = go.Figure(go.Scatter(x=[1], y=[2]))
-    report.save_figure(fig, "figure3", folder)
-    report.save_figure(fig, "headline", folder)  # the same figure: not exported twice
-    report.save_figure(go.Figure(go.Bar(x=["a"], y=[1])), "figure4", folder)
-    result = report.NotebookResult("01_x", True, 1.0, None, None, "")
-    assert report.export_figures([result], tmp_path, ["png", "pdf"]) == 4
+    handoff.save_figure(fig, "figure3", folder)
+    handoff.save_figure(fig, "headline", folder)  # the same figure: not exported twice
+    handoff.save_figure(go.Figure(go.Bar(x=["a"], y=[1])), "figure4", folder)
+    result = execution.NotebookResult("01_x", True, 1.0, None, None, "")
+    assert run.export_figures([result], tmp_path, ["png", "pdf"]) == 4
     assert sizes == ["full"]  # paper figures, 7 in wide, unless asked otherwise
     names = sorted(p.relative_to(tmp_path).as_posix() for p in written)
     assert names == [f"figures/01_x/{n}.{f}" for n in ("figure3", "figure4") for f in ("pdf", "png")]
@@ -328,8 +327,10 @@ def test_unresolvable_grid_fails_once_before_any_notebook(tmp_path: Path) -> Non
     src.mkdir()
     _notebook(src / "n.ipynb", ["open('ran', 'w').close()"], "families = ['x']\nextract = False")
     with pytest.raises(RbplabError, match="no-such-model") as caught:
-        report.run_report(
-            "micro", ["prose"], models=["no-such-model"], source_dir=src, output_dir=tmp_path / "out"
+        run_report(
+            {"families": ["micro"], "models": ["no-such-model"], "corpora": ["prose"]},
+            tmp_path / "out",
+            options=ReportOptions(source_dir=src),
         )
     assert "\n" not in str(caught.value)
     assert not (tmp_path / "out").exists() and not (src / "ran").exists()
@@ -343,25 +344,26 @@ def test_missing_runs_are_refused_before_any_notebook(tmp_path: Path) -> None:
     src = tmp_path / "src"
     src.mkdir()
     _notebook(src / "n.ipynb", ["open('ran', 'w').close()"], "families = ['x']\nextract = False")
-    kwargs = {"source_dir": src, "output_dir": tmp_path / "out", "cache_dir": tmp_path / "cache"}
+    grid, out, cache = Grid.build("micro", ["prose"]), tmp_path / "out", tmp_path / "cache"
     with pytest.raises(MissingRunsError, match=r"6 run\(s\) are not in the cache.*with extract=True"):
-        report.run_report("micro", ["prose"], **kwargs)
+        run_report(grid, out, cache_dir=cache, options=ReportOptions(source_dir=src))
+    remedy = ReportOptions(source_dir=src, missing_remedy="--extract: rbplab x")
     with pytest.raises(MissingRunsError, match=r"micro-1-25K on prose.*with --extract: rbplab x$"):
-        report.run_report("micro", ["prose"], missing_remedy="--extract: rbplab x", **kwargs)
+        run_report(grid, out, cache_dir=cache, options=remedy)
     assert not (tmp_path / "out").exists() and not (src / "ran").exists()
 
 
 def test_notebooks_are_chosen_by_name_or_number(tmp_path: Path) -> None:
     paths = [tmp_path / f"{n}.ipynb" for n in ("01_rbp_vs_size", "02_k_sweep", "10_more")]
-    assert report.select_notebooks(paths, ["02", "1", "01_rbp_vs_size.ipynb", "10"]) == [
+    assert execution.select_notebooks(paths, ["02", "1", "01_rbp_vs_size.ipynb", "10"]) == [
         paths[1],
         paths[0],
         paths[2],
     ]
     with pytest.raises(InvalidArgumentError, match=r"unknown notebooks \['03'\]"):
-        report.select_notebooks(paths, ["03"])
+        execution.select_notebooks(paths, ["03"])
     with pytest.raises(InvalidArgumentError, match=r"did you mean '02_k_sweep'"):
-        report.select_notebooks(paths, ["02_k_swep"])
+        execution.select_notebooks(paths, ["02_k_swep"])
 
 
 def test_intervals_keep_the_estimates_digits_and_contain_it() -> None:
@@ -438,7 +440,7 @@ def test_index_table_shows_integers_and_no_interval_that_excludes_its_estimate(t
         {"quantity": ["CE", "RBP_1"], "k": [1.0, None], "S": [25472.0, 85000.0], "E": [1.29e-17, 0.5]}
         | {"E_low": [9.36e-14, 0.4], "E_high": [9.36e-14, 0.6]}
     ).to_csv(path, index=False)
-    page = report._headline_table_html(path)
+    page = index._headline_table_html(path)
     assert "<td>25472</td>" in page and "<td>1</td>" in page and "25472.0" not in page
     assert "9.36e-14" not in page and "<td>—</td>" in page and "E: 1 estimate(s) at a bound" in page
     assert "<td>0.400</td>" in page and "<td>0.600</td>" in page
@@ -460,12 +462,11 @@ def test_extraction_on_an_unreachable_hub_fails_once_before_any_notebook(
     for name in ("05_extraction", "06_training_dynamics"):
         _notebook(src / f"{name}.ipynb", ["open('ran', 'w').close()"], "families = ['x']\nextract = False")
     with pytest.raises(RbplabError, match=r"grid cannot be resolved: cannot resolve hub:wikipedia") as caught:
-        report.run_report(
-            "micro",
-            ["hub:wikipedia"],
+        run_report(
+            Grid.build("micro", ["hub:wikipedia"]),
+            tmp_path / "out",
             extract=True,
-            source_dir=src,
-            output_dir=tmp_path / "out",
+            options=ReportOptions(source_dir=src),
             progress=None,
         )
     assert "\n" not in str(caught.value)
@@ -483,3 +484,40 @@ def test_k_sweep_sentence_states_the_law_range_not_the_r2_range() -> None:
     sweep = ksweep.k_sweep(ref.assign(metric="rbp", loss=-np.log(ref["rbp"])))
     text = headlines.k_sweep(sweep, ksweep.sweep_summary(sweep))
     assert "the law holds up to k = 1,000," in text and "10,000" not in text
+
+
+def test_a_study_files_settings_key_its_runs_in_the_results_file(tmp_path: Path) -> None:
+    """results.json states the settings the notebooks analysed, a study file's own, and keys each
+    run by them: the report used to state (and match cache keys with) the caller's settings, the
+    defaults, so a study capped at 300 tokens had every cache_key null and max_tokens null."""
+    import json
+
+    from rbplab.store import registry
+    from rbplab.store.cache import CacheEntry
+
+    model = registry.family_models("micro")["model"].iloc[0]
+    cache = tmp_path / "cache"
+    entry = CacheEntry(cache, {"model": {"name": model}, "corpus": {"name": "prose"}, "max_tokens": 300})
+    one_token = {"doc_index": [0], "doc_id": ["d"], "position": [1], "target_id": [2]}
+    with entry.lock():
+        entry.write_shard(0, pd.DataFrame(one_token | {"n_greater": [0], "n_equal": [1], "nll": [0.5]}))
+        entry.finalize({"vocab_size": 10})
+    study = tmp_path / "study.toml"
+    study.write_text(f'models = ["{model}"]\ncorpora = ["prose"]\n[settings]\nmax_tokens = 300\n')
+    src = tmp_path / "src"
+    src.mkdir()
+    _notebook(
+        src / "n.ipynb",
+        [
+            "import pandas as pd\nfrom rbplab import report\n"
+            f"runs = pd.DataFrame({{'model': ['{model}'], 'corpus': ['prose']}})\n"
+            "report.save_table(runs, 'runs', output_dir)"
+        ],
+        "study_file = None\noutput_dir = None",
+    )
+    table = run_report(study, tmp_path / "out", cache_dir=cache, options=ReportOptions(source_dir=src))
+    assert table["ok"].all(), table["error"].tolist()
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert results["settings"]["max_tokens"] == 300
+    runs = dict(zip(results["runs"]["columns"], results["runs"]["rows"][0], strict=True))
+    assert runs["cache_key"] == entry.key

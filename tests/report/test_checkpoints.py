@@ -1,15 +1,14 @@
-"""The grid a report states, and the cached checkpoints it hands the training notebook."""
+"""The cached checkpoints a report hands the training notebook."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
+from rbplab.report.checkpoints import cached_checkpoints
 from rbplab.store import registry
 from rbplab.store.cache import CacheEntry
-from rbplab.store.corpora import list_corpora
 from rbplab.store.schedules import schedule_of
-from rbplab.viz.grid import cached_checkpoints, resolve_grid
 
 ONE_TOKEN = pd.DataFrame(
     {
@@ -44,18 +43,6 @@ def _entry(root, model, corpus, revision, step, max_tokens):
     with entry.lock():
         entry.write_shard(0, ONE_TOKEN)
         entry.finalize({"vocab_size": 10, "training": {"step": step}})
-
-
-def test_resolved_grid_names_what_the_defaults_mean():
-    grid = resolve_grid(["micro"], None, settings={"max_tokens": 2000})
-    bundled = list_corpora().query("origin == 'bundled'")["name"].tolist()
-    assert grid["corpora"] == bundled and grid["corpora"]  # not None: the corpora analysed
-    members = registry.family_models("micro")
-    assert [m["model"] for m in grid["models"]] == members["model"].tolist()
-    assert [m["S"] for m in grid["models"]] == members["S"].astype(float).tolist()
-    assert grid["settings_changed"] == {"max_tokens": 2000} and grid["settings"]["context_length"] is None
-    assert resolve_grid(["micro"], ["prose"], models=members["model"][:2])["corpora"] == ["prose"]
-    assert len(resolve_grid(["micro"], ["prose"], models=members["model"][:2])["models"]) == 2
 
 
 def test_cached_checkpoints_every_model_on_every_corpus(tmp_path):
