@@ -67,7 +67,7 @@ study = open_study(
     ties=ties,
     extract=extract,
 )
-runs = report.save_table(study.summary(), "runs", output_dir)
+runs = report.save_table(study.run_table(), "runs", output_dir)
 
 # %% [markdown]
 # ## Power-law fits
