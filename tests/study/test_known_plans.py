@@ -143,3 +143,26 @@ def test_a_record_is_not_reused_with_another_tokenizer(planned, tiny_corpus, tmp
     config.write_text(config.read_text().replace("}", ', "model_max_length": 31}', 1))
     assert known_plan(replace(spec, tokenizer=str(other)), tiny_corpus, settings, cache) is None
     assert known_plan(replace(spec, tokenizer=None), tiny_corpus, settings, cache) is None
+
+
+def test_only_the_runs_without_a_record_are_planned(setup, monkeypatch):
+    """resolve_entries finds each run through its plan record where one holds and plans the others
+    (each model described once): one lost record costs one model's planning, not the grid's."""
+    from rbplab.extraction import pipeline
+    from rbplab.study.loading import resolve_entries
+
+    models, corpus, cache = setup
+    grid = Grid.build(models, corpus, **SETTINGS)
+    load_study(grid, cache_dir=cache, extract=True)
+    opened, settings = open_corpus(corpus), ExtractionSettings(**SETTINGS)
+    keys = [known_plan(ModelSpec(m), opened, settings, cache).key for m in models]
+    known_plans._record_path(cache, known_plans.request(ModelSpec(models[1]), opened, settings)).unlink()
+    planned, plan = [], pipeline.plan_extraction
+    monkeypatch.setattr(
+        pipeline, "plan_extraction", lambda ref, *a, **k: planned.append(ref.model) or plan(ref, *a, **k)
+    )
+    resolved = resolve_entries(grid, cache)
+    assert planned == [grid.members[1].model]
+    assert [r.plan is None for r in resolved] == [True, False]
+    assert [r.entry.key for r in resolved] == keys and all(r.entry.is_complete() for r in resolved)
+    assert known_plan(ModelSpec(models[1]), opened, settings, cache).key == keys[1]  # recorded again

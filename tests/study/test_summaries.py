@@ -27,7 +27,7 @@ from rbplab.grid import Grid
 from rbplab.store.cache import CacheEntry, list_entries
 from rbplab.store.summaries import SUMMARY_FILE, SummaryError, parse_summary, summary_bytes
 from rbplab.study import Study, load_study
-from rbplab.study.loading import MissingRunsError
+from rbplab.study.loading import MissingRunsError, resolve_entries
 
 MICRO = ["micro-1-25K", "micro-3-200K", "micro-5-1.2M"]
 SETTINGS = {"max_tokens": 6000, "shard_tokens": 2048, "context_length": 256}
@@ -290,6 +290,30 @@ def test_entry_truncated_with_its_summary_is_refused_by_a_study(micro_cache, tmp
     assert not entry.is_complete()  # marked incomplete: extraction resumes it
     study = load_study(Grid.build("micro", "humaneval", SETTINGS, models=MICRO), cache_dir=root, extract=True)
     assert all(r.n_tokens == 6000 for r in study.runs) and entry.problems() == []
+
+
+def test_damaged_entry_named_by_its_plan_record_is_refused_or_recomputed(micro_cache, tmp_path) -> None:
+    """An entry whose plan record holds (so no model is planned for it) but whose manifest no longer
+    adds up: named with its damage, or, with extract=True, planned then and recomputed."""
+    grid = Grid.build("micro", "humaneval", SETTINGS, models=MICRO)
+
+    def damaged_copy(name: str) -> tuple[Path, CacheEntry]:
+        root = _copy_cache(micro_cache, tmp_path / name)
+        resolved = resolve_entries(grid, root)
+        assert [r.plan for r in resolved] == [None] * len(MICRO)  # every run found through its record
+        entry = resolved[1].entry
+        manifest = json.loads(entry.manifest_path.read_text())
+        entry.manifest_path.write_text(json.dumps({**manifest, "n_tokens": manifest["n_tokens"] + 1}))
+        return root, entry
+
+    root, _ = damaged_copy("refused")
+    with pytest.raises(MissingRunsError, match="n_tokens 6001 is not the sum.*or load with extract=True"):
+        load_study(grid, cache_dir=root)
+    root, entry = damaged_copy("recomputed")
+    with pytest.warns(UserWarning, match="recomputing the damaged shards now"):
+        study = load_study(grid, cache_dir=root, extract=True)
+    assert [r.n_tokens for r in study.runs] == [6000] * len(MICRO) and entry.problems() == []
+    _assert_frames(study.fit_table([1, 10]), load_study(grid, cache_dir=micro_cache).fit_table([1, 10]))
 
 
 def test_document_hits_at_k_of_the_vocabulary_are_every_token() -> None:
