@@ -108,7 +108,7 @@ def absent_runs(grid: Grid, cache_dir: str | Path | None = None) -> MissingRunsE
     """The runs of `grid` that no complete cache entry can hold (none has their model, revision,
     corpus and recorded settings), found from the entries' specs alone: no model is described, no
     corpus opened, nothing of torch or transformers imported. A run this does not name may still
-    turn out missing when it is planned (`load_grid`); one it names is certainly missing. Returns
+    turn out missing when it is planned (`resolve_entries`); one it names is certainly missing. Returns
     the error naming them and how the nearest cached runs differ, or None."""
     from rbplab.extraction.sources import as_spec, resolve_source
     from rbplab.store.cache import entry_at, entry_dirs
