@@ -272,17 +272,24 @@ def _read_summary(
     complete; a damaged entry is a `MissingRunsError`, or recomputed when `extract`."""
     from rbplab.store.cache import CacheCorruptedError
 
-    entry, plan = resolved.entry, resolved.plan
-    if not entry.is_complete():
+    entry = resolved.entry
+
+    def plan() -> Plan:  # a run found through its plan record is planned only to be recomputed
+        return resolved.plan or _planned(resolved.run, settings, cache_dir, {}).plan
+
+    def compute() -> None:  # model code is imported only when a run must be computed
         from rbplab.extraction.pipeline import extract_plan
 
-        extract_plan(plan, cache_dir=cache_dir, progress=bars)
+        extract_plan(plan(), cache_dir=cache_dir, progress=bars)
+
+    if not entry.is_complete():
+        compute()
     try:
         manifest = entry.manifest()
         if not entry.has_summary():  # nothing vouches for its token count: derive it first
             from rbplab.extraction.pipeline import count_problems
 
-            problems = count_problems(plan, manifest)
+            problems = count_problems(plan(), manifest)
             if problems:
                 raise entry.damaged(problems[0])
         return entry.summary(manifest), manifest
@@ -290,11 +297,7 @@ def _read_summary(
         if not extract:
             raise MissingRunsError(f"{err}; or load with extract=True") from None
         warnings.warn(f"{err}; recomputing the damaged shards now", stacklevel=3)
-        from rbplab.extraction.pipeline import extract_plan
-
-        if plan is None:  # found through its plan record: plan it now to recompute it
-            plan = _planned(resolved.run, settings, cache_dir, {}).plan
-        extract_plan(plan, cache_dir=cache_dir, progress=bars)
+        compute()
         manifest = entry.manifest()
         return entry.summary(manifest), manifest
 
