@@ -61,6 +61,7 @@ def demo_variant(cache: str, variant: str) -> dict:
     import pyarrow.parquet  # noqa: F401  (libraries every variant loads, before the baseline)
 
     from rbplab.core import Run
+    from rbplab.grid import Grid
     from rbplab.store.cache import list_entries
     from rbplab.study import Study, default_corpora, load_entries, load_study
 
@@ -76,7 +77,7 @@ def demo_variant(cache: str, variant: str) -> dict:
         # the demo's full-corpus runs (its checkpoint runs hold the first 16,384 tokens of each corpus)
         study = load_entries(list(table.loc[table["n_tokens"] > 16_384, "key"]), cache_dir=cache)
     else:
-        study = load_study("micro", default_corpora(), cache_dir=cache)
+        study = load_study(Grid.build("micro", default_corpora()), cache_dir=cache)
     if variant == "tokens":  # every run's tokens in memory, as a study held them before summaries
         study = Study([Run(r.family, r.model, r.corpus, r.S, r.token_stats()) for r in study.runs])
     times["load"] = time.perf_counter() - clock

@@ -30,9 +30,8 @@ from typing import Optional
 from rbplab import report
 from rbplab.analysis import fit
 from rbplab.store import paper_reference
-from rbplab.study import open_study
 from rbplab.viz import headlines, plots
-from rbplab.viz.parameters import as_mapping, as_names, as_numbers
+from rbplab.viz.parameters import NotebookParameters
 from rbplab.viz.widgets import ScalingView, show
 
 # %% tags=["parameters"]
@@ -50,25 +49,10 @@ ties: str = "pessimistic"  # rank convention: pessimistic (paper), optimistic (g
 n_boot: int = 200  # document-bootstrap replicates
 
 # %%
-# Batch runs hand lists as text (papermill -p corpora '["prose", "humaneval"]'): read them as lists.
-families, models, corpora = (
-    as_names(families, "families"),
-    as_names(models, "models"),
-    as_names(corpora, "corpora"),
-)
-ks, settings = as_numbers(ks, "ks"), as_mapping(settings, "settings")
-study = open_study(
-    families,
-    corpora,
-    settings,
-    models=models,
-    study_file=study_file,
-    synthetic=synthetic,
-    cache_dir=cache_dir,
-    ties=ties,
-    extract=extract,
-)
-runs = report.save_table(study.summary(), "runs", output_dir)
+# The parameters above as values (batch runs hand lists as text) and the study they name.
+params = NotebookParameters.read(globals())
+study, ks = params.open_study(), params.ks
+runs = report.save_table(study.run_table(), "runs", output_dir)
 
 # %% [markdown]
 # ## Power-law fits

@@ -26,9 +26,8 @@ from typing import Optional
 
 from rbplab import report
 from rbplab.analysis import ksweep
-from rbplab.study import open_study
 from rbplab.viz import headlines, plots
-from rbplab.viz.parameters import as_mapping, as_names, as_numbers
+from rbplab.viz.parameters import NotebookParameters
 from rbplab.viz.widgets import KSweepView, show
 
 # %% tags=["parameters"]
@@ -47,25 +46,9 @@ large_fractions: list[float] = [0.4, 0.6]  # k near |V| as fractions of |V| (pap
 n_boot: int = 0  # document-bootstrap replicates for α(k) and R²(k); 0: OLS intervals only
 
 # %%
-# Batch runs hand lists as text (papermill -p corpora '["prose", "humaneval"]'): read them as lists.
-families, models, corpora = (
-    as_names(families, "families"),
-    as_names(models, "models"),
-    as_names(corpora, "corpora"),
-)
-ks, settings = as_numbers(ks, "ks"), as_mapping(settings, "settings")
-large_fractions = as_numbers(large_fractions, "large_fractions", kind=float)
-study = open_study(
-    families,
-    corpora,
-    settings,
-    models=models,
-    study_file=study_file,
-    synthetic=synthetic,
-    cache_dir=cache_dir,
-    ties=ties,
-    extract=extract,
-)
+# The parameters above as values (batch runs hand lists as text) and the study they name.
+params = NotebookParameters.read(globals())
+study, ks, large_fractions = params.open_study(), params.ks, params.large_fractions
 
 # %% [markdown]
 # ## Figure 6: fit quality and exponent as functions of k

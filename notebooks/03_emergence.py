@@ -26,9 +26,8 @@
 from typing import Optional
 
 from rbplab import report
-from rbplab.study import open_study
 from rbplab.viz import headlines, plots
-from rbplab.viz.parameters import as_mapping, as_names, as_numbers
+from rbplab.viz.parameters import NotebookParameters
 from rbplab.viz.widgets import EmergenceView, show
 
 # %% tags=["parameters"]
@@ -49,24 +48,9 @@ output_dir: Optional[str] = None  # folder for tables and figures (the report se
 ties: str = "pessimistic"  # rank convention: pessimistic (paper), optimistic (g + 1) or expected
 
 # %%
-# Batch runs hand lists as text (papermill -p corpora '["prose", "humaneval"]'): read them as lists.
-families, models, corpora = (
-    as_names(families, "families"),
-    as_names(models, "models"),
-    as_names(corpora, "corpora"),
-)
-ks, ns, settings = as_numbers(ks, "ks"), as_numbers(ns, "ns"), as_mapping(settings, "settings")
-study = open_study(
-    families,
-    corpora,
-    settings,
-    models=models,
-    study_file=study_file,
-    synthetic=synthetic,
-    cache_dir=cache_dir,
-    ties=ties,
-    extract=extract,
-)
+# The parameters above as values (batch runs hand lists as text) and the study they name.
+params = NotebookParameters.read(globals())
+study, ks, ns = params.open_study(), params.ks, params.ns
 
 # %% [markdown]
 # ## Fits of $-\log p_{N,k}$

@@ -27,9 +27,8 @@
 from typing import Optional
 
 from rbplab import report
-from rbplab.study import open_study
 from rbplab.viz import headlines, plots
-from rbplab.viz.parameters import as_mapping, as_names
+from rbplab.viz.parameters import NotebookParameters
 from rbplab.viz.widgets import RankDistributionView, show
 
 # %% tags=["parameters"]
@@ -46,24 +45,9 @@ ties: str = "pessimistic"  # rank convention: pessimistic (paper), optimistic (g
 n_boot: int = 100  # document-bootstrap replicates for the intervals on mu and sigma (0: none)
 
 # %%
-# Batch runs hand lists as text (papermill -p corpora '["prose", "humaneval"]'): read them as lists.
-families, models, corpora = (
-    as_names(families, "families"),
-    as_names(models, "models"),
-    as_names(corpora, "corpora"),
-)
-settings = as_mapping(settings, "settings")
-study = open_study(
-    families,
-    corpora,
-    settings,
-    models=models,
-    study_file=study_file,
-    synthetic=synthetic,
-    cache_dir=cache_dir,
-    ties=ties,
-    extract=extract,
-)
+# The parameters above as values (batch runs hand lists as text) and the study they name.
+params = NotebookParameters.read(globals())
+study = params.open_study()
 exponents = report.save_table(study.ce_exponents(), "ce_exponents", output_dir)
 report.headline(headlines.lognormal(exponents), output_dir)
 

@@ -33,9 +33,9 @@ from rbplab.extraction import extract_grid
 from rbplab.grid import Grid
 from rbplab.runner import run_study
 from rbplab.store import list_entries
-from rbplab.study.loading import load_grid
+from rbplab.study import load_study
 from rbplab.viz import headlines
-from rbplab.viz.parameters import as_mapping, as_names
+from rbplab.viz.parameters import NotebookParameters
 
 # %% tags=["parameters"]
 families: list[str] = ["micro"]  # model families of the registry (`rbplab families`)
@@ -49,19 +49,18 @@ output_dir: Optional[str] = None  # folder for tables and figures (the report se
 progress: bool = True  # progress bars with tokens/s
 
 # %%
-# Batch runs hand lists as text (papermill -p corpora '["prose", "humaneval"]'): read them as lists.
-families, models, corpora = (
-    as_names(families, "families"),
-    as_names(models, "models"),
-    as_names(corpora, "corpora"),
+# The parameters above as values (batch runs hand lists as text); models, when given, replace families.
+params = NotebookParameters.read(globals())
+grid = (
+    params.grid()
+    if study_file
+    else Grid.build(params.models or params.families, params.corpora, params.settings)
 )
-settings = as_mapping(settings, "settings")
-grid = Grid.read(study_file) if study_file else Grid.build(models or families, corpora, settings)
 before = list_entries(cache_dir)
 
 # %%
 if not extract:  # a missing run is a MissingRunsError naming it: no model runs unasked
-    runs = load_grid(grid, cache_dir=cache_dir, outer="model").summary()
+    runs = load_study(grid, cache_dir=cache_dir, outer="model").run_table()
 elif study_file:
     runs = run_study(grid, cache_dir=cache_dir, progress=progress).table
 else:

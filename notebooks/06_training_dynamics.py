@@ -31,9 +31,8 @@ from rbplab import report
 from rbplab.analysis import data_scaling
 from rbplab.report.checkpoints import cached_checkpoints
 from rbplab.study import default_corpora
-from rbplab.study.training import open_training
 from rbplab.viz import headlines, plots
-from rbplab.viz.parameters import as_mapping, as_names, as_numbers
+from rbplab.viz.parameters import NotebookParameters
 from rbplab.viz.widgets import TrainingView, show
 
 # %% tags=["parameters"]
@@ -51,22 +50,13 @@ ties: str = "pessimistic"  # rank convention: pessimistic (paper), optimistic (g
 n_boot: int = 200  # bootstrap replicates over checkpoints for the joint fits and the frontier comparison
 
 # %%
-# Batch runs hand lists and tables as text (papermill -p ks '[1, 100]'): read them as such.
-families, ks = as_names(families, "families"), as_numbers(ks, "ks")
-checkpoints = as_mapping(checkpoints, "checkpoints") or None
+# The parameters above as values (batch runs hand lists and tables as text).
+params = NotebookParameters.read(globals())
+ks, checkpoints = params.ks, params.checkpoints
 if checkpoints is None and study_file is None and not synthetic:
     # The defaults analyse what the cache holds (what `rbplab demo` scored), found as a report finds it.
-    covered = as_names(corpora, "corpora") or default_corpora()
-    checkpoints = cached_checkpoints(families or [], covered, cache_dir)
-training = open_training(
-    checkpoints or study_file,
-    ks,
-    families=families or [],
-    synthetic=synthetic,
-    cache_dir=cache_dir,
-    ties=ties,
-    extract=extract,
-)
+    checkpoints = cached_checkpoints(params.families or [], params.corpora or default_corpora(), cache_dir)
+training = params.open_training(checkpoints)
 if training.banner:
     report.banner(training.banner, output_dir)
 table = report.save_table(training.table, "checkpoints", output_dir)

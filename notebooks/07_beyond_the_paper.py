@@ -33,9 +33,8 @@ from typing import Optional
 
 from rbplab import report
 from rbplab.analysis import fit
-from rbplab.study import open_study
 from rbplab.viz import headlines, plots
-from rbplab.viz.parameters import as_mapping, as_names, as_numbers
+from rbplab.viz.parameters import NotebookParameters
 from rbplab.viz.widgets import show
 
 # %% tags=["parameters"]
@@ -54,28 +53,9 @@ ties: str = "pessimistic"  # rank convention: pessimistic (paper), optimistic (g
 n_boot: int = 200  # document-bootstrap replicates of the terms' exponents (reads each run's tokens)
 
 # %%
-# Batch runs hand lists as text (papermill -p corpora '["prose", "humaneval"]'): read them as lists.
-families, models, corpora = (
-    as_names(families, "families"),
-    as_names(models, "models"),
-    as_names(corpora, "corpora"),
-)
-ks, holdouts, settings = (
-    as_numbers(ks, "ks"),
-    as_numbers(holdouts, "holdouts"),
-    as_mapping(settings, "settings"),
-)
-study = open_study(
-    families,
-    corpora,
-    settings,
-    models=models,
-    study_file=study_file,
-    synthetic=synthetic,
-    cache_dir=cache_dir,
-    ties=ties,
-    extract=extract,
-)
+# The parameters above as values (batch runs hand lists as text) and the study they name.
+params = NotebookParameters.read(globals())
+study, ks, holdouts = params.open_study(), params.ks, params.holdouts
 # Size laws compare models at one training step: a study of checkpoints keeps each model's last.
 final = study.at_step() if study.has_training else study
 decomposition = report.save_table(final.decomposition(), "decomposition", output_dir)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from rbplab.analysis.metrics import RunData, as_ks, n_tokens, summary
+from rbplab.analysis.metrics import RunData, as_ks, n_tokens, run_metrics
 from rbplab.core.errors import InvalidArgumentError
 from rbplab.core.stats import TokenStats
 from rbplab.core.summary import EntrySummary, document_hits, document_totals
@@ -195,7 +195,7 @@ def bootstrap_ci(
     if not 0 < level < 1:
         raise InvalidArgumentError(f"level must lie in (0, 1), got {level}")
     ks = as_ks(ks, stats.vocab_size)
-    point = summary(stats, ks, ties)  # checks `ties` before any resampling
+    point = run_metrics(stats, ks, ties)  # checks `ties` before any resampling
     metric, k, values = _columns(_replicates(stats, ks, ties, n_boot, seed, unit), ks)
     low, high = np.nanquantile(values, [(1 - level) / 2, (1 + level) / 2], axis=0)
     return pd.DataFrame(

@@ -170,10 +170,10 @@ def _mean_reciprocal_rank(data: TokenStats | EntrySummary, ties: str) -> float:
 
 
 def decomposition_metrics(data: TokenStats | EntrySummary, ties: str = "pessimistic") -> pd.DataFrame:
-    """The long rows of `rbplab.analysis.metrics.summary` for ee, ee_mm, sa, conf and mrr:
+    """The long rows of `rbplab.analysis.metrics.run_metrics` for ee, ee_mm, sa, conf and mrr:
     metric, k (<NA>), value, loss (the quantity a power law fits: the value itself for the
     entropy terms, -log MRR for mrr), n_rbe. Conf = log C may be negative, and a power-law fit
-    then says why it has no exponent (the loss must be positive). `metrics.summary` checks `ties`."""
+    then says why it has no exponent (the loss must be positive). `metrics.run_metrics` checks `ties`."""
     d = _decompose(data, ties)
     mrr = _mean_reciprocal_rank(data, ties)
     values = np.array([d.ee, d.ee_miller_madow, d.sa, d.conf, mrr])

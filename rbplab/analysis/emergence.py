@@ -266,10 +266,10 @@ def sequence_table(
             docs = doc_stats(st, k_arr, ties, n_docs)
             counts, succ, perm, posm = _window_doc_sums(st, ns, k_arr, ties, n_docs)
         else:
-            with run.summary.documents():  # the per-document tables, read once for this run
-                docs = doc_stats(run.summary, k_arr, ties, n_docs)
+            with run.entry_summary.documents():  # the per-document tables, read once for this run
+                docs = doc_stats(run.entry_summary, k_arr, ties, n_docs)
                 counts, succ, perm, posm = _summary_window_sums(
-                    run.summary, docs, ns, ties, per_document=n_boot > 0
+                    run.entry_summary, docs, ns, ties, per_document=n_boot > 0
                 )
         n_col = np.repeat(ns, len(k_arr))
         k_idx = np.tile(np.arange(len(k_arr)), len(ns))

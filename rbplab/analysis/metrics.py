@@ -241,16 +241,16 @@ def _metric_frame(rbp_values: np.ndarray, ks: np.ndarray, ce: float, mean_p: flo
     )
 
 
-def summary(
+def run_metrics(
     data: RunData, ks: Iterable[int] | None = None, ties: str = "pessimistic", decomposition: bool = False
 ) -> pd.DataFrame:
     """Long table: one row per metric ("rbp" per k, "ce", "mean_p") with value and loss,
     plus n_tokens, n_docs, vocab_size and ties. decomposition=True adds the rows of
     `rbplab.analysis.decomposition.decomposition_metrics` (ee, ee_mm, sa, conf, mrr; with n_rbe)."""
-    return _summary(data, ks, check_ties(ties), decomposition)
+    return _run_metrics(data, ks, check_ties(ties), decomposition)
 
 
-def _summary(data: RunData, ks: Iterable[int] | None, ties: str, decomposition: bool) -> pd.DataFrame:
+def _run_metrics(data: RunData, ks: Iterable[int] | None, ties: str, decomposition: bool) -> pd.DataFrame:
     ks = as_ks(ks, data.vocab_size)
     frame = _metric_frame(
         np.asarray(_rbp_curve(data, ties).rbp(ks), dtype=np.float64),
@@ -273,7 +273,7 @@ def metrics_table(
     check_ties(ties)
     frames = []
     for run in as_runs(runs):
-        frame = _summary(run.stats, ks, ties, decomposition)
+        frame = _run_metrics(run.stats, ks, ties, decomposition)
         frames.append(frame.assign(family=run.family, model=run.model, corpus=run.corpus, S=run.S))
     if not frames:
         raise InvalidArgumentError("metrics_table needs at least one run")

@@ -440,12 +440,12 @@ def _configure_fit(p: argparse.ArgumentParser) -> None:
 
 def _run_fit(args: argparse.Namespace) -> int:
     _check_study_arguments(args)
+    from rbplab.grid import Grid
     from rbplab.study import MissingRunsError, load_study
 
+    grid = Grid.build(args.family, args.corpus, settings_from_args(args))
     try:
-        study = load_study(
-            args.family, args.corpus, settings_from_args(args), cache_dir=args.cache_dir, extract=args.extract
-        )
+        study = load_study(grid, cache_dir=args.cache_dir, extract=args.extract)
     except MissingRunsError as err:
         raise err.with_remedy(missing_remedy(args)) from None
     _print_table(study.fit_table(args.k), args.format)
@@ -613,7 +613,8 @@ def _configure_run(p: argparse.ArgumentParser) -> None:
     _configure_format(p)
 
 
-def _run_run(args: argparse.Namespace) -> int:
+def _run_study_file(args: argparse.Namespace) -> int:
+    from rbplab.grid import Grid
     from rbplab.runner import RayOptions, run_study
 
     if args.plan:
@@ -628,7 +629,7 @@ def _run_run(args: argparse.Namespace) -> int:
         num_cpus=args.num_cpus,
     )
     result = run_study(
-        args.study,
+        Grid.read(args.study),
         executor=args.executor,
         cache_dir=args.cache_dir,
         ray=options,
@@ -651,7 +652,9 @@ register(
     configure_plan,
     run_plan,
 )
-register("run", "run a study file's grid (local, Ray or a SLURM array slice)", _configure_run, _run_run)
+register(
+    "run", "run a study file's grid (local, Ray or a SLURM array slice)", _configure_run, _run_study_file
+)
 register(
     "fit",
     "scaling fits of -log RBP_k versus S from the cache (a missing run is an error; --extract computes it)",

@@ -58,14 +58,14 @@ def run_demo(
     stages = {"planning (driver)": run.plan_seconds} | {f"{k} (units)": v for k, v in run.timings.items()}
     checkpoints = score_checkpoints(family, corpora, settings, root, stages)
     clock = time.perf_counter()
-    study = load_study(family, corpora, settings, cache_dir=root)
+    study = load_study(grid, cache_dir=root)  # the grid that was run is the grid analysed
     stages["reading the cache"] = time.perf_counter() - clock
 
-    summary = study.summary()
+    runs_table = study.run_table()
     points = study.points(DEMO_KS).pivot_table(index=["corpus", "model", "S"], columns="k", values="rbp")
     points.columns = [f"RBP_{k}" for k in points.columns]
     per_model = points.reset_index().merge(
-        summary[["corpus", "model", "n_tokens", "ce"]], on=["corpus", "model"]
+        runs_table[["corpus", "model", "n_tokens", "ce"]], on=["corpus", "model"]
     )
     fits = study.fit_table(DEMO_KS)
     ce_fits = study.ce_exponents()

@@ -33,7 +33,7 @@ class Run:
     """One model evaluated on one corpus; S is the non-embedding parameter count.
 
     `stats` is the run's per-token statistics (`TokenStats`) or, for a run read from the cache,
-    only their summary (`EntrySummary`): every analysis reads `summary`, and `token_stats()`
+    only their summary (`EntrySummary`): every analysis reads `entry_summary`, and `token_stats()`
     reads tokens only when asked. A training checkpoint also carries its revision, its step, the
     tokens it had seen D and its compute C ~= 6 S D (from the cache manifest's ``training`` block
     or the checkpoint schedule); None for a final model or where the schedule is unknown."""
@@ -49,7 +49,7 @@ class Run:
     C: float | None = None
 
     @cached_property
-    def summary(self) -> EntrySummary:
+    def entry_summary(self) -> EntrySummary:
         """The run's sufficient statistics (computed on first use when the run holds tokens)."""
         return self.stats if isinstance(self.stats, EntrySummary) else summarize(self.stats)
 

@@ -9,7 +9,6 @@ from rbplab.study.loading import (
     default_corpora,
     load_entries,
     load_study,
-    load_study_file,
     open_study,
 )
 from rbplab.study.study import Study
@@ -21,7 +20,6 @@ __all__ = [
     "default_corpora",
     "load_entries",
     "load_study",
-    "load_study_file",
     "open_study",
     "synthetic_study",
 ]

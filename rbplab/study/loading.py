@@ -1,4 +1,4 @@
-"""Loading a `Study` from the extraction cache: every model of some families on some corpora.
+"""Loading a `Study` from the extraction cache: every run of a grid (`rbplab.grid.Grid`).
 
 Each run is its cache entry's summary (`rbplab.core.summary`), never its tokens, so a study opens
 in memory that grows with the number of entries, not of tokens. Runs missing from the cache are an
@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
@@ -24,6 +25,10 @@ from rbplab.core.stats import check_ties
 from rbplab.grid import Grid, GridRun, corpus_label
 from rbplab.store.corpora import Corpus, LazyCorpus
 from rbplab.study.study import Study
+
+if TYPE_CHECKING:
+    from rbplab.extraction.plan import Plan
+    from rbplab.store.cache import CacheEntry
 
 
 def default_corpora() -> list[str]:
@@ -103,7 +108,7 @@ def absent_runs(grid: Grid, cache_dir: str | Path | None = None) -> MissingRunsE
     """The runs of `grid` that no complete cache entry can hold (none has their model, revision,
     corpus and recorded settings), found from the entries' specs alone: no model is described, no
     corpus opened, nothing of torch or transformers imported. A run this does not name may still
-    turn out missing when it is planned (`load_grid`); one it names is certainly missing. Returns
+    turn out missing when it is planned (`resolve_entries`); one it names is certainly missing. Returns
     the error naming them and how the nearest cached runs differ, or None."""
     from rbplab.extraction.sources import as_spec, resolve_source
     from rbplab.store.cache import entry_at, entry_dirs
@@ -163,8 +168,59 @@ def absent_runs(grid: Grid, cache_dir: str | Path | None = None) -> MissingRunsE
     return MissingRunsError.of_runs(missing, cache_dir, note)
 
 
-def load_grid(
-    grid: Grid,
+GridRequest = Grid | str | Path | Mapping[str, Any] | Iterable[str] | pd.DataFrame
+
+
+@dataclass(frozen=True)
+class ResolvedEntry:
+    """A grid run and the cache entry that holds it (complete or not yet). `plan` is its
+    extraction plan when the run was planned, None when a plan record named the entry (then no
+    model code was imported for it); `described_S` is S from the model's description."""
+
+    run: GridRun
+    entry: CacheEntry
+    described_S: float
+    plan: Plan | None
+
+
+def resolve_entries(
+    grid: Grid, cache_dir: str | Path | None = None, *, outer: Literal["corpus", "model"] = "corpus"
+) -> list[ResolvedEntry]:
+    """The cache entry of every run of `grid`, in the order `outer` gives (`Grid.runs`). A run
+    whose plan record (`rbplab.extraction.known_plans`) holds and whose entry has a summary is
+    found from the record alone; any other run is planned (each model described once for the
+    whole grid) and its plan recorded, so the next lookup needs no model code."""
+    from rbplab.extraction.known_plans import known_plan
+    from rbplab.extraction.sources import as_spec
+    from rbplab.store.cache import CacheEntry
+
+    resolved: list[ResolvedEntry] = []
+    described: dict = {}
+    for run in grid.runs(outer=outer):
+        found = known_plan(as_spec(run.model), run.corpus, grid.settings, cache_dir)
+        if found is not None:
+            entry = CacheEntry.open(found.key, cache_dir)
+            if entry.has_summary():  # without one, only planning knows how many tokens it must hold
+                resolved.append(ResolvedEntry(run, entry, found.n_nonembedding, None))
+                continue
+        resolved.append(_planned(run, grid.settings, cache_dir, described))
+    return resolved
+
+
+def _planned(run: GridRun, settings: ExtractionSettings, cache_dir, described: dict) -> ResolvedEntry:
+    """`run` planned the slow way (the model described, unless `described` holds it) and its plan
+    recorded for the next lookup."""
+    from rbplab.extraction.known_plans import record_plan
+    from rbplab.extraction.plan import plan_extraction
+    from rbplab.store.cache import CacheEntry
+
+    plan = plan_extraction(run.model, run.corpus, settings, described=described)
+    record_plan(plan, cache_dir)
+    return ResolvedEntry(run, CacheEntry(cache_dir, plan.key_spec), plan.described.info.n_nonembedding, plan)
+
+
+def load_study(
+    grid: GridRequest,
     *,
     cache_dir: str | Path | None = None,
     ties: str = "pessimistic",
@@ -173,98 +229,77 @@ def load_grid(
     progress: bool | Callable[[str], None] = False,
     outer: Literal["corpus", "model"] = "corpus",
 ) -> Study:
-    """The study of every run of `grid` (`rbplab.grid.Grid`), each read as its cache entry's
-    summary; missing entries are a `MissingRunsError` naming them, or extracted first when
-    `extract` is true. A model outside the registry gets its S from its description (the same
-    one its cache key comes from) and family ``custom``. `outer`: the order of the study's runs
-    (corpora outer, or models and their revisions outer as a study file lists them)."""
-    return _grid_study(grid, cache_dir, check_ties(ties), level, extract, progress, outer)
+    """Rank statistics of every run of `grid`, read from the cache.
 
-
-def _grid_study(
-    grid: Grid,
-    cache_dir: str | Path | None,
-    ties: str,
-    level: float,
-    extract: bool,
-    progress: bool | Callable[[str], None],
-    outer: Literal["corpus", "model"],
-) -> Study:
-    """`load_grid` after its public callers checked `ties` (before any entry is read)."""
+    grid: a `rbplab.grid.Grid`, or what names one (`Grid.build`'s first argument: registry family
+    names, registered models, local model paths and hub ids, a study file (``.toml``) or its
+    table (a dict), a table with a ``model`` column). Corpora, settings, a subset of models and
+    revisions are part of the grid: ``load_study(Grid.build("micro", ["prose"], max_tokens=2000))``.
+    A checkpoint's run is reported as ``model@revision`` with its step, tokens seen D and compute
+    C (from the cache manifest's ``training`` block, else the model's checkpoint schedule); a
+    model outside the registry gets its S from its description and family ``custom``. Each run
+    is read as its cache entry's summary (no token is held; `Study.stats` reads one run's tokens
+    when asked). Runs missing from the cache are a `MissingRunsError` naming them, or with
+    ``extract=True`` are extracted first (`rbplab.extraction.extract`). `progress` may be True
+    (extraction progress bars) or a callable receiving one line per run. `outer`: the order of
+    the study's runs (corpora outer, or models and their revisions outer as a study file lists
+    them). Made-up studies come from `synthetic_study`.
+    """
+    check_ties(ties)
+    grid = Grid.build(grid)
     if not extract:  # certainly missing runs are named at once, before any model is described
         absent = absent_runs(grid, cache_dir)
         if absent is not None:
             raise absent
-    known = _known_runs(grid, cache_dir, progress, outer)
-    if known is not None:  # every run planned before on this machine: no model code is imported
-        return Study(known, ties=ties, level=level)
-    from rbplab.extraction.known_plans import record_plan
-    from rbplab.extraction.pipeline import extract_plan
-    from rbplab.extraction.plan import count_problems, plan_extraction
-    from rbplab.store.cache import CacheCorruptedError, CacheEntry
-
-    say = progress if callable(progress) else None
-    planned, described = [], {}  # each model described once for the whole grid
-    for run in grid.runs(outer=outer):
-        plan = plan_extraction(run.model, run.corpus, grid.settings, described=described)
-        planned.append((run, plan, CacheEntry(cache_dir, plan.key_spec)))
-        record_plan(plan, cache_dir)
-    missing = [f"{run.label} on {run.corpus_label}" for run, _, entry in planned if not entry.is_complete()]
+    resolved = resolve_entries(grid, cache_dir, outer=outer)
+    missing = [f"{r.run.label} on {r.run.corpus_label}" for r in resolved if not r.entry.is_complete()]
     if missing and not extract:
         raise MissingRunsError.of_runs(missing, cache_dir)
+    say = progress if callable(progress) else None
     runs = []
-    for run, plan, entry in planned:
-        ref = run.model
+    for r in resolved:
         if say:
-            say(f"{ref.family or 'custom'}/{run.label} on {run.corpus_label}")
-        if not entry.is_complete():
-            extract_plan(plan, cache_dir=cache_dir, progress=progress is True)
-        try:
-            manifest = entry.manifest()
-            if not entry.has_summary():  # nothing vouches for its token count: derive it first
-                problems = count_problems(plan, manifest)
-                if problems:
-                    raise entry.damaged(problems[0])
-            summary = entry.summary(manifest)
-        except CacheCorruptedError as err:
-            if not extract:
-                raise MissingRunsError(f"{err}; or load with extract=True") from None
-            warnings.warn(f"{err}; recomputing the damaged shards now", stacklevel=2)
-            extract_plan(plan, cache_dir=cache_dir, progress=progress is True)
-            manifest = entry.manifest()
-            summary = entry.summary(manifest)
-        runs.append(_study_run(run, plan.described.info.n_nonembedding, summary, manifest))
+            say(f"{r.run.model.family or 'custom'}/{r.run.label} on {r.run.corpus_label}")
+        summary, manifest = _read_summary(r, grid.settings, cache_dir, extract, progress is True)
+        runs.append(_study_run(r.run, r.described_S, summary, manifest))
     return Study(runs, ties=ties, level=level)
 
 
-def _known_runs(grid: Grid, cache_dir, progress, outer: Literal["corpus", "model"]) -> list[Run] | None:
-    """The runs of `grid` read through their plan records (`rbplab.extraction.known_plans`), or
-    None when any run has none that holds, or its entry has no summary vouching for its tokens:
-    then every run is planned the slow way."""
-    from rbplab.extraction.known_plans import known_plan
-    from rbplab.extraction.sources import as_spec
-    from rbplab.store.cache import CacheCorruptedError, CacheEntry
+def _read_summary(
+    resolved: ResolvedEntry, settings: ExtractionSettings, cache_dir, extract: bool, bars: bool
+) -> tuple[Any, Mapping]:
+    """The summary and manifest of a resolved run, extracted first when its entry is not
+    complete; a damaged entry is a `MissingRunsError`, or recomputed when `extract`."""
+    from rbplab.store.cache import CacheCorruptedError
 
-    say = progress if callable(progress) else None
-    runs = []
-    for run in grid.runs(outer=outer):
-        ref = run.model
-        found = known_plan(as_spec(ref), run.corpus, grid.settings, cache_dir)
-        if found is None:
-            return None
-        entry = CacheEntry.open(found.key, cache_dir)
-        try:
-            if not entry.has_summary():
-                return None
-            manifest = entry.manifest()
-            summary = entry.summary(manifest)
-        except CacheCorruptedError:
-            return None
-        runs.append(_study_run(run, found.n_nonembedding, summary, manifest))
-    if say:  # only once every run is known: otherwise the slow path reports them
-        for run in runs:
-            say(f"{run.family}/{run.model} on {run.corpus}")
-    return runs
+    entry = resolved.entry
+
+    def plan() -> Plan:  # a run found through its plan record is planned only to be recomputed
+        return resolved.plan or _planned(resolved.run, settings, cache_dir, {}).plan
+
+    def compute() -> None:  # model code is imported only when a run must be computed
+        from rbplab.extraction.pipeline import extract_plan
+
+        extract_plan(plan(), cache_dir=cache_dir, progress=bars)
+
+    if not entry.is_complete():
+        compute()
+    try:
+        manifest = entry.manifest()
+        if not entry.has_summary():  # nothing vouches for its token count: derive it first
+            from rbplab.extraction.plan import count_problems
+
+            problems = count_problems(plan(), manifest)
+            if problems:
+                raise entry.damaged(problems[0])
+        return entry.summary(manifest), manifest
+    except CacheCorruptedError as err:
+        if not extract:
+            raise MissingRunsError(f"{err}; or load with extract=True") from None
+        warnings.warn(f"{err}; recomputing the damaged shards now", stacklevel=3)
+        compute()
+        manifest = entry.manifest()
+        return entry.summary(manifest), manifest
 
 
 def _study_run(run: GridRun, described_S: float, summary: Any, manifest: Mapping) -> Run:
@@ -275,63 +310,6 @@ def _study_run(run: GridRun, described_S: float, summary: Any, manifest: Mapping
     S = ref.S if ref.S is not None else float(described_S)
     training = _training(manifest, ref.model, ref.revision, S, schedules) if ref.revision else {}
     return Run(ref.family or "custom", run.label, run.corpus_label, S, summary, **training)
-
-
-def load_study(
-    families: Grid | str | Path | Mapping[str, Any] | Iterable[str] | pd.DataFrame = "micro",
-    corpora: str | Corpus | LazyCorpus | Iterable[str | Corpus | LazyCorpus] | None = None,
-    settings: ExtractionSettings | Mapping[str, Any] | None = None,
-    *,
-    models: Iterable[str] | None = None,
-    revisions: str | Sequence[str] | None = None,
-    cache_dir: str | Path | None = None,
-    ties: str = "pessimistic",
-    level: float = 0.95,
-    progress: bool | Callable[[str], None] = False,
-    extract: bool = False,
-    **overrides: Any,
-) -> Study:
-    """Rank statistics of every run of a grid, read from the cache.
-
-    families: what names the grid (`rbplab.grid.Grid.build`): registry family names
-    (`rbplab families`), registered models, local model paths and hub ids, a study file
-    (``.toml``) or its table (a dict), a table with a ``model`` column, or a `Grid`.
-    models: optional subset of the families' short names; revisions: checkpoints of every model,
-    by name or ``"log:N"`` (N log-spaced ones from its schedule), reported as ``model@revision``
-    with step, D and C (default: the final model); corpora: bundled names, ``hub:<name>`` or
-    paths (default: every bundled corpus, or the study file's); settings: how the runs were
-    scored (`rbplab.core.ExtractionSettings`; its fields may also be given as keywords, e.g.
-    max_tokens=2000). Each run is read as its cache entry's summary (no token is held;
-    `Study.stats` reads one run's tokens when asked). Runs missing from the cache are a
-    `MissingRunsError` naming them, or with ``extract=True`` are extracted first
-    (`rbplab.extraction.extract`). `progress` may be True (extraction progress bars) or a
-    callable receiving one line per run. Made-up studies come from `synthetic_study`.
-    """
-    check_ties(ties)
-    grid = Grid.build(families, corpora, settings, models=models, revisions=revisions, **overrides)
-    return _grid_study(grid, cache_dir, ties, level, extract, progress, "corpus")
-
-
-def load_study_file(
-    path: str | Path | Mapping[str, Any],
-    *,
-    cache_dir: str | Path | None = None,
-    ties: str = "pessimistic",
-    level: float = 0.95,
-    extract: bool = False,
-    progress: bool | Callable[[str], None] = False,
-) -> Study:
-    """The study a study file names (`rbplab run STUDY.toml`), read from the cache: the grid that
-    was run is the grid that is analysed (missing runs: as `load_study`, extract=True computes
-    them). `path` may also be the file's table as a dict (e.g.
-    ``{"families": ["micro"], "corpora": ["prose"], "revisions": "log:5"}``). A model checkpoint
-    is reported as ``model@revision``; a model outside the registry gets its S from its config
-    and family ``custom``. A checkpoint's run carries its revision, step, tokens seen D and
-    compute C (from the cache manifest's ``training`` block, else the model's checkpoint
-    schedule). Its runs are listed as the file lists its models (`load_grid`, outer="model")."""
-    check_ties(ties)
-    grid = Grid.from_mapping(path) if isinstance(path, Mapping) else Grid.read(path)
-    return _grid_study(grid, cache_dir, ties, level, extract, progress, "model")
 
 
 ENTRY_COLUMNS = ("key", "family", "model", "corpus", "S")
@@ -497,26 +475,21 @@ def _training(manifest: Mapping, model: str, revision: str, S: float, schedules:
 
 
 def open_study(
-    families: str | Iterable[str] = "micro",
-    corpora: str | Corpus | LazyCorpus | Iterable[str | Corpus | LazyCorpus] | None = None,
-    settings: ExtractionSettings | Mapping[str, Any] | None = None,
+    grid: GridRequest | None,
     *,
-    models: Iterable[str] | None = None,
-    study_file: str | Path | None = None,
     synthetic: bool = False,
     cache_dir: str | Path | None = None,
     ties: str = "pessimistic",
     extract: bool = False,
+    outer: Literal["corpus", "model"] = "corpus",
 ) -> Study:
-    """The study a notebook's parameters name, each source chosen explicitly: `synthetic` (made-up
-    models, `synthetic_study`), else a `study_file` (`load_study_file`), else families x corpora
-    from the cache (`load_study`); `extract` as there."""
+    """The study a notebook opens, its source chosen explicitly: made-up models when `synthetic`
+    (`synthetic_study`; `grid` is not read and may be None), else the runs of `grid` from the
+    cache (`load_study`, with `extract` and `outer` as there)."""
     if synthetic:
         from rbplab.study.synthetic import synthetic_study
 
         return synthetic_study(ties=ties)
-    if study_file:
-        return load_study_file(study_file, cache_dir=cache_dir, ties=ties, extract=extract)
-    return load_study(
-        families, corpora, settings, models=models, cache_dir=cache_dir, ties=ties, extract=extract
-    )
+    if grid is None:
+        raise InvalidArgumentError("open_study needs a grid (rbplab.grid.Grid) unless synthetic=True")
+    return load_study(grid, cache_dir=cache_dir, ties=ties, extract=extract, outer=outer)

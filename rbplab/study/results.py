@@ -6,7 +6,7 @@ The document holds:
   grid       families, corpora, models (with S, and revision/step for checkpoints), ties, level
   settings   the extraction settings the runs were scored with (`ExtractionSettings.to_dict`)
   versions   Python and the packages that made the numbers (read from installed metadata)
-  runs       one row per run (`Study.summary`) and, where known, the cache key of its entry
+  runs       one row per run (`Study.run_table`) and, where known, the cache key of its entry
   tables     named result tables ("fits": `Study.fit_table`; a report adds each notebook's
              headline table), every number as written, NaN as null
   headlines  one sentence per result, with its interval (a report's notebooks)
@@ -199,7 +199,7 @@ def study_grid(study) -> dict:
     and step), tie convention and interval level."""
     models = study.models[["family", "model", "S"]]
     if study.has_training:
-        training = study.summary()[["family", "model", "revision", "step"]].drop_duplicates(
+        training = study.run_table()[["family", "model", "revision", "step"]].drop_duplicates(
             ["family", "model"]
         )
         models = models.merge(training, on=["family", "model"], how="left")
@@ -262,10 +262,10 @@ def save_results(
     find_keys: bool = True,
 ) -> Path:
     """Write `study`'s results file: its grid, `settings`, package versions, its runs with their
-    cache keys (`keys`, one per `Study.summary` row, else `matching_keys` in `cache_dir` unless
+    cache keys (`keys`, one per `Study.run_table` row, else `matching_keys` in `cache_dir` unless
     `find_keys` is False), the fits at `ks` (table "fits") and any further `tables` and
     `headlines`. Returns the path; `load_results` reads it back."""
-    runs = study.summary()
+    runs = study.run_table()
     if keys is not None:
         if len(keys) != len(runs):
             raise InvalidArgumentError(f"{len(keys)} keys for {len(runs)} runs")

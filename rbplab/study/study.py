@@ -278,7 +278,7 @@ class Study:
         cols = ["family", "corpus", "k", "alpha", "alpha_low", "alpha_high", "r2", "n_models", "note"]
         return self.fits(ks, corpora)[cols]
 
-    def summary(self) -> pd.DataFrame:
+    def run_table(self) -> pd.DataFrame:
         """Per run: family, corpus, model, S, n_tokens, n_docs, ce, mean_p, rbp_1 (after S also
         revision, step, D, C when the study holds checkpoints, `has_training`)."""
         rows = []
@@ -486,7 +486,7 @@ class Study:
             training = self.has_training
             rows = []
             for r in self.runs:
-                d = decomposition.decomposition_row(r.summary, ties)
+                d = decomposition.decomposition_row(r.entry_summary, ties)
                 rows.append(
                     {"family": r.family, "corpus": r.corpus, "model": r.model, "S": r.S}
                     | (r.training if training else {})

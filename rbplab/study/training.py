@@ -19,7 +19,8 @@ import pandas as pd
 
 from rbplab.analysis.data_scaling import data_fits
 from rbplab.analysis.joint_laws import JointLaws, joint_laws
-from rbplab.study.loading import load_study_file
+from rbplab.grid import Grid
+from rbplab.study.loading import load_study
 from rbplab.study.study import Study
 from rbplab.study.synthetic import synthetic_training_table
 
@@ -84,7 +85,8 @@ def open_training(
     if synthetic:
         reason = "`synthetic = True`"
     elif checkpoints:
-        study = load_study_file(checkpoints, cache_dir=cache_dir, ties=ties, extract=extract)
+        grid = Grid.from_mapping(checkpoints) if isinstance(checkpoints, Mapping) else Grid.read(checkpoints)
+        study = load_study(grid, cache_dir=cache_dir, ties=ties, extract=extract, outer="model")
         table = study.training_table(ks)
         if len(table) and table.groupby(["corpus", "k"])["D"].nunique().min() >= 2:
             return Training(table, ks, study, None)

@@ -4,17 +4,25 @@
 one name; `-y` and `rbplab report --params FILE.yaml` real YAML values. The `as_*` functions
 accept all of these (a list, a JSON or YAML list in text, comma-separated names, one name) and
 raise a one-line `ParameterError` for anything else, so a batch fails with a sentence instead of
-a corpus lookup of '["prose", ...]'. `read_params_file` and `check_names` serve `rbplab report`.
+a corpus lookup of '["prose", ...]'. `NotebookParameters` reads a whole parameter cell with them
+and opens the study it names, the one opening every analysis notebook shares. `read_params_file`
+and `check_names` serve `rbplab report`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rbplab.core.errors import RbplabError
 from rbplab.core.names import did_you_mean
+
+if TYPE_CHECKING:
+    from rbplab.grid import Grid
+    from rbplab.study import Study
+    from rbplab.study.training import Training
 
 
 class ParameterError(RbplabError, ValueError):
@@ -108,4 +116,114 @@ def check_names(parameters: Iterable[str], declared: Iterable[str]) -> None:
             f"no notebook takes parameter {first!r}{did_you_mean(first, known)}"
             + (f" (nor {', '.join(map(repr, unknown[1:]))})" if len(unknown) > 1 else "")
             + f"; parameters: {', '.join(known)}"
+        )
+
+
+def _floats(value: Any, name: str) -> list[float] | None:
+    return as_numbers(value, name, kind=float)
+
+
+def _table(value: Any, name: str) -> dict | None:
+    return as_mapping(value, name) or None
+
+
+# How each list or table parameter a notebook may declare is read from what a batch run hands over;
+# any other parameter (flags, paths, counts) arrives as its own value.
+_READERS: dict[str, Callable[[Any, str], Any]] = {
+    "families": as_names,
+    "models": as_names,
+    "corpora": as_names,
+    "settings": as_mapping,
+    "checkpoints": _table,
+    "ks": as_numbers,
+    "ns": as_numbers,
+    "holdouts": as_numbers,
+    "large_fractions": _floats,
+}
+
+
+@dataclass(frozen=True)
+class NotebookParameters:
+    """The parameter cell of an analysis notebook, read as values: the study it names (families,
+    models, corpora, settings, or a study_file; or synthetic), where and how to read it, and the
+    list parameters the notebooks' analyses take. A parameter the notebook does not declare keeps
+    its default here.
+
+    Examples
+    --------
+    >>> p = NotebookParameters.read({"families": "micro", "corpora": '["prose", "humaneval"]', "ks": "1,10"})
+    >>> p.families, p.corpora, p.ks, p.settings
+    (['micro'], ['prose', 'humaneval'], [1, 10], {})
+    """
+
+    families: list[str] | None = None
+    models: list[str] | None = None
+    corpora: list[str] | None = None
+    settings: dict = field(default_factory=dict)
+    study_file: str | None = None
+    checkpoints: dict | None = None
+    synthetic: bool = False
+    cache_dir: str | None = None
+    extract: bool = False
+    ties: str = "pessimistic"
+    ks: list[int] | None = None
+    ns: list[int] | None = None
+    holdouts: list[int] | None = None
+    large_fractions: list[float] | None = None
+
+    @classmethod
+    def read(cls, namespace: Mapping[str, Any]) -> NotebookParameters:
+        """The parameters among `namespace` (a notebook's ``globals()``, after papermill's injected
+        cell), lists and tables given as text read as such; a value that cannot be read is a
+        one-line `ParameterError` naming the parameter."""
+        values = {}
+        for parameter in fields(cls):
+            if parameter.name in namespace:
+                value = namespace[parameter.name]
+                reader = _READERS.get(parameter.name)
+                values[parameter.name] = reader(value, parameter.name) if reader else value
+        return cls(**values)
+
+    def grid(self) -> Grid:
+        """The grid these parameters name: the study file's, else families (or their `models`)
+        on `corpora` (default: every bundled corpus) with `settings`."""
+        from rbplab.grid import Grid
+
+        if self.study_file:
+            return Grid.read(self.study_file)
+        if not self.families:
+            raise ParameterError(
+                "parameter 'families' names no family; give one, e.g. [\"micro\"], or a study_file"
+            )
+        return Grid.build(self.families, self.corpora, self.settings, models=self.models)
+
+    def open_study(self) -> Study:
+        """The study these parameters name (`rbplab.study.open_study`): made-up models when
+        `synthetic`, else the grid's runs from the cache, a study file's listed as the file lists
+        its models."""
+        from rbplab.study import open_study
+
+        return open_study(
+            None if self.synthetic else self.grid(),
+            synthetic=self.synthetic,
+            cache_dir=self.cache_dir,
+            ties=self.ties,
+            extract=self.extract,
+            outer="model" if self.study_file else "corpus",
+        )
+
+    def open_training(self, checkpoints: str | Path | Mapping[str, Any] | None = None) -> Training:
+        """The checkpoints of `rbplab.study.training.open_training`: `checkpoints` (a study file or
+        its table; default: the `checkpoints` parameter, else `study_file`) at `ks`, or the synthetic
+        fallback sized like `families`' models."""
+        from rbplab.study.training import open_training
+
+        return open_training(
+            checkpoints or self.checkpoints or self.study_file,
+            *([] if self.ks is None else [self.ks]),
+            families=self.families or [],
+            synthetic=self.synthetic,
+            cache_dir=self.cache_dir,
+            ties=self.ties,
+            extract=self.extract,
         )

@@ -114,7 +114,7 @@ def test_study_audit_along_size_and_along_tokens():
     assert set(audit.loc[audit["n_holdout"] == 1, "held_out"]) == {study.runs[-1].model}
     # the CE row is the audit of the per-run CE the study reports
     ce = audit[(audit["metric"] == "ce") & (audit["n_holdout"] == 1) & (audit["corpus"] == "a")].iloc[0]
-    summ = study.summary()
+    summ = study.run_table()
     want = summ[(summ["corpus"] == "a") & (summ["model"] == ce["held_out"])]["ce"].iloc[0]
     assert ce["loss_observed"] == pytest.approx(want, rel=1e-12)
 

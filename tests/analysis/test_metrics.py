@@ -71,13 +71,13 @@ def test_curve_queries_and_errors():
     with pytest.raises(ValueError, match="ties"):
         metrics.rbp_curve(TokenStats.from_ranks([1], 2), "random")
     with pytest.raises(ValueError, match="k must lie"):
-        metrics.summary(TokenStats.from_ranks([1], 2), ks=[3])
+        metrics.run_metrics(TokenStats.from_ranks([1], 2), ks=[3])
 
 
 def test_summary_metrics():
     nll = np.array([0.1, 1.0, 2.0, 0.5])
     stats = TokenStats.from_ranks([1, 3, 1, 2], 5, doc=[0, 0, 1, 1], nll=nll)
-    table = metrics.summary(stats, ks=[1, 2])
+    table = metrics.run_metrics(stats, ks=[1, 2])
     row = table.set_index(["metric", table["k"].astype("float").fillna(0)])
     assert row.loc[("rbp", 1.0), "value"] == 0.5
     assert row.loc[("rbp", 2.0), "loss"] == pytest.approx(-np.log(0.75))

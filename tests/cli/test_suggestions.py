@@ -126,8 +126,8 @@ def test_corpus_names_ignore_case_like_family_names(capsys, monkeypatch):
     """`-c Prose` is the bundled prose, as `-f MICRO` is micro (it used to be an unknown corpus)."""
     seen = {}
 
-    def fake_load(families, corpora, *args, **kwargs):
-        seen["corpora"] = corpora
+    def fake_load(grid, *args, **kwargs):
+        seen["corpora"] = list(grid.corpora)
         raise SystemExit(0)
 
     monkeypatch.setattr("rbplab.study.load_study", fake_load)

@@ -35,7 +35,12 @@ def test_every_error_class_is_an_rbplab_error():
     ("call", "base"),
     [
         (lambda: rbplab.Grid.build(["no-such-family-or-model"], ["prose"]), ValueError),
-        (lambda: rbplab.load_study("micro", ["prose"], cache_dir="/nonexistent/rbplab-cache"), ValueError),
+        (
+            lambda: rbplab.load_study(
+                rbplab.Grid.build("micro", ["prose"]), cache_dir="/nonexistent/rbplab-cache"
+            ),
+            ValueError,
+        ),
     ],
 )
 def test_user_errors_are_caught_as_rbplab_errors_and_as_their_base(call, base):

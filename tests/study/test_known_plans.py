@@ -18,6 +18,7 @@ from rbplab.extraction import known_plans
 from rbplab.extraction.known_plans import PLANS_DIR, cpu_only, known_plan
 from rbplab.extraction.pipeline import extract
 from rbplab.extraction.sources import ModelSpec
+from rbplab.grid import Grid
 from rbplab.store.corpora import open_corpus
 from rbplab.study import load_study
 
@@ -25,12 +26,13 @@ SETTINGS = {"context_length": 32, "max_tokens": 60}
 
 READ = """
 import json, sys
+from rbplab.grid import Grid
 from rbplab.study import load_study
 models, corpus, cache = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
-study = load_study(models, corpus, cache_dir=cache, context_length=32, max_tokens=60)
+study = load_study(Grid.build(models, corpus, context_length=32, max_tokens=60), cache_dir=cache)
 print(json.dumps({
     "heavy": sorted(m for m in ("torch", "transformers") if m in sys.modules),
-    "summary": study.summary().to_dict("list"),
+    "runs": study.run_table().to_dict("list"),
 }))
 """
 
@@ -60,16 +62,16 @@ def read_in_subprocess(models, corpus, cache) -> dict:
 
 def test_a_warm_cache_is_read_without_model_code(setup):
     models, corpus, cache = setup
-    first = load_study(models, corpus, cache_dir=cache, extract=True, **SETTINGS)
+    first = load_study(Grid.build(models, corpus, **SETTINGS), cache_dir=cache, extract=True)
     assert len(list((cache / PLANS_DIR).rglob("*.json"))) == 2
     again = read_in_subprocess(models, corpus, cache)
     assert again["heavy"] == []
-    pd.testing.assert_frame_equal(pd.DataFrame(again["summary"]), first.summary(), check_dtype=False)
+    pd.testing.assert_frame_equal(pd.DataFrame(again["runs"]), first.run_table(), check_dtype=False)
 
 
 def test_a_record_naming_another_entry_is_ignored(setup):
     models, corpus, cache = setup
-    load_study(models, corpus, cache_dir=cache, extract=True, **SETTINGS)
+    load_study(Grid.build(models, corpus, **SETTINGS), cache_dir=cache, extract=True)
     settings = ExtractionSettings(**SETTINGS)
     opened = open_corpus(corpus)
     gpt2, neox = (known_plan(ModelSpec(m), opened, settings, cache) for m in models)
@@ -80,7 +82,7 @@ def test_a_record_naming_another_entry_is_ignored(setup):
     record_path.write_text(json.dumps({**record, "key": neox.key}))
     assert known_plan(ModelSpec(models[0]), opened, settings, cache) is None
     # The study then plans gpt2 the slow way, reads its own entry, and writes the record again.
-    study = load_study(models, corpus, cache_dir=cache, **SETTINGS)
+    study = load_study(Grid.build(models, corpus, **SETTINGS), cache_dir=cache)
     assert known_plan(ModelSpec(models[0]), opened, settings, cache).key == gpt2.key
     assert len(study.runs) == 2
     record_path.write_text("{not json")
@@ -89,7 +91,7 @@ def test_a_record_naming_another_entry_is_ignored(setup):
 
 def test_changed_model_files_or_settings_find_no_record(setup):
     models, corpus, cache = setup
-    load_study(models, corpus, cache_dir=cache, extract=True, **SETTINGS)
+    load_study(Grid.build(models, corpus, **SETTINGS), cache_dir=cache, extract=True)
     opened = open_corpus(corpus)
     settings = ExtractionSettings(**SETTINGS)
     assert known_plan(ModelSpec(models[0]), opened, settings, cache) is not None
@@ -141,3 +143,26 @@ def test_a_record_is_not_reused_with_another_tokenizer(planned, tiny_corpus, tmp
     config.write_text(config.read_text().replace("}", ', "model_max_length": 31}', 1))
     assert known_plan(replace(spec, tokenizer=str(other)), tiny_corpus, settings, cache) is None
     assert known_plan(replace(spec, tokenizer=None), tiny_corpus, settings, cache) is None
+
+
+def test_only_the_runs_without_a_record_are_planned(setup, monkeypatch):
+    """resolve_entries finds each run through its plan record where one holds and plans the others
+    (each model described once): one lost record costs one model's planning, not the grid's."""
+    from rbplab.extraction import pipeline
+    from rbplab.study.loading import resolve_entries
+
+    models, corpus, cache = setup
+    grid = Grid.build(models, corpus, **SETTINGS)
+    load_study(grid, cache_dir=cache, extract=True)
+    opened, settings = open_corpus(corpus), ExtractionSettings(**SETTINGS)
+    keys = [known_plan(ModelSpec(m), opened, settings, cache).key for m in models]
+    known_plans._record_path(cache, known_plans.request(ModelSpec(models[1]), opened, settings)).unlink()
+    planned, plan = [], pipeline.plan_extraction
+    monkeypatch.setattr(
+        pipeline, "plan_extraction", lambda ref, *a, **k: planned.append(ref.model) or plan(ref, *a, **k)
+    )
+    resolved = resolve_entries(grid, cache)
+    assert planned == [grid.members[1].model]
+    assert [r.plan is None for r in resolved] == [True, False]
+    assert [r.entry.key for r in resolved] == keys and all(r.entry.is_complete() for r in resolved)
+    assert known_plan(ModelSpec(models[1]), opened, settings, cache).key == keys[1]  # recorded again

@@ -12,6 +12,7 @@ from helpers.models import DOCUMENTS, build_checkpointed
 
 import rbplab
 from rbplab.core.errors import InvalidArgumentError
+from rbplab.grid import Grid
 from rbplab.store.cache import list_entries
 from rbplab.study import load_entries, load_study
 
@@ -37,10 +38,14 @@ def cache(tmp_path_factory, tiny_tokenizer):
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("RBPLAB_DATA", str(data))
         checkpoints = load_study(
-            "tiny", [str(docs)], revisions="log:2", cache_dir=root / "cache", context_length=32, extract=True
+            Grid.build("tiny", [str(docs)], revisions="log:2", context_length=32),
+            cache_dir=root / "cache",
+            extract=True,
         )
         load_study(
-            "tiny", [str(docs)], cache_dir=root / "cache", context_length=32, max_tokens=CAP, extract=True
+            Grid.build("tiny", [str(docs)], context_length=32, max_tokens=CAP),
+            cache_dir=root / "cache",
+            extract=True,
         )
     return root / "cache", data, checkpoints
 

@@ -44,7 +44,7 @@ def test_round_trip(study, tmp_path):
     assert back["k"].tolist() == [1, 10, 1, 10]
     assert (
         results.runs[["model", "corpus"]].values.tolist()
-        == study.summary()[["model", "corpus"]].values.tolist()
+        == study.run_table()[["model", "corpus"]].values.tolist()
     )
     assert results.headlines == {"01_rbp_vs_size": "α = 0.08 [0.07, 0.09]"}
     with pytest.raises(KeyError, match=r"they have \['extra', 'fits'\]"):

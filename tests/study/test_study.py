@@ -9,6 +9,7 @@ import pytest
 from rbplab.analysis import fit
 from rbplab.core.runs import Run
 from rbplab.core.stats import TokenStats
+from rbplab.grid import Grid
 from rbplab.study import Study, load_study, synthetic_study
 
 SIZES = (1e4, 1e5, 1e6, 1e7)
@@ -131,7 +132,7 @@ def test_emergence_table(synth: Study) -> None:
 
 
 def test_summary_and_extrapolation(synth: Study) -> None:
-    summary = synth.summary()
+    summary = synth.run_table()
     assert len(summary) == len(synth.runs)
     run = synth.runs[0]
     assert summary["ce"].iloc[0] == pytest.approx(float(np.mean(run.stats.nll)))
@@ -154,7 +155,7 @@ def test_synthetic_studies_are_routed_explicitly_and_load_study_errors() -> None
 def test_load_study_unknown_family_lists_known() -> None:
     pytest.importorskip("rbplab.extraction.pipeline")
     with pytest.raises(ValueError, match="known families"):
-        load_study("no-such-family", ["wikipedia"])
+        load_study("no-such-family")
 
 
 def test_points_frame_is_tidy(synth: Study) -> None:
@@ -182,7 +183,9 @@ def test_load_study_reads_through_the_extraction_cache(
     )
     monkeypatch.setattr(registry, "family_models", lambda family: members)
     lines: list[str] = []
-    study = load_study("tiny", tiny_corpus, cache_dir=cache_dir, progress=lines.append, extract=True)
+    study = load_study(
+        Grid.build("tiny", tiny_corpus), cache_dir=cache_dir, progress=lines.append, extract=True
+    )
     assert lines == ["tiny/tiny-gpt2 on tiny", "tiny/tiny-neox on tiny"]
     assert study.corpora == ["tiny"] and list(study.models["S"]) == [1000, 4000]
     direct = load_stats(str(gpt2_dir), tiny_corpus, cache_dir=cache_dir, progress=False)
@@ -193,10 +196,10 @@ def test_load_study_reads_through_the_extraction_cache(
         raise AssertionError("a cached study must not load model weights")
 
     monkeypatch.setattr(extract, "load_weights", no_forward)
-    again = load_study("tiny", tiny_corpus, cache_dir=cache_dir, models=["tiny-neox"])
+    again = load_study(Grid.build("tiny", tiny_corpus, models=["tiny-neox"]), cache_dir=cache_dir)
     assert np.array_equal(again.stats("tiny-neox", "tiny").nll, study.stats("tiny-neox", "tiny").nll)
     with pytest.raises(ValueError, match="not in families"):
-        load_study("tiny", tiny_corpus, cache_dir=cache_dir, models=["gpt5"])
+        load_study(Grid.build("tiny", tiny_corpus, models=["gpt5"]), cache_dir=cache_dir)
 
 
 def test_synthetic_generator_is_the_packages_own_lognormal():

@@ -11,7 +11,6 @@ import rbplab
 from rbplab.analysis import bootstrap, decomposition, emergence, fit, lognormal, metrics
 from rbplab.core.errors import RbplabError
 from rbplab.core.stats import check_ties
-from rbplab.study import load_study_file
 from rbplab.study.synthetic import synthetic_study
 
 BAD = "random"
@@ -34,7 +33,7 @@ def test_a_bad_ties_is_one_line_from_the_analysis_functions(study) -> None:
     for call in (
         lambda: metrics.rbp_curve(stats, BAD),
         lambda: metrics.rbp(stats, [1, 10], BAD),
-        lambda: metrics.summary(stats, [1], BAD),
+        lambda: metrics.run_metrics(stats, [1], BAD),
         lambda: metrics.metrics_table(runs, [1], BAD),
         lambda: bootstrap.bootstrap_ci(stats, [1], BAD, n_boot=10),
         lambda: fit.bootstrap_fits(runs, [1], BAD, n_boot=10),
@@ -56,7 +55,7 @@ def test_a_bad_ties_is_one_line_from_the_study_and_its_loaders(study, tmp_path) 
     _one_line(lambda: rbplab.load_study("micro", cache_dir=empty, ties=BAD))
     _one_line(lambda: rbplab.load_study("micro", cache_dir=empty, ties=BAD, extract=True))
     _one_line(lambda: rbplab.load_entries(["0" * 64], cache_dir=empty, ties=BAD))
-    _one_line(lambda: load_study_file(tmp_path / "absent.toml", cache_dir=empty, ties=BAD))
+    _one_line(lambda: rbplab.load_study(tmp_path / "absent.toml", cache_dir=empty, ties=BAD))
     assert not empty.exists()
 
 
@@ -74,7 +73,7 @@ def test_each_public_call_checks_ties_once(study, monkeypatch) -> None:
     for call in (
         lambda: rbplab.Study(runs),  # one rbp_curves for all its runs, not one check per run
         lambda: metrics.metrics_table(runs, [1, 10]),  # one, not one per run
-        lambda: metrics.summary(stats, [1], decomposition=True),
+        lambda: metrics.run_metrics(stats, [1], decomposition=True),
         lambda: bootstrap.bootstrap_ci(stats, [1], n_boot=10),
         lambda: fit.bootstrap_fits(runs, [1], n_boot=10),  # not once per run's document table
     ):

@@ -10,7 +10,8 @@ from helpers.models import DOCUMENTS, build_checkpointed
 
 from rbplab.analysis import data_scaling
 from rbplab.core.runs import Run, as_runs
-from rbplab.study import Study, load_study_file, synthetic_study
+from rbplab.grid import Grid
+from rbplab.study import Study, load_study, synthetic_study
 
 SUMMARY = ["family", "corpus", "model", "S", "n_tokens", "n_docs", "ce", "mean_p", "rbp_1"]
 POINTS = ["family", "corpus", "model", "S", "k", "rbp", "neg_log_rbp", "n_tokens"]
@@ -27,7 +28,7 @@ def checkpoint_study(tmp_path_factory, tiny_tokenizer) -> Study:
         f'models = ["{local}"]\ncorpora = ["docs.jsonl"]\nrevisions = "log:2"\n'
         "[settings]\ncontext_length = 32\n"
     )
-    return load_study_file(root / "study.toml", cache_dir=root / "cache", extract=True)
+    return load_study(root / "study.toml", cache_dir=root / "cache", extract=True, outer="model")
 
 
 def test_checkpoint_runs_carry_revision_steps_tokens_and_compute(checkpoint_study: Study) -> None:
@@ -40,7 +41,7 @@ def test_checkpoint_runs_carry_revision_steps_tokens_and_compute(checkpoint_stud
 
 
 def test_summary_and_points_gain_training_columns_only_for_checkpoints(checkpoint_study: Study) -> None:
-    summary = checkpoint_study.summary()
+    summary = checkpoint_study.run_table()
     assert list(summary.columns) == SUMMARY[:4] + TRAINING + SUMMARY[4:]
     assert sorted(summary["D"]) == [640.0, 2560.0] and (summary["C"] == 6 * summary["S"] * summary["D"]).all()
     points = checkpoint_study.points([1, 5])
@@ -49,7 +50,7 @@ def test_summary_and_points_gain_training_columns_only_for_checkpoints(checkpoin
     # A study without checkpoints keeps its columns exactly.
     plain = synthetic_study(n_tokens=2000)
     assert not plain.has_training and checkpoint_study.has_training
-    assert list(plain.summary().columns) == SUMMARY
+    assert list(plain.run_table().columns) == SUMMARY
     assert list(plain.points(1).columns) == POINTS
     assert plain.training_table(1).empty
 
@@ -60,7 +61,7 @@ def test_training_table_feeds_data_scaling(checkpoint_study: Study) -> None:
         "family", "corpus", "model", "S", "revision", "step", "D", "C", "k", "neg_log_rbp", "ce"
     ]  # fmt: skip
     assert len(table) == 4 and table["model"].nunique() == 1 and "@" not in table["model"].iloc[0]
-    summary = checkpoint_study.summary().set_index("revision")
+    summary = checkpoint_study.run_table().set_index("revision")
     for row in table.itertuples():  # CE is the run's, the same at every k
         assert row.ce == pytest.approx(summary.loc[row.revision, "ce"])
     fits = data_scaling.data_fits(table, y="neg_log_rbp")
@@ -106,22 +107,21 @@ def _registered_checkpoints(root, tokenizer, monkeypatch):
 
 
 def test_load_study_takes_revisions_as_a_study_file_does(tmp_path, monkeypatch, tiny_tokenizer) -> None:
-    from rbplab.study import load_study
 
     docs = _registered_checkpoints(tmp_path, tiny_tokenizer, monkeypatch)
     cache = tmp_path / "cache"
     with pytest.raises(ValueError, match=r"no revision 'step-20'; available: step-10, step-40"):
-        load_study("tiny", [str(docs)], revisions=["step-20"], cache_dir=cache, context_length=32)
+        load_study(Grid.build("tiny", [str(docs)], revisions=["step-20"], context_length=32), cache_dir=cache)
     assert not cache.exists()  # checked before anything ran
     study = load_study(
-        "tiny", [str(docs)], revisions="log:2", cache_dir=cache, context_length=32, extract=True
+        Grid.build("tiny", [str(docs)], revisions="log:2", context_length=32), cache_dir=cache, extract=True
     )
     got = sorted((r.model, r.revision, r.step, r.D) for r in study.runs)
     assert got == [("tiny-1@step-10", "step-10", 10, 640.0), ("tiny-1@step-40", "step-40", 40, 2560.0)]
     (tmp_path / "study.toml").write_text(
         f'families = ["tiny"]\ncorpora = ["{docs}"]\nrevisions = "log:2"\n[settings]\ncontext_length = 32\n'
     )
-    from_file = load_study_file(tmp_path / "study.toml", cache_dir=cache)
+    from_file = load_study(tmp_path / "study.toml", cache_dir=cache, outer="model")
     for run in study.runs:  # the same cache entries, so the same ranks
         twin = next(r for r in from_file.runs if r.model == run.model)
         assert (twin.token_stats().n_greater == run.token_stats().n_greater).all() and twin.D == run.D

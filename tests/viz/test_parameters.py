@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import fields
+from pathlib import Path
+from typing import Optional
+
 import pytest
 
 from rbplab.viz.parameters import (
+    NotebookParameters,
     ParameterError,
     as_mapping,
     as_names,
@@ -73,3 +79,88 @@ def test_params_file_and_names(tmp_path):
     check_names(["ks", "corpora"], ["ks", "corpora", "n_boot"])
     with pytest.raises(ParameterError, match=r"parameter 'corpra' \(did you mean 'corpora'\?\) \(nor 'x'\)"):
         check_names(["corpra", "x"], ["ks", "corpora"])
+
+
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+
+
+def _parameter_cell(notebook: Path) -> tuple[dict, dict]:
+    """(values, annotations) of a notebook's parameters cell, executed as the kernel would."""
+    text = notebook.read_text()
+    start = text.index('# %% tags=["parameters"]')
+    cell = text[start : text.index("\n# %%", start + 1)]
+    namespace: dict = {"Optional": Optional}
+    exec(compile(cell, str(notebook), "exec"), namespace)
+    annotations = namespace.pop("__annotations__")
+    return {name: namespace[name] for name in annotations}, annotations
+
+
+def _as_papermill_text(value):
+    """A list or table as `papermill -p NAME VALUE` hands it to the kernel: its text."""
+    return json.dumps(value) if isinstance(value, (list, dict)) else value
+
+
+@pytest.mark.parametrize("notebook", sorted(NOTEBOOKS.glob("0*.py")), ids=lambda p: p.stem)
+def test_every_list_or_table_parameter_of_a_notebook_is_read_from_text(notebook):
+    values, annotations = _parameter_cell(notebook)
+    structured = [n for n, a in annotations.items() if "list" in str(a) or "dict" in str(a)]
+    readable = {f.name for f in fields(NotebookParameters)}
+    assert set(structured) <= readable, f"{notebook.stem}: {sorted(set(structured) - readable)} not read"
+    as_declared = NotebookParameters.read(values)
+    as_text = NotebookParameters.read({n: _as_papermill_text(v) for n, v in values.items()})
+    assert as_text == as_declared
+    for name in structured:  # the declared value itself (an empty checkpoints table reads as None)
+        expected = (values[name] or None) if name == "checkpoints" else values[name]
+        assert getattr(as_text, name) == expected, name
+
+
+def test_notebook_parameters_from_papermill_text():
+    params = NotebookParameters.read(
+        {
+            "families": '["micro"]',
+            "models": "micro-1-25K,micro-2-85K",
+            "corpora": "[prose]",
+            "settings": "{max_tokens: 2000}",
+            "ks": "1, 10",
+            "large_fractions": "[0.4, 0.6]",
+            "checkpoints": "",
+            "output_dir": "out",  # not a field: the notebook reads it itself
+            "extract": True,
+        }
+    )
+    assert (params.families, params.models, params.corpora) == (
+        ["micro"],
+        ["micro-1-25K", "micro-2-85K"],
+        ["prose"],
+    )
+    assert params.settings == {"max_tokens": 2000} and params.ks == [1, 10]
+    assert params.large_fractions == [0.4, 0.6] and params.checkpoints is None and params.extract is True
+    grid = params.grid()
+    assert grid.models == ["micro-1-25K", "micro-2-85K"] and grid.corpora == ("prose",)
+    assert grid.settings.max_tokens == 2000
+
+
+def test_notebook_parameters_route_the_study(tmp_path, monkeypatch):
+    seen = {}
+
+    def recorder(grid, **options):
+        seen.update(grid=grid, **options)
+
+    monkeypatch.setattr("rbplab.study.open_study", recorder)
+    study_file = tmp_path / "s.toml"
+    study_file.write_text('models = ["micro-1-25K"]\ncorpora = ["prose"]\n')
+    NotebookParameters.read(
+        {"families": "micro", "study_file": str(study_file), "ties": "expected"}
+    ).open_study()
+    assert seen["grid"].models == ["micro-1-25K"] and seen["grid"].path == study_file.resolve()
+    assert seen["outer"] == "model" and seen["ties"] == "expected"  # runs listed as the file lists them
+    NotebookParameters.read({"families": "no-such-family", "synthetic": True}).open_study()
+    assert seen["grid"] is None and seen["synthetic"] is True  # made-up models: no registry lookup
+    NotebookParameters.read({"families": "micro", "corpora": "prose"}).open_study()
+    assert seen["grid"].corpora == ("prose",) and seen["outer"] == "corpus"
+
+
+def test_notebook_parameters_without_families_or_study_file_are_one_line():
+    with pytest.raises(ParameterError, match="parameter 'families' names no family") as err:
+        NotebookParameters.read({"families": "None"}).grid()
+    assert "\n" not in str(err.value)

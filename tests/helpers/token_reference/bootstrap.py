@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from helpers.token_reference.metrics import as_ks, summary
+from helpers.token_reference.metrics import as_ks, run_metrics
 from rbplab.core.stats import TokenStats, check_ties
 
 UNITS = ("document", "token")
@@ -211,7 +211,7 @@ def bootstrap_ci(
         raise ValueError(f"level must lie in (0, 1), got {level}")
     ks = as_ks(ks, stats.vocab_size)
     metric, k, values = _columns(_replicates(stats, ks, ties, n_boot, seed, unit), ks)
-    point = summary(stats, ks, ties)
+    point = run_metrics(stats, ks, ties)
     low, high = np.nanquantile(values, [(1 - level) / 2, (1 + level) / 2], axis=0)
     return pd.DataFrame(
         {

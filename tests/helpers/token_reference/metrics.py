@@ -170,7 +170,9 @@ def _metric_frame(rbp_values: np.ndarray, ks: np.ndarray, ce: float, mean_p: flo
     )
 
 
-def summary(stats: TokenStats, ks: Iterable[int] | None = None, ties: str = "pessimistic") -> pd.DataFrame:
+def run_metrics(
+    stats: TokenStats, ks: Iterable[int] | None = None, ties: str = "pessimistic"
+) -> pd.DataFrame:
     """Long table: one row per metric ("rbp" per k, "ce", "mean_p") with value and loss,
     plus n_tokens, n_docs, vocab_size and ties."""
     ks = as_ks(ks, stats.vocab_size)
@@ -188,7 +190,7 @@ def metrics_table(runs: RunsLike, ks: Iterable[int] | None = None, ties: str = "
     metric, k, value, loss, n_tokens, n_docs, vocab_size, ties. ks default: `standard_ks(|V|)`."""
     frames = []
     for run in as_runs(runs):
-        frame = summary(run.stats, ks, ties)
+        frame = run_metrics(run.stats, ks, ties)
         frames.append(frame.assign(family=run.family, model=run.model, corpus=run.corpus, S=run.S))
     if not frames:
         raise ValueError("metrics_table needs at least one run")
