@@ -148,7 +148,7 @@ def test_a_record_is_not_reused_with_another_tokenizer(planned, tiny_corpus, tmp
 def test_only_the_runs_without_a_record_are_planned(setup, monkeypatch):
     """resolve_entries finds each run through its plan record where one holds and plans the others
     (each model described once): one lost record costs one model's planning, not the grid's."""
-    from rbplab.extraction import pipeline
+    from rbplab.extraction import plan as planning
     from rbplab.study.loading import resolve_entries
 
     models, corpus, cache = setup
@@ -157,9 +157,9 @@ def test_only_the_runs_without_a_record_are_planned(setup, monkeypatch):
     opened, settings = open_corpus(corpus), ExtractionSettings(**SETTINGS)
     keys = [known_plan(ModelSpec(m), opened, settings, cache).key for m in models]
     known_plans._record_path(cache, known_plans.request(ModelSpec(models[1]), opened, settings)).unlink()
-    planned, plan = [], pipeline.plan_extraction
+    planned, plan = [], planning.plan_extraction
     monkeypatch.setattr(
-        pipeline, "plan_extraction", lambda ref, *a, **k: planned.append(ref.model) or plan(ref, *a, **k)
+        planning, "plan_extraction", lambda ref, *a, **k: planned.append(ref.model) or plan(ref, *a, **k)
     )
     resolved = resolve_entries(grid, cache)
     assert planned == [grid.members[1].model]
