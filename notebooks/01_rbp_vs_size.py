@@ -29,7 +29,7 @@ from typing import Optional
 
 from rbplab import report
 from rbplab.analysis import fit
-from rbplab.store import paper_reference
+from rbplab.catalog import paper_reference
 from rbplab.viz import headlines, plots
 from rbplab.viz.parameters import NotebookParameters
 from rbplab.viz.widgets import ScalingView, show
@@ -113,7 +113,7 @@ report.save_table(study.extrapolation(ks), "extrapolation", output_dir)
 # %% [markdown]
 # ## The paper's own GPT-2 numbers
 # The paper's code repository published its GPT-2 results on Wikipedia; rbplab bundles them
-# (`rbplab.store.paper_reference`, source and commit in data/SOURCES.md) and fits them with the same
+# (`rbplab.catalog.paper_reference`, source and commit in data/SOURCES.md) and fits them with the same
 # code. Their setup: the optimistic tie convention (ranks `(logits > target).sum() + 1`), fp32
 # models, 1,000 Wikipedia sequences of 512 tokens, special-token positions dropped. When this study
 # holds GPT-2, its points are drawn beside the paper's, with this study's own tie convention and corpora.

@@ -4,7 +4,8 @@ The package follows the data path, one subpackage per step:
 
     grid        what a study runs: models, revisions, corpora, settings (`Grid`)
     extraction  model x corpus -> exact per-token ranks (`extract`, `load_stats`)
-    store       the cache those ranks live in, the corpora, the model registry and sizes S
+    catalog     the inputs: model registry, corpora, checkpoint schedules, sizes S
+    store       the cache those ranks live in
     analysis    RBP_k, fits against S, k-sweeps, emergence, rank distributions
     study       a family x corpora of cached runs, ready for tables (`load_study`, `Study`)
     viz         figures and widgets
@@ -24,12 +25,12 @@ from rbplab.core.stats import TokenStats
 # `rbplab cache ls` and the analysis-only modules should not pay. No name here is also
 # the name of a submodule, so `rbplab.extract` is always the function.
 _LAZY = {
-    "Corpus": "rbplab.store",
-    "Document": "rbplab.store",
-    "load_corpus": "rbplab.store",
+    "Corpus": "rbplab.catalog",
+    "Document": "rbplab.catalog",
+    "load_corpus": "rbplab.catalog",
     "extract": "rbplab.extraction",
     "load_stats": "rbplab.extraction",
-    "ModelSpec": "rbplab.extraction",
+    "ModelSpec": "rbplab.catalog",
     "Study": "rbplab.study",
     "load_study": "rbplab.study",
     "load_entries": "rbplab.study",

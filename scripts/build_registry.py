@@ -1,11 +1,11 @@
-"""Regenerate rbplab/store/families.csv: the paper's model families with hub ids and size S.
+"""Regenerate rbplab/catalog/families.csv: the paper's model families with hub ids and size S.
 
 The hub is not needed: each model's published config.json hyperparameters are
 written out below, and S, n_params, head_rows and tying are computed by
-rbplab.store.sizes from those configs on the meta device (no weights). Models trained in
+rbplab.catalog.sizes from those configs on the meta device (no weights). Models trained in
 this repository (data/models/micro-*/) are added from their own config.json.
 
-    .venv/bin/python scripts/build_registry.py            # writes rbplab/store/families.csv
+    .venv/bin/python scripts/build_registry.py            # writes rbplab/catalog/families.csv
     .venv/bin/python scripts/build_registry.py --check    # exit 1 if the CSV is out of date
 """
 
@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from rbplab.store.paths import data_dir, registry_path
-from rbplab.store.registry import COLUMNS
-from rbplab.store.sizes import parameter_counts
+from rbplab.catalog.registry import COLUMNS, registry_path
+from rbplab.catalog.sizes import parameter_counts
+from rbplab.store.paths import data_dir
 
 # Tokenizer vocabulary sizes |V| (len(tokenizer)): what ranks are taken over. The output
 # layer of most of these models is padded beyond it (head_rows, computed from the config).
@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--output", type=Path, default=None, help="CSV to write (default rbplab/store/families.csv)"
+        "--output", type=Path, default=None, help="CSV to write (default rbplab/catalog/families.csv)"
     )
     parser.add_argument("--check", action="store_true", help="only compare with the existing CSV")
     args = parser.parse_args(argv)

@@ -307,7 +307,7 @@ def _configure_families(p: argparse.ArgumentParser) -> None:
 
 
 def _run_families(args: argparse.Namespace) -> int:
-    from rbplab.store import registry
+    from rbplab.catalog import registry
 
     if args.name:
         table = registry.family_models(args.name)
@@ -332,7 +332,7 @@ def _run_families(args: argparse.Namespace) -> int:
 
 
 def _run_corpora(args: argparse.Namespace) -> int:
-    from rbplab.store.corpora import list_corpora
+    from rbplab.catalog.corpora import list_corpora
 
     table = list_corpora()
     if args.format == "table":
@@ -351,12 +351,12 @@ def _configure_size(p: argparse.ArgumentParser) -> None:
 def _run_size(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from rbplab.store import registry
-    from rbplab.store.sizes import parameter_counts
+    from rbplab.catalog import registry
+    from rbplab.catalog.sizes import parameter_counts
 
     row = registry.lookup_model(args.model)
     if row is None and not Path(args.model).exists():
-        registry.resolve_model(args.model)  # raises the unknown-model error listing known models
+        registry.unregistered_location(args.model)  # raises the unknown-model error listing known models
         raise InvalidArgumentError(
             f"{args.model!r} is not registered and its config is not available offline; "
             "download its config.json and pass the file or directory"
@@ -409,8 +409,8 @@ def _check_study_arguments(args: argparse.Namespace, families: bool = True) -> N
     """Unknown families and corpora fail here, from the registry CSV and the corpus names alone,
     before anything imports torch or transformers (seconds) or opens a corpus. Bundled and hub
     corpus names are taken in any case, as family names are ("Prose" is prose)."""
-    from rbplab.store.corpora import canonical_corpus, check_corpus_spec
-    from rbplab.store.registry import family_models
+    from rbplab.catalog.corpora import canonical_corpus, check_corpus_spec
+    from rbplab.catalog.registry import family_models
 
     if families:
         for family in args.family:

@@ -81,7 +81,7 @@ def filter_entries(table: pd.DataFrame, args: argparse.Namespace) -> pd.DataFram
             _warn_unmatched(what, patterns, values)
             keep &= _matches(values, patterns)
     if args.family:
-        from rbplab.store import registry
+        from rbplab.catalog import registry
 
         members = pd.concat([registry.family_models(f) for f in args.family])["model"].str.lower()
         keep &= table["model"].fillna("").str.lower().isin(set(members))

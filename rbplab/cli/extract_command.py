@@ -113,9 +113,9 @@ def grid_from_args(args: argparse.Namespace):
     with the loading options given to every model."""
     from dataclasses import replace
 
+    from rbplab.catalog.corpora import open_corpus
     from rbplab.grid import Grid
     from rbplab.grid.models import family_refs, model_ref
-    from rbplab.store.corpora import open_corpus
 
     if not args.model and not args.family:
         raise InvalidArgumentError("give at least one --model or --family (see `rbplab families`)")
@@ -137,7 +137,7 @@ def _check_context(label: str, source: str, context_length: int | None) -> None:
     """Refuse a context longer than a registered model supports, before any weights are loaded."""
     import pandas as pd
 
-    from rbplab.store import registry
+    from rbplab.catalog import registry
 
     if context_length is None:
         return

@@ -1,4 +1,5 @@
-"""Suggestions for a mistyped name: the "did you mean" of every error that lists known names.
+"""Names as users see them: the "did you mean" of every error that lists known names, and the
+natural order names with step numbers are listed in.
 
 Families, corpora, models and subcommands are all matched the same way (difflib's ratio, case
 folded), so a typo anywhere gets the same kind of hint.
@@ -7,6 +8,7 @@ folded), so a typo anywhere gets the same kind of hint.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable
 
 
@@ -27,3 +29,13 @@ def did_you_mean(name: str, known: Iterable[str], n: int = 3) -> str:
     if not matches:
         return ""
     return " (did you mean " + " or ".join(repr(m) for m in matches) + "?)"
+
+
+def natural_sorted(names: Iterable[str]) -> list[str]:
+    """`names` with their digit runs compared as numbers (step2 before step10), as revision and
+    branch names are listed."""
+    return sorted(names, key=_natural_key)
+
+
+def _natural_key(name: str) -> tuple:
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))

@@ -1,6 +1,7 @@
 """Model x corpus -> exact per-token rank statistics, written to the cache.
 
-`sources` says where a model comes from, `models` loads config, tokenizer and weights,
+`sources` turns a model argument into a `ModelSpec` (which `rbplab.catalog.resolve` resolves),
+`models` describes a resolved model and loads its config, tokenizer and weights,
 `config_checks` refuses configs that are insane or do not describe the weight files,
 `gguf_file` parses a GGUF header once per process, `fingerprints` identifies models,
 `windows` turns documents into model inputs, `ranks` computes the exact counts from hidden
@@ -22,10 +23,8 @@ from typing import Any
 _LAZY = {
     "ExtractResult": "rbplab.extraction.pipeline",
     "ModelInfo": "rbplab.extraction.models",
-    "ModelLoadError": "rbplab.extraction.sources",
-    "ModelSpec": "rbplab.extraction.sources",
     "NonFiniteLogitsError": "rbplab.extraction.ranks",
-    "RemoteCodeError": "rbplab.extraction.sources",
+    "RemoteCodeError": "rbplab.extraction.models",
     "describe_model": "rbplab.extraction.models",
     "extract": "rbplab.extraction.pipeline",
     "extract_grid": "rbplab.extraction.in_process",

@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from rbplab.extraction.sources import ModelLoadError
+from rbplab.catalog.models import ModelLoadError
 
 # Size fields (the transformers name first, then the spellings other configs use) and an upper
 # bound far above any released model (Llama 3.1 405B: 126 layers, hidden 16,384, 128 heads,

@@ -15,7 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from rbplab.extraction.sources import ModelLoadError, Source
+from rbplab.catalog.models import ModelLoadError, ResolvedModel
 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 _COMMIT_RE = re.compile(r"/snapshots/([0-9a-f]{40})/")
@@ -42,8 +42,8 @@ def _listing(branches: list[str]) -> str:
     return ", ".join(branches[:12]) + (f", ... ({len(branches)} branches)" if len(branches) > 12 else "")
 
 
-def resolve_commit(source: Source, revision: str | None = None) -> str:
-    """The commit a hub model's `revision` (branch, tag or commit; None = main) points at now.
+def resolve_commit(model: ResolvedModel) -> str:
+    """The commit a hub model's revision (branch, tag or commit; None = main) points at now.
 
     Asked of the hub when it can be reached (`rbplab.store.hub`), else read from the local hub
     cache. Raises a one-line error when it cannot be resolved: `HubUnreachableError` ("the hub
@@ -51,48 +51,47 @@ def resolve_commit(source: Source, revision: str | None = None) -> str:
     without retries; ModelLoadError "has no revision" only when the hub says so (listing the repo's
     branches and, for a final-step branch, suggesting `main`), or "no model repository" likewise.
     """
+    revision = model.revision
     if revision and _SHA_RE.match(revision):
         return revision
     from rbplab.store import hub
 
     wanted = revision or "main"
-    filename = source.gguf_file or "config.json"
+    filename = model.gguf_file or "config.json"
     reason = hub.offline_reason()
     if reason is None:
         from huggingface_hub import hf_hub_download
         from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
 
         try:
-            commit = hub.remote_commit(source.location, filename, wanted)
+            commit = hub.remote_commit(model.location, filename, wanted)
             # the hub just answered: downloading the file records refs/<revision>, so the same
             # revision resolves offline later
-            hf_hub_download(source.location, filename, revision=wanted)
+            hf_hub_download(model.location, filename, revision=wanted)
         except RevisionNotFoundError:
-            raise _no_revision(source.location, wanted) from None
+            raise _no_revision(model.location, wanted) from None
         except RepositoryNotFoundError:
             raise ModelLoadError(
-                f"the hub has no model repository {source.location!r} (or it is private or gated: log "
+                f"the hub has no model repository {model.location!r} (or it is private or gated: log "
                 "in with `hf auth login`); check the name, or pass a local model directory"
             ) from None
         except Exception as err:  # noqa: BLE001 - classified: out of reach, or the hub's answer
             if not hub.is_connection_error(err):
                 raise ModelLoadError(
-                    f"cannot resolve {source.location}@{wanted} to a commit: {type(err).__name__}: "
+                    f"cannot resolve {model.location}@{wanted} to a commit: {type(err).__name__}: "
                     f"{' '.join(str(err).split())}"
                 ) from None
             reason = hub.mark_unreachable(err)
         else:
             if commit:
                 return commit
-            raise ModelLoadError(
-                f"cannot resolve {source.location}@{wanted} to a commit (the hub named none)"
-            )
-    commit = _cached_commit(source.location, wanted, filename)
+            raise ModelLoadError(f"cannot resolve {model.location}@{wanted} to a commit (the hub named none)")
+    commit = _cached_commit(model.location, wanted, filename)
     if commit:
         return commit
-    cached = hub.cached_branches(source.location)
+    cached = hub.cached_branches(model.location)
     known = f" (cached here: {_listing(cached)})" if cached else ""
-    raise hub.unreachable(f"{source.location}@{wanted}", reason, f", or pass a commit{known}")
+    raise hub.unreachable(f"{model.location}@{wanted}", reason, f", or pass a commit{known}")
 
 
 def _no_revision(repo: str, wanted: str) -> ModelLoadError:
@@ -129,14 +128,14 @@ def files_digest(files: list[Path], root: Path) -> str:
     return digest.hexdigest()
 
 
-def weights_fingerprint(source: Source, revision: str | None = None) -> str:
+def weights_fingerprint(model: ResolvedModel) -> str:
     """Identity of the weights: ``hub:<commit>`` (the branch resolved now; an unresolvable revision is
     a ModelLoadError, never a key that could go stale), or sha256 over the local weight files and config."""
-    if not source.local:
-        return f"hub:{resolve_commit(source, revision)}"
-    root = Path(source.location)
-    if source.gguf_file:
-        files = [root / source.gguf_file]
+    if not model.local:
+        return f"hub:{resolve_commit(model)}"
+    root = Path(model.location)
+    if model.gguf_file:
+        files = [root / model.gguf_file]
     else:
         files = [p for p in root.iterdir() if p.is_file() and p.name.endswith(_WEIGHT_SUFFIXES)]
         files.append(root / "config.json")

@@ -14,14 +14,15 @@ from typing import Any
 
 import pandas as pd
 
+from rbplab.catalog.corpora import Corpus, LazyCorpus
+from rbplab.catalog.models import ModelSpec
 from rbplab.core.errors import InvalidArgumentError
 from rbplab.core.settings import ExtractionSettings, resolve_settings
 from rbplab.extraction.known_plans import record_plan
 from rbplab.extraction.pipeline import extract_plan
 from rbplab.extraction.plan import plan_extraction
-from rbplab.extraction.sources import ModelSpec, as_spec
+from rbplab.extraction.sources import as_spec
 from rbplab.grid import Grid, ModelRef
-from rbplab.store.corpora import Corpus, LazyCorpus
 from rbplab.store.files import cache_root
 
 GRID_COLUMNS = ["model", "corpus", "n_tokens", "from_cache", "key", "path"]
@@ -88,10 +89,6 @@ def _ref(label: str, model: ModelSpec | ModelRef | str) -> ModelRef:
     if isinstance(model, ModelRef):
         return model
     spec = as_spec(model)
-    if (spec.dtype, spec.device, spec.device_map) != ("auto", "auto", None):
-        raise InvalidArgumentError(
-            f"{label}: give dtype, device and device_map in extract_many's settings, not in a ModelSpec"
-        )
     return ModelRef(
         "",
         label,

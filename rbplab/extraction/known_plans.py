@@ -20,17 +20,17 @@ from __future__ import annotations
 import hashlib
 import json
 import platform
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rbplab.catalog.corpora import Corpus, LazyCorpus
+from rbplab.catalog.models import ModelLoadError, ModelSpec, ResolvedModel, resolve
 from rbplab.core.entry_spec import EntrySpec
 from rbplab.core.settings import ExtractionSettings
 from rbplab.core.versions import installed_versions
 from rbplab.extraction.fingerprints import files_digest, resolve_commit, weights_fingerprint
-from rbplab.extraction.sources import ModelLoadError, ModelSpec, Source, resolve_source
 from rbplab.store.cache import CacheEntry, CacheError, canonical_json
-from rbplab.store.corpora import Corpus, LazyCorpus
 from rbplab.store.files import atomic_write, cache_root, ensure_real_dir, read_entry_file
 
 RECORD_VERSION = 1
@@ -76,32 +76,32 @@ def _local_identity(location: str) -> str:
 
 
 def request(
-    spec: ModelSpec,
+    model: ModelSpec | ResolvedModel,
     corpus: Corpus | LazyCorpus,
     settings: ExtractionSettings,
-    resolved: tuple[Source, str] | None = None,
+    fingerprint: str | None = None,
 ) -> dict | None:
-    """Everything the cache key of (spec, corpus, settings) is a function of, derived without torch
+    """Everything the cache key of (model, corpus, settings) is a function of, derived without torch
     or transformers; None when this cannot be decided here (a GPU may be used, a hub tokenizer
-    override, a hub commit that cannot be resolved offline). `resolved`: the model's source and
-    weights fingerprint when a planning already derived them (not derived again)."""
-    if not cpu_only(settings) or (spec.dtype, spec.device, spec.device_map) != ("auto", "auto", None):
+    override, a hub commit that cannot be resolved offline). `fingerprint`: the weights fingerprint
+    when a planning already derived it (not derived again)."""
+    if not cpu_only(settings):
         return None
     try:
-        source, fingerprint = resolved if resolved is not None else (resolve_source(spec), None)
+        source = model if isinstance(model, ResolvedModel) else resolve(model)
         if source.local:
-            model = {
-                "weights": fingerprint or weights_fingerprint(source, spec.revision),
+            files = {
+                "weights": fingerprint or weights_fingerprint(source),
                 "files": _local_identity(source.location),
                 "tokenizer_files": _local_identity(source.tokenizer_location)
                 if source.tokenizer_location
                 else None,
             }
         else:
-            model = {"weights": fingerprint or f"hub:{resolve_commit(source, spec.revision)}"}
+            files = {"weights": fingerprint or f"hub:{resolve_commit(source)}"}
         tokenizer = None
-        if spec.tokenizer:
-            path = Path(spec.tokenizer).expanduser()
+        if source.tokenizer:
+            path = Path(source.tokenizer).expanduser()
             if not path.is_dir():
                 return None
             tokenizer = _local_identity(str(path.resolve()))
@@ -113,10 +113,10 @@ def request(
         "model": {
             "location": source.location,
             "gguf_file": source.gguf_file,
-            "revision": spec.revision,
-            "trust_remote_code": spec.trust_remote_code,
+            "revision": source.revision,
+            "trust_remote_code": source.trust_remote_code,
             "tokenizer": tokenizer,
-            **model,
+            **files,
         },
         "corpus": corpus.key(),
         "settings": keyed,
@@ -133,17 +133,8 @@ def _record_path(root: Path, req: dict) -> Path:
 def record_plan(plan: Any, cache_dir: str | Path | None) -> None:
     """Write the plan record of a request the slow path just planned (`plan`: a `plan.Plan`).
     Best effort: a cache that cannot be written keeps no record, and nothing else changes."""
-    settings = plan.settings
-    spec = plan.described.spec
-    # plan_extraction folds non-"auto" settings into the spec; a request names them in the settings
-    spec = replace(
-        spec,
-        dtype="auto" if spec.dtype == settings.dtype else spec.dtype,
-        device="auto" if spec.device == settings.device else spec.device,
-        device_map=None if spec.device_map == settings.device_map else spec.device_map,
-    )
     info = plan.described.info
-    req = request(spec, plan.corpus, settings, resolved=(plan.described.source, info.fingerprint))
+    req = request(plan.described.model, plan.corpus, plan.settings, info.fingerprint)
     if req is None:
         return
     root = cache_root(cache_dir)
@@ -162,11 +153,11 @@ def record_plan(plan: Any, cache_dir: str | Path | None) -> None:
 
 
 def known_plan(
-    spec: ModelSpec, corpus: Corpus | LazyCorpus, settings: ExtractionSettings, cache_dir
+    model: ModelSpec | ResolvedModel, corpus: Corpus | LazyCorpus, settings: ExtractionSettings, cache_dir
 ) -> KnownPlan | None:
     """The complete entry a request was planned to before, checked against the request; None
     when there is no record, it does not hold, or the entry is not complete."""
-    req = request(spec, corpus, settings)
+    req = request(model, corpus, settings)
     if req is None:
         return None
     root = cache_root(cache_dir)

@@ -1,8 +1,10 @@
 """Loading causal language models: hub ids, local directories and GGUF files.
 
-Two steps, so that a cache lookup never touches weights:
-- `describe_model` reads only the config and the tokenizer and returns a `ModelInfo`
-  (size S from the config on the meta device, real vocabulary, fingerprints);
+A model is resolved once (`rbplab.catalog.resolve`); then two steps, so that a cache lookup never
+touches weights:
+- `describe_model` reads only the config and the tokenizer and returns a `ModelDescription`
+  whose `ModelInfo` holds the size S from the config on the meta device, the real vocabulary,
+  the fingerprints, and the dtype and device the settings resolve to;
 - `load_model` additionally loads the weights and checks that the output head the
   rank extractor uses reproduces the model's own logits.
 
@@ -22,19 +24,18 @@ from typing import Any
 
 import torch
 
+from rbplab.catalog.models import ModelLoadError, ModelSpec, ResolvedModel, resolve
+from rbplab.core.settings import ExtractionSettings
 from rbplab.extraction.config_checks import check_config_fields, check_weight_files, local_weight_shapes
 from rbplab.extraction.fingerprints import resolve_commit, tokenizer_fingerprint, weights_fingerprint
 from rbplab.extraction.gguf_file import gguf_reader, shared_gguf_reader
-from rbplab.extraction.sources import (
-    ModelLoadError,
-    ModelSpec,
-    RemoteCodeError,
-    Source,
-    as_spec,
-    resolve_source,
-)
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+DEVICE_MAP_PREFIX = "device_map:"  # ModelInfo.device of a model placed by a device map
+
+
+class RemoteCodeError(ModelLoadError):
+    """A model that needs Python code from its own directory or repository, which was not allowed."""
 
 
 @dataclass(frozen=True)
@@ -117,38 +118,38 @@ _REMOTE_CODE_FILES = ("config.json", "tokenizer_config.json")
 _MAX_CONFIG_BYTES = 64 << 20  # a tokenizer_config.json with a large added-token table is a few MB
 
 
-def check_remote_code(spec: ModelSpec, source: Source) -> None:
+def check_remote_code(model: ResolvedModel) -> None:
     """Refuse, unless allowed, a local model whose configs ask for custom code (an ``auto_map``)
     anywhere the config or tokenizer loader can reach: the model folder (a GGUF file's folder
     too), the tokenizer folder it uses (a checkpoint's base folder), a tokenizer override folder,
     and for a checkpoint (``<base>/checkpoints/step-<n>``) every folder up to its base. Only the
     JSON is read (bounded, regular files only); no code runs to find out."""
-    if spec.trust_remote_code:
+    if model.trust_remote_code:
         return
-    for folder in _loader_folders(spec, source):
+    for folder in _loader_folders(model):
         for name in _REMOTE_CODE_FILES:
-            if _has_auto_map(folder / name, spec):
-                where = "its directory" if str(folder) == source.location else f"{folder}"
-                raise remote_code_error(spec.name_or_path, f"{where} ({name} has an auto_map)")
+            if _has_auto_map(folder / name, model):
+                where = "its directory" if str(folder) == model.location else f"{folder}"
+                raise remote_code_error(model.name, f"{where} ({name} has an auto_map)")
 
 
-def _loader_folders(spec: ModelSpec, source: Source) -> list[Path]:
-    from rbplab.store.schedules import CHECKPOINTS_DIR
+def _loader_folders(model: ResolvedModel) -> list[Path]:
+    from rbplab.catalog.schedules import CHECKPOINTS_DIR
 
     folders: list[Path] = []
-    if source.local:
-        location = Path(source.location)
+    if model.local:
+        location = Path(model.location)
         folders.append(location)
         if location.parent.name == CHECKPOINTS_DIR:  # a checkpoint: its folder, checkpoints/, its base
             folders += [location.parent, location.parent.parent]
-    if source.tokenizer_location:
-        folders.append(Path(source.tokenizer_location))
-    if spec.tokenizer and Path(spec.tokenizer).expanduser().is_dir():
-        folders.append(Path(spec.tokenizer).expanduser())
+    if model.tokenizer_location:
+        folders.append(Path(model.tokenizer_location))
+    if model.tokenizer and Path(model.tokenizer).expanduser().is_dir():
+        folders.append(Path(model.tokenizer).expanduser())
     return list(dict.fromkeys(folders))
 
 
-def _has_auto_map(path: Path, spec: ModelSpec) -> bool:
+def _has_auto_map(path: Path, model: ResolvedModel) -> bool:
     """Whether the JSON file `path` carries an auto_map (False when it is missing or not JSON: the
     loader then fails on it with its own error); a file that cannot be read safely is refused."""
     from rbplab.store.files import open_regular_file
@@ -162,11 +163,11 @@ def _has_auto_map(path: Path, spec: ModelSpec) -> bool:
         if not path.exists():
             return False
         raise ModelLoadError(
-            f"cannot check {path} of {spec.name_or_path} for custom code: {err.strerror or err}"
+            f"cannot check {path} of {model.name} for custom code: {err.strerror or err}"
         ) from None
     if len(data) > _MAX_CONFIG_BYTES:
         raise ModelLoadError(
-            f"{path} of {spec.name_or_path} is larger than {_MAX_CONFIG_BYTES >> 20} MiB; not a model config"
+            f"{path} of {model.name} is larger than {_MAX_CONFIG_BYTES >> 20} MiB; not a model config"
         )
     try:
         parsed = json.loads(data)
@@ -179,36 +180,39 @@ def _is_remote_code_refusal(err: BaseException) -> bool:
     return "trust_remote_code" in str(err)
 
 
-def config_label(source: Source) -> str:
+def config_label(model: ResolvedModel) -> str:
     """How error messages name a model's config."""
-    if source.gguf_file:
-        return f"the config in {source.gguf_file}"
-    return f"config.json of {source.location!r}"
+    if model.gguf_file:
+        return f"the config in {model.gguf_file}"
+    return f"config.json of {model.location!r}"
 
 
-def load_config(source: Source, revision: str | None = None, trust_remote_code: bool = False) -> Any:
-    """The model's config; its size fields are checked (`check_config_fields`) before transformers
+def load_config(model: ResolvedModel, revision: str | None = None) -> Any:
+    """The model's config (at `revision`: a hub commit; None for a local model, whose checkpoint is
+    its own folder); its size fields are checked (`check_config_fields`) before transformers
     builds anything from them, so a hostile config.json is one line naming the field."""
     from huggingface_hub.errors import StrictDataclassError
     from transformers import AutoConfig, PretrainedConfig
 
     kwargs: dict[str, Any] = {"revision": revision} if revision else {}
-    if source.gguf_file:
-        kwargs["gguf_file"] = source.gguf_file
-    label = config_label(source)
+    if model.gguf_file:
+        kwargs["gguf_file"] = model.gguf_file
+    label = config_label(model)
     try:
-        if not source.gguf_file:  # a GGUF's config is converted from its metadata, checked below
-            raw, _ = PretrainedConfig.get_config_dict(source.location, **kwargs)
+        if not model.gguf_file:  # a GGUF's config is converted from its metadata, checked below
+            raw, _ = PretrainedConfig.get_config_dict(model.location, **kwargs)
             check_config_fields(raw, label)
-        config = AutoConfig.from_pretrained(source.location, trust_remote_code=trust_remote_code, **kwargs)
+        config = AutoConfig.from_pretrained(
+            model.location, trust_remote_code=model.trust_remote_code, **kwargs
+        )
     except ModelLoadError:
         raise
     except (OSError, ValueError, KeyError) as err:
-        if not trust_remote_code and _is_remote_code_refusal(err):
-            raise remote_code_error(source.location, "its repository") from err
-        where = "the Hugging Face hub" if not source.local else source.location
+        if not model.trust_remote_code and _is_remote_code_refusal(err):
+            raise remote_code_error(model.location, "its repository") from err
+        where = "the Hugging Face hub" if not model.local else model.location
         raise ModelLoadError(
-            f"could not read the model config of {source.location!r} from {where}: {err}"
+            f"could not read the model config of {model.location!r} from {where}: {err}"
         ) from err
     except (StrictDataclassError, TypeError, ArithmeticError) as err:  # transformers' own checks
         reason = " ".join(str(err).split())
@@ -221,30 +225,30 @@ def _gguf_has_tokenizer(path: Path) -> bool:
     return "tokenizer.ggml.model" in gguf_reader(path).fields
 
 
-def load_tokenizer(spec: ModelSpec, source: Source, revision: str | None = None) -> Any:
-    """The model's tokenizer (at `revision`, default spec.revision), or spec.tokenizer when given."""
+def load_tokenizer(model: ResolvedModel, revision: str | None = None) -> Any:
+    """The model's tokenizer (at `revision`, default model.revision), or model.tokenizer when given."""
     from transformers import AutoTokenizer
 
-    revision = revision or spec.revision
-    if spec.tokenizer:
-        location, kwargs = spec.tokenizer, {}
+    revision = revision or model.revision
+    if model.tokenizer:
+        location, kwargs = model.tokenizer, {}
     else:
-        location = source.tokenizer_location or source.location
-        kwargs = {"revision": revision} if revision and not source.local else {}
-        if source.gguf_file:
-            if source.local and not _gguf_has_tokenizer(Path(source.location) / source.gguf_file):
+        location = model.tokenizer_location or model.location
+        kwargs = {"revision": revision} if revision and not model.local else {}
+        if model.gguf_file:
+            if model.local and not _gguf_has_tokenizer(Path(model.location) / model.gguf_file):
                 raise ModelLoadError(
-                    f"GGUF file {source.gguf_file} has no embedded tokenizer; pass the tokenizer of the "
+                    f"GGUF file {model.gguf_file} has no embedded tokenizer; pass the tokenizer of the "
                     "original model with tokenizer=<hub id or local tokenizer directory> "
                     "(CLI: --tokenizer)"
                 )
-            kwargs["gguf_file"] = source.gguf_file
+            kwargs["gguf_file"] = model.gguf_file
     try:
-        return AutoTokenizer.from_pretrained(location, trust_remote_code=spec.trust_remote_code, **kwargs)
+        return AutoTokenizer.from_pretrained(location, trust_remote_code=model.trust_remote_code, **kwargs)
     except (OSError, ValueError, KeyError, TypeError) as err:
-        if not spec.trust_remote_code and _is_remote_code_refusal(err):
+        if not model.trust_remote_code and _is_remote_code_refusal(err):
             raise remote_code_error(str(location), "its tokenizer's repository") from err
-        hint = " (pass tokenizer=... to load it from elsewhere)" if not spec.tokenizer else ""
+        hint = " (pass tokenizer=... to load it from elsewhere)" if not model.tokenizer else ""
         raise ModelLoadError(f"could not load a tokenizer from {location!r}{hint}: {err}") from err
 
 
@@ -265,43 +269,44 @@ def logit_softcap(config: Any) -> float | None:
 
 
 @dataclass(frozen=True)
-class Described:
-    """What is known about a model without loading its weights."""
+class ModelDescription:
+    """What is known about a resolved model without loading its weights."""
 
-    spec: ModelSpec
-    source: Source
+    model: ResolvedModel
     config: Any
     tokenizer: Any
-    info: ModelInfo
+    info: ModelInfo  # dtype and device as resolved from the settings
     commit: str | None = None  # hub models: the commit the revision pointed at, used for every load
 
 
-def describe_model(model: ModelSpec | str) -> Described:
-    """Config, tokenizer and ModelInfo of a model, without loading weights (for cache keys).
+def describe_model(
+    model: ModelSpec | ResolvedModel | str, settings: ExtractionSettings | None = None
+) -> ModelDescription:
+    """Config, tokenizer and ModelInfo of a model, without loading weights (for cache keys);
+    `settings` give the dtype, device and device map it is to run with (default: "auto").
 
     A hub model's revision (None = main) is resolved to its commit once, here; config, tokenizer
     and (later) weights are all loaded at that commit, so a branch moving meanwhile cannot mix them.
     """
-    spec = as_spec(model)
-    source = resolve_source(spec)
-    check_remote_code(spec, source)
+    resolved = model if isinstance(model, ResolvedModel) else resolve(model)
+    check_remote_code(resolved)
     # config, tokenizer and placeholder scan share one parse of a GGUF file's header
-    with shared_gguf_reader() if source.gguf_file else contextlib.nullcontext():
-        return _describe(spec, source)
+    with shared_gguf_reader() if resolved.gguf_file else contextlib.nullcontext():
+        return _describe(resolved, settings or ExtractionSettings())
 
 
-def _describe(spec: ModelSpec, source: Source) -> Described:
-    from rbplab.store.sizes import meta_model, parameter_counts
+def _describe(model: ResolvedModel, settings: ExtractionSettings) -> ModelDescription:
+    from rbplab.catalog.sizes import meta_model, parameter_counts
 
-    commit = None if source.local else resolve_commit(source, spec.revision)
-    # a local checkpoint is its own directory (resolve_source), so no revision is passed for it
-    config = load_config(source, commit or (None if source.local else spec.revision), spec.trust_remote_code)
-    tokenizer = load_tokenizer(spec, source, commit)
+    commit = None if model.local else resolve_commit(model)
+    # a local checkpoint is its own directory (catalog.resolve), so no revision is passed for it
+    config = load_config(model, commit or (None if model.local else model.revision))
+    tokenizer = load_tokenizer(model, commit)
     meta = meta_model(config)  # the architecture on the meta device: no memory, no weights
     counts = parameter_counts(meta)
-    check_weights_match(source, config, meta)
-    device = select_device(spec.device)
-    placeholders = _gguf_placeholders(spec, source)
+    check_weights_match(model, config, meta)
+    device = select_device(settings.device)
+    placeholders = _gguf_placeholders(model)
     vocab = len(tokenizer) - placeholders
     head_rows = int(counts.head_rows or len(tokenizer))
     if vocab > head_rows:
@@ -310,79 +315,83 @@ def _describe(spec: ModelSpec, source: Source) -> Described:
             "the tokenizer does not belong to this model (check tokenizer=...)"
         )
     info = ModelInfo(
-        name=spec.name_or_path,
-        revision=spec.revision,
-        fingerprint=f"hub:{commit}" if commit else weights_fingerprint(source, spec.revision),
+        name=model.name,
+        revision=model.revision,
+        fingerprint=f"hub:{commit}" if commit else weights_fingerprint(model),
         architecture=counts.architecture,
         n_params=counts.n_params,
         n_nonembedding=counts.n_nonembedding,
         vocab_size=vocab,
         head_rows=head_rows,
         max_context=max_context(config),
-        dtype=resolve_dtype(spec.dtype, device, config),
-        device=f"device_map:{spec.device_map}" if spec.device_map else str(device),
+        dtype=resolve_dtype(settings.dtype, device, config),
+        device=f"{DEVICE_MAP_PREFIX}{settings.device_map}" if settings.device_map else str(device),
         bos_token_id=tokenizer.bos_token_id,
-        source=source.location if not source.gguf_file else f"{source.location}/{source.gguf_file}",
-        gguf_file=source.gguf_file,
-        tokenizer=spec.tokenizer or source.tokenizer_location or source.location,
+        source=model.location if not model.gguf_file else f"{model.location}/{model.gguf_file}",
+        gguf_file=model.gguf_file,
+        tokenizer=model.tokenizer or model.tokenizer_location or model.location,
         tokenizer_fingerprint=tokenizer_fingerprint(tokenizer),
         softcap=logit_softcap(config),
-        trust_remote_code=spec.trust_remote_code,
+        trust_remote_code=model.trust_remote_code,
         placeholder_tokens=placeholders,
     )
-    return Described(spec, source, config, tokenizer, info, commit)
+    return ModelDescription(model, config, tokenizer, info, commit)
 
 
-def check_weights_match(source: Source, config: Any, meta: torch.nn.Module) -> None:
+def check_weights_match(model: ResolvedModel, config: Any, meta: torch.nn.Module) -> None:
     """Refuse a local model whose weight files do not hold the parameters its config describes
     (`check_weight_files`), reading only safetensors headers or a GGUF tensor table. Hub models,
     quantised and pickle checkpoints are not counted here; `load_weights` refuses any tensor they
     lack once loaded (transformers would initialise it at random)."""
-    if not source.local or getattr(config, "quantization_config", None):
+    if not model.local or getattr(config, "quantization_config", None):
         return
-    if source.gguf_file:  # the tensor table of the (memoised) header: shapes in ggml order
-        reader = gguf_reader(Path(source.location) / source.gguf_file)
+    if model.gguf_file:  # the tensor table of the (memoised) header: shapes in ggml order
+        reader = gguf_reader(Path(model.location) / model.gguf_file)
         shapes = {str(t.name): tuple(int(d) for d in t.shape) for t in reader.tensors}
     else:
-        shapes = local_weight_shapes(Path(source.location))
+        shapes = local_weight_shapes(Path(model.location))
     if shapes is not None:
-        check_weight_files(meta, config, shapes, config_label(source))
+        check_weight_files(meta, config, shapes, config_label(model))
 
 
-def _gguf_placeholders(spec: ModelSpec, source: Source) -> int:
+def _gguf_placeholders(model: ResolvedModel) -> int:
     """Trailing placeholder tokens of a local GGUF whose embedded tokenizer is used (0 otherwise)."""
-    if not source.gguf_file or not source.local or spec.tokenizer:
+    if not model.gguf_file or not model.local or model.tokenizer:
         return 0
     from rbplab.extraction.gguf_vocab import trailing_placeholders
 
-    return trailing_placeholders(Path(source.location) / source.gguf_file)
+    return trailing_placeholders(Path(model.location) / model.gguf_file)
 
 
 # ---------------------------------------------------------------------------------------------
 # Weights
 
 
-def load_weights(described: Described) -> torch.nn.Module:
-    """Instantiate the model with weights, on the chosen device and dtype, in eval mode."""
+def load_weights(described: ModelDescription) -> torch.nn.Module:
+    """Instantiate the model with weights, on the device and dtype its description resolved, in
+    eval mode."""
     from transformers import AutoModelForCausalLM
 
-    spec, source, info = described.spec, described.source, described.info
-    kwargs: dict[str, Any] = {"dtype": DTYPES[info.dtype], "trust_remote_code": spec.trust_remote_code}
-    revision = described.commit or (None if source.local else spec.revision)
+    resolved, info = described.model, described.info
+    kwargs: dict[str, Any] = {"dtype": DTYPES[info.dtype], "trust_remote_code": resolved.trust_remote_code}
+    revision = described.commit or (None if resolved.local else resolved.revision)
     if revision:
         kwargs["revision"] = revision
-    if source.gguf_file:
-        kwargs["gguf_file"] = source.gguf_file
-    if spec.device_map:
-        kwargs["device_map"] = spec.device_map
+    if resolved.gguf_file:
+        kwargs["gguf_file"] = resolved.gguf_file
+    device_map = (
+        info.device.removeprefix(DEVICE_MAP_PREFIX) if info.device.startswith(DEVICE_MAP_PREFIX) else None
+    )
+    if device_map:
+        kwargs["device_map"] = device_map
     from safetensors import SafetensorError
 
-    name = spec.name_or_path
+    name = resolved.name
     try:
         # the GGUF header describe_model parsed: transformers reads config and tensors through it
-        with shared_gguf_reader() if source.gguf_file else contextlib.nullcontext():
+        with shared_gguf_reader() if resolved.gguf_file else contextlib.nullcontext():
             model, loading = AutoModelForCausalLM.from_pretrained(
-                source.location, output_loading_info=True, **kwargs
+                resolved.location, output_loading_info=True, **kwargs
             )
     except SafetensorError as err:
         raise ModelLoadError(
@@ -396,7 +405,7 @@ def load_weights(described: Described) -> torch.nn.Module:
             "use a safetensors copy of the model"
         ) from err
     except (OSError, ValueError, KeyError, RuntimeError) as err:
-        if not spec.trust_remote_code and _is_remote_code_refusal(err):
+        if not resolved.trust_remote_code and _is_remote_code_refusal(err):
             raise remote_code_error(name, "its repository") from err
         raise ModelLoadError(f"could not load the weights of {name!r}: {err}") from err
     missing = sorted(loading.get("missing_keys") or ())
@@ -407,11 +416,11 @@ def load_weights(described: Described) -> torch.nn.Module:
             "random; the config does not belong to these weights (edited, from another model, or a file "
             "is missing)"
         )
-    if not spec.device_map:
-        model = model.to(select_device(spec.device))
+    if not device_map:
+        model = model.to(torch.device(info.device))
     model.eval()
     head = model.get_output_embeddings()
-    check_head_placed(head, spec.device_map)
+    check_head_placed(head, device_map)
     rows = getattr(getattr(head, "weight", None), "shape", (info.head_rows,))[0]
     if rows != info.head_rows:
         raise ModelLoadError(f"output layer has {rows} rows, config says {info.head_rows}")
@@ -484,9 +493,12 @@ def nan_source(model: torch.nn.Module, ids: torch.Tensor) -> str:
     return ""
 
 
-def load_model(model: ModelSpec | str) -> tuple[torch.nn.Module, Any, ModelInfo]:
-    """Load (model, tokenizer, ModelInfo); the model is in eval mode on its device and dtype."""
-    described = describe_model(model)
+def load_model(
+    model: ModelSpec | ResolvedModel | str, settings: ExtractionSettings | None = None
+) -> tuple[torch.nn.Module, Any, ModelInfo]:
+    """Load (model, tokenizer, ModelInfo); the model is in eval mode on the device and dtype
+    `settings` ask for (default: "auto")."""
+    described = describe_model(model, settings)
     weights = load_weights(described)
     check_head(weights, described.info)
     return weights, described.tokenizer, described.info

@@ -23,17 +23,18 @@ from typing import Any
 import pandas as pd
 import torch
 
+from rbplab.catalog import schedules
+from rbplab.catalog.corpora import Corpus, LazyCorpus
+from rbplab.catalog.models import ModelSpec
 from rbplab.core.settings import ExtractionSettings
 from rbplab.extraction.known_plans import record_plan
-from rbplab.extraction.models import ModelSpec, check_head, load_weights
+from rbplab.extraction.models import check_head, load_weights
 from rbplab.extraction.plan import Plan, count_problems, counts_derivable, plan_extraction, plan_shards
 from rbplab.extraction.precision import numerics_record
 from rbplab.extraction.ranks import NonFiniteLogitsError
 from rbplab.extraction.scoring import Scorer, default_batch_tokens, make_scorer, shard_frame
 from rbplab.extraction.windows import PAD_MULTIPLE, Window
-from rbplab.store import schedules
 from rbplab.store.cache import CacheCorruptedError, CacheEntry, CacheError
-from rbplab.store.corpora import Corpus, LazyCorpus
 from rbplab.store.files import check_writable
 
 
@@ -106,10 +107,10 @@ def entry_manifest(
 
 def training_position(plan: Plan) -> dict | None:
     """Step, tokens seen D and compute C ~= 6 S D of the scored checkpoint, when its family's
-    checkpoint schedule (rbplab.store.schedules) knows them; None otherwise."""
+    checkpoint schedule (rbplab.catalog.schedules) knows them; None otherwise."""
     info = plan.described.info
     # registry name, then what the user named (a local model directory holding checkpoints/)
-    for name in dict.fromkeys((plan.spec.model.name, plan.described.spec.name_or_path)):
+    for name in dict.fromkeys((plan.spec.model.name, plan.described.model.name)):
         try:
             found = schedules.training_position(name, info.revision, info.n_nonembedding)
         except (OSError, ValueError):
@@ -145,7 +146,7 @@ def extract(
     """Rank statistics of every scored token of `corpus` under `model`, cached.
 
     model: a ModelSpec, registered name, hub id, local directory or .gguf file.
-    corpus: a Corpus (or LazyCorpus) or anything rbplab.store.load_corpus accepts; a hub corpus at
+    corpus: a Corpus (or LazyCorpus) or anything rbplab.catalog.load_corpus accepts; a hub corpus at
     a commit is keyed by its identity, so a cache hit never reads the dataset.
     settings: how to score (`rbplab.core.ExtractionSettings`: context length, stride, BOS,
     max tokens, padded vocabulary, dtype, device, device map, batch size); `overrides` are its

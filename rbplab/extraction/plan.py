@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rbplab.catalog.corpora import Corpus, LazyCorpus, open_corpus
+from rbplab.catalog.models import ModelSpec
 from rbplab.core.entry_spec import (
     BosIdentity,
     CorpusIdentity,
@@ -25,7 +27,8 @@ from rbplab.core.entry_spec import (
 )
 from rbplab.core.errors import InvalidArgumentError, RbplabError
 from rbplab.core.settings import ExtractionSettings, resolve_settings
-from rbplab.extraction.models import Described, ModelSpec, as_spec, describe_model
+from rbplab.extraction.models import ModelDescription, describe_model
+from rbplab.extraction.sources import as_spec
 from rbplab.extraction.windows import (
     BosDecision,
     Window,
@@ -35,7 +38,6 @@ from rbplab.extraction.windows import (
     tokenize_documents,
 )
 from rbplab.grid import ModelRef
-from rbplab.store.corpora import Corpus, LazyCorpus, open_corpus
 
 SHARD_TOKENS = 1 << 16  # scored targets per shard (whole windows): resume granularity
 DEFAULT_MAX_CONTEXT = 2048
@@ -50,7 +52,7 @@ class ContextLengthError(RbplabError, ValueError):
 class Plan:
     """Everything an extraction is determined by, resolved from metadata (no weights)."""
 
-    described: Described
+    described: ModelDescription
     corpus: Corpus | LazyCorpus  # a hub corpus reads its documents only on a cache miss
     policy: WindowPolicy
     bos: BosDecision
@@ -84,17 +86,13 @@ def plan_extraction(
     `overrides` are `ExtractionSettings` fields (e.g. max_tokens=2000). `described` is a dict the
     caller keeps for one pass over a grid, so each model is described once, not once per corpus."""
     settings = resolve_settings(settings, **overrides)
-    spec = as_spec(
-        model,
-        dtype=None if settings.dtype == "auto" else settings.dtype,
-        device=None if settings.device == "auto" else settings.device,
-        device_map=settings.device_map,
-    )
+    spec = as_spec(model)
     if described is None:
         described = {}
-    if spec not in described:
-        described[spec] = describe_model(spec)
-    described = described[spec]
+    memo = (spec, settings.dtype, settings.device, settings.device_map)
+    if memo not in described:
+        described[memo] = describe_model(spec, settings)
+    described = described[memo]
     info = described.info
     corpus = corpus if isinstance(corpus, (Corpus, LazyCorpus)) else open_corpus(corpus)
     context_length, stride, bos = settings.context_length, settings.stride, settings.bos
@@ -112,12 +110,12 @@ def plan_extraction(
     vocab_size = info.head_rows if include_padded_vocab else info.vocab_size
     entry_spec = EntrySpec(
         model=ModelIdentity(
-            name=described.source.label,
+            name=described.model.label,
             fingerprint=info.fingerprint,
-            revision=described.source.keyed_revision,
+            revision=described.model.keyed_revision,
             gguf_file=info.gguf_file,
             dtype=info.dtype,
-            trust_remote_code=spec.trust_remote_code,
+            trust_remote_code=described.model.trust_remote_code,
         ),
         tokenizer=info.tokenizer_fingerprint,
         corpus=CorpusIdentity.from_json(corpus.key()),

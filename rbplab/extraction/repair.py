@@ -16,10 +16,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from rbplab.catalog.corpora import load_corpus
+from rbplab.catalog.models import ModelSpec
 from rbplab.core.entry_spec import EntrySpec
 from rbplab.extraction.pipeline import ExtractResult, extract_plan
 from rbplab.extraction.plan import Plan, count_problems, plan_extraction
-from rbplab.extraction.sources import ModelSpec
 from rbplab.store.cache import (
     CacheEntry,
     CacheError,
@@ -27,7 +28,6 @@ from rbplab.store.cache import (
     entry_at,
     max_manifest_bytes,
 )
-from rbplab.store.corpora import load_corpus
 from rbplab.store.files import cache_root, entry_dir_problem
 
 

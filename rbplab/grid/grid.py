@@ -14,7 +14,7 @@ A study file is the grid in TOML:
 
 Everything is checked when the grid is built, before any work starts: unknown keys, families,
 models and corpora and invalid settings are one-line errors naming the key and what is allowed.
-Revisions are checked against the model's checkpoint schedule (rbplab.store.schedules) where one
+Revisions are checked against the model's checkpoint schedule (rbplab.catalog.schedules) where one
 is known (Pythia, the micro-suite): ``"log:N"`` picks N log-spaced existing checkpoints, and a
 revision that does not exist is an error listing the available ones. Models without a known
 schedule (other hub models) take revision names as given; they are checked when planned.
@@ -31,11 +31,11 @@ from typing import Any, Literal
 
 import pandas as pd
 
+from rbplab.catalog import registry, schedules
+from rbplab.catalog.corpora import Corpus, LazyCorpus, canonical_corpus, list_corpora, open_corpus
 from rbplab.core.errors import RbplabError
 from rbplab.core.settings import ExtractionSettings, resolve_settings
 from rbplab.grid.models import ModelRef, family_refs, model_ref
-from rbplab.store import registry, schedules
-from rbplab.store.corpora import Corpus, LazyCorpus, canonical_corpus, list_corpora, open_corpus
 from rbplab.store.files import UnsafeFileError, open_regular_file
 
 if sys.version_info >= (3, 11):

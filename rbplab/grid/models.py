@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from rbplab.catalog import registry
 from rbplab.core.runs import run_label
-from rbplab.store import registry
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ class ModelRef:
 def family_refs(family: str) -> list[ModelRef]:
     """Every member of a registry family, smallest S first."""
     return [
-        ModelRef(row.family, row.model, registry.resolve_source(row.source), float(row.S))
+        ModelRef(row.family, row.model, registry.source_location(row.source), float(row.S))
         for row in registry.family_models(family).itertuples()
     ]
 
@@ -62,6 +62,6 @@ def model_ref(name: str, **options: object) -> ModelRef:
     row = registry.lookup_model(name)
     if row is not None:
         return ModelRef(
-            row["family"], row["model"], registry.resolve_source(row["source"]), float(row["S"]), **options
+            row["family"], row["model"], registry.source_location(row["source"]), float(row["S"]), **options
         )
-    return ModelRef("", name, registry.resolve_model(name), None, **options)
+    return ModelRef("", name, registry.unregistered_location(name), None, **options)

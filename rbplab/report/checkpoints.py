@@ -20,7 +20,7 @@ def cached_checkpoints(
     one of `corpora` (what `rbplab demo` scores, or `rbplab run` with revisions): the revisions
     every model has at one scoring cap, the cap that covers the most checkpoints. None when the
     cache holds no checkpoint of every model on every corpus."""
-    from rbplab.store import registry, schedules
+    from rbplab.catalog import registry, schedules
     from rbplab.store.cache import list_entries
 
     families = list(families)

@@ -3,7 +3,7 @@ to score, forward FLOPs, the memory one forward needs on the device and an estim
 
 Nothing here loads weights except the throughput probe: keys, token counts and sizes come from
 configs, tokenizers and corpora (`plan_extraction`, `plan_shards`), shapes from the architecture
-instantiated on the meta device (`rbplab.store.sizes.meta_model`). The cache is only read.
+instantiated on the meta device (`rbplab.catalog.sizes.meta_model`). The cache is only read.
 
 The cost model, per scored token of a model with S non-embedding parameters whose output head
 maps d hidden units to the |V| ranked rows:
@@ -37,6 +37,7 @@ from typing import Any
 
 import pandas as pd
 
+from rbplab.catalog.corpora import Corpus, Document, LazyCorpus, open_corpus
 from rbplab.core.errors import InvalidArgumentError, RbplabError
 from rbplab.extraction.plan import Plan, plan_extraction, plan_shards
 from rbplab.extraction.ranks import block_rows, default_chunk_size
@@ -45,7 +46,6 @@ from rbplab.extraction.windows import batches
 from rbplab.grid import Grid, corpus_label
 from rbplab.runner.units import BYTES_PER_PARAM, DEFAULT_SHARDS_PER_UNIT, accelerator_dtype
 from rbplab.store.cache import CacheEntry
-from rbplab.store.corpora import Corpus, Document, LazyCorpus, open_corpus
 from rbplab.store.files import cache_root
 
 DEFAULT_PROBE_TOKENS = 512
@@ -141,7 +141,7 @@ def architecture(config: Any) -> Architecture:
     """Shapes of `config`'s causal LM from a meta-device instance (no weights, no memory)."""
     import torch
 
-    from rbplab.store.sizes import meta_model, parameter_counts
+    from rbplab.catalog.sizes import meta_model, parameter_counts
 
     model = meta_model(config)
     counts = parameter_counts(model)
@@ -405,10 +405,10 @@ def _entry_row(ref, corpus, unreachable, label, settings, root, device, describe
         sizes = [min(step, budget - start) for start in range(0, budget, step)]
         values["note"] += "; tokens: the max_tokens bound"
     left = [n for i, n in enumerate(sizes) if i not in done]
-    spec = plan.described.spec
-    if spec not in shapes:
-        shapes[spec] = architecture(plan.described.config)
-    arch = shapes[spec]
+    model = plan.described.model
+    if model not in shapes:
+        shapes[model] = architecture(plan.described.config)
+    arch = shapes[model]
     per_token = flops_per_token(info.n_nonembedding, arch.d, plan.vocab_size)
     weights, activations, head_chunk = memory_needed(
         arch,
@@ -503,7 +503,7 @@ def probe_throughput(
         device=str(scorer.device),
     )
     return Throughput(
-        plan.described.source.label,
+        plan.described.model.label,
         scored / seconds,
         float(per_token),
         str(scorer.device),

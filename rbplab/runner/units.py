@@ -12,15 +12,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from rbplab.catalog.corpora import Corpus, LazyCorpus
+from rbplab.catalog.models import ModelSpec
 from rbplab.core.errors import InvalidArgumentError
 from rbplab.core.settings import ExtractionSettings
 from rbplab.extraction.known_plans import record_plan
 from rbplab.extraction.pipeline import cache_hit, sound_shards
 from rbplab.extraction.plan import counts_derivable, plan_extraction, plan_shards
-from rbplab.extraction.sources import ModelSpec, as_spec
+from rbplab.extraction.sources import as_spec
 from rbplab.grid import Grid, ModelRef
 from rbplab.store.cache import CacheEntry
-from rbplab.store.corpora import Corpus, LazyCorpus
 
 DEFAULT_SHARDS_PER_UNIT = 4
 

@@ -56,7 +56,14 @@ def loaded_scorer(plan: Plan) -> Scorer:
     weights fingerprint and dtype, which the plan derived afresh from the files, the same load
     options, output rows and pad id); otherwise the previous model is freed first, so a worker
     holds one model at a time (GPU memory), and the new one is loaded and checked."""
-    identity = (plan.spec.model, plan.described.spec, plan.spec.tokenizer, plan.vocab_size, plan.bos.token_id)
+    identity = (
+        plan.spec.model,
+        plan.described.model,
+        plan.described.info.device,
+        plan.spec.tokenizer,
+        plan.vocab_size,
+        plan.bos.token_id,
+    )
     if identity not in _LOADED:
         release_models()
         _LOADED[identity] = make_scorer(plan)

@@ -1,9 +1,9 @@
-"""Where rbplab finds what it ships: package data, and the bundled corpora and micro-suite.
+"""Where rbplab finds what it ships: the notebooks, and the bundled corpora and micro-suite.
 
-The model registry (`families.csv`) and the notebooks travel inside the package, so they work
-from an installed wheel. The bundled corpora and micro-suite models (~40 MB) do not: they are
-found under $RBPLAB_DATA, else in the data/ folder of the source checkout the package runs
-from (an editable install), and when neither exists the error says how to get them.
+The notebooks (and the model registry, `rbplab.catalog.registry.registry_path`) travel inside the
+package, so they work from an installed wheel. The bundled corpora and micro-suite models (~40 MB)
+do not: they are found under $RBPLAB_DATA, else in the data/ folder of the source checkout the
+package runs from (an editable install), and when neither exists the error says how to get them.
 """
 
 from __future__ import annotations
@@ -50,15 +50,6 @@ def data_dir(required: bool = True) -> Path | None:
     if required:
         raise DataNotFoundError(2, HOW_TO_GET_DATA)
     return None
-
-
-def registry_path() -> Path:
-    """The model registry: $RBPLAB_DATA/families.csv when that folder carries its own, else the
-    package's."""
-    own = data_dir(required=False)
-    if own is not None and os.environ.get(DATA_ENV) and (own / "families.csv").is_file():
-        return own / "families.csv"
-    return Path(str(resources.files("rbplab.store").joinpath("families.csv")))
 
 
 def notebooks_dir() -> Path:

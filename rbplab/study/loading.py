@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
+from rbplab.catalog.corpora import Corpus, LazyCorpus
 from rbplab.core.compute import training_compute
 from rbplab.core.entry_spec import EntrySpec, EntrySpecError
 from rbplab.core.errors import InvalidArgumentError, RbplabError
@@ -23,7 +24,6 @@ from rbplab.core.runs import Run, run_label
 from rbplab.core.settings import ExtractionSettings
 from rbplab.core.stats import check_ties
 from rbplab.grid import Grid, GridRun, corpus_label
-from rbplab.store.corpora import Corpus, LazyCorpus
 from rbplab.study.study import Study
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 def default_corpora() -> list[str]:
     """The corpora bundled in data/corpora (the offline default)."""
-    from rbplab.store.corpora import list_corpora
+    from rbplab.catalog.corpora import list_corpora
 
     table = list_corpora()
     return table.loc[table["origin"] == "bundled", "name"].tolist()
@@ -110,7 +110,8 @@ def absent_runs(grid: Grid, cache_dir: str | Path | None = None) -> MissingRunsE
     corpus opened, nothing of torch or transformers imported. A run this does not name may still
     turn out missing when it is planned (`resolve_entries`); one it names is certainly missing. Returns
     the error naming them and how the nearest cached runs differ, or None."""
-    from rbplab.extraction.sources import as_spec, resolve_source
+    from rbplab.catalog.models import resolve
+    from rbplab.extraction.sources import as_spec
     from rbplab.store.cache import entry_at, entry_dirs
     from rbplab.store.files import cache_root
 
@@ -133,7 +134,7 @@ def absent_runs(grid: Grid, cache_dir: str | Path | None = None) -> MissingRunsE
     missing: list[str] = []
     differences: dict[tuple, int] = {}
     for ref in grid.checkpoints():
-        label = resolve_source(as_spec(ref)).label
+        label = resolve(as_spec(ref)).label
         # A local model's final checkpoint keys as no revision: an entry without one may be it.
         revisions = {None, ref.revision}
         for corpus in corpora:
@@ -304,7 +305,7 @@ def _read_summary(
 
 def _study_run(run: GridRun, described_S: float, summary: Any, manifest: Mapping) -> Run:
     """A study's run of grid run `run`: S from the registry, else from the model's description."""
-    from rbplab.store import schedules
+    from rbplab.catalog import schedules
 
     ref = run.model
     S = ref.S if ref.S is not None else float(described_S)
@@ -387,7 +388,7 @@ def _spec_revision(spec: Mapping) -> str | None:
 
 def _entry_labels(spec: Mapping, manifest: Mapping, checkpointed: set[str]) -> tuple[dict, dict]:
     """(family, model, corpus, S) and (revision, step, D, C) of an entry named by key alone."""
-    from rbplab.store import schedules
+    from rbplab.catalog import schedules
 
     model = manifest.get("model") or {}
     name = _asked_model(spec) or str(model.get("name"))

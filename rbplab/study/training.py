@@ -103,7 +103,7 @@ def open_training(
 
 
 def _family_sizes(families: Iterable[str]) -> list[float] | None:
-    from rbplab.store import registry
+    from rbplab.catalog import registry
 
     try:
         return sorted({float(S) for f in families for S in registry.family_models(f)["S"]})

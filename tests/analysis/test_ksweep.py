@@ -7,9 +7,9 @@ from scipy import stats as sps
 
 from rbplab.analysis import fit, ksweep, metrics
 from rbplab.analysis.lognormal import sample_lognormal_ranks
+from rbplab.catalog import paper_reference
 from rbplab.core.runs import Run
 from rbplab.core.stats import TokenStats
-from rbplab.store import paper_reference
 
 
 def test_regime_labels():

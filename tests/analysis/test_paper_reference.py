@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from rbplab.analysis import fit
-from rbplab.store import paper_reference, paper_reference_meta
+from rbplab.catalog import paper_reference, paper_reference_meta
 
 
 def test_reference_table_is_complete_and_sourced():

@@ -13,10 +13,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from rbplab.catalog.registry import registry_path
 from rbplab.cli import app as cli
 from rbplab.store import files as cache_location
 from rbplab.store.cache import CacheEntry, list_entries
-from rbplab.store.paths import registry_path
 
 SPEC = {"model": {"name": "tiny/model"}, "corpus": {"name": "toy"}}
 

@@ -68,7 +68,7 @@ def test_report_hands_parameters_figures_and_extract_over(capsys, tmp_path, capt
 def test_report_params_naming_the_grid_build_it(capsys, tmp_path, captured):
     """--params / -p families, corpora, models and settings (as papermill takes them) are the grid's:
     they reach run_report inside its Grid, never as notebook parameters beside it."""
-    from rbplab.store.registry import family_models
+    from rbplab.catalog.registry import family_models
 
     members = family_models("micro")["model"].tolist()
     params = tmp_path / "batch.yaml"

@@ -23,7 +23,7 @@ def test_a_bug_inside_a_command_keeps_its_traceback(monkeypatch, capsys) -> None
     def broken(*args, **kwargs):
         raise ValueError("boom: a bug, not the user's input")
 
-    monkeypatch.setattr("rbplab.store.registry.family_models", broken)
+    monkeypatch.setattr("rbplab.catalog.registry.family_models", broken)
     with pytest.raises(ValueError, match="boom"):
         cli.main(["families", "pythia"])
 

@@ -300,9 +300,9 @@ def test_lab_opens_notebook_06_on_the_checkpoints_the_demo_scored(tmp_path: Path
     import papermill
     from playwright.sync_api import sync_playwright
 
+    from rbplab.catalog.schedules import schedule_of
     from rbplab.cli.demo import DEMO_REVISIONS, score_checkpoints
     from rbplab.core.settings import ExtractionSettings
-    from rbplab.store.schedules import schedule_of
     from rbplab.study import default_corpora
 
     cache = tmp_path / "cache"

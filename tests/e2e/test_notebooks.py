@@ -17,11 +17,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from rbplab.catalog import registry
 from rbplab.grid import Grid
 from rbplab.report import ReportOptions, run_report
 from rbplab.report.execution import execute_notebook
 from rbplab.report.pages import MATHJAX_URL
-from rbplab.store import registry
 from rbplab.store.paths import notebooks_dir
 from rbplab.study.results import load_results
 
@@ -51,7 +51,7 @@ def _micro_members() -> pd.DataFrame | None:
         members = registry.family_models("micro")
     except (registry.UnknownFamilyError, FileNotFoundError):
         return None
-    present = members["source"].map(lambda s: Path(registry.resolve_source(s)).exists())
+    present = members["source"].map(lambda s: Path(registry.source_location(s)).exists())
     return members if present.all() and len(members) >= 2 else None
 
 

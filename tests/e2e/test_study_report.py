@@ -53,13 +53,13 @@ CHECKPOINTS = {
 
 
 def _micro_present() -> bool:
-    from rbplab.store import registry
+    from rbplab.catalog import registry
 
     try:
         members = registry.family_models("micro")
     except (registry.UnknownFamilyError, FileNotFoundError):
         return False
-    return bool(members["source"].map(lambda s: Path(registry.resolve_source(s)).exists()).all())
+    return bool(members["source"].map(lambda s: Path(registry.source_location(s)).exists()).all())
 
 
 @pytest.fixture(scope="module")

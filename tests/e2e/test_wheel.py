@@ -90,7 +90,7 @@ def run(installed: dict, *argv: str) -> subprocess.CompletedProcess:
 
 def test_wheel_carries_registry_and_notebooks(installed):
     names = zipfile.ZipFile(installed["wheel"]).namelist()
-    assert "rbplab/store/families.csv" in names
+    assert "rbplab/catalog/families.csv" in names
     assert {f"rbplab/notebooks/{p.name}" for p in (ROOT / "notebooks").glob("*.ipynb")} <= set(names)
     assert not any(n.startswith(("data/", "rbplab/data/")) for n in names)  # the bundled data stays out
 

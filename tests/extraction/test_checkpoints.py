@@ -6,8 +6,8 @@ import pytest
 import torch
 from helpers.models import build_checkpointed
 
-from rbplab.extraction.models import ModelLoadError, ModelSpec, describe_model, load_model
-from rbplab.extraction.sources import checkpoint_directory, resolve_source
+from rbplab.catalog.models import ModelLoadError, ModelSpec
+from rbplab.extraction.models import describe_model, load_model
 
 
 @pytest.fixture(scope="module")
@@ -15,54 +15,10 @@ def checkpointed(tmp_path_factory, tiny_tokenizer):
     return build_checkpointed(tmp_path_factory.mktemp("ckpt") / "micro-t", tiny_tokenizer)
 
 
-def test_revisions_resolve_to_checkpoint_folders(checkpointed):
-    assert checkpoint_directory(checkpointed, None) == checkpointed
-    assert checkpoint_directory(checkpointed, "main") == checkpointed
-    assert checkpoint_directory(checkpointed, "step-40") == checkpointed  # the final step is the model itself
-    assert checkpoint_directory(checkpointed, "step-10") == checkpointed / "checkpoints" / "step-10"
-    source = resolve_source(ModelSpec(str(checkpointed), revision="step-10"))
-    assert source.location == str(checkpointed.resolve() / "checkpoints" / "step-10")
-    assert source.tokenizer_location == str(checkpointed.resolve())  # checkpoints share the tokenizer
-
-
-def test_a_source_carries_its_label_and_keyed_revision(checkpointed):
-    step = resolve_source(ModelSpec(str(checkpointed), revision="step-10"))
-    assert (step.label, step.keyed_revision) == ("step-10", "step-10")  # its folder; keyed by revision
-    # the final step and "main" are the model directory itself: no revision in the key
-    for revision in ("step-40", "main", None):
-        final = resolve_source(ModelSpec(str(checkpointed), revision=revision))
-        assert (final.label, final.keyed_revision) == ("micro-t", None), revision
-    hub = resolve_source(ModelSpec("EleutherAI/pythia-70m", revision="step1000"))
-    assert (hub.label, hub.keyed_revision, hub.local) == ("pythia-70m", "step1000", False)  # registered
-    assert describe_model(ModelSpec(str(checkpointed))).source.label == "micro-t"
-
-
-def test_a_model_is_resolved_with_one_read_of_the_registry(checkpointed, monkeypatch):
-    from rbplab.store import registry
-
-    reads = []
-    real = registry.families
-    monkeypatch.setattr(registry, "families", lambda *a, **k: reads.append(1) or real(*a, **k))
-    for name, label in [
-        ("someorg/unregistered-model", "someorg/unregistered-model"),  # a hub id the registry lacks
-        ("pythia-70m", "pythia-70m"),  # a registered short name
-        (str(checkpointed), "micro-t"),  # a local directory
-    ]:
-        reads.clear()
-        assert resolve_source(ModelSpec(name)).label == label
-        assert len(reads) == 1, name
-    reads.clear()
-    with pytest.raises(registry.UnknownModelError, match="Known families"):
-        resolve_source(ModelSpec("no-such-model"))  # the error's lists read it again, and only then
-
-
-def test_only_a_path_loads_without_a_readable_registry(checkpointed, monkeypatch, tmp_path):
-    from rbplab.store import registry
-
-    monkeypatch.setattr(registry, "registry_path", lambda: tmp_path / "absent.csv")
-    assert resolve_source(ModelSpec(str(checkpointed))).label == "micro-t"
-    with pytest.raises(FileNotFoundError, match="model registry not found"):
-        resolve_source(ModelSpec("someorg/unregistered-model"))
+def test_a_description_carries_the_resolved_model(checkpointed):
+    described = describe_model(ModelSpec(str(checkpointed), revision="step-10"))
+    assert (described.model.label, described.model.keyed_revision) == ("step-10", "step-10")
+    assert described.info.tokenizer == str(checkpointed.resolve())  # the base folder's tokenizer
 
 
 def test_unknown_revision_is_one_line_listing_the_available_ones(checkpointed):
@@ -108,8 +64,9 @@ MICRO_STEPS = [98, 195, 390, 781, 1562]  # scripts/train_micro.py --checkpoints 
 
 @pytest.mark.parametrize("model", ["micro-1-25K", "micro-2-85K"])
 def test_bundled_micro_checkpoints_load_by_revision(model):
+    from rbplab.catalog import schedules
     from rbplab.extraction.plan import plan_extraction
-    from rbplab.store import cache_key, schedules
+    from rbplab.store import cache_key
 
     schedule = schedules.schedule_of(model)
     assert list(schedule.steps) == MICRO_STEPS and schedule.tokens_per_step == 2048

@@ -7,7 +7,9 @@ import pytest
 import torch
 from helpers.hub import OPT, PYTHIA, QWEN, push_new_pythia_main
 
-from rbplab.extraction import ModelLoadError, ModelSpec, describe_model, load_model, plan_extraction
+from rbplab.catalog.models import ModelLoadError, ModelSpec
+from rbplab.core.settings import ExtractionSettings
+from rbplab.extraction import describe_model, load_model, plan_extraction
 from rbplab.extraction.models import check_head
 from rbplab.store import cache_key
 from rbplab.store.hub import HubUnreachableError
@@ -112,4 +114,4 @@ def test_offloaded_head_through_device_map(hub, monkeypatch):
 
     monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", classmethod(offloading))
     with pytest.raises(ModelLoadError, match="device_map='auto' offloaded the output head"):
-        load_model(ModelSpec(PYTHIA, device_map="auto"))
+        load_model(PYTHIA, ExtractionSettings(device_map="auto"))

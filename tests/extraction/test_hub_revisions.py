@@ -13,9 +13,8 @@ import pytest
 from helpers.hub import PYTHIA
 from helpers.hub_server import closed_port, serve, use_endpoint
 
-from rbplab.extraction import ModelLoadError, ModelSpec
+from rbplab.catalog.models import ModelLoadError, ModelSpec, resolve
 from rbplab.extraction.fingerprints import resolve_commit
-from rbplab.extraction.sources import resolve_source
 from rbplab.store import hub as hub_reach
 from rbplab.store.hub import HubUnreachableError
 
@@ -28,7 +27,7 @@ pytestmark = pytest.mark.usefixtures("fresh_verdict")  # fixtures: helpers/hub_f
 def _resolve(name: str, revision: str | None) -> tuple[BaseException, float]:
     started = time.perf_counter()
     with pytest.raises(Exception) as caught:
-        resolve_commit(resolve_source(ModelSpec(name)), revision)
+        resolve_commit(resolve(ModelSpec(name, revision=revision)))
     return caught.value, time.perf_counter() - started
 
 
@@ -52,7 +51,7 @@ def test_offline_setting_is_not_a_missing_revision(hub, connections):
     assert connections == []
     print(f"offline (HF_HUB_OFFLINE): {seconds:.3f} s and {seconds_main:.3f} s")
     # what is cached still resolves offline
-    assert resolve_commit(resolve_source(ModelSpec(PYTHIA)), "step1000") == hub.commit(PYTHIA, "step1000")
+    assert resolve_commit(resolve(ModelSpec(PYTHIA, revision="step1000"))) == hub.commit(PYTHIA, "step1000")
 
 
 def test_unreachable_network_fails_at_once_without_retries(empty_hub_cache, monkeypatch, connections):
@@ -97,8 +96,8 @@ def test_missing_revision_only_when_the_hub_says_so(empty_hub_cache, monkeypatch
         ) and "has no model repository 'EleutherAI/not-a-model'" in str(error)
         assert "no revision" not in str(error)
         # a revision that exists resolves to the commit the hub names, and records it for offline use
-        assert resolve_commit(resolve_source(ModelSpec(PYTHIA)), "step1000") == BRANCHES["step1000"]
+        assert resolve_commit(resolve(ModelSpec(PYTHIA, revision="step1000"))) == BRANCHES["step1000"]
     from huggingface_hub import constants
 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
-    assert resolve_commit(resolve_source(ModelSpec(PYTHIA)), "step1000") == BRANCHES["step1000"]
+    assert resolve_commit(resolve(ModelSpec(PYTHIA, revision="step1000"))) == BRANCHES["step1000"]

@@ -8,18 +8,18 @@ import pytest
 import torch
 from helpers.models import PAD_ROWS, build_tokenizer
 
+from rbplab.catalog import registry
+from rbplab.catalog.models import ModelLoadError, ModelSpec
+from rbplab.catalog.sizes import nonembedding_params
+from rbplab.core.settings import ExtractionSettings
 from rbplab.extraction.models import (
-    ModelLoadError,
-    ModelSpec,
     check_head,
     describe_model,
     load_model,
     resolve_dtype,
     select_device,
 )
-from rbplab.store import registry
 from rbplab.store.hub import HubUnreachableError
-from rbplab.store.sizes import nonembedding_params
 
 
 def test_describe_reads_metadata_without_weights(gpt2_dir, neox_dir, tiny_tokenizer, monkeypatch):
@@ -51,7 +51,7 @@ def test_load_model_checks_the_head(gpt2_dir):
 
 
 def test_bfloat16_model(gpt2_dir):
-    model, _, info = load_model(ModelSpec(str(gpt2_dir), dtype="bfloat16"))
+    model, _, info = load_model(str(gpt2_dir), ExtractionSettings(dtype="bfloat16"))
     assert info.dtype == "bfloat16" and next(model.parameters()).dtype == torch.bfloat16
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from rbplab.catalog import CorpusError
 from rbplab.core import ExtractionSettings
 from rbplab.extraction import extract, extract_many
-from rbplab.store import CorpusError, list_entries
+from rbplab.store import list_entries
 
 SETTINGS = ExtractionSettings(context_length=32, max_tokens=60)
 

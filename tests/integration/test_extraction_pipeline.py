@@ -17,15 +17,15 @@ import torch
 from helpers.cache_rows import entry_rows
 from helpers.models import naive_reference
 
+from rbplab.catalog import registry
+from rbplab.catalog.models import ModelLoadError, ModelSpec
 from rbplab.extraction import pipeline as extract_module
 from rbplab.extraction import plan as plan_module
-from rbplab.extraction.models import ModelLoadError, ModelSpec
 from rbplab.extraction.pipeline import extract
 from rbplab.extraction.plan import ContextLengthError, plan_extraction, plan_windows
 from rbplab.extraction.reading import load_stats
 from rbplab.extraction.scoring import default_batch_tokens
 from rbplab.extraction.windows import padded_length
-from rbplab.store import registry
 from rbplab.store.cache import CacheEntry
 
 CTX = 16
@@ -240,7 +240,7 @@ def test_resume_after_sigkill(gpt2_dir, tiny_corpus, tmp_path, monkeypatch):
         from helpers.models import DOCUMENTS
         from rbplab.extraction import pipeline as ex, plan
         from rbplab.store.cache import CacheEntry
-        from rbplab.store.corpora import Corpus, Document
+        from rbplab.catalog.corpora import Corpus, Document
         plan.SHARD_TOKENS = 40
         original = CacheEntry.write_shard
         def write_then_die(self, index, frame, **kwargs):
@@ -323,7 +323,7 @@ def test_local_corpus_file(gpt2_dir, tmp_path, cache_dir):
 
 
 def test_bundled_corpus_with_budget(gpt2_dir, cache_dir):
-    from rbplab.store.corpora import list_corpora
+    from rbplab.catalog.corpora import list_corpora
 
     table = list_corpora()
     bundled = table[table["origin"] == "bundled"]["name"].tolist()

@@ -13,10 +13,10 @@ import pytest
 import torch
 from helpers.hub import fake_commit, pythia_tokenizer, write_snapshot
 
+from rbplab.catalog.registry import registry_path
 from rbplab.cli.app import main
 from rbplab.grid import Grid
 from rbplab.runner.costs import estimate_costs
-from rbplab.store.paths import registry_path
 
 PAPER = Path(__file__).resolve().parents[2] / "studies" / "paper.toml"
 

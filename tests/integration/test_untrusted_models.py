@@ -15,13 +15,13 @@ import pytest
 import torch
 from helpers.untrusted import read_only, snapshot
 
+from rbplab.catalog.models import ModelSpec
 from rbplab.cli import app as cli
 from rbplab.core.errors import RbplabError
 from rbplab.extraction import plan as plan_module
 from rbplab.extraction.pipeline import extract
 from rbplab.extraction.plan import plan_extraction
 from rbplab.extraction.reading import load_stats
-from rbplab.extraction.sources import ModelSpec
 from rbplab.store.cache import CacheEntry, cache_key, list_entries
 
 CTX = 16
@@ -226,8 +226,7 @@ def test_an_auto_map_reachable_from_a_checkpoint_needs_trust(
 ):
     """A checkpoint revision whose base folder's tokenizer_config.json carries an auto_map was
     accepted without --trust-remote-code."""
-    from rbplab.extraction.models import describe_model
-    from rbplab.extraction.sources import RemoteCodeError
+    from rbplab.extraction.models import RemoteCodeError, describe_model
 
     folder = {
         "base": checkpointed_model,
@@ -259,8 +258,8 @@ def test_a_checkpoint_without_an_auto_map_loads_as_before(checkpointed_model, ti
 
 
 def test_a_config_file_that_is_a_device_is_refused_when_checked_for_code(gpt2_dir, tmp_path):
+    from rbplab.catalog.models import ModelLoadError
     from rbplab.extraction.models import describe_model
-    from rbplab.extraction.sources import ModelLoadError
 
     model = tmp_path / "model"
     shutil.copytree(gpt2_dir, model)

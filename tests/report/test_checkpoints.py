@@ -5,10 +5,10 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from rbplab.catalog import registry
+from rbplab.catalog.schedules import schedule_of
 from rbplab.report.checkpoints import cached_checkpoints
-from rbplab.store import registry
 from rbplab.store.cache import CacheEntry
-from rbplab.store.schedules import schedule_of
 
 ONE_TOKEN = pd.DataFrame(
     {

@@ -477,7 +477,7 @@ def test_k_sweep_sentence_states_the_law_range_not_the_r2_range() -> None:
     """On the paper's GPT-2 numbers R² stays >= 0.9 up to k = 10,000, but alpha is negative there
     (tests/analysis/test_ksweep.py derives both ranges independently): the sentence says 1,000."""
     from rbplab.analysis import ksweep
-    from rbplab.store import paper_reference
+    from rbplab.catalog import paper_reference
     from rbplab.viz import headlines
 
     ref = paper_reference()
@@ -492,7 +492,7 @@ def test_a_study_files_settings_key_its_runs_in_the_results_file(tmp_path: Path)
     defaults, so a study capped at 300 tokens had every cache_key null and max_tokens null."""
     import json
 
-    from rbplab.store import registry
+    from rbplab.catalog import registry
     from rbplab.store.cache import CacheEntry
 
     model = registry.family_models("micro")["model"].iloc[0]

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from rbplab.catalog import registry
+from rbplab.catalog.corpora import list_corpora
 from rbplab.core.errors import InvalidArgumentError, RbplabError
 from rbplab.grid import Grid
 from rbplab.report import ReportOptions, run_report
 from rbplab.report.request import check_parameters, notebook_parameters
-from rbplab.store import registry
-from rbplab.store.corpora import list_corpora
 
 
 def _members() -> list[str]:

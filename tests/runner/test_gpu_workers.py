@@ -63,7 +63,7 @@ def test_a_worker_loads_each_model_once(study_path, tmp_path, monkeypatch):
     load_weights, tokenize = scoring.load_weights, plan_module.tokenize_documents
 
     def counting_load(described):
-        loads[described.spec.name_or_path] += 1
+        loads[described.model.name] += 1
         return load_weights(described)
 
     def counting_tokenize(tokenizer, texts):

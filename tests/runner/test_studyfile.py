@@ -204,12 +204,12 @@ def test_device_options_of_extract_are_refused_before_any_entry(tmp_path, capsys
     assert not list(cache.glob("??/*"))
 
 
-def test_a_model_spec_refuses_the_same_devices():
+def test_settings_made_in_python_refuse_the_same_devices():
     from rbplab.core.errors import InvalidArgumentError
-    from rbplab.extraction.sources import ModelSpec
+    from rbplab.core.settings import ExtractionSettings
 
     for fields in ({"device": "meta"}, {"device_map": "bogus"}, {"dtype": "float8"}):
         with pytest.raises(InvalidArgumentError):
-            ModelSpec("gpt2", **fields)
+            ExtractionSettings(**fields)
     for fields in ({"device": "cuda:1"}, {"device": "mps"}, {"device_map": "balanced_low_0"}):
-        assert ModelSpec("gpt2", **fields)  # names a real device: checked when the model is placed
+        assert ExtractionSettings(**fields)  # names a real device: checked when the model is placed

@@ -11,6 +11,7 @@ import pytest
 from rbplab.analysis import joint_laws as joint_laws_module
 from rbplab.analysis.data_scaling import JointLawFit
 from rbplab.analysis.joint_laws import CorpusLaws, JointLaws
+from rbplab.catalog import family_models
 from rbplab.study.synthetic import CE_LAW, rbp_law, synthetic_training_table
 from rbplab.study.training import open_training
 
@@ -30,7 +31,7 @@ def test_without_checkpoints_the_fallback_is_synthetic_and_says_why(training):
     assert "no study file with checkpoints" in training.synthetic_reason
     assert training.banner.startswith("SYNTHETIC DATA") and training.synthetic_reason in training.banner
     assert sorted(training.table["S"].unique()) == sorted(
-        float(s) for s in __import__("rbplab").store.family_models("micro")["S"]
+        float(s) for s in family_models("micro")["S"]
     )  # sized like the family's models
 
 

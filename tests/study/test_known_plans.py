@@ -13,13 +13,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from rbplab.catalog.corpora import open_corpus
+from rbplab.catalog.models import ModelSpec
 from rbplab.core import ExtractionSettings
 from rbplab.extraction import known_plans
 from rbplab.extraction.known_plans import PLANS_DIR, cpu_only, known_plan
 from rbplab.extraction.pipeline import extract
-from rbplab.extraction.sources import ModelSpec
 from rbplab.grid import Grid
-from rbplab.store.corpora import open_corpus
 from rbplab.study import load_study
 
 SETTINGS = {"context_length": 32, "max_tokens": 60}

@@ -168,10 +168,10 @@ def test_load_study_reads_through_the_extraction_cache(
     monkeypatch: pytest.MonkeyPatch, gpt2_dir, neox_dir, tiny_corpus, cache_dir
 ) -> None:
     """The real path: registry family -> extract (first call) -> cache -> TokenStats (later calls)."""
+    from rbplab.catalog import registry
     from rbplab.extraction import pipeline as extract
     from rbplab.extraction.reading import load_stats
     from rbplab.store import cache as cache_admin
-    from rbplab.store import registry
 
     members = pd.DataFrame(
         {

@@ -91,7 +91,7 @@ def test_runs_frames_pass_training_fields_through(checkpoint_study: Study) -> No
 
 def _registered_checkpoints(root, tokenizer, monkeypatch):
     """A data folder whose registry has one family, "tiny", of one checkpointed model."""
-    from rbplab.store.sizes import nonembedding_params
+    from rbplab.catalog.sizes import nonembedding_params
 
     data = root / "data"
     model = build_checkpointed(data / "models" / "tiny-1", tokenizer)

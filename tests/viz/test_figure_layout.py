@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from rbplab.analysis import data_scaling
-from rbplab.store import paper_reference
+from rbplab.catalog import paper_reference
 from rbplab.study import Study, synthetic_study
 from rbplab.study.synthetic import synthetic_training_table
 from rbplab.viz import plots, widgets

@@ -10,12 +10,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from rbplab.catalog import registry
+from rbplab.catalog.schedules import schedule_of
 from rbplab.cli.demo import DEMO_REVISIONS, score_checkpoints
 from rbplab.core.settings import ExtractionSettings
 from rbplab.report.execution import execute_notebook
-from rbplab.store import registry
 from rbplab.store.paths import notebooks_dir
-from rbplab.store.schedules import schedule_of
 from rbplab.study import default_corpora
 
 NOTEBOOK = "06_training_dynamics"

@@ -237,7 +237,7 @@ def prediction_audit(audit: pd.DataFrame, *, title: str | None = None, level: fl
 def reference_vs_size(
     reference: pd.DataFrame, points: pd.DataFrame | None = None, *, title: str | None = None
 ) -> go.Figure:
-    """The paper's own GPT-2 measurements (`rbplab.store.paper_reference`) against S, one panel
+    """The paper's own GPT-2 measurements (`rbplab.catalog.paper_reference`) against S, one panel
     per k, with a user's own GPT-2 points beside them when `points` (from `Study.points`, any
     corpus) holds some; the legend states each source's tie convention."""
     require_columns(reference, ["model", "S", "k", "neg_log_rbp", "ties"], "reference")

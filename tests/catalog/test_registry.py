@@ -1,4 +1,4 @@
-"""Model registry (rbplab/store/families.csv) and its generator."""
+"""Model registry (rbplab/catalog/families.csv) and its generator."""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rbplab.store import registry
-from rbplab.store.registry import (
+from rbplab.catalog import registry
+from rbplab.catalog.registry import (
     COLUMNS,
     UnknownFamilyError,
     UnknownModelError,
     families,
     family_models,
     lookup_model,
-    resolve_model,
+    model_location,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,7 +51,7 @@ def test_registry_holds_the_paper_families():
 
 
 def test_registry_csv_is_generated_from_configs():
-    """The committed CSV equals what scripts/build_registry.py computes now (S via rbplab.store.sizes)."""
+    """The committed CSV equals what scripts/build_registry.py computes now (S via rbplab.catalog.sizes)."""
     built = _build_registry_module().build()
     committed = families()
     key = ["family", "model"]
@@ -62,16 +62,16 @@ def test_registry_csv_is_generated_from_configs():
 
 
 def test_lookup_and_resolve():
-    assert resolve_model("pythia-160m") == "EleutherAI/pythia-160m"
-    assert resolve_model("EleutherAI/Pythia-160m") == "EleutherAI/pythia-160m"  # case-insensitive source
+    assert model_location("pythia-160m") == "EleutherAI/pythia-160m"
+    assert model_location("EleutherAI/Pythia-160m") == "EleutherAI/pythia-160m"  # case-insensitive source
     assert lookup_model("gpt2")["S"] == 85_056_000
     assert lookup_model("not-a-model") is None
-    assert resolve_model("someorg/some-model") == "someorg/some-model"  # unregistered hub id passes through
+    assert model_location("someorg/some-model") == "someorg/some-model"  # unregistered hub id passes through
 
 
 def test_unknown_names_list_the_known_ones():
     with pytest.raises(UnknownModelError, match="pythia-160m") as err:
-        resolve_model("pythia-9000")
+        model_location("pythia-9000")
     assert "pythia-9000" in str(err.value)
     with pytest.raises(UnknownFamilyError, match="pythia") as err:
         family_models("llama")
@@ -80,7 +80,7 @@ def test_unknown_names_list_the_known_ones():
 
 def test_existing_local_path_passes_through(tmp_path):
     (tmp_path / "config.json").write_text("{}")
-    assert resolve_model(str(tmp_path)) == str(tmp_path)
+    assert model_location(str(tmp_path)) == str(tmp_path)
 
 
 def _tiny_neox_config() -> dict:
@@ -114,7 +114,7 @@ def test_build_registry_picks_up_local_micro_models(fake_data):
     assert row["family"] == "micro" and row["source"] == "data/models/micro-a"
     assert row["vocab_size"] == 50  # no tokenizer shipped: falls back to the config
     assert row["max_context"] == 128
-    from rbplab.store.sizes import nonembedding_params
+    from rbplab.catalog.sizes import nonembedding_params
 
     assert row["S"] == nonembedding_params(_tiny_neox_config())
 
@@ -125,7 +125,7 @@ def test_local_models_in_csv_resolve_to_absolute_paths(fake_data):
     assert module.main(["--output", str(fake_data / "families.csv"), "--check"]) == 0
     table = families()
     assert "micro" in set(table["family"])
-    resolved = resolve_model("micro-a")
+    resolved = model_location("micro-a")
     assert Path(resolved) == fake_data / "models" / "micro-a"
     assert lookup_model(resolved)["model"] == "micro-a"  # a manifest's absolute path finds its S
     assert family_models("MICRO")["model"].tolist() == ["micro-a"]
@@ -142,3 +142,25 @@ def test_missing_registry_is_a_clear_error(tmp_path, monkeypatch):
     pd.DataFrame({"family": ["x"], "model": ["y"]}).to_csv(bad, index=False)
     with pytest.raises(ValueError, match="lacks columns"):
         registry.families(bad)
+
+
+def test_the_registry_is_parsed_once_and_again_only_when_it_changes(tmp_path, monkeypatch):
+    csv = tmp_path / "families.csv"
+    csv.write_bytes(registry.registry_path().read_bytes())
+    monkeypatch.setattr(registry, "registry_path", lambda: csv)
+    parses = []
+    read_csv = pd.read_csv
+    monkeypatch.setattr(registry.pd, "read_csv", lambda *a, **k: parses.append(a) or read_csv(*a, **k))
+    assert lookup_model("gpt2")["S"] == 85_056_000
+    assert model_location("pythia-160m") == "EleutherAI/pythia-160m"
+    assert family_models("opt")["model"].str.startswith("opt").all()
+    table = families()
+    table.loc[:, "S"] = 0  # a caller's copy: changing it changes nothing for the next one
+    assert lookup_model("gpt2")["S"] == 85_056_000
+    assert len(parses) == 1
+    lines = csv.read_text().splitlines()
+    gpt2 = next(i for i, line in enumerate(lines) if line.split(",")[1] == "gpt2")
+    lines[gpt2] = lines[gpt2].replace(",85056000,", ",850560000,")
+    csv.write_text("\n".join(lines) + "\n")
+    assert lookup_model("gpt2")["S"] == 850_560_000  # a rewritten registry is read again
+    assert len(parses) == 2

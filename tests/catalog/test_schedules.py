@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from rbplab.store import schedules
-from rbplab.store.schedules import PYTHIA, UnknownRevisionError
+from rbplab.catalog import schedules
+from rbplab.catalog.schedules import PYTHIA, UnknownRevisionError
 
 ROOT = Path(__file__).resolve().parents[2]
 

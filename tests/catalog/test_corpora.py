@@ -9,7 +9,7 @@ import warnings
 import datasets
 import pytest
 
-from rbplab.store.corpora import (
+from rbplab.catalog.corpora import (
     HUB_CORPORA,
     HUB_TEXT_SCHEME,
     Corpus,
@@ -294,7 +294,7 @@ def test_lazy_hub_corpus_travels_to_other_processes(hub):
     # Work units carry their corpus to worker processes (Ray, --workers): it must pickle, unread.
     import pickle
 
-    from rbplab.store.corpora import open_corpus
+    from rbplab.catalog.corpora import open_corpus
 
     lazy = open_corpus("hub:humaneval")
     clone = pickle.loads(pickle.dumps(lazy))

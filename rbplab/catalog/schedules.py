@@ -29,9 +29,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from rbplab.catalog import registry
 from rbplab.core.compute import training_compute
 from rbplab.core.errors import InvalidArgumentError, RbplabError
-from rbplab.store import registry
 
 PYTHIA_TOKENS_PER_STEP = 2_097_152  # 1024 sequences x 2048 tokens
 PYTHIA_STEPS = (0, *(2**i for i in range(10)), *range(1000, 143_001, 1000))
@@ -43,10 +43,6 @@ LOG_SPEC = re.compile(r"^log:(\d+)$")
 
 class UnknownRevisionError(RbplabError, ValueError):
     """A revision that the model's checkpoint schedule does not have."""
-
-
-def _natural(name: str) -> tuple:
-    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
 
 
 @dataclass(frozen=True)
@@ -223,7 +219,7 @@ def schedule_of(model: str) -> Schedule | None:
     if family in FAMILY_SCHEDULES:
         return FAMILY_SCHEDULES[family]
     try:
-        directory = registry.resolve_source(str(row["source"]))
+        directory = registry.source_location(str(row["source"]))
     except (OSError, ValueError):  # bundled data missing
         return None
     return directory_schedule(directory, str(row["model"]))
@@ -269,10 +265,6 @@ def select_revisions(model: str, value: str | Sequence[str]) -> list[str]:
             )
         return list(dict.fromkeys(names))
     return list(dict.fromkeys(r for name in names for r in schedule.select(name)))
-
-
-def natural_sorted(names: Sequence[str]) -> list[str]:
-    return sorted(names, key=_natural)
 
 
 def log_checkpoint_steps(total_steps: int, n: int) -> list[int]:

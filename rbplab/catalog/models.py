@@ -1,0 +1,192 @@
+"""One model as the user names it (`ModelSpec`), resolved once (`resolve` -> `ResolvedModel`).
+
+A name is a registered short name, a local Hugging Face directory, a .gguf file (or a directory
+holding one), or an ``org/name`` hub id. `resolve` reads the registry once and looks at the file
+system, never at a config or a weight; every later step (describing, fingerprinting, loading,
+keying) reads the `ResolvedModel` instead of asking the registry or the file system again. How the
+model runs (dtype, device, device map) is not part of it: that is `ExtractionSettings`.
+
+A local model directory may hold training checkpoints (the micro-suite, scripts/train_micro.py):
+``<dir>/checkpoints/step-<n>/`` are loaded with ``revision="step-<n>"``, exactly as a hub revision
+(``checkpoint_directory``); the directory itself is the final checkpoint (``main``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from rbplab.catalog import registry
+from rbplab.catalog.schedules import CHECKPOINTS_DIR, directory_schedule
+from rbplab.core.errors import RbplabError
+from rbplab.core.names import natural_sorted
+
+
+class ModelLoadError(RbplabError, ValueError):
+    """A model that cannot be loaded as asked; the message says what to pass instead."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model as the user names it, with its loading options."""
+
+    name_or_path: str  # hub id, registered short name, local HF dir, or a .gguf file path
+    revision: str | None = None  # hub revision (e.g. "step143000") or local checkpoint ("step-98")
+    gguf_file: str | None = None  # GGUF file name inside name_or_path dir (or name_or_path is the file)
+    tokenizer: str | None = None  # tokenizer source override (required for GGUF without tokenizer)
+    trust_remote_code: bool = False  # run Python code shipped with the model (opt-in; enters the cache key)
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """A model resolved once: what was asked, where it loads from, and how it is named and keyed."""
+
+    name: str  # as the user named it
+    revision: str | None  # as asked
+    location: str  # hub id or absolute directory path (a checkpoint's own folder)
+    gguf_file: str | None  # file name inside location
+    local: bool
+    label: str  # machine-independent name: registry short name, hub id, or file/directory name
+    # The revision as it enters a cache key: a local model directory's final checkpoint named by
+    # revision (``main``, or its last ``step-<n>``) is the directory itself, so it keys as no
+    # revision and shares the final model's cache entries; hub revisions are kept as given.
+    keyed_revision: str | None = None
+    tokenizer: str | None = None  # the tokenizer override as given (None: the model's own)
+    tokenizer_location: str | None = None  # the model's own, when not `location` (a checkpoint's base)
+    trust_remote_code: bool = False
+
+
+def resolve(ref: ModelSpec | str | Path) -> ResolvedModel:
+    """Map a model name (with its options) to a loadable location (registry names, paths, GGUF
+    files, hub ids), with its label and keyed revision. The registry is read once."""
+    spec = ref if isinstance(ref, ModelSpec) else ModelSpec(str(ref))
+    row, location = _registry_entry(spec.name_or_path)
+    model = _locate(spec, location)
+    if row is not None:
+        label = str(row["model"])
+    elif not model.local:
+        label = model.location + (f"/{model.gguf_file}" if model.gguf_file else "")
+    else:
+        label = model.gguf_file or Path(model.location).name
+    return replace(model, label=label)
+
+
+def _registry_entry(name: str) -> tuple[Any, str]:
+    """(registry row or None, what `name` loads from). An existing path loads without a registry
+    (its row, if any, only names it); any other name needs a readable registry, whose errors
+    propagate."""
+    if Path(name).expanduser().exists():
+        try:
+            return registry.lookup_model(name), name
+        except (OSError, ValueError):  # no readable registry: the path names itself
+            return None, name
+    row = registry.lookup_model(name)
+    if row is not None:
+        return row, registry.source_location(str(row["source"]))
+    return None, _unregistered(name)
+
+
+def _locate(spec: ModelSpec, name: str) -> ResolvedModel:
+    """Where `name` loads from as `spec` asks (its label still to be given)."""
+
+    def at(location: str, gguf_file: str | None, local: bool, **rest: Any) -> ResolvedModel:
+        return ResolvedModel(
+            spec.name_or_path,
+            spec.revision,
+            location,
+            gguf_file,
+            local,
+            label="",
+            tokenizer=spec.tokenizer,
+            trust_remote_code=spec.trust_remote_code,
+            **rest,
+        )
+
+    path = Path(name).expanduser()
+    if path.is_file():
+        if path.suffix != ".gguf":
+            raise ModelLoadError(
+                f"{path} is a file but not a .gguf file; pass a GGUF file, a model directory or a hub id"
+            )
+        if spec.gguf_file and spec.gguf_file != path.name:
+            raise ModelLoadError(f"gguf_file={spec.gguf_file!r} contradicts the GGUF path {path}")
+        return at(str(path.resolve().parent), path.name, True)
+    if path.is_dir():
+        directory = path.resolve()
+        if spec.revision and not spec.gguf_file:
+            checkpoint = checkpoint_directory(directory, spec.revision)
+            if checkpoint != directory:
+                has_tokenizer = any(
+                    (checkpoint / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json")
+                )
+                return at(
+                    str(checkpoint),
+                    None,
+                    True,
+                    keyed_revision=spec.revision,
+                    tokenizer_location=None if has_tokenizer else str(directory),
+                )
+        if spec.gguf_file:
+            if not (directory / spec.gguf_file).is_file():
+                raise ModelLoadError(f"GGUF file {spec.gguf_file!r} not found in {directory}")
+            return at(str(directory), spec.gguf_file, True)
+        if (directory / "config.json").is_file():
+            return at(str(directory), None, True)
+        ggufs = sorted(p.name for p in directory.glob("*.gguf"))
+        if len(ggufs) == 1:
+            return at(str(directory), ggufs[0], True)
+        if ggufs:
+            raise ModelLoadError(
+                f"{directory} holds several GGUF files {ggufs}; choose one with gguf_file=..."
+            )
+        raise ModelLoadError(
+            f"{directory} is not a model directory: it has no config.json and no .gguf file "
+            "(expected a Hugging Face model directory saved with save_pretrained, or a GGUF file)"
+        )
+    return at(name, spec.gguf_file, False, keyed_revision=spec.revision)
+
+
+def checkpoint_directory(directory: str | Path, revision: str | None) -> Path:
+    """The folder holding `revision` of a local model directory.
+
+    None and ``main`` are the directory itself (the final model); ``step-<n>`` is
+    ``<directory>/checkpoints/step-<n>/`` (a model directory of its own, config.json and weights),
+    or the directory itself when its schedule says n is the final step. Anything else is a one-line
+    ModelLoadError listing the revisions that exist.
+    """
+    directory = Path(directory)
+    if revision is None or revision == "main":
+        return directory
+    checkpoints = directory / CHECKPOINTS_DIR
+    candidate = checkpoints / revision
+    if "/" not in revision and (candidate / "config.json").is_file():
+        return candidate
+    schedule = directory_schedule(directory)
+    final = schedule.revision(schedule.final_step) if schedule is not None else None
+    if revision == final:
+        return directory
+    stored = (
+        [p.name for p in checkpoints.iterdir() if (p / "config.json").is_file()]
+        if checkpoints.is_dir()
+        else []
+    )
+    available = natural_sorted(stored) + ([final] if final else []) + ["main"]
+    raise ModelLoadError(
+        f"{directory.name} has no revision {revision!r}; available: {', '.join(dict.fromkeys(available))} "
+        f"(checkpoints are the folders of {checkpoints})"
+    )
+
+
+def _unregistered(name: str) -> str:
+    try:
+        return registry.unregistered_location(name)
+    except registry.UnknownModelError as err:
+        try:
+            families = ", ".join(registry.family_names())
+        except (OSError, ValueError):
+            families = "(registry unavailable)"
+        raise registry.UnknownModelError(
+            f"{err}. Known families: {families} (rbplab families lists their members). "
+            "A model is a registered name, a local model directory, a .gguf file or an 'org/name' hub id."
+        ) from None

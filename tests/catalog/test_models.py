@@ -1,0 +1,77 @@
+"""rbplab.catalog.models: a model as named (`ModelSpec`), resolved once (`resolve` -> `ResolvedModel`):
+registry names, paths, GGUF files, hub ids and the checkpoints of a local model directory."""
+
+from __future__ import annotations
+
+import pytest
+from helpers.models import build_checkpointed
+
+from rbplab.catalog.models import ModelSpec, ResolvedModel, checkpoint_directory, resolve
+
+
+@pytest.fixture(scope="module")
+def checkpointed(tmp_path_factory, tiny_tokenizer):
+    return build_checkpointed(tmp_path_factory.mktemp("ckpt") / "micro-t", tiny_tokenizer)
+
+
+def test_revisions_resolve_to_checkpoint_folders(checkpointed):
+    assert checkpoint_directory(checkpointed, None) == checkpointed
+    assert checkpoint_directory(checkpointed, "main") == checkpointed
+    assert checkpoint_directory(checkpointed, "step-40") == checkpointed  # the final step is the model itself
+    assert checkpoint_directory(checkpointed, "step-10") == checkpointed / "checkpoints" / "step-10"
+    model = resolve(ModelSpec(str(checkpointed), revision="step-10"))
+    assert model.location == str(checkpointed.resolve() / "checkpoints" / "step-10")
+    assert model.tokenizer_location == str(checkpointed.resolve())  # checkpoints share the tokenizer
+
+
+def test_a_resolved_model_carries_its_label_and_keyed_revision(checkpointed):
+    step = resolve(ModelSpec(str(checkpointed), revision="step-10"))
+    assert (step.label, step.keyed_revision) == ("step-10", "step-10")  # its folder; keyed by revision
+    # the final step and "main" are the model directory itself: no revision in the key
+    for revision in ("step-40", "main", None):
+        final = resolve(ModelSpec(str(checkpointed), revision=revision))
+        assert (final.label, final.keyed_revision) == ("micro-t", None), revision
+    hub = resolve(ModelSpec("EleutherAI/pythia-70m", revision="step1000"))
+    assert (hub.label, hub.keyed_revision, hub.local) == ("pythia-70m", "step1000", False)  # registered
+
+
+def test_a_model_is_resolved_with_one_read_of_the_registry(checkpointed, monkeypatch):
+    from rbplab.catalog import registry
+
+    reads = []
+    real = registry.families
+    monkeypatch.setattr(registry, "families", lambda *a, **k: reads.append(1) or real(*a, **k))
+    for name, label in [
+        ("someorg/unregistered-model", "someorg/unregistered-model"),  # a hub id the registry lacks
+        ("pythia-70m", "pythia-70m"),  # a registered short name
+        (str(checkpointed), "micro-t"),  # a local directory
+    ]:
+        reads.clear()
+        assert resolve(ModelSpec(name)).label == label
+        assert len(reads) == 1, name
+    reads.clear()
+    with pytest.raises(registry.UnknownModelError, match="Known families"):
+        resolve(ModelSpec("no-such-model"))  # the error's lists read it again, and only then
+
+
+def test_only_a_path_loads_without_a_readable_registry(checkpointed, monkeypatch, tmp_path):
+    from rbplab.catalog import registry
+
+    monkeypatch.setattr(registry, "registry_path", lambda: tmp_path / "absent.csv")
+    assert resolve(ModelSpec(str(checkpointed))).label == "micro-t"
+    with pytest.raises(FileNotFoundError, match="model registry not found"):
+        resolve(ModelSpec("someorg/unregistered-model"))
+
+
+def test_a_resolved_model_carries_the_request_and_no_placement(checkpointed, tmp_path):
+    asked = ModelSpec(str(checkpointed), revision="step-10", tokenizer=str(tmp_path), trust_remote_code=True)
+    model = resolve(asked)
+    assert (model.name, model.revision, model.tokenizer, model.trust_remote_code) == (
+        str(checkpointed),
+        "step-10",
+        str(tmp_path),
+        True,
+    )
+    assert resolve(str(checkpointed)) == resolve(ModelSpec(str(checkpointed)))  # a name is a bare spec
+    fields = set(ResolvedModel.__dataclass_fields__) | set(ModelSpec.__dataclass_fields__)
+    assert not fields & {"dtype", "device", "device_map"}  # how a model runs is ExtractionSettings
