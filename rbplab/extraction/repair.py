@@ -19,13 +19,8 @@ from typing import Any
 from rbplab.core.entry_spec import EntrySpec
 from rbplab.extraction.pipeline import ExtractResult, Plan, count_problems, extract_plan, plan_extraction
 from rbplab.extraction.sources import ModelSpec
-from rbplab.store.cache import (
-    CacheEntry,
-    CacheError,
-    cache_key,
-    entry_at,
-    max_manifest_bytes,
-)
+from rbplab.store.cache import CacheEntry, CacheError, cache_key, entry_at
+from rbplab.store.cache.layout import max_manifest_bytes
 from rbplab.store.corpora import load_corpus
 from rbplab.store.files import cache_root, entry_dir_problem
 

@@ -106,7 +106,8 @@ def absent_runs(grid: Grid, cache_dir: str | Path | None = None) -> MissingRunsE
     turn out missing when it is planned (`load_grid`); one it names is certainly missing. Returns
     the error naming them and how the nearest cached runs differ, or None."""
     from rbplab.extraction.sources import as_spec, resolve_source
-    from rbplab.store.cache import entry_at, entry_dirs
+    from rbplab.store.cache import entry_at
+    from rbplab.store.cache.layout import entry_dirs
     from rbplab.store.files import cache_root
 
     root = cache_root(cache_dir)

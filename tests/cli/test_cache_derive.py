@@ -25,7 +25,7 @@ from rbplab.cli import app as cli
 from rbplab.extraction.pipeline import extract, load_stats
 from rbplab.runner import read_study_file
 from rbplab.store.cache import CacheCorruptedError, CacheEntry
-from rbplab.store.summaries import SUMMARY_FILE
+from rbplab.store.cache.layout import SUMMARY_FILE
 
 CTX = 16
 SHARD_TOKENS = 24
