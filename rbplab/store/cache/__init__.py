@@ -6,15 +6,13 @@ finalization), `summary_file` (the summary on disk), `admin` (listing and remova
 guarantees is in the README ("What the cache guarantees").
 """
 
-from rbplab.store.cache.admin import ENTRY_COLUMNS, list_entries, remove_entries
+from rbplab.store.cache.admin import LISTING_COLUMNS, list_entries, remove_entries
 from rbplab.store.cache.entry import CacheEntry, entry_at
-from rbplab.store.cache.layout import RANK_FORMAT_VERSION, SHARD_SCHEMA, cache_key, canonical_json
+from rbplab.store.cache.layout import cache_key, canonical_json
 from rbplab.store.cache.reading import CacheCorruptedError, CacheError
 
 __all__ = [
-    "ENTRY_COLUMNS",
-    "RANK_FORMAT_VERSION",
-    "SHARD_SCHEMA",
+    "LISTING_COLUMNS",
     "CacheCorruptedError",
     "CacheEntry",
     "CacheError",

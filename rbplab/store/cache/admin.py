@@ -35,7 +35,8 @@ from rbplab.store.files import (
 MIN_PREFIX = 8  # shortest key prefix `remove_entries` accepts
 _HEX_RE = re.compile(r"^[0-9a-f]+$")
 
-ENTRY_COLUMNS = [
+# The columns of `list_entries`, in order.
+LISTING_COLUMNS = [
     "key",
     "model",
     "revision",
@@ -173,7 +174,7 @@ def list_entries(root: str | Path | None = None) -> pd.DataFrame:
                 "path": str(path),
             }
         )
-    table = pd.DataFrame(rows, columns=ENTRY_COLUMNS)
+    table = pd.DataFrame(rows, columns=LISTING_COLUMNS)
     for column in ("step", "max_tokens", "context_length", "n_tokens"):
         table[column] = table[column].astype("Int64")
     table["complete"] = table["complete"].astype(bool)
