@@ -5,7 +5,9 @@ manifest, a shard's bytes, a shard file as listed, a summary file) and a check t
 wrong, one line each, in the words `rbplab cache verify` prints. Verification is `problems(subject)`:
 the rules of the subject's scope in table order; a rule marked `final` stops its scope when broken,
 because the rules after it assume it holds. Reading files is the entry's job
-(`rbplab.store.cache.reading`); the rules only judge what was read.
+(`rbplab.store.cache.reading`); the rules only judge what was read. The relations inside a summary
+(its counts summing to the entry's tokens, hits never falling with k, ...) are checked as it is
+parsed, column by column (`rbplab.store.cache.summary_file.parse_summary`).
 """
 
 from __future__ import annotations
