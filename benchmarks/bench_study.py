@@ -215,7 +215,7 @@ def grid_variant(root: str, n_tokens: int, n: int) -> dict:
 
 
 def run_grid(root: Path, entries: list[int], n_tokens: int) -> None:
-    from rbplab.store.summaries import SUMMARY_FILE
+    from rbplab.store.cache.layout import SUMMARY_FILE
 
     clock = time.perf_counter()
     keys = write_grid(root, max(entries), n_tokens)

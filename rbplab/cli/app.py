@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rbplab.cli.cache_listing import cache_listing, configure_ls
+from rbplab.cli.cache_command import CACHE_EXAMPLES, CACHE_HELP, configure_cache, run_cache
 from rbplab.cli.extract_command import (
     add_settings_arguments,
     configure_extract,
@@ -23,15 +23,10 @@ from rbplab.cli.extract_command import (
     run_extract,
     settings_from_args,
 )
+from rbplab.cli.output import USER_ERRORS, one_line, print_table
 from rbplab.cli.plan_command import add_cost_arguments, configure_plan, run_plan, run_study_plan
-from rbplab.core.errors import InvalidArgumentError, RbplabError
+from rbplab.core.errors import InvalidArgumentError
 from rbplab.core.names import did_you_mean
-
-# Errors a user can cause and fix, printed as one line: rbplab's own (`RbplabError`: every check
-# of what the user passed, asked for or pointed at), and OSError, the machine's answer about files,
-# disks, permissions and the network. Anything else (a ValueError from numpy, a KeyError, ...) is a
-# bug and keeps its traceback (as does any error with --traceback).
-USER_ERRORS: tuple[type[BaseException], ...] = (RbplabError, OSError)
 
 
 @dataclass(frozen=True)
@@ -54,17 +49,6 @@ def register(
     COMMANDS[name] = Command(help, configure, run)
 
 
-def _print_table(frame, fmt: str = "table") -> None:
-    if fmt == "csv":
-        print(frame.to_csv(index=False), end="")
-    elif fmt == "json":
-        print(frame.to_json(orient="records", date_format="iso", indent=1))
-    elif frame.empty:
-        print("(none)")
-    else:
-        print(frame.to_string(index=False))
-
-
 # ---------------------------------------------------------------------------------------------
 # extract (rbplab.cli.extract_command), registered first so `rbplab --help` lists it first
 
@@ -74,227 +58,6 @@ register(
     configure_extract,
     run_extract,
 )
-
-# ---------------------------------------------------------------------------------------------
-# cache
-
-
-def _configure_cache(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--cache-dir", help="cache location (default $RBPLAB_CACHE or ~/.cache/rbplab)")
-    sub = p.add_subparsers(dest="cache_command", metavar="{ls,rm,verify,repair,export,import,path}")
-    sub.required = True
-    ls = sub.add_parser(
-        "ls", help="list cache entries (revision, step, settings, tokens, size), filtered or --group'ed"
-    )
-    configure_ls(ls)
-    rm = sub.add_parser("rm", help="remove entries by key prefix")
-    rm.add_argument(
-        "keys",
-        nargs="*",
-        metavar="KEY_PREFIX",
-        help="key prefixes (at least 8 hex characters), as shown by ls",
-    )
-    rm.add_argument("--incomplete", action="store_true", help="remove every incomplete entry")
-    rm.add_argument("--all-matching", action="store_true", help="remove every entry a prefix matches")
-    rm.add_argument("--all", action="store_true", help="remove every entry")
-    verify = sub.add_parser(
-        "verify", help="check every entry; reports problems, deletes nothing (but --fix-litter's litter)"
-    )
-    verify.add_argument("keys", nargs="*", metavar="KEY_PREFIX", help="entries to check (default: all)")
-    verify.add_argument(
-        "--no-derive",
-        action="store_true",
-        help="skip deriving each entry's token and shard counts from its tokenizer and corpus "
-        "(faster; a truncated entry then goes unnoticed)",
-    )
-    verify.add_argument(
-        "--rederive",
-        action="store_true",
-        help="recompute every shard with the model and compare it byte for byte (slow; catches a shard "
-        "changed together with its checksum records)",
-    )
-    verify.add_argument(
-        "--sample",
-        type=positive_int,
-        metavar="N",
-        help="like --rederive, for N shards per entry chosen at random",
-    )
-    verify.add_argument(
-        "--fix-litter",
-        action="store_true",
-        help="remove what killed processes left: temporary folders of imports, temporary files of writes",
-    )
-    repair = sub.add_parser("repair", help="recompute damaged or incomplete entries through extraction")
-    repair.add_argument(
-        "keys", nargs="*", metavar="KEY_PREFIX", help="entries to repair (default: all that need it)"
-    )
-    repair.add_argument("--no-progress", action="store_true", help="no progress bar")
-    export = sub.add_parser("export", help="write complete entries into one archive file")
-    export.add_argument("keys", nargs="+", metavar="KEY_PREFIX", help="entries to export")
-    export.add_argument("-o", "--output", required=True, help="archive file to write (tar)")
-    imp = sub.add_parser("import", help="verify and add the entries of an archive")
-    imp.add_argument("archive", help="a file written by rbplab cache export")
-    sub.add_parser("path", help="print the cache location")
-    for child in (ls, rm, verify, repair, export, imp):
-        child.add_argument("--cache-dir", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-
-
-def _selected_dirs(root, prefixes: list[str]) -> tuple[list, list[str]]:
-    """Entry directories named by key prefixes (all entries when none), and the unmatched prefixes."""
-    from rbplab.store.cache import entry_dirs
-
-    every = entry_dirs(root)
-    if not prefixes:
-        return every, []
-    chosen, unknown = {}, []
-    for prefix in prefixes:
-        matches = [p for p in every if prefix and p.name.startswith(prefix.lower())]
-        chosen.update((p.name, p) for p in matches)
-        if not matches:
-            unknown.append(prefix)
-    return sorted(chosen.values()), unknown
-
-
-def _verify(root, args: argparse.Namespace) -> int:
-    """One line per entry (ok, partial, CORRUPT per problem, UNCHECKED when a requested recomputation
-    cannot run), then the litter of killed processes; status 1 when anything is wrong."""
-    from rbplab.store.cache import entry_at, entry_dir_problems
-
-    rederive = args.sample if args.sample is not None else (0 if args.rederive else None)
-    dirs, unknown = _selected_dirs(root, args.keys)
-    bad = len(unknown)
-    for prefix in unknown:
-        print(f"MISSING  {prefix}  no cache entry matches this key prefix")
-    for path in dirs:
-        # the summary last: a truncated entry is named by its derived counts before its summary
-        problems = entry_dir_problems(path, root, summary=False)
-        entry = None if problems else entry_at(path, root)
-        notes, unchecked = [], []
-        if entry is not None and entry.is_complete() and (not args.no_derive or rederive is not None):
-            from rbplab.extraction.verify import audit_entry
-
-            audit = audit_entry(entry, counts=not args.no_derive, rederive=rederive)
-            problems, notes, unchecked = audit.problems, audit.notes, audit.unchecked
-        if entry is not None and entry.is_complete():
-            problems = problems + entry.summary_problems()
-        for problem in problems:
-            print(f"CORRUPT  {path.name[:12]}  {problem}")
-        for reason in unchecked:
-            print(f"UNCHECKED {path.name[:12]}  {reason}")
-        bad += len(problems) + len(unchecked)
-        if problems or unchecked:
-            continue
-        if entry.is_complete():
-            print(f"ok       {path.name[:12]}" + "".join(f"  {note}" for note in notes))
-        else:
-            n = len(list(path.glob("shard-*.parquet.sha256")))
-            print(f"partial  {path.name[:12]}  incomplete, {n} shard(s) so far; rbplab extract resumes it")
-    _litter(root, dirs, args.fix_litter)
-    if bad:
-        print(
-            f"rbplab: {bad} problem(s) found; rbplab cache repair recomputes damaged entries", file=sys.stderr
-        )
-    return 1 if bad else 0
-
-
-def _litter(root, dirs: list, fix: bool) -> None:
-    """Report (and with `fix` remove) temporary folders of killed imports and temporary files of
-    killed writers; entries being written keep theirs."""
-    from rbplab.store.archive import remove_stale_imports, stale_imports
-    from rbplab.store.cache import CacheError, entry_at
-
-    for folder in remove_stale_imports(root) if fix else stale_imports(root):
-        what = "removed  " if fix else "LITTER   "
-        print(what + folder.name + ("" if fix else "  a killed import's temporary folder; --fix-litter"))
-    for path in dirs:
-        entry = entry_at(path, root)
-        temporaries = entry.temporaries() if entry is not None else []
-        if not temporaries:
-            continue
-        if not fix:
-            names = ", ".join(t.name for t in temporaries)
-            print(f"LITTER   {path.name[:12]}  temporary files of a killed write ({names}); --fix-litter")
-            continue
-        try:
-            with entry.lock(timeout=0):  # the lock holder removes dead writers' temporaries
-                pass
-        except CacheError as err:
-            print(f"kept     {path.name[:12]}  {_one_line(err)}")
-            continue
-        print(f"removed  {path.name[:12]}  {len(temporaries)} temporary file(s)")
-
-
-def _repair(root, prefixes: list[str], progress: bool) -> int:
-    from rbplab.extraction.repair import repair_entry
-    from rbplab.store.cache import entry_at
-
-    dirs, unknown = _selected_dirs(root, prefixes)
-    failed = len(unknown)
-    for prefix in unknown:
-        print(f"rbplab: error: no cache entry matches key prefix {prefix!r}", file=sys.stderr)
-    for path in dirs:
-        entry = entry_at(path, root)
-        if not prefixes and entry is not None and entry.is_complete() and not entry.problems():
-            from rbplab.extraction.verify import audit_entry
-
-            if not audit_entry(entry).problems:  # sound, or its counts cannot be derived here
-                continue
-        try:
-            result = repair_entry(path, root, progress=progress)
-        except USER_ERRORS as err:
-            failed += 1
-            print(f"rbplab: error: {_one_line(err)}", file=sys.stderr)
-            continue
-        if result.from_cache:
-            print(f"ok       {path.name[:12]}  nothing to repair")
-            continue
-        computed = result.manifest.get("provenance", {}).get("tokens_computed")
-        print(f"repaired {path.name[:12]}  {result.n_tokens} tokens ({computed} recomputed)")
-    return 1 if failed else 0
-
-
-def _run_cache(args: argparse.Namespace) -> int:
-    from rbplab.store.archive import export_entries, import_archive
-    from rbplab.store.cache import list_entries, remove_entries
-    from rbplab.store.files import cache_root
-
-    root = cache_root(args.cache_dir)
-    if args.cache_command == "path":
-        print(root)
-        return 0
-    if args.cache_command == "ls":
-        table = cache_listing(list_entries(root), args)
-        if args.format == "table":
-            print(f"cache: {root}")
-        _print_table(table, args.format)
-        return 0
-    if args.cache_command == "rm":
-        if not (args.keys or args.incomplete or args.all):
-            raise InvalidArgumentError("say what to remove: KEY_PREFIX..., --incomplete or --all")
-        removed = remove_entries(
-            args.keys,
-            root=root,
-            incomplete=args.incomplete,
-            all_matching=args.all_matching,
-            everything=args.all,
-        )
-        if args.all and not removed:
-            print("cache is empty")
-        for key in removed:
-            print(f"removed {key}")
-        return 0
-    if args.cache_command == "export":
-        keys = export_entries(args.keys, args.output, root=root)
-        print(f"exported {len(keys)} entries to {args.output}: {' '.join(k[:12] for k in keys)}")
-        return 0
-    if args.cache_command == "import":
-        for key, state in import_archive(args.archive, root=root):
-            print(f"{state} {key}")
-        return 0
-    if args.cache_command == "repair":
-        return _repair(root, args.keys, not args.no_progress)
-    return _verify(root, args)
-
 
 # ---------------------------------------------------------------------------------------------
 # families, corpora, size
@@ -327,7 +90,7 @@ def _run_families(args: argparse.Namespace) -> int:
         )
     elif args.format == "table":
         table = table[["family", "model", "source", "S", "n_params", "vocab_size", "max_context", "tied"]]
-    _print_table(table, args.format)
+    print_table(table, args.format)
     return 0
 
 
@@ -340,7 +103,7 @@ def _run_corpora(args: argparse.Namespace) -> int:
             licence=table["licence"].fillna("").str.slice(0, 30),
             description=table["description"].fillna("").str.slice(0, 60),
         )
-    _print_table(table, args.format)
+    print_table(table, args.format)
     return 0
 
 
@@ -376,9 +139,7 @@ def _configure_format(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", choices=["table", "csv", "json"], default="table")
 
 
-register(
-    "cache", "list, remove, verify, repair, export or import cache entries", _configure_cache, _run_cache
-)
+register("cache", CACHE_HELP, configure_cache, run_cache)
 register("families", "model families of the registry and their sizes S", _configure_families, _run_families)
 register("corpora", "bundled and hub corpora", _configure_format, _run_corpora)
 register("size", "non-embedding parameter count S of a model", _configure_size, _run_size)
@@ -448,7 +209,7 @@ def _run_fit(args: argparse.Namespace) -> int:
         study = load_study(grid, cache_dir=args.cache_dir, extract=args.extract)
     except MissingRunsError as err:
         raise err.with_remedy(missing_remedy(args)) from None
-    _print_table(study.fit_table(args.k), args.format)
+    print_table(study.fit_table(args.k), args.format)
     return 0
 
 
@@ -640,7 +401,7 @@ def _run_study_file(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
     )
     table = result.table.assign(key=result.table["key"].str[:12]) if args.format == "table" else result.table
-    _print_table(table, args.format)
+    print_table(table, args.format)
     if args.format == "table":
         print(f"{len(table)} entries in {result.seconds:.1f} s (planning {result.plan_seconds:.1f} s)")
     return 0 if result.ok else 1
@@ -680,14 +441,7 @@ EXAMPLES = {
   rbplab extract --family pythia --corpus wikipedia humaneval --max-tokens 500000
   rbplab extract -m EleutherAI/pythia-160m --revision step143000 -c hub:hotpotqa --context-length 2048
   rbplab extract -m ./SmolLM2-135M.Q4_1.gguf --tokenizer HuggingFaceTB/SmolLM2-135M -c my_texts/""",
-    "cache": """examples:
-  rbplab cache ls
-  rbplab cache rm 3fa2c1d0 --incomplete
-  RBPLAB_CACHE=/data/rbplab rbplab cache verify
-  rbplab cache verify 3fa2c1d0 --sample 2      # also recompute 2 random shards with the model
-  rbplab cache repair
-  rbplab cache export 3fa2c1d0 9b0e44aa -o runs.tar && rbplab cache import runs.tar
-  rbplab cache ls --model 'micro-*' --revision 'step*' --group""",
+    "cache": CACHE_EXAMPLES,
     "report": """examples:
   rbplab report -c prose humaneval --figures png,pdf
   rbplab report --notebook 01 02 --params batch.yaml -p ks '[1, 5, 50]'   # notebooks by number or stem
@@ -759,13 +513,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _one_line(err: BaseException) -> str:
-    text = " ".join(str(err).split()) or type(err).__name__
-    if isinstance(err, KeyError):  # KeyError's str() is the repr of the key
-        text = f"not found: {text}"
-    return text
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -794,7 +541,7 @@ def main(argv: list[str] | None = None) -> int:
     except USER_ERRORS as err:
         if debug:
             raise
-        print(f"rbplab: error: {_one_line(err)}", file=sys.stderr)
+        print(f"rbplab: error: {one_line(err)}", file=sys.stderr)
         return 1
 
 

@@ -3,7 +3,7 @@
 A cache entry holds one row per scored token (`TokenStats`, ~60 bytes each in memory); every table
 and figure of rbplab needs only a few reductions of them. `summarize` computes those reductions
 once, where the tokens are (the worker that finalises the entry), and the store keeps them beside
-the shards (`rbplab.store.summaries`), so a study of a thousand entries opens without reading a
+the shards (`rbplab.store.cache.summary_file`), so a study of a thousand entries opens without reading a
 token. Each part is there for an analysis that reads it:
 
   pairs      the distinct (n_greater, n_equal) pairs with their token count and nll sum. The exact
@@ -161,7 +161,7 @@ def _keep_recent(summary: EntrySummary, tables: tuple[dict, dict]) -> None:
 class EntrySummary:
     """The sufficient statistics of one cache entry (module docstring); no per-token array.
 
-    Built by `summarize` from tokens, or read back by `rbplab.store.summaries`. `hits` maps each
+    Built by `summarize` from tokens, or read back by `rbplab.store.cache.summary_file`. `hits` maps each
     tie convention to an (n_docs, len(ks)) array of per-document hits; `bucket_hits` does the same
     per position bucket for the 0/1 conventions; `runs` maps (ties, k) to pooled `HitRuns` for
     every k of `ks` and `doc_runs` to per-document ones at `doc_run_ks`."""

@@ -26,8 +26,8 @@ from rbplab.store.cache import (
     CacheError,
     cache_key,
     entry_at,
-    max_manifest_bytes,
 )
+from rbplab.store.cache.layout import max_manifest_bytes
 from rbplab.store.files import cache_root, entry_dir_problem
 
 

@@ -4,13 +4,13 @@
 An archive is untrusted input. The archive path must be a regular file (a FIFO is refused without
 waiting for a writer). Import never lets tarfile place anything: a first pass reads the member
 headers only, and each member must be a regular, non-sparse file named ``<key>/<name>`` where
-`name` is a name the cache itself writes (`rbplab.store.cache.is_cache_file`), or the folder
+`name` is a name the cache itself writes (`rbplab.store.cache.layout.is_cache_file`), or the folder
 ``<key>``; every declared size is bounded (spec.json and the .sha256 records by fixed limits, the
 manifest by what its spec allows, each shard and the summary by exactly the bytes its manifest
 record gives), so a
 member declaring 20 GB is refused before a byte of it is read. Members are then copied, at most
 their declared size, to paths built from those validated parts inside a temporary folder within
-the cache root, and every entry is checked with every rule of `rbplab.store.cache` (key derived
+the cache root, and every entry is checked with every rule of `rbplab.store.cache.verify` (key derived
 from spec.json, shard names, records, row counts, mirrored settings, checksums, shard metadata).
 
 Imports are all-or-nothing across entries: only when every entry passes, every destination can
@@ -44,21 +44,18 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from rbplab.store.cache import (
+from rbplab.store.cache import CacheCorruptedError, CacheEntry, CacheError, entry_at
+from rbplab.store.cache.entry import foreign_items, remove_entry_dir
+from rbplab.store.cache.layout import (
     MAX_RECORD_BYTES,
     MAX_SPEC_BYTES,
-    CacheCorruptedError,
-    CacheEntry,
-    CacheError,
-    entry_at,
-    entry_dir_problem,
-    foreign_items,
+    SHA256_RE,
+    SUMMARY_FILE,
     is_cache_file,
     max_manifest_bytes,
     max_shard_bytes,
     max_shard_rows,
     max_summary_bytes,
-    remove_entry_dir,
     shard_index,
 )
 from rbplab.store.files import (
@@ -66,14 +63,13 @@ from rbplab.store.files import (
     cache_root,
     check_writable,
     ensure_real_dir,
+    entry_dir_problem,
     folder_problem,
     location_error,
     open_regular_file,
 )
-from rbplab.store.summaries import SUMMARY_FILE
 
 LOCK_TIMEOUT = 10.0  # seconds an import waits for an entry another process is writing
-_KEY_RE = re.compile(r"^[0-9a-f]{64}$")
 _STAGING_RE = re.compile(r"^\.import-\d+-[0-9a-f]{8}$")
 _FILE_TYPES = (tarfile.REGTYPE, tarfile.AREGTYPE)
 _MEMBER_KINDS = {
@@ -335,10 +331,10 @@ def _check_members(
             raise refuse(problem)
         key, _, name = member.name.rstrip("/").partition("/")
         if member.isdir():
-            if _KEY_RE.match(key) and not name:
+            if SHA256_RE.match(key) and not name:
                 continue  # the entry's own folder, as other tar tools write it
             raise refuse(f"member {member.name!r} is a folder other than an entry's <key>/")
-        if not _KEY_RE.match(key) or "/" in name or not is_cache_file(name, temporary=False):
+        if not SHA256_RE.match(key) or "/" in name or not is_cache_file(name, temporary=False):
             raise refuse(
                 f"member {member.name!r} is not a cache file (only <key>/spec.json, manifest.json, "
                 "shard and summary files are allowed)"

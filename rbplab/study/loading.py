@@ -112,7 +112,8 @@ def absent_runs(grid: Grid, cache_dir: str | Path | None = None) -> MissingRunsE
     the error naming them and how the nearest cached runs differ, or None."""
     from rbplab.catalog.models import resolve
     from rbplab.extraction.sources import as_spec
-    from rbplab.store.cache import entry_at, entry_dirs
+    from rbplab.store.cache import entry_at
+    from rbplab.store.cache.layout import entry_dirs
     from rbplab.store.files import cache_root
 
     root = cache_root(cache_dir)

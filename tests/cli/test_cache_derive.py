@@ -26,7 +26,7 @@ from rbplab.extraction.pipeline import extract
 from rbplab.extraction.reading import load_stats
 from rbplab.runner import read_study_file
 from rbplab.store.cache import CacheCorruptedError, CacheEntry
-from rbplab.store.summaries import SUMMARY_FILE
+from rbplab.store.cache.layout import SUMMARY_FILE
 
 CTX = 16
 SHARD_TOKENS = 24

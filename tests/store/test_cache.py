@@ -14,14 +14,15 @@ import pytest
 from helpers.cache_rows import entry_rows
 from helpers.factories import SPEC, complete_entry, shard_frame
 
-from rbplab.store import cache
 from rbplab.store.cache import (
     CacheCorruptedError,
     CacheEntry,
     CacheError,
     cache_key,
+    layout,
     remove_entries,
 )
+from rbplab.store.cache.reading import ranked_vocab_size
 
 
 def test_key_is_canonical_and_versioned(monkeypatch):
@@ -34,7 +35,7 @@ def test_key_is_canonical_and_versioned(monkeypatch):
     assert len(cache_key(SPEC)) == 64
     assert cache_key(SPEC) != cache_key({**SPEC, "ctx": 32})
     before = cache_key(SPEC)
-    monkeypatch.setattr(cache, "RANK_FORMAT_VERSION", cache.RANK_FORMAT_VERSION + 1)
+    monkeypatch.setattr(layout, "RANK_FORMAT_VERSION", layout.RANK_FORMAT_VERSION + 1)
     assert cache_key(SPEC) != before
     with pytest.raises(TypeError, match="JSON-serialisable"):
         cache_key({"x": object()})
@@ -206,11 +207,11 @@ def test_vocab_size_falls_back_to_model_info(tmp_path):
         entry.finalize({"model": {"vocab_size": 50, "head_rows": 64}})
     assert entry.read_stats().vocab_size == 50
     assert (
-        cache.ranked_vocab_size(
+        ranked_vocab_size(
             {"model": {"vocab_size": 50, "head_rows": 64}, "settings": {"include_padded_vocab": True}}
         )
         == 64
     )
     with pytest.raises(CacheError, match="vocab_size"):
-        cache.ranked_vocab_size({})
+        ranked_vocab_size({})
     assert json.loads((entry.path / "spec.json").read_text()) == SPEC

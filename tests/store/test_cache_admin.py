@@ -12,7 +12,8 @@ from rbplab.store.cache import CacheEntry, CacheError, list_entries, remove_entr
 
 
 def test_list_and_remove(tmp_path):
-    assert list(list_entries(tmp_path).columns) == cache_admin.ENTRY_COLUMNS and list_entries(tmp_path).empty
+    assert list_entries(tmp_path).empty
+    assert list(list_entries(tmp_path).columns) == cache_admin.LISTING_COLUMNS
     done = complete_entry(tmp_path)
     partial = CacheEntry(tmp_path, {**SPEC, "corpus": {"name": "other"}})
     with partial.lock():

@@ -21,8 +21,16 @@ from helpers.hostile import CASES, HUGE, SPEC_V, entry_with_new_prefix, no_hang
 from helpers.untrusted import snapshot
 
 from rbplab.cli import app as cli
-from rbplab.store import cache as cache_module
-from rbplab.store.cache import CacheCorruptedError, CacheEntry, CacheError, list_entries, remove_entries
+from rbplab.store.cache import (
+    CacheCorruptedError,
+    CacheEntry,
+    CacheError,
+    layout,
+    list_entries,
+    remove_entries,
+)
+from rbplab.store.cache import entry as entry_module
+from rbplab.store.cache import verify as verify_module
 from rbplab.store.files import UnsafeFileError, read_entry_file
 
 
@@ -317,8 +325,8 @@ def windowed_entry(root, rows=(10, 10, 5)):
 
 
 def test_spec_bounds_of_a_sound_entry(tmp_path):
-    assert cache_module.max_shard_rows(SPEC_W) == 10 + 8 - 2
-    assert cache_module.max_shards(SPEC_W) == 25 // 10 + 1
+    assert layout.max_shard_rows(SPEC_W) == 10 + 8 - 2
+    assert layout.max_shards(SPEC_W) == 25 // 10 + 1
     entry = windowed_entry(tmp_path)
     assert entry.problems() == [] and len(entry.read_stats()) == 25
     with entry.lock(), pytest.raises(ValueError, match=r"shard 3 has 17 rows, more than one shard holds"):
@@ -345,7 +353,8 @@ def test_finalize_with_the_planned_count_refuses_a_shorter_entry(tmp_path):
 )
 def test_records_outside_the_spec_bounds_are_damage(tmp_path, monkeypatch, rows, message):
     with monkeypatch.context() as patch:  # forge what a writer of this version would refuse
-        patch.setattr(cache_module, "max_shard_rows", lambda spec: 1 << 20)
+        for module in (entry_module, verify_module):  # the writer's bound and the records' rule
+            patch.setattr(module, "max_shard_rows", lambda spec: 1 << 20)
         entry = windowed_entry(tmp_path, rows)
     assert any(re.search(message, p) for p in entry.problems()), entry.problems()
     with pytest.raises(CacheCorruptedError, match=message):

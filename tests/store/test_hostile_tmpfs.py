@@ -37,8 +37,8 @@ from rbplab.extraction.pipeline import extract
 from rbplab.store import files as files_module
 from rbplab.store.archive import ArchiveError, export_entries, import_archive, stale_imports
 from rbplab.store.cache import CacheCorruptedError, CacheEntry, CacheError, list_entries, remove_entries
+from rbplab.store.cache.layout import SUMMARY_FILE
 from rbplab.store.files import CacheLocationError
-from rbplab.store.summaries import SUMMARY_FILE
 
 
 def run(capsys, *argv):

@@ -25,7 +25,8 @@ from rbplab.core import Run, TokenStats
 from rbplab.core.summary import DOC_RUN_KS, summarize, summary_ks
 from rbplab.grid import Grid
 from rbplab.store.cache import CacheEntry, list_entries
-from rbplab.store.summaries import SUMMARY_FILE, SummaryError, parse_summary, summary_bytes
+from rbplab.store.cache.layout import SUMMARY_FILE
+from rbplab.store.cache.summary_file import SummaryError, parse_summary, summary_bytes
 from rbplab.study import Study, load_study
 from rbplab.study.loading import MissingRunsError, resolve_entries
 
@@ -194,10 +195,10 @@ def test_read_only_cache_derives_summaries_in_memory(micro_cache, tmp_path) -> N
 
 
 def _rewrite(entry: CacheEntry, data: bytes, record_manifest: bool) -> None:
-    from rbplab.store.cache import _sha256
+    from rbplab.store.cache.layout import sha256_hex
 
     (entry.path / SUMMARY_FILE).write_bytes(data)
-    record = {"sha256": _sha256(data), "bytes": len(data), "version": 1}
+    record = {"sha256": sha256_hex(data), "bytes": len(data), "version": 1}
     (entry.path / (SUMMARY_FILE + ".sha256")).write_text(json.dumps(record))
     manifest = json.loads(entry.manifest_path.read_text())
     if record_manifest:

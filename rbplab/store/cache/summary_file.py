@@ -1,19 +1,10 @@
-"""An entry's summary on disk: one parquet file beside the shards, checked like them.
+"""An entry's summary on disk: one parquet file beside the shards, written and checked like them.
 
-The summary (`rbplab.core.summary.EntrySummary`) is a handful of variable-length arrays, so the
-file is a parquet table of ONE row whose columns are lists (zstd-compressed): a 2-D table is
-stored flat with its shape implied by other columns (documents x thresholds), and the hit-run
-histograms of every (tie convention, k) are concatenated with the convention and k as columns.
-The parquet metadata names the entry key, the summary schema version, |V| and the token count,
-so a summary copied from another entry or written by another version is refused.
-
-Nothing read back is trusted: `parse_summary` re-derives every relation the summary must satisfy
-from the numbers themselves (pair counts, document tokens, segment lengths and bucket tokens all
-sum to the entry's token count; hits are counts between 0 and the document's tokens and never
-fall as k grows; each hit-run histogram holds exactly the hits it summarises; the thresholds are
-exactly the grid `summary_ks(|V|)` derives) and raises `SummaryError` on the first violation. The
-cache (`CacheEntry.summary`) then discards the file and derives the summary again from the
-verified shards.
+The summary (`rbplab.core.summary.EntrySummary`) is stored as ONE parquet row of list columns
+(zstd), its metadata naming the entry key, the summary version, |V| and the token count;
+`parse_summary` derives again every relation the numbers must satisfy and raises `SummaryError` on
+the first one broken, and the entry (`CacheEntry.summary`) then derives the summary again from
+its verified shards.
 """
 
 from __future__ import annotations
@@ -38,7 +29,6 @@ from rbplab.core.summary import (
     summary_ks,
 )
 
-SUMMARY_FILE = f"summary-v{SUMMARY_VERSION}.parquet"
 KEY_META = b"rbplab.entry_key"
 VERSION_META = b"rbplab.summary_version"
 VOCAB_META = b"rbplab.vocab_size"

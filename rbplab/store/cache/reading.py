@@ -1,0 +1,476 @@
+"""An entry as a reader sees it: its files, read with bounds, and nothing believed unchecked.
+
+`EntryReader` reads spec.json, the .sha256 records, the shards, the manifest and the summary of an
+entry through `rbplab.store.files.read_entry_file` and judges them by the rules of
+`rbplab.store.cache.verify`; a complete entry that breaks one is marked incomplete (its manifest
+dropped) and never returns numbers. `CacheEntry` (`rbplab.store.cache.entry`) adds the writer's
+side. What this guarantees, and what it cannot know, is in the README ("What the cache
+guarantees").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from rbplab.core.entry_spec import EntrySpec
+from rbplab.core.errors import RbplabError
+from rbplab.core.stats import TokenStats
+from rbplab.core.summary import EntrySummary
+from rbplab.store.cache import verify
+from rbplab.store.cache.layout import (
+    MAX_RECORD_BYTES,
+    MAX_SPEC_BYTES,
+    MISSING,
+    SHARD_SCHEMA,
+    SUMMARY_FILE,
+    TOKEN_COLUMNS,
+    cache_key,
+    checksum_name,
+    is_cache_file,
+    lookup,
+    max_manifest_bytes,
+    max_summary_bytes,
+    sha256_hex,
+    shard_index,
+    shard_name,
+)
+from rbplab.store.cache.summary_file import SummaryError, parse_summary
+from rbplab.store.files import (
+    UnsafeFileError,
+    cache_root,
+    entry_dir_problem,
+    entry_file_problem,
+    read_entry_file,
+)
+
+
+class CacheError(RbplabError, RuntimeError):
+    """A cache entry cannot be used as asked (incomplete, locked, unknown key, ...)."""
+
+
+class CacheCorruptedError(CacheError):
+    """A complete entry failed its checks; it has been marked incomplete (when writable)."""
+
+
+class EntryReader:
+    """One (model, corpus, settings) result in the cache, read only (`CacheEntry` also writes)."""
+
+    def __init__(self, root: str | Path | None, spec: dict | EntrySpec):
+        self.root = cache_root(root)
+        spec = spec.to_json() if isinstance(spec, EntrySpec) else spec
+        self.spec = spec
+        self.key = cache_key(spec)
+        self.path = self.root / self.key[:2] / self.key
+
+    def __repr__(self) -> str:
+        state = "complete" if self.is_complete() else "incomplete"
+        return f"{type(self).__name__}(key={self.key[:12]}..., {state}, path={self.path})"
+
+    # -- files -----------------------------------------------------------------------------
+    @property
+    def manifest_path(self) -> Path:
+        return self.path / "manifest.json"
+
+    def shard_path(self, index: int) -> Path:
+        return self.path / shard_name(index)
+
+    @staticmethod
+    def _checksum_path(path: Path) -> Path:
+        return path.with_name(checksum_name(path.name))
+
+    def read_file(self, name: str, max_bytes: int) -> bytes:
+        """The bytes of the entry's file `name`, read by `read_entry_file` (no links, regular files
+        only, at most `max_bytes`). FileNotFoundError when it is missing; UnsafeFileError (an
+        OSError) when it is refused; other OSErrors pass through."""
+        return read_entry_file(self.path / name, self.path, max_bytes)
+
+    def odd_items(self) -> list[str]:
+        """One line per cache-named item of the entry folder that is not a regular file (a link, a
+        FIFO, a device, a folder): the cache never writes one. Nothing is followed or opened."""
+        if entry_dir_problem(self.path) is not None or not self.path.is_dir():
+            return []
+        found = []
+        for item in sorted(self.path.iterdir()):
+            if is_cache_file(item.name, temporary=False):
+                problem = entry_file_problem(item)
+                if problem is not None:
+                    found.append(problem)
+        return found
+
+    def spec_problem(self) -> str | None:
+        """Why spec.json is not this entry's spec, or None."""
+        try:
+            on_disk = json.loads(self.read_file("spec.json", MAX_SPEC_BYTES))
+        except FileNotFoundError:
+            return "spec.json is missing"
+        except UnsafeFileError as err:
+            return str(err)
+        except (OSError, ValueError) as err:
+            return f"spec.json is unreadable ({err})"
+        return verify.first_problem(verify.SpecFile(self.key, on_disk))
+
+    def checksum_record(self, index: int) -> tuple[dict | None, str | None]:
+        """(record, None) of shard `index`'s .sha256 file, or (None, why it has no usable one)."""
+        name = checksum_name(shard_name(index))
+        try:
+            record = json.loads(self.read_file(name, MAX_RECORD_BYTES))
+        except FileNotFoundError:
+            return None, f"shard {index} has no checksum file"
+        except UnsafeFileError as err:
+            return None, str(err)
+        except (OSError, ValueError) as err:
+            return None, f"{name} is unreadable ({err})"
+        problem = verify.record_problem(record, self.spec)
+        if problem is not None:
+            return None, f"{name} {problem}"
+        return record, None
+
+    def check_shard(
+        self, index: int, record: dict, *, through: str | None = None, legacy_ok: bool = False
+    ) -> tuple[bytes | None, str | None]:
+        """(bytes, problem) of shard `index` against `record` (a checked record) by the shard rules
+        of `verify` (up to the one named `through`); problem None when they hold. The bytes come
+        back whenever they were read, so a caller can discard a shard that failed."""
+        try:
+            data = self.read_file(shard_name(index), record["bytes"])
+        except FileNotFoundError:
+            return None, f"shard {index} is missing or unreadable"
+        except UnsafeFileError as err:
+            if err.errno == errno.EFBIG:
+                return None, f"shard {index} is larger than its record says ({record['bytes']} bytes)"
+            return None, str(err)
+        except OSError as err:
+            return None, f"shard {index} is missing or unreadable ({err.strerror or err})"
+        return data, verify.first_problem(
+            verify.Shard(self.key, index, record, data, legacy_ok), through=through
+        )
+
+    def _checksummed_shard(self, index: int) -> tuple[dict, bytes] | None:
+        """(record, bytes) of shard `index` if it has a valid checksum record and matches it."""
+        record, problem = self.checksum_record(index)
+        if problem is not None:
+            return None
+        data, problem = self.check_shard(index, record, through=verify.SHARD_CHECKSUM)
+        return None if problem is not None else (record, data)
+
+    def has_shard(self, index: int) -> bool:
+        """Whether shard `index` exists and matches its checksum (reads and hashes that shard only)."""
+        return self._checksummed_shard(index) is not None
+
+    def recorded_rows(self, index: int) -> int:
+        """Rows that shard `index`'s checksum record claims (0 when it has none). Cheap and
+        unverified: for progress displays only, never for data."""
+        record, _ = self.checksum_record(index)
+        return 0 if record is None else int(record["rows"])
+
+    def _discard_shard(self, index: int) -> None:
+        """Delete shard `index`, its checksum and the manifest: names derived here, never read."""
+        shard = self.shard_path(index)
+        for path in (self._checksum_path(shard), shard, self.manifest_path):
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+    # -- reading ---------------------------------------------------------------------------
+    def is_complete(self) -> bool:
+        """Whether the entry has a manifest.json (of any kind: one that is not a regular file makes
+        a damaged entry, never an incomplete one that a resume would trip over)."""
+        return entry_dir_problem(self.path) is None and os.path.lexists(self.manifest_path)
+
+    def load_manifest(self) -> Any:
+        """The parsed manifest.json, unchecked; FileNotFoundError, UnsafeFileError, OSError or
+        ValueError."""
+        return json.loads(self.read_file("manifest.json", max_manifest_bytes(self.spec)))
+
+    def _raw_manifest(self) -> dict:
+        problem = entry_dir_problem(self.path)
+        if problem is not None:
+            raise CacheCorruptedError(
+                f"cache entry {self.key[:12]} at {self.path} cannot be read: {problem}; remove the link "
+                f"(rbplab cache rm {self.key[:12]})"
+            )
+        try:
+            manifest = self.load_manifest()
+        except FileNotFoundError:
+            raise CacheError(
+                f"cache entry {self.key[:12]} at {self.path} is not complete; run the extraction "
+                "(rbplab extract) to finish it"
+            ) from None
+        except UnsafeFileError as err:
+            raise self._corrupted(str(err)) from None
+        except ValueError as err:
+            raise self._corrupted(f"its manifest is unreadable ({err})") from err
+        except OSError as err:
+            raise CacheError(
+                f"cache entry {self.key[:12]}: cannot read {self.manifest_path} ({err})"
+            ) from err
+        return manifest
+
+    def manifest(self) -> dict:
+        """The manifest of a complete entry, after every manifest rule of `verify` (none reads shard
+        bytes); a violation raises CacheCorruptedError and marks the entry incomplete."""
+        manifest = self._raw_manifest()
+        problems = self.manifest_problems(manifest)
+        if problems:
+            raise self._corrupted(problems[0])
+        return manifest
+
+    def manifest_problems(self, manifest: Any) -> list[str]:
+        """Every manifest rule of `verify` that `manifest` (read from this entry) breaks: all that
+        can be checked without reading shard bytes."""
+        names = ()
+        if entry_dir_problem(self.path) is None and self.path.is_dir():
+            names = tuple(item.name for item in self.path.iterdir())
+        return verify.problems(verify.Manifest(self.key, self.spec, manifest, self.spec_problem(), names))
+
+    def damaged(self, what: str) -> CacheCorruptedError:
+        """Mark the entry incomplete (drop the manifest, when the cache is writable) and return the
+        error describing `what` is wrong: for checks made outside the store (derived counts)."""
+        return self._corrupted(what)
+
+    def _corrupted(self, what: str) -> CacheCorruptedError:
+        """Mark the entry incomplete (drop the manifest) and describe what was wrong."""
+        try:
+            self.manifest_path.unlink(missing_ok=True)
+        except OSError as err:  # a read-only cache: the entry stays as it is, and the message says so
+            return CacheCorruptedError(
+                f"cache entry {self.key[:12]} at {self.path} is damaged: {what}. It cannot be marked "
+                f"incomplete here ({err.strerror or err}); re-run the same extraction (or rbplab cache "
+                f"repair {self.key[:12]}) where the cache is writable"
+            )
+        return CacheCorruptedError(
+            f"cache entry {self.key[:12]} at {self.path} is damaged: {what}. It has been marked "
+            f"incomplete; re-run the same extraction (or rbplab cache repair {self.key[:12]}) "
+            "to recompute the damaged part"
+        )
+
+    def shard_problem(self, record: dict) -> tuple[str | None, bytes | None]:
+        """Every shard rule for the shard a (checked) manifest record stands for: (problem, bytes).
+        The bytes come back whenever they were read and the shard itself is at fault, so a caller
+        can discard it; a .sha256 record that disagrees leaves the sound shard in place."""
+        index = record["index"]
+        data, problem = self.check_shard(index, record, legacy_ok=True)
+        if problem is None:
+            problem = verify.first_problem(verify.ShardRecords(index, record, self.checksum_record(index)))
+            if problem is not None:
+                return problem, None
+        return problem, data
+
+    def _verified_shards(self) -> Iterator[bytes]:
+        """Bytes of each shard of a complete entry, after every rule of `verify`."""
+        for record in self.manifest()["shards"]:
+            problem, data = self.shard_problem(record)
+            if problem is not None:
+                warnings.warn(f"cache entry {self.key[:12]} is corrupted: {problem}", stacklevel=4)
+                if data is not None:
+                    self._discard_shard(record["index"])
+                raise self._corrupted(problem + ("" if data is None else "; the shard was removed"))
+            yield data
+
+    def problems(self, summary: bool = True) -> list[str]:
+        """Everything wrong with this entry, complete or not, one line each (what `rbplab cache
+        verify` prints; the summary's too unless `summary` is false); deletes nothing and follows no
+        link (a linked entry or prefix folder is reported, never read through)."""
+        folder = entry_dir_problem(self.path)
+        if folder is not None:
+            return [folder]
+        if not self.path.is_dir():
+            return [f"{self.path} does not exist"]
+        found = self.odd_items()
+        if self.is_complete():
+            try:
+                manifest = self.load_manifest()
+            except UnsafeFileError as err:
+                return found if str(err) in found else [*found, str(err)]
+            except (OSError, ValueError) as err:
+                return [*found, f"its manifest is unreadable ({err})"]
+            manifest_problems = self.manifest_problems(manifest)
+            if manifest_problems:
+                return found + manifest_problems
+            for record in manifest["shards"]:
+                problem, _ = self.shard_problem(record)
+                if problem is not None and problem not in found:
+                    found.append(problem)
+            if summary and not found:
+                found += self.summary_problems(manifest)
+            return found
+        spec_problem = self.spec_problem()
+        if spec_problem and spec_problem not in found:
+            found.append(spec_problem)
+        for shard in sorted(self.path.iterdir()):
+            index = shard_index(shard.name)
+            if index is None or entry_file_problem(shard) is not None:
+                continue  # odd items are reported above
+            if not os.path.lexists(shard.with_name(checksum_name(shard.name))):
+                found.append(f"shard {index} has no checksum file (an interrupted write)")
+                continue
+            record, problem = self.checksum_record(index)
+            if problem is None:
+                _, problem = self.check_shard(index, record, through=verify.SHARD_IDENTITY)
+            if problem is not None and problem not in found:
+                found.append(problem)
+        return found
+
+    def verify(self) -> None:
+        """Check every shard of a complete entry; raises CacheCorruptedError (entry marked incomplete)."""
+        for _ in self._verified_shards():
+            pass
+
+    def read_shard(self, index: int, *, mark_damaged: bool = True) -> bytes:
+        """The bytes of shard `index` of a complete entry, after every check of its record, its
+        .sha256 file, its checksum and its metadata; CacheCorruptedError otherwise, which marks the
+        entry incomplete unless `mark_damaged` is false (`rbplab cache verify` deletes nothing)."""
+        manifest = self._raw_manifest()
+        problems = self.manifest_problems(manifest)
+        if not problems:
+            records = manifest["shards"]
+            if not 0 <= index < len(records):
+                raise CacheError(f"cache entry {self.key[:12]} has shards 0..{len(records) - 1}, not {index}")
+            problem, data = self.shard_problem(records[index])
+            if problem is None:
+                return data
+            problems = [problem]
+        if mark_damaged:
+            raise self._corrupted(problems[0])
+        raise CacheCorruptedError(f"cache entry {self.key[:12]} at {self.path} is damaged: {problems[0]}")
+
+    def verified_files(self) -> Iterator[tuple[str, bytes]]:
+        """(name, bytes) of every file of a complete entry in the order an archive holds them
+        (spec.json, each shard and its .sha256, manifest.json last), each read once and checked:
+        the bytes handed out are the bytes verified. CacheCorruptedError on any problem."""
+        manifest_bytes = self.read_file("manifest.json", max_manifest_bytes(self.spec))
+        manifest = self.manifest()
+        yield "spec.json", self.read_file("spec.json", MAX_SPEC_BYTES)
+        for record in manifest["shards"]:
+            index = record["index"]
+            problem, data = self.shard_problem(record)
+            if problem is not None:
+                raise self._corrupted(problem)
+            yield shard_name(index), data
+            checksum = checksum_name(shard_name(index))
+            yield checksum, self.read_file(checksum, MAX_RECORD_BYTES)
+        yield from self._verified_summary_files(manifest)
+        if json.loads(manifest_bytes) != manifest:
+            raise self._corrupted("manifest.json changed while being read")
+        yield "manifest.json", manifest_bytes
+
+    def _read_tables(self, columns: list[str] | None) -> pa.Table:
+        tables = []
+        for data in self._verified_shards():
+            table = pq.read_table(pa.BufferReader(data), columns=columns)
+            own = {k: v for k, v in (table.schema.metadata or {}).items() if not k.startswith(b"rbplab.")}
+            tables.append(table.replace_schema_metadata(own))
+        if not tables:
+            return SHARD_SCHEMA.empty_table().select(columns or SHARD_SCHEMA.names)
+        return pa.concat_tables(tables)
+
+    def read_stats(self) -> TokenStats:
+        """The TokenStats of a complete entry, after every store check.
+
+        Not checked: how many shards and tokens the entry must hold, which follows from its corpus
+        and tokenizer. An entry missing its last shard, with its records and n_tokens made to
+        match, reads here as the shorter entry; `rbplab.extraction.load_stats` and `extract`
+        derive the counts (and repair such an entry), `rbplab cache verify` reports it."""
+        return self._stats_of(self._read_tables(list(TOKEN_COLUMNS)))
+
+    def vocab_size(self, manifest: dict | None = None) -> int:
+        """|V| the ranks were taken over: the spec's, else what `manifest` (default: this entry's,
+        checked) records (`ranked_vocab_size`)."""
+        vocab = lookup(self.spec, ("vocab", "size"))
+        return int(vocab) if vocab is not MISSING else ranked_vocab_size(manifest or self.manifest())
+
+    def _stats_of(self, table: pa.Table, manifest: dict | None = None) -> TokenStats:
+        frame = table.select(list(TOKEN_COLUMNS)).to_pandas()
+        return TokenStats.from_frame(frame, self.vocab_size(manifest), doc_column="doc_index")
+
+    # -- the summary ---------------------------------------------------------------------------
+    @property
+    def summary_path(self) -> Path:
+        return self.path / SUMMARY_FILE
+
+    def has_summary(self) -> bool:
+        """Whether a summary file is present (checked only when read)."""
+        return os.path.lexists(self.summary_path)
+
+    def summary_problems(self, manifest: dict | None = None) -> list[str]:
+        """What is wrong with the summary of a complete entry (every table checked), one line."""
+        problem, _ = self._stored_summary(manifest or self.manifest(), full=True)
+        return [] if problem is None else [problem]
+
+    def _stored_summary(self, manifest: dict, full: bool = False) -> tuple[str | None, EntrySummary | None]:
+        """(None, summary) when the summary file of this entry (complete, `manifest` checked) passes every
+        check; (reason, None) otherwise; (None, None) when there is none. The per-document tables are
+        checked when an analysis reads them, or here with `full` (`cache verify`)."""
+        path, checksum = self.summary_path, self.path / checksum_name(SUMMARY_FILE)
+        if not os.path.lexists(path):
+            return None, None
+        limit = max_summary_bytes(int(manifest["n_tokens"]))
+        try:
+            data = read_entry_file(path, self.path, limit)
+            record = json.loads(read_entry_file(checksum, self.path, 4096))
+        except (OSError, ValueError) as err:
+            return f"its summary cannot be read ({err})", None
+        problem = verify.first_problem(verify.SummaryFile(data, record, manifest.get("summary")))
+        if problem is not None:
+            return problem, None
+        try:
+            summary = parse_summary(
+                data,
+                self.key,
+                self.vocab_size(manifest),
+                int(manifest["n_tokens"]),
+                load_tokens=self.read_stats,
+                reload=lambda: read_entry_file(path, self.path, limit),
+            )
+            if full:
+                summary.load_documents()
+        except (SummaryError, OSError) as err:
+            return f"its summary is refused: {err}", None
+        return None, summary
+
+    def _verified_summary_files(self, manifest: dict) -> Iterator[tuple[str, bytes]]:
+        """The summary of this entry and its record, (name, bytes) each, when both pass every check;
+        nothing otherwise (a summary is derived data: whoever reads the entry without one derives it
+        again)."""
+        if not os.path.lexists(self.summary_path) or self._stored_summary(manifest, full=True)[0]:
+            return
+        data = self.read_file(SUMMARY_FILE, max_summary_bytes(int(manifest["n_tokens"])))
+        record = self.read_file(checksum_name(SUMMARY_FILE), MAX_RECORD_BYTES)
+        if json.loads(record).get("sha256") == sha256_hex(data):  # the bytes checked are the bytes shared
+            yield SUMMARY_FILE, data
+            yield checksum_name(SUMMARY_FILE), record
+
+
+def ranked_vocab_size(manifest: dict) -> int:
+    """|V| the ranks were taken over: manifest["vocab_size"], else derived from the model info
+    (head_rows when the padded vocabulary was included, the tokenizer's vocab_size otherwise)."""
+    if manifest.get("vocab_size"):
+        return int(manifest["vocab_size"])
+    model = manifest.get("model") or {}
+    settings = {**manifest.get("spec", {}), **manifest.get("settings", {})}
+    if settings.get("include_padded_vocab") and model.get("head_rows"):
+        return int(model["head_rows"])
+    if model.get("vocab_size"):
+        return int(model["vocab_size"])
+    raise CacheError("cache manifest records no vocab_size; the entry was written by an incompatible version")
+
+
+def read_spec(path: Path) -> dict | None:
+    """The spec of the entry directory `path`: the one of spec.json (or, failing that, of the
+    manifest) that hashes to the directory name; None if neither does (or the folder is a link)."""
+    for name, limit in (("spec.json", MAX_SPEC_BYTES), ("manifest.json", max_manifest_bytes(None))):
+        with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
+            data = json.loads(read_entry_file(path / name, path, limit))
+            spec = data["spec"] if name == "manifest.json" else data
+            if isinstance(spec, dict) and cache_key(spec) == path.name:
+                return spec
+    return None
