@@ -160,6 +160,26 @@ def fit_columns(x: np.ndarray, y: np.ndarray, level: float = 0.95) -> dict:
     return {**{name: getattr(fit, name) for name in FIT_COLUMNS}, "note": None}
 
 
+def compare_fits(
+    fits: pd.DataFrame, reference: pd.DataFrame, on: Sequence[str] = ("family", "k"), label: str = "paper"
+) -> pd.DataFrame:
+    """Each fit of `fits` beside the `reference` fit it shares `on` with (e.g. this study's GPT-2
+    exponents beside those of the paper's own GPT-2 numbers, per k). The reference's columns come
+    prefixed with `label` (its corpus and tie convention included, which may differ from this
+    study's); alpha_ratio is alpha / the reference's alpha and intervals_overlap says whether the
+    two intervals share a point. Fits without a counterpart are left out: no GPT-2, no rows."""
+    own = ["corpus", "ties", "alpha", "alpha_low", "alpha_high", "r2", "n_models"]
+    left = fits[[*on, *(c for c in own if c in fits.columns and c not in on)]]
+    right = reference[[*on, *(c for c in own if c in reference.columns and c not in on)]]
+    right = right.rename(columns={c: f"{label}_{c}" for c in right.columns if c not in on})
+    table = left.merge(right, on=list(on), how="inner")
+    table["alpha_ratio"] = table["alpha"] / table[f"{label}_alpha"]
+    table["intervals_overlap"] = (table["alpha_low"] <= table[f"{label}_alpha_high"]) & (
+        table[f"{label}_alpha_low"] <= table["alpha_high"]
+    )
+    return table.reset_index(drop=True)
+
+
 def scaling_fits(
     table: pd.DataFrame, y: str = "loss", by: Iterable[str] | None = None, level: float = 0.95
 ) -> pd.DataFrame:

@@ -18,6 +18,7 @@ from rbplab.core.errors import RunFailedError
 from rbplab.core.settings import ExtractionSettings
 from rbplab.report import run_report
 from rbplab.runner import StudyFileError, parse_study, run_study
+from rbplab.runner.costs import CostTotals, estimate_costs
 from rbplab.store.files import cache_root
 from rbplab.study import default_corpora, load_study
 
@@ -52,9 +53,20 @@ def run_demo(
     )
     # One single-threaded process per CPU: on CPUs the small micro models score ~2x faster this way
     # than in one multi-threaded process, with byte-identical shards (tests/runner).
-    run = run_study(grid, cache_dir=root, workers=os.cpu_count() or 1)
+    workers = os.cpu_count() or 1
+    # What `rbplab plan` says of this grid, then what the run took: the estimate checked every time.
+    estimate = estimate_costs(grid, root, workers=workers).totals
+    print(plan_line(estimate))
+    clock = time.perf_counter()
+    run = run_study(grid, cache_dir=root, workers=workers)
     if not run.ok:
         raise RunFailedError(f"{len(run.failures)} extraction unit(s) failed: {run.failures[0]}")
+    measured = time.perf_counter() - clock
+    if estimate.wall_seconds is not None and estimate.missing + estimate.partial:
+        print(
+            f"extraction took {measured:.1f} s against {estimate.wall_seconds:.1f} s planned "
+            f"(estimate / measured = {estimate.wall_seconds / measured:.2f})"
+        )
     stages = {"planning (driver)": run.plan_seconds} | {f"{k} (units)": v for k, v in run.timings.items()}
     checkpoints = score_checkpoints(family, corpora, settings, root, stages)
     clock = time.perf_counter()
@@ -136,3 +148,16 @@ def _print_data_axis(headline: Path, scored: bool) -> None:
     with pd.option_context("display.width", 160, "display.float_format", "{:.3g}".format):
         print("\nJoint law L(S, D) = E + A S^-alpha + B D^-beta on the checkpoints (95% intervals):")
         print(table[columns].to_string(index=False))
+
+
+def plan_line(totals: CostTotals) -> str:
+    """The plan in one line: what is cached, what is left to score and the time it should take."""
+    head = f"plan: {totals.entries} entries, {totals.cached} cached"
+    if not (totals.missing or totals.partial):
+        return head + ", nothing to score"
+    when = (
+        ""
+        if totals.wall_seconds is None
+        else f", about {totals.wall_seconds:.0f} s at {totals.workers} workers"
+    )
+    return f"{head}, {totals.missing + totals.partial} to score ({totals.tokens_to_score:,} tokens){when}"

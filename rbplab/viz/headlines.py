@@ -98,9 +98,9 @@ def _first(parts: list[tuple[str, int]], what: str = "corpora", limit: int = MAX
     return _corpus_list(shown) + more
 
 
-def size_law(fits: pd.DataFrame, k: int = 1, level: float = 0.95) -> str:
+def size_law(fits: pd.DataFrame, k: int = 1, level: float = 0.95, paper: pd.DataFrame | None = None) -> str:
     """Notebook 01: the exponent of -log RBP_k against S at `k`, per family and corpus (R² as a
-    range over them)."""
+    range over them), and where `paper` (`versus_paper`) holds rows, the paper's own beside them."""
     rows = fits[fits["k"] == k]
     if rows.empty:
         return f"No fit at k = {k}."
@@ -118,10 +118,38 @@ def size_law(fits: pd.DataFrame, k: int = 1, level: float = 0.95) -> str:
     fit = ""
     if len(r2):
         fit = f" (R² {r2.min():.3f})" if r2.min() == r2.max() else f" (R² {r2.min():.3f} to {r2.max():.3f})"
-    return (
+    sentence = (
         f"−log RBP_{k} falls as a power of model size, −log RBP_{k} = A · S^−α{models} "
         f"({level:.0%} intervals): {_first(parts)}{fit}."
     )
+    return sentence + versus_paper(paper, k) if paper is not None else sentence
+
+
+PAPER_ALPHA = ("alpha", "alpha_low", "alpha_high")
+
+
+def _setup(row: pd.Series) -> str:
+    """The reference's corpus and tie convention, as far as its table states them."""
+    parts = [str(row["paper_corpus"])] if "paper_corpus" in row else []
+    parts += [f"{row['paper_ties']} ties"] if "paper_ties" in row else []
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def versus_paper(comparison: pd.DataFrame, k: int = 1) -> str:
+    """Notebook 01: this study's exponents beside the paper's own (`rbplab.analysis.fit.compare_fits`
+    of the study's fits and those of `rbplab.catalog.paper_reference`) at `k`; "" without them."""
+    rows = comparison[comparison["k"] == k]
+    if rows.empty:
+        return ""
+    parts = [
+        (
+            f"{r['family']} on {r['corpus']} α = {_estimate(r, 'alpha')} against the paper's "
+            f"{_estimate({n: r[f'paper_{n}'] for n in PAPER_ALPHA}, 'alpha')}{_setup(r)}",
+            2,
+        )
+        for _, r in rows.iterrows()
+    ]
+    return f" Beside the paper's own numbers at k = {k}: {_first(parts)}."
 
 
 def k_sweep(sweep: pd.DataFrame, summary: pd.DataFrame, r2_threshold: float = 0.9) -> str:
