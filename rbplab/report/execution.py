@@ -24,7 +24,7 @@ from rbplab.store.paths import notebooks_dir
 
 EXTRACTION_NOTEBOOK = "05_extraction"  # fills the cache the others read: runs first and alone
 TRAINING_NOTEBOOK = "06_training_dynamics"  # reads the checkpoints the cache holds
-KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=ERROR"]
+KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=CRITICAL"]
 
 
 def list_notebooks(directory: str | Path | None = None) -> list[Path]:
@@ -190,8 +190,10 @@ def _papermill(
             # The plotly FigureWidget's state carries plotly.js (~5 MB); the static figure
             # next to each widget already shows its content.
             store_widget_state=False,
-            # The kernel's own log (its "running over TCP without encryption" warning at every
-            # start: the kernel listens on localhost only) is noise here; errors still show.
+            # The kernel's own log is noise here: its "running over TCP without encryption" warning
+            # at every start (it listens on localhost only), and "KeyboardInterrupt caught in
+            # kernel" when jupyter_client interrupts it to shut it down after the last cell. A
+            # cell's error reaches the report through the notebook's outputs, not this log.
             extra_arguments=KERNEL_ARGUMENTS,
         )
     finally:
