@@ -346,7 +346,12 @@ def _figure_div(fig) -> str:
     import plotly.io as pio
 
     return pio.to_html(
-        fig, include_plotlyjs=False, full_html=False, validate=False, config={"responsive": True}, auto_play=False
+        fig,
+        include_plotlyjs=False,
+        full_html=False,
+        validate=False,
+        config={"responsive": True},
+        auto_play=False,
     )
 
 

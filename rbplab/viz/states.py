@@ -145,7 +145,9 @@ def explorer(
     with untemplated():  # the base figure holds the template; frames need none
         figures = [base if combo == (s0, p0) else figure(*combo) for combo in combos]
     data = _aligned_data([f["data"] for f in figures])
-    layouts = [{k: copy.deepcopy(v) for k, v in f["layout"].items() if k not in _FRAME_LAYOUT_SKIP} for f in figures]
+    layouts = [
+        {k: copy.deepcopy(v) for k, v in f["layout"].items() if k not in _FRAME_LAYOUT_SKIP} for f in figures
+    ]
     block = _SLIDER_ROW + (0 if second is None else _SLIDER_ROW if second.slider else _DROPDOWN_ROW)
     for layout in [*layouts, base["layout"]]:
         _make_room(layout, block + _NOTE_ROW)
@@ -224,7 +226,12 @@ def _slider(control: Control, steps: list[dict], active: int, y: float) -> dict:
         "y": y,
         "yanchor": "top",
         "pad": {"t": 28, "b": 0},
-        "currentvalue": {"prefix": f"{control.name} = ", "visible": True, "xanchor": "left"},
+        "currentvalue": {
+            "prefix": f"{control.name} = ",
+            "visible": True,
+            "xanchor": "left",
+            "font": {"color": "#222", "size": 14},
+        },
         # Many steps: their labels would overlap; the current value above says where it is.
         "font": {"color": "#444" if labelled else "rgba(0,0,0,0)"},
     }

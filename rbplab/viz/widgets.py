@@ -366,7 +366,8 @@ class ScalingView(_CorpusMixin, _KMixin, _View):
         return {**self._family_values(), "corpus": self.corpus_dropdown.value, "k": self.k}
 
     def controls(self) -> list[Control]:
-        return [*self._family_controls(), self._corpus_control(), _slider_control("k", self._slider_options())]
+        k = _slider_control("k", self._slider_options())
+        return [*self._family_controls(), self._corpus_control(), k]
 
     def state(self, k: int, corpus: str, family: str | None = None) -> go.Figure:
         study = self.family_study(family)
@@ -561,7 +562,8 @@ class KSweepView(_CorpusMixin, _KMixin, _View):
         return {**self._family_values(), "corpus": self.corpus_dropdown.value, "k": self.k}
 
     def controls(self) -> list[Control]:
-        return [*self._family_controls(), self._corpus_control(), _slider_control("k", self._slider_options())]
+        k = _slider_control("k", self._slider_options())
+        return [*self._family_controls(), self._corpus_control(), k]
 
     def state(self, k: int, corpus: str, family: str | None = None) -> go.Figure:
         family = self.family_dropdown.value if family is None else family
@@ -602,7 +604,8 @@ class RankDistributionView(_CorpusMixin, _View):
     def state(self, corpus: str, family: str | None = None) -> go.Figure:
         study = self.family_study(family)
         corpus = self._corpora_of(study, corpus)[0]
-        return plots.rank_distribution(study.rank_pmf(corpus), title=f"{study.family} · {corpus}: rank distribution")
+        title = f"{study.family} · {corpus}: rank distribution"
+        return plots.rank_distribution(study.rank_pmf(corpus), title=title)
 
 
 TRAINING_COLUMNS = ("family", "corpus", "model", "S", "step", "D", "k", "neg_log_rbp", "ce")
