@@ -400,6 +400,7 @@ def visible_k(study: Study, n: int, corpus: str | None = None, threshold: float 
     return int(above.index.min()) if len(above) else int(study.vocab_size)
 
 
+EMERGENCE_STATES = 120  # the emergence explorer's budget (k is thinned to fit; its note says so)
 N_GRID = 10  # N values the offline explorer holds between 1 and the N slider's maximum
 
 
@@ -493,6 +494,10 @@ class EmergenceView(_CorpusMixin, _KMixin, _View):
 
     def fixed(self) -> dict[str, str]:
         return {"extrapolate": "on" if self.extrapolate_box.value else "off"}
+
+    def explorer(self, max_states: int = EMERGENCE_STATES) -> dict:
+        # A state here refits the emergence law (~0.2 s): fewer of them keep notebook 03 quick.
+        return super().explorer(max_states)
 
     def state(self, k: int, n: int, corpus: str, family: str | None = None) -> go.Figure:
         study = self.family_study(family)
