@@ -34,8 +34,9 @@ MAX_STATES = 400  # ~4-10 kB of traces each: a page of a few MB at most
 # A frame switch is a redraw without transition: the figure follows the control at once.
 _ANIMATE = {"mode": "immediate", "frame": {"duration": 0, "redraw": True}, "transition": {"duration": 0}}
 _DROPDOWN_ROW = 46  # px below the figure for the dropdowns
-_SLIDER_ROW = 78  # px per slider (track, step labels and the current value above it)
-_NOTE_ROW = 26  # px for the line stating the precomputed grid
+_SLIDER_ROW = 100  # px per slider (the current value above it, the track, its step labels)
+_NOTE_LINE = 15  # px per line of the note stating the precomputed grid
+_NOTE_WIDTH = 120  # characters per line of that note
 _LABELLED_STEPS = 12  # sliders with more steps show only the current value (labels would overlap)
 _FRAME_LAYOUT_SKIP = ("template", "meta")  # not drawn, or not changed by a state
 
@@ -105,7 +106,13 @@ def note(controls: Sequence[Control], fixed: Mapping[str, str] | None = None) ->
             parts.append(f"{c.name}: {held}")
     parts += [f"{name} = {value} (as in the notebook)" for name, value in (fixed or {}).items()]
     n = int(np.prod([len(c.values) for c in controls]))
-    return f"Offline explorer, {n} precomputed states · " + " · ".join(parts)
+    lines = [f"Offline explorer, {n} precomputed states"]
+    for part in parts:  # wrapped at part boundaries (plotly does not wrap text)
+        if len(lines[-1]) + 3 + len(part) > _NOTE_WIDTH:
+            lines.append(part)
+        else:
+            lines[-1] += " · " + part
+    return "<br>".join(lines)
 
 
 def explorer(
@@ -149,13 +156,15 @@ def explorer(
         {k: copy.deepcopy(v) for k, v in f["layout"].items() if k not in _FRAME_LAYOUT_SKIP} for f in figures
     ]
     block = _SLIDER_ROW + (0 if second is None else _SLIDER_ROW if second.slider else _DROPDOWN_ROW)
+    grid_text = note(varied, fixed)
+    note_px = _NOTE_LINE * (grid_text.count("<br>") + 1) + 10
     for layout in [*layouts, base["layout"]]:
-        _make_room(layout, block + _NOTE_ROW)
+        _make_room(layout, block + note_px)
     varying = _varying_layout(layouts)
 
     layout = dict(base["layout"])
-    plot_h, y_px = _plot_height(layout), _bottom_px(layout) - block - _NOTE_ROW
-    grid_note = _note_annotation(note(varied, fixed), layout)
+    plot_h, y_px = _plot_height(layout), _bottom_px(layout) - block - note_px
+    grid_note = _note_annotation(grid_text, layout, note_px)
     if second is not None:
         # One button per value of the second control: the state at the last control's opening
         # value, written out (restyle + relayout), and its copy of the last slider shown.
@@ -176,7 +185,8 @@ def explorer(
             layout["sliders"] = [_slider(second, steps, s0, y)]
         else:
             for b in steps:
-                b["label"] = f"{second.name}: {b['label']}"
+                if not b["label"].startswith(second.name):
+                    b["label"] = f"{second.name}: {b['label']}"
             layout["updatemenus"] = [
                 {"type": "dropdown", "direction": "down", "active": s0, "buttons": steps, "x": 0.0,
                  "xanchor": "left", "y": y, "yanchor": "top", "showactive": True, "name": second.name}
@@ -250,8 +260,8 @@ def _restyle(traces: list[dict]) -> dict:
     return out
 
 
-def _note_annotation(text: str, layout: dict) -> dict:
-    y_px = _bottom_px(layout) - _NOTE_ROW + 4
+def _note_annotation(text: str, layout: dict, height: int) -> dict:
+    y_px = _bottom_px(layout) - height + 4
     return {
         "name": "explorer grid",
         "text": text,
