@@ -17,6 +17,7 @@ __all__ = [
     "plots",
     "report",
     "save",
+    "states",
     "widgets",
 ]
 
