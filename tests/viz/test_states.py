@@ -148,3 +148,28 @@ def test_a_trace_one_state_lacks_is_hidden_and_attributes_are_unset() -> None:
 def test_control_values_and_labels_must_match() -> None:
     with pytest.raises(ValueError, match="2 values but 1 labels"):
         states.Control("k", (1, 2), ("1",))
+
+
+def test_training_explorer_step_and_k_are_the_live_views_states() -> None:
+    """Notebook 06's view: the step slider's frames and the k menu's states are what the live
+    view draws; corpus and loss stay as the view has them and the note names them."""
+    from rbplab.study.synthetic import synthetic_training_table
+
+    view = widgets.TrainingView(synthetic_training_table(ks=(1, 100)), k=1, live=False)
+    explorer = view.explorer()
+    copy = next(i for i, s in enumerate(explorer["layout"]["sliders"]) if s["visible"])
+    steps = [label for label, _ in view.step_slider.options]
+    assert [s["label"] for s in explorer["layout"]["sliders"][copy]["steps"]] == steps
+    for label, step in view.step_slider.options[:2]:
+        view.set_step(step)
+        _same(_frame(explorer, copy, label)["data"], view.figure)
+    (menu,) = explorer["layout"]["updatemenus"]
+    restyle, relayout = menu["buttons"][1]["args"]
+    view.set_step(view.step_slider.options[-1][1])  # the menu draws the view's opening step
+    view.set_k(100)
+    _same(
+        [{key: values[i] for key, values in restyle.items()} for i in range(len(restyle["type"]))],
+        view.figure,
+    )
+    assert relayout["title"]["text"] == view.figure.layout.title.text
+    assert "quantity = rbp (as in the notebook)" in explorer["layout"]["annotations"][-1]["text"]
