@@ -410,6 +410,20 @@ def test_report_page_k_slider_changes_the_fitted_alpha_offline(explorer_page: Pa
             )
             after = json.loads(plot.evaluate(EXPLORER_STATE))
             page.screenshot(path=str(SHOTS / "05_report_explorer_k.png"), full_page=True)
+            # The corpus menu: the other corpus at the view's opening k, then k moves within it.
+            plot.locator(".updatemenu-header-group").first.click()
+            plot.locator(".updatemenu-dropdown-button", has_text="synthetic-b").first.click()
+            page.wait_for_function(
+                "el => el.layout.title.text.includes('at k=1 ')", arg=plot.element_handle(), timeout=30_000
+            )
+            other = json.loads(plot.evaluate(EXPLORER_STATE))
+            rail = plot.locator(".slider-group").first.locator(".slider-rail-touch-rect")
+            box = rail.bounding_box()
+            page.mouse.click(box["x"] + 0.45 * box["width"], box["y"] + box["height"] / 2)
+            page.wait_for_function(
+                "el => !el.layout.title.text.includes('at k=1 ')", arg=plot.element_handle(), timeout=30_000
+            )
+            other_after = json.loads(plot.evaluate(EXPLORER_STATE))
         finally:
             browser.close()
     assert remote == [], f"the report asked for remote URLs: {remote}"
@@ -420,3 +434,8 @@ def test_report_page_k_slider_changes_the_fitted_alpha_offline(explorer_page: Pa
     assert alphas[0] != alphas[1]
     assert any(alphas[0] in name for name in before["names"])
     assert any(alphas[1] in name for name in after["names"]), (k, alphas, after["names"])
+    assert other_after["title"] == after["title"]  # the same k step in the other corpus's slider
+    other_alphas = [f"α = {a:.3f}" for a in study.fits([1, k], corpora=["synthetic-b"])["alpha"]]
+    assert other_alphas[0] != alphas[0]
+    assert any(other_alphas[0] in name for name in other["names"]), (other_alphas, other["names"])
+    assert any(other_alphas[1] in name for name in other_after["names"]), (other_alphas, other_after["names"])
