@@ -211,12 +211,13 @@ def explorer(
         # A frame merges into the layout: it carries what changes along its own slider only
         # (a panel the second control adds or removes is the relayout's business).
         own = _varying_layout(layouts[s * n : (s + 1) * n])
+        changing = _changing(data[s * n : (s + 1) * n])
         for p in range(n):
             i = s * n + p
             frame_layout = {key: own[key][p] for key in own}
             if "annotations" in own:
                 frame_layout["annotations"] = _padded(own["annotations"][p], len(layout["annotations"]) - 1)
-            frames.append({"name": _frame_name(s, p, n), "data": data[i], "layout": frame_layout})
+            frames.append({"name": _frame_name(s, p, n), "data": changing[p], "layout": frame_layout})
     return {"data": data[combos.index((s0, p0))], "layout": layout, "frames": frames}
 
 
@@ -342,6 +343,23 @@ def _aligned_data(states: Sequence[list[dict]]) -> list[list[dict]]:
                 row.append({"type": _first_type(states, i), "visible": False})
         out.append(row)
     return out
+
+
+def _changing(states: Sequence[list[dict]]) -> list[list[dict]]:
+    """Each state's traces without the attributes that are the same in every state (of one copy
+    of the slider): a frame merges into the figure, which holds them already since it opened on,
+    or was restyled to, a state of that copy (hover templates, colours, the S of every point)."""
+    same = [
+        {
+            k
+            for k in states[0][i]
+            if all(json.dumps(d[i].get(k)) == json.dumps(states[0][i][k]) for d in states)
+        }
+        for i in range(len(states[0]))
+    ]
+    return [
+        [{k: v for k, v in t.items() if k not in same[i]} for i, t in enumerate(traces)] for traces in states
+    ]
 
 
 def _first_type(states: Sequence[list[dict]], i: int) -> str:

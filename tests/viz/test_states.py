@@ -43,10 +43,13 @@ def _same(frame_traces: list, figure: go.Figure) -> None:
 
 
 def _frame(explorer: dict, slider: int, label: str) -> dict:
-    """The frame a step of the slider copy `slider` leads to (as a click on it would)."""
+    """The frame a step of the slider copy `slider` leads to (as a click on it would), its
+    traces merged into the figure's as plotly.js does (a frame holds only what changes)."""
     step = next(s for s in explorer["layout"]["sliders"][slider]["steps"] if s["label"] == label)
     name = step["args"][0][0]
-    return next(f for f in explorer["frames"] if f["name"] == name)
+    frame = next(f for f in explorer["frames"] if f["name"] == name)
+    data = [{**shown, **changed} for shown, changed in zip(explorer["data"], frame["data"], strict=True)]
+    return {**frame, "data": data}
 
 
 def test_explorer_frames_are_the_live_views_states(study: Study) -> None:
@@ -140,9 +143,12 @@ def test_a_trace_one_state_lacks_is_hidden_and_attributes_are_unset() -> None:
     k = states.Control("k", (1, 2), ("1", "2"))
     explorer = states.explorer([k], state, {"k": 1})
     first, second = (f["data"] for f in explorer["frames"])
-    assert [t["visible"] for t in first] == [True, True] and second[1]["visible"] is False
+    assert first[1]["visible"] is True and second[1]["visible"] is False
+    assert first[0]["line"]["dash"] == "dot"
     assert second[0]["line"]["dash"] is None  # set in state 1, unset explicitly in state 2
-    assert explorer["data"] == first
+    # What every state shares stays in the figure only; the figure opens on the first state.
+    assert "x" not in first[0] and explorer["data"][0]["x"] == [1, 2]
+    assert explorer["data"][0]["name"] == "line 1" and second[0]["name"] == "line 2"
 
 
 def test_control_values_and_labels_must_match() -> None:
