@@ -7,13 +7,15 @@ values each control can take and packs the figures as plotly frames switched by 
 dropdowns: the executed notebook and its report page keep the view's controls with no kernel, and
 the two cannot drift because they are the same function.
 
-Moving one control keeps the others where they are: each control (slider or dropdown) has one
-copy per setting of the other controls, whose steps lead to the states that differ only in that
-control, and each frame shows the copies of its own setting and hides the rest (a flag per copy).
-Plotly.js keeps a drawn menu's click handlers when a frame rewrites its buttons, so rewriting one
-menu per frame would send a click to a stale state; copies never change. A grid larger than
-`MAX_STATES` is thinned evenly on its widest slider, and the figure says which values it holds
-either way.
+The last control (k, say) is a slider whose steps go to frames; a frame holds what changes along
+that slider only (the figure keeps the rest). The control before it (corpus, N) is a dropdown or
+a second slider whose choices write out their state whole (restyle and relayout): it shows its
+own copy of the last slider and draws the chosen value at the view's opening value of the last
+control. Earlier controls (a family chosen among several, notebook 03's corpus) stay as the view
+has them. Why not frames for both: plotly.js does not redraw sliders and menus when a frame
+changes them (a menu a frame rewrites keeps its old click handlers), while a relayout does; so
+the two controls cannot both be frame-driven and stay coupled. A grid larger than `max_states`
+is thinned evenly on the last control, and a note under the figure says what it holds either way.
 """
 
 from __future__ import annotations
