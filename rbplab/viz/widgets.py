@@ -122,8 +122,8 @@ def _k_options(vocab_size: int, n: int = 160) -> list[tuple[str, int]]:
 
 def emergence_k_options(study: Study) -> list[tuple[str, int]]:
     """The k at which every run of `study` gives sequence success: any k (`_k_options`) when the
-    runs hold their tokens; for runs read from the cache, the k grid their summaries keep (and
-    |V|), since a summary holds hit runs at those k only."""
+    runs hold their tokens; for runs read from the cache, the k grid their summaries keep, since
+    a summary holds hit runs at those k only (not at |V| either, where p_{N,k} = 1 anyway)."""
     grids = [
         {int(k) for k in run.stats.ks}
         for run in study.runs
@@ -131,7 +131,7 @@ def emergence_k_options(study: Study) -> list[tuple[str, int]]:
     ]
     if not grids:
         return _k_options(study.vocab_size)
-    ks = sorted(k for k in set.intersection(*grids) | {study.vocab_size} if 1 <= k <= study.vocab_size)
+    ks = sorted(k for k in set.intersection(*grids) if 1 <= k <= study.vocab_size)
     return [(f"{k:,}", k) for k in ks]
 
 

@@ -179,3 +179,26 @@ def test_training_explorer_step_and_k_are_the_live_views_states() -> None:
     )
     assert relayout["title"]["text"] == view.figure.layout.title.text
     assert "quantity = rbp (as in the notebook)" in explorer["layout"]["annotations"][-1]["text"]
+
+
+def test_emergence_explorer_on_cached_summaries_holds_the_summaries_k_grid(study: Study) -> None:
+    """Runs read from the cache keep hit runs at their summary's k grid only: the explorer's k are
+    exactly the live slider's (that grid), each drawable, none thinned at this size."""
+    import dataclasses
+
+    from rbplab.core.runs import Run
+    from rbplab.core.summary import summarize
+
+    runs = [
+        Run(r.family, r.model, r.corpus, r.S, dataclasses.replace(summarize(r.stats).complete(), stats=None))
+        for r in study.runs
+    ]
+    view = widgets.EmergenceView(Study(runs), n=2, n_max=2, corpus="b", live=False)
+    explorer = view.explorer()
+    grid = {f"{int(k):,}" for k in runs[0].stats.ks}
+    offered = [label for label, _ in view.k_slider.options]
+    view.set_k(view.k_slider.options[-1][1])  # the last stop draws (|V| was offered and failed)
+    for slider in (s for s in explorer["layout"]["sliders"] if s["name"] == "k"):
+        labels = [s["label"] for s in slider["steps"]]
+        assert labels == offered and set(labels) <= grid
+    assert f"k: all {len(offered)} values" in explorer["layout"]["annotations"][-1]["text"]
