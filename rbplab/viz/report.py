@@ -351,7 +351,7 @@ def _figure_div(fig) -> str:
         full_html=False,
         validate=False,
         config={"responsive": True},
-        auto_play=False,
+        auto_play=False,  # an explorer's frames are states to pick, not an animation to play on load
     )
 
 
