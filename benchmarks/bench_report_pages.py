@@ -4,8 +4,8 @@
     .venv/bin/python benchmarks/bench_report_pages.py out/report    # a folder `rbplab report` wrote
     .venv/bin/python benchmarks/bench_report_pages.py --synthetic   # 01-04 and 06 on synthetic=True
 
-Load time: from navigation to every plotly figure of the page drawn (each .js-plotly-plot holds its
-.main-svg), read as performance.now() in the page, median of `--repeat` fresh browser contexts,
+Load time: from navigation to the page loaded and every plotly figure drawn (each .js-plotly-plot
+holds its .main-svg), read as performance.now() in the page, median of `--repeat` fresh browser contexts,
 with every non-file request refused (any is printed). The shared plotly.min.js is counted once.
 """
 
@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 NOTEBOOKS = ("01_rbp_vs_size", "02_k_sweep", "03_emergence", "04_lognormal", "06_training_dynamics")
-DRAWN = """() => window.Plotly && document.querySelectorAll('.js-plotly-plot').length > 0
+DRAWN = """() => document.readyState === 'complete'
     && Array.from(document.querySelectorAll('.js-plotly-plot')).every(e => e.querySelector('.main-svg'))"""
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
