@@ -40,7 +40,12 @@ def figure_div(fig) -> str:
     import plotly.io as pio
 
     return pio.to_html(
-        fig, include_plotlyjs=False, full_html=False, validate=False, config={"responsive": True}
+        fig,
+        include_plotlyjs=False,
+        full_html=False,
+        validate=False,
+        config={"responsive": True},
+        auto_play=False,  # an explorer's frames are states to pick, not an animation to play on load
     )
 
 

@@ -16,6 +16,7 @@ __all__ = [
     "parameters",
     "plots",
     "save",
+    "states",
     "widgets",
 ]
 

@@ -6,10 +6,13 @@ copies the new traces into the live figure: no ranks are recomputed and dragging
 slider stays smooth. Callbacks are plain methods (`set_k`, `set_n`, `set_corpus`,
 `set_family`) so tests and scripts can drive a view without a browser.
 
-Executed headless (papermill, nbconvert) nobody renders widgets, and an executed
-notebook stores no widget state, so a view then holds a plain plotly Figure (same
-callbacks, no front end) and displays it statically; `show()` does the same for
-figures that never change.
+Every view draws its figure with one function, `state(**values)` (one value per control):
+a slider move calls it for the new value. Executed headless (papermill, nbconvert) nobody
+renders widgets, and an executed notebook stores no widget state, so a view then holds a plain
+plotly Figure (same callbacks, no front end) and displays its offline explorer
+(`rbplab.viz.states`): the same `state` over every value of its controls, switched by plotly
+sliders and dropdowns that work in the report page without a kernel. `show()` displays figures
+that never change.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
+from typing import Any
 
 import ipywidgets as w
 import numpy as np
@@ -30,6 +35,7 @@ from rbplab.core.summary import EntrySummary
 from rbplab.study import Study
 from rbplab.viz import plots
 from rbplab.viz.layout import untemplated
+from rbplab.viz.states import MAX_STATES, Control, explorer
 
 STATIC_ENV = "RBPLAB_STATIC_FIGURES"  # "1": always add static figures, "0": never, unset: detect
 _HEADLESS_PARENTS = ("papermill", "nbclient", "nbconvert")
@@ -70,11 +76,13 @@ def live_frontend() -> bool:
     return True
 
 
-def show(fig: go.Figure) -> None:
-    """Display a plotly figure as the plotly mime bundle, which JupyterLab renders natively
-    and the report's HTML export turns into an embedded plot."""
-    fig = go.Figure(fig)  # a FigureWidget's current state as a plain figure
-    display({PLOTLY_MIME: fig.to_plotly_json()}, raw=True)
+def show(fig: go.Figure | dict) -> None:
+    """Display a plotly figure (or a figure's JSON, as `rbplab.viz.states.explorer` makes it) as
+    the plotly mime bundle, which JupyterLab renders natively and the report's HTML export turns
+    into an embedded plot."""
+    if not isinstance(fig, dict):
+        fig = go.Figure(fig).to_plotly_json()  # a FigureWidget's current state as a plain figure
+    display({PLOTLY_MIME: fig}, raw=True)
 
 
 def sync_figure(target: go.FigureWidget, source: go.Figure, keep_template: bool = False) -> None:
@@ -114,8 +122,8 @@ def _k_options(vocab_size: int, n: int = 160) -> list[tuple[str, int]]:
 
 def emergence_k_options(study: Study) -> list[tuple[str, int]]:
     """The k at which every run of `study` gives sequence success: any k (`_k_options`) when the
-    runs hold their tokens; for runs read from the cache, the k grid their summaries keep (and
-    |V|), since a summary holds hit runs at those k only."""
+    runs hold their tokens; for runs read from the cache, the k grid their summaries keep, since
+    a summary holds hit runs at those k only (not at |V| either, where p_{N,k} = 1 anyway)."""
     grids = [
         {int(k) for k in run.stats.ks}
         for run in study.runs
@@ -123,13 +131,22 @@ def emergence_k_options(study: Study) -> list[tuple[str, int]]:
     ]
     if not grids:
         return _k_options(study.vocab_size)
-    ks = sorted(k for k in set.intersection(*grids) | {study.vocab_size} if 1 <= k <= study.vocab_size)
+    ks = sorted(k for k in set.intersection(*grids) if 1 <= k <= study.vocab_size)
     return [(f"{k:,}", k) for k in ks]
 
 
 def _nearest(options: list[tuple[str, int]], k: int) -> int:
     values = np.array([v for _, v in options])
     return int(values[np.argmin(np.abs(np.log(values) - np.log(max(k, 1))))])
+
+
+def _slider_control(name: str, options: list[tuple[str, int]]) -> Control:
+    return Control(name, tuple(v for _, v in options), tuple(label for label, _ in options))
+
+
+def _dropdown_control(name: str, options: list) -> Control:
+    pairs = [o if isinstance(o, tuple) else (str(o), o) for o in options]
+    return Control(name, tuple(v for _, v in pairs), tuple(label for label, _ in pairs), slider=False)
 
 
 class _FigureView:
@@ -146,9 +163,31 @@ class _FigureView:
     def _controls(self) -> list[w.Widget]:
         raise NotImplementedError
 
+    def values(self) -> dict[str, Any]:
+        """The current value of each control, by the keyword `state` takes it as."""
+        raise NotImplementedError
+
+    def state(self, **values: Any) -> go.Figure:
+        """The figure for these control values (a plain plotly Figure): what the live view shows
+        after a control moves, and each state of the offline explorer."""
+        raise NotImplementedError
+
+    def controls(self) -> list[Control]:
+        """The controls of the offline explorer: every value each live control reaches."""
+        raise NotImplementedError
+
+    def fixed(self) -> dict[str, str]:
+        """Settings the offline explorer keeps as the view has them (named in its note)."""
+        return {}
+
     def build(self) -> go.Figure:
         """The figure for the current control values (a plain plotly Figure)."""
-        raise NotImplementedError
+        return self.state(**self.values())
+
+    def explorer(self, max_states: int = MAX_STATES) -> dict:
+        """The offline explorer: `state` over every value of the controls, as one plotly figure
+        (JSON) whose sliders and dropdowns switch between the states without a kernel."""
+        return explorer(self.controls(), self.state, self.values(), max_states=max_states, fixed=self.fixed())
 
     def refresh(self, *_: object) -> None:
         if self._held:
@@ -188,7 +227,7 @@ class _FigureView:
         if self.live:
             display(self.widget)
         if not self.live or not live_frontend():
-            show(self.figure)
+            show(self.explorer())
 
 
 class _View(_FigureView):
@@ -208,10 +247,20 @@ class _View(_FigureView):
     @property
     def study(self) -> Study:
         """The runs of the selected family (a view of the full study; curves are shared)."""
-        family = self.family_dropdown.value
-        if family == ALL_FAMILIES or self.full_study.families == [family]:
+        return self.family_study(self.family_dropdown.value)
+
+    def family_study(self, family: str | None) -> Study:
+        """The runs of `family` (ALL_FAMILIES or None: the whole study)."""
+        if family in (None, ALL_FAMILIES) or self.full_study.families == [family]:
             return self.full_study
         return self.full_study.subset(families=family)
+
+    def _family_values(self) -> dict[str, Any]:
+        return {"family": self.family_dropdown.value} if len(self.family_dropdown.options) > 1 else {}
+
+    def _family_controls(self) -> list[Control]:
+        options = list(self.family_dropdown.options)
+        return [_dropdown_control("family", options)] if len(options) > 1 else []
 
     def set_family(self, family: str) -> None:
         if family not in self.family_dropdown.options:
@@ -232,9 +281,15 @@ class _CorpusMixin:
             )
         return w.Dropdown(options=options, value=value, description="corpus")
 
-    def _selected_corpora(self) -> list[str]:
-        value = self.corpus_dropdown.value
-        return list(self.study.corpora) if value == ALL_CORPORA else [value]
+    @staticmethod
+    def _corpora_of(study: Study, corpus: str) -> list[str]:
+        # A family without the chosen corpus shows its first one, as the live view switches to.
+        if corpus == ALL_CORPORA:
+            return list(study.corpora)
+        return [corpus if corpus in study.corpora else study.corpora[0]]
+
+    def _corpus_control(self) -> Control:
+        return _dropdown_control("corpus", list(self.corpus_dropdown.options))
 
     def set_corpus(self, corpus: str) -> None:
         if corpus not in self.corpus_dropdown.options:
@@ -307,17 +362,24 @@ class ScalingView(_CorpusMixin, _KMixin, _View):
     def _controls(self) -> list[w.Widget]:
         return [self.family_dropdown, self.corpus_dropdown, self.k_slider]
 
-    def build(self) -> go.Figure:
-        corpora = self._selected_corpora()
-        ks = [self.k]
-        points = self.study.points(ks, corpora=corpora)
-        fits = self.study.fits(ks, points=points)
-        bands = self.study.bands(ks, points=points)
+    def values(self) -> dict[str, Any]:
+        return {**self._family_values(), "corpus": self.corpus_dropdown.value, "k": self.k}
+
+    def controls(self) -> list[Control]:
+        k = _slider_control("k", self._slider_options())
+        return [*self._family_controls(), self._corpus_control(), k]
+
+    def state(self, k: int, corpus: str, family: str | None = None) -> go.Figure:
+        study = self.family_study(family)
+        k = _nearest(_k_options(study.vocab_size), min(k, study.vocab_size))
+        points = study.points([k], corpora=self._corpora_of(study, corpus))
+        fits = study.fits([k], points=points)
+        bands = study.bands([k], points=points)
         return plots.rbp_vs_size(
             points,
             fits,
             bands,
-            title=f"{self.study.family}: -log RBP_k vs S at k={self.k:,} (|V|={self.study.vocab_size:,})",
+            title=f"{study.family}: -log RBP_k vs S at k={k:,} (|V|={study.vocab_size:,})",
         )
 
 
@@ -336,6 +398,17 @@ def visible_k(study: Study, n: int, corpus: str | None = None, threshold: float 
     p = largest.groupby("k")["rbp"].max() ** n
     above = p[p > threshold]
     return int(above.index.min()) if len(above) else int(study.vocab_size)
+
+
+EMERGENCE_STATES = 120  # the emergence explorer's budget (k is thinned to fit; its note says so)
+N_GRID = 10  # N values the offline explorer holds between 1 and the N slider's maximum
+
+
+def n_grid(n_max: int, n: int, size: int = N_GRID) -> list[int]:
+    """The N the offline explorer of `EmergenceView` holds: `size` log-spaced integers from 1
+    to `n_max` and the view's own N (the live slider reaches every integer)."""
+    grid = np.unique(np.round(np.geomspace(1, n_max, size)).astype(int))
+    return sorted({int(v) for v in grid} | {int(n)})
 
 
 class EmergenceView(_CorpusMixin, _KMixin, _View):
@@ -407,12 +480,33 @@ class EmergenceView(_CorpusMixin, _KMixin, _View):
             self.extrapolate_box,
         ]
 
-    def build(self) -> go.Figure:
-        corpus = self.corpus_dropdown.value
-        em = self.study.emergence([self.k], [self.n], corpora=[corpus])
+    def values(self) -> dict[str, Any]:
+        return {**self._family_values(), "corpus": self.corpus_dropdown.value, "k": self.k, "n": self.n}
+
+    def controls(self) -> list[Control]:
+        return [
+            *self._family_controls(),
+            self._corpus_control(),
+            Control("n", (ns := tuple(n_grid(int(self.n_slider.max), self.n))), tuple(map(str, ns)),
+                    reach=int(self.n_slider.max)),
+            _slider_control("k", self._slider_options()),
+        ]  # fmt: skip
+
+    def fixed(self) -> dict[str, str]:
+        return {"extrapolate": "on" if self.extrapolate_box.value else "off"}
+
+    def explorer(self, max_states: int = EMERGENCE_STATES) -> dict:
+        # A state here refits the emergence law (~0.2 s): fewer of them keep notebook 03 quick.
+        return super().explorer(max_states)
+
+    def state(self, k: int, n: int, corpus: str, family: str | None = None) -> go.Figure:
+        study = self.family_study(family)
+        corpus = self._corpora_of(study, corpus)[0]
+        k = _nearest(emergence_k_options(study), min(k, study.vocab_size))
+        em = study.emergence([k], [n], corpora=[corpus])
         return plots.emergence(
             em,
-            title=f"{self.study.family} · {corpus}: p_(N={self.n}, k={self.k:,}) vs S",
+            title=f"{study.family} · {corpus}: p_(N={n}, k={k:,}) vs S",
             extrapolate=self.extrapolate_box.value,
         )
 
@@ -444,11 +538,11 @@ class KSweepView(_CorpusMixin, _KMixin, _View):
         self.family_dropdown.observe(self._on_family, names="value")
         self.refresh()
 
-    def sweep(self) -> pd.DataFrame:
-        """The selected family's k-sweep (every corpus), fitted on first use."""
-        family = self.family_dropdown.value
+    def sweep(self, family: str | None = None) -> pd.DataFrame:
+        """A family's k-sweep (every corpus; default the selected family), fitted on first use."""
+        family = self.family_dropdown.value if family is None else family
         if family not in self._sweeps:
-            self._sweeps[family] = self.study.ksweep(self._ks)
+            self._sweeps[family] = self.family_study(family).ksweep(self._ks)
         return self._sweeps[family]
 
     def _slider_options(self) -> list[tuple[str, int]]:
@@ -469,15 +563,24 @@ class KSweepView(_CorpusMixin, _KMixin, _View):
     def _controls(self) -> list[w.Widget]:
         return [self.family_dropdown, self.corpus_dropdown, self.k_slider]
 
-    def build(self) -> go.Figure:
-        sweep = self.sweep()
-        corpora = self._selected_corpora()
-        sweep = sweep[sweep["corpus"].isin(corpora)]
+    def values(self) -> dict[str, Any]:
+        return {**self._family_values(), "corpus": self.corpus_dropdown.value, "k": self.k}
+
+    def controls(self) -> list[Control]:
+        k = _slider_control("k", self._slider_options())
+        return [*self._family_controls(), self._corpus_control(), k]
+
+    def state(self, k: int, corpus: str, family: str | None = None) -> go.Figure:
+        family = self.family_dropdown.value if family is None else family
+        study = self.family_study(family)
+        sweep = self.sweep(family)
+        k = _nearest([(str(v), int(v)) for v in sorted(sweep["k"].unique())], k)
+        sweep = sweep[sweep["corpus"].isin(self._corpora_of(study, corpus))]
         return plots.ksweep(
             sweep,
-            vocab_size=self.study.vocab_size,
-            marker_k=self.k,
-            title=f"{self.study.family}: R²(k) and α(k), marker at k={self.k:,}",
+            vocab_size=study.vocab_size,
+            marker_k=k,
+            title=f"{study.family}: R²(k) and α(k), marker at k={k:,}",
         )
 
 
@@ -496,11 +599,18 @@ class RankDistributionView(_CorpusMixin, _View):
     def _controls(self) -> list[w.Widget]:
         return [self.family_dropdown, self.corpus_dropdown]
 
-    def build(self) -> go.Figure:
-        corpus = self.corpus_dropdown.value
-        return plots.rank_distribution(
-            self.study.rank_pmf(corpus), title=f"{self.study.family} · {corpus}: rank distribution"
-        )
+    def values(self) -> dict[str, Any]:
+        return {**self._family_values(), "corpus": self.corpus_dropdown.value}
+
+    def controls(self) -> list[Control]:
+        corpus = self._corpus_control()
+        return [*self._family_controls(), replace(corpus, slider=True)]  # the last control is a slider
+
+    def state(self, corpus: str, family: str | None = None) -> go.Figure:
+        study = self.family_study(family)
+        corpus = self._corpora_of(study, corpus)[0]
+        title = f"{study.family} · {corpus}: rank distribution"
+        return plots.rank_distribution(study.rank_pmf(corpus), title=title)
 
 
 TRAINING_COLUMNS = ("family", "corpus", "model", "S", "step", "D", "k", "neg_log_rbp", "ce")
@@ -599,17 +709,33 @@ class TrainingView(_FigureView):
     def _controls(self) -> list[w.Widget]:
         return [self.corpus_dropdown, self.quantity_toggle, self.k_buttons, self.step_slider]
 
-    def selection(self) -> pd.DataFrame:
-        """The rows the figure draws: the chosen corpus and k."""
+    def selection(self, corpus: str | None = None, k: int | None = None) -> pd.DataFrame:
+        """The rows the figure draws: the chosen corpus and k (default: the controls')."""
         t = self.table
-        return t[(t["corpus"] == self.corpus_dropdown.value) & (t["k"] == self.k)]
+        corpus = self.corpus_dropdown.value if corpus is None else corpus
+        return t[(t["corpus"] == corpus) & (t["k"] == (self.k if k is None else k))]
 
-    def build(self) -> go.Figure:
-        y = "neg_log_rbp" if self.quantity_toggle.value == "rbp" else "ce"
-        label = f"-log RBP_{self.k:,}" if y == "neg_log_rbp" else "CE (nats)"
-        sel = self.selection()
+    def values(self) -> dict[str, Any]:
+        return {
+            "corpus": self.corpus_dropdown.value,
+            "quantity": self.quantity_toggle.value,
+            "k": self.k,
+            "step": self.step,
+        }
+
+    def controls(self) -> list[Control]:
+        return [
+            _dropdown_control("corpus", list(self.corpus_dropdown.options)),
+            _dropdown_control("quantity", list(self.quantity_toggle.options)),
+            _dropdown_control("k", list(self.k_buttons.options)),
+            _slider_control("step", list(self.step_slider.options)),
+        ]
+
+    def state(self, corpus: str, quantity: str, k: int, step: int) -> go.Figure:
+        y = "neg_log_rbp" if quantity == "rbp" else "ce"
+        label = f"-log RBP_{k:,}" if y == "neg_log_rbp" else "CE (nats)"
+        sel = self.selection(corpus, k)
         fits = data_scaling.data_fits(sel, y=y, by=["family", "corpus", "k"])
-        corpus = self.corpus_dropdown.value
         return plots.training_dynamics(
-            sel, fits, y=y, y_label=label, step=self.step, title=f"{corpus}: {label} over training"
+            sel, fits, y=y, y_label=label, step=step, title=f"{corpus}: {label} over training"
         )

@@ -346,3 +346,94 @@ def test_lab_opens_notebook_06_on_the_checkpoints_the_demo_scored(tmp_path: Path
     assert "Traceback" not in text
     assert readout in steps, (readout, steps)
     assert corpus in default_corpora(), corpus  # a synthetic study's only corpus is "known law"
+
+
+@pytest.fixture(scope="module")
+def explorer_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Notebook 01 executed headless on the synthetic study and exported as its report page, as
+    `rbplab report` does (no kernel is left to answer the page)."""
+    from rbplab.report import execution
+
+    out = tmp_path_factory.mktemp("explorer")
+    result = execution.execute_notebook(
+        ROOT / "notebooks" / "01_rbp_vs_size.ipynb", out, {"synthetic": True, "n_boot": 10}
+    )
+    assert result.ok, result.error
+    return Path(result.html)
+
+
+EXPLORER_STATE = """el => JSON.stringify({
+    title: el.layout.title.text,
+    names: el.data.filter(d => d.visible !== false).map(d => d.name || ''),
+})"""
+
+
+def test_report_page_k_slider_changes_the_fitted_alpha_offline(explorer_page: Path) -> None:
+    """The report page of notebook 01 carries the explorer's k slider: clicking along it redraws
+    the figure at the chosen k and the legend shows the α the study's fit gives at that k, with
+    every non-file request refused and no kernel."""
+    import re
+
+    from playwright.sync_api import sync_playwright
+
+    from rbplab.study import synthetic_study
+
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    remote: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            context = browser.new_context(viewport={"width": 1200, "height": 1000})
+
+            def route(r) -> None:
+                if r.request.url.startswith("file:"):
+                    r.continue_()
+                else:
+                    remote.append(r.request.url)
+                    r.abort()
+
+            context.route("**/*", route)
+            page = context.new_page()
+            page.goto(explorer_page.as_uri())
+            plot = page.locator(".js-plotly-plot", has=page.locator(".slider-group")).first
+            plot.wait_for(timeout=60_000)
+            plot.scroll_into_view_if_needed()
+            before = json.loads(plot.evaluate(EXPLORER_STATE))
+            assert "at k=1 " in before["title"]
+            rail = plot.locator(".slider-group").first.locator(".slider-rail-touch-rect")
+            box = rail.bounding_box()
+            page.mouse.click(box["x"] + 0.45 * box["width"], box["y"] + box["height"] / 2)
+            page.wait_for_function(
+                "el => !el.layout.title.text.includes('at k=1 ')", arg=plot.element_handle(), timeout=30_000
+            )
+            after = json.loads(plot.evaluate(EXPLORER_STATE))
+            page.screenshot(path=str(SHOTS / "05_report_explorer_k.png"), full_page=True)
+            # The corpus menu: the other corpus at the view's opening k, then k moves within it.
+            plot.locator(".updatemenu-header-group").first.click()
+            plot.locator(".updatemenu-dropdown-button", has_text="synthetic-b").first.click()
+            page.wait_for_function(
+                "el => el.layout.title.text.includes('at k=1 ')", arg=plot.element_handle(), timeout=30_000
+            )
+            other = json.loads(plot.evaluate(EXPLORER_STATE))
+            rail = plot.locator(".slider-group").first.locator(".slider-rail-touch-rect")
+            box = rail.bounding_box()
+            page.mouse.click(box["x"] + 0.45 * box["width"], box["y"] + box["height"] / 2)
+            page.wait_for_function(
+                "el => !el.layout.title.text.includes('at k=1 ')", arg=plot.element_handle(), timeout=30_000
+            )
+            other_after = json.loads(plot.evaluate(EXPLORER_STATE))
+        finally:
+            browser.close()
+    assert remote == [], f"the report asked for remote URLs: {remote}"
+    k = int(re.search(r"at k=([\d,]+) ", after["title"])[1].replace(",", ""))
+    study = synthetic_study()  # the notebook's synthetic=True study
+    corpus = study.corpora[0]  # the view opens on the first corpus
+    alphas = [f"α = {a:.3f}" for a in study.fits([1, k], corpora=[corpus])["alpha"]]
+    assert alphas[0] != alphas[1]
+    assert any(alphas[0] in name for name in before["names"])
+    assert any(alphas[1] in name for name in after["names"]), (k, alphas, after["names"])
+    assert other_after["title"] == after["title"]  # the same k step in the other corpus's slider
+    other_alphas = [f"α = {a:.3f}" for a in study.fits([1, k], corpora=["synthetic-b"])["alpha"]]
+    assert other_alphas[0] != alphas[0]
+    assert any(other_alphas[0] in name for name in other["names"]), (other_alphas, other["names"])
+    assert any(other_alphas[1] in name for name in other_after["names"]), (other_alphas, other_after["names"])

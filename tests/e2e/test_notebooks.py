@@ -196,7 +196,8 @@ def test_index_shows_headline_figures_and_tables(run) -> None:
     assert [p.name for p in out.rglob("plotly*.js")] == ["plotly.min.js"]
     for page in [out / "index.html"] + [out / f"{name}.html" for name in ORDER]:
         text = page.read_text()
-        assert 'src="plotly.min.js"' in text and len(text) < 2_000_000, page.name
+        # A page with an offline explorer holds its precomputed states (01: 123 k x 3 corpus choices).
+        assert 'src="plotly.min.js"' in text and len(text) < 5_000_000, page.name
         assert "cdn.plot.ly" not in text and "cdnjs" not in text, page.name
     assert (out / MATHJAX_URL.split("?")[0]).is_file()
 

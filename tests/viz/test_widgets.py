@@ -193,8 +193,11 @@ def test_display_live_and_headless(study: Study, monkeypatch: pytest.MonkeyPatch
     headless._ipython_display_()
     assert len(shown) == 1 and shown[0][1] is True
     bundle = shown[0][0][widgets.PLOTLY_MIME]
-    assert len(bundle["data"]) == len(headless.figure.data)
+    # Headless, the view shows its offline explorer: the figure's traces, and the frames its
+    # slider steps through (rbplab.viz.states; tests/viz/test_states.py checks the states).
+    assert len([t for t in bundle["data"] if t.get("visible") is not False]) == len(headless.figure.data)
     assert bundle["layout"]["title"]["text"] == headless.figure.layout.title.text
+    assert bundle["frames"] and bundle["layout"]["sliders"][0]["name"] == "k"
     with pytest.raises(RuntimeError, match="headless"):
         _ = headless.widget
 

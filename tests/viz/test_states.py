@@ -1,0 +1,204 @@
+"""rbplab.viz.states: a view's offline explorer holds the states its live controls draw."""
+
+from __future__ import annotations
+
+import base64
+
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+
+from rbplab.study import Study, synthetic_study
+from rbplab.viz import states, widgets
+
+
+@pytest.fixture(scope="module")
+def study() -> Study:
+    return synthetic_study(n_tokens=2000, corpora=("a", "b"), sizes=(1e5, 1e6, 1e7, 1e8))
+
+
+def _array(value: object) -> np.ndarray:
+    # Figures as JSON hold numbers as plotly typed arrays ({dtype, bdata}) or plain lists.
+    if isinstance(value, dict):
+        return np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"]).astype(float)
+    return np.asarray([np.nan if v is None else v for v in value], dtype=float)
+
+
+def _shown(traces: list) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    out = []
+    for t in traces:
+        t = t if isinstance(t, dict) else t.to_plotly_json()
+        if t.get("visible") is False:
+            continue
+        out.append((t.get("name"), _array(t.get("x", [])), _array(t.get("y", []))))
+    return out
+
+
+def _same(frame_traces: list, figure: go.Figure) -> None:
+    got, want = _shown(frame_traces), _shown(list(figure.data))
+    assert [name for name, _, _ in got] == [name for name, _, _ in want]
+    for (_, gx, gy), (_, wx, wy) in zip(got, want, strict=True):
+        np.testing.assert_allclose(gx, wx, equal_nan=True)
+        np.testing.assert_allclose(gy, wy, equal_nan=True)
+
+
+def _frame(explorer: dict, slider: int, label: str) -> dict:
+    """The frame a step of the slider copy `slider` leads to (as a click on it would), its
+    traces merged into the figure's as plotly.js does (a frame holds only what changes)."""
+    step = next(s for s in explorer["layout"]["sliders"][slider]["steps"] if s["label"] == label)
+    name = step["args"][0][0]
+    frame = next(f for f in explorer["frames"] if f["name"] == name)
+    data = [{**shown, **changed} for shown, changed in zip(explorer["data"], frame["data"], strict=True)]
+    return {**frame, "data": data}
+
+
+def test_explorer_frames_are_the_live_views_states(study: Study) -> None:
+    """Each k step of the page's slider leads to the figure the live view draws at that k:
+    the same points and fit line, and the title and α in the legend that go with them."""
+    view = widgets.ScalingView(study, k=1, corpus="a", live=False)
+    explorer = view.explorer()
+    copy = next(i for i, s in enumerate(explorer["layout"]["sliders"]) if s["visible"])
+    for k in (1, 10, 100, 2_000, study.vocab_size):
+        view.set_k(k)
+        frame = _frame(explorer, copy, f"{view.k:,}")
+        _same(frame["data"], view.figure)
+        assert frame["layout"]["title"]["text"] == view.figure.layout.title.text
+        alpha = study.fits([view.k], corpora=["a"])["alpha"].iloc[0]
+        names = " ".join(t.get("name") or "" for t in frame["data"] if t["visible"])
+        # At k = |V| every model has RBP = 1: nothing to fit, no α shown.
+        assert (f"α = {alpha:.3f}" in names) if np.isfinite(alpha) else ("α =" not in names)
+
+
+def test_explorer_holds_every_k_of_the_slider_and_says_so(study: Study) -> None:
+    view = widgets.ScalingView(study, k=1, live=False)
+    explorer = view.explorer()
+    ks = [label for label, _ in view.k_slider.options]
+    for slider in explorer["layout"]["sliders"]:
+        assert [s["label"] for s in slider["steps"]] == ks
+    note = explorer["layout"]["annotations"][-1]["text"]
+    assert f"k: all {len(ks)} values (1 … {study.vocab_size:,})" in note
+    assert len(explorer["frames"]) == len(ks) * len(view.corpus_dropdown.options)
+
+
+def test_corpus_dropdown_draws_the_live_views_corpus(study: Study) -> None:
+    """The corpus menu writes out the state of the chosen corpus at the view's opening k and
+    shows that corpus's copy of the k slider."""
+    view = widgets.ScalingView(study, k=10, corpus="a", live=False)
+    explorer = view.explorer()
+    (menu,) = explorer["layout"]["updatemenus"]
+    button = next(b for b in menu["buttons"] if b["label"] == "corpus: b")
+    restyle, relayout = button["args"]
+    view.set_corpus("b")
+    n = len(restyle["type"])
+    traces = [{key: values[i] for key, values in restyle.items()} for i in range(n)]
+    _same(traces, view.figure)
+    assert relayout["title"]["text"] == view.figure.layout.title.text
+    shown = [key for key, value in relayout.items() if key.endswith(".visible") and value]
+    index = list(view.corpus_dropdown.options).index("b")
+    k_index = [v for _, v in view.k_slider.options].index(10)
+    assert shown == [f"sliders[{index}].visible"] and relayout[f"sliders[{index}].active"] == k_index
+
+
+def test_emergence_explorer_k_and_n(study: Study) -> None:
+    """N is the second slider (its grid in the note), k the slider along the frames: thinned to
+    fit the state budget, and the note says how many of the notebook's k it holds."""
+    view = widgets.EmergenceView(study, k=10, n=4, n_max=50, live=False)
+    explorer = view.explorer(max_states=45)
+    (n_slider,) = [s for s in explorer["layout"]["sliders"] if s["name"] == "n"]
+    assert [s["label"] for s in n_slider["steps"]] == [str(n) for n in widgets.n_grid(50, 4)]
+    copy = next(i for i, s in enumerate(explorer["layout"]["sliders"]) if s["name"] == "k" and s["visible"])
+    labels = [s["label"] for s in explorer["layout"]["sliders"][copy]["steps"]]
+    assert "10" in labels and len(labels) <= 45 // len(n_slider["steps"]) + 1  # + the current k
+    assert (
+        f"k: {len(labels)} of the notebook's {len(view.k_slider.options)} values"
+        in (explorer["layout"]["annotations"][-1]["text"])
+    )
+    for label in (labels[0], labels[len(labels) // 2]):
+        view.set_k(int(label.replace(",", "")))
+        frame = _frame(explorer, copy, label)
+        _same(frame["data"], view.figure)
+        assert frame["layout"]["title"]["text"] == view.figure.layout.title.text
+
+
+def test_thinning_keeps_ends_and_the_current_value_and_says_so() -> None:
+    k = states.Control("k", tuple(range(1, 101)), tuple(map(str, range(1, 101))))
+    corpus = states.Control("corpus", ("a", "b"), ("a", "b"), slider=False)
+    kept = states.thin([corpus, k], {"k": 37, "corpus": "a"}, max_states=40)
+    assert kept[0] == corpus
+    assert kept[1].values[0] == 1 and kept[1].values[-1] == 100 and 37 in kept[1].values
+    assert 2 * len(kept[1].values) <= 42 and kept[1].reach == 100
+    assert f"k: {len(kept[1].values)} of the notebook's 100 values (1 … 100)" in states.note(kept)
+
+
+def test_a_trace_one_state_lacks_is_hidden_and_attributes_are_unset() -> None:
+    """Frames merge into the figure: a band (fill) in one state must not stay in the next."""
+
+    def state(k: int) -> go.Figure:
+        fig = go.Figure(go.Scatter(x=[1, 2], y=[k, k], name=f"line {k}"))
+        if k == 1:
+            fig.add_scatter(x=[1, 2, 1], y=[0, 1, 0], fill="toself", name="band")
+            fig.data[0].update(line={"dash": "dot"})
+        return fig
+
+    k = states.Control("k", (1, 2), ("1", "2"))
+    explorer = states.explorer([k], state, {"k": 1})
+    first, second = (f["data"] for f in explorer["frames"])
+    assert first[1]["visible"] is True and second[1]["visible"] is False
+    assert first[0]["line"]["dash"] == "dot"
+    assert second[0]["line"]["dash"] is None  # set in state 1, unset explicitly in state 2
+    # What every state shares stays in the figure only; the figure opens on the first state.
+    assert "x" not in first[0] and explorer["data"][0]["x"] == [1, 2]
+    assert explorer["data"][0]["name"] == "line 1" and second[0]["name"] == "line 2"
+
+
+def test_control_values_and_labels_must_match() -> None:
+    with pytest.raises(ValueError, match="2 values but 1 labels"):
+        states.Control("k", (1, 2), ("1",))
+
+
+def test_training_explorer_step_and_k_are_the_live_views_states() -> None:
+    """Notebook 06's view: the step slider's frames and the k menu's states are what the live
+    view draws; corpus and loss stay as the view has them and the note names them."""
+    from rbplab.study.synthetic import synthetic_training_table
+
+    view = widgets.TrainingView(synthetic_training_table(ks=(1, 100)), k=1, live=False)
+    explorer = view.explorer()
+    copy = next(i for i, s in enumerate(explorer["layout"]["sliders"]) if s["visible"])
+    steps = [label for label, _ in view.step_slider.options]
+    assert [s["label"] for s in explorer["layout"]["sliders"][copy]["steps"]] == steps
+    for label, step in view.step_slider.options[:2]:
+        view.set_step(step)
+        _same(_frame(explorer, copy, label)["data"], view.figure)
+    (menu,) = explorer["layout"]["updatemenus"]
+    restyle, relayout = menu["buttons"][1]["args"]
+    view.set_step(view.step_slider.options[-1][1])  # the menu draws the view's opening step
+    view.set_k(100)
+    _same(
+        [{key: values[i] for key, values in restyle.items()} for i in range(len(restyle["type"]))],
+        view.figure,
+    )
+    assert relayout["title"]["text"] == view.figure.layout.title.text
+    assert "quantity = rbp (as in the notebook)" in explorer["layout"]["annotations"][-1]["text"]
+
+
+def test_emergence_explorer_on_cached_summaries_holds_the_summaries_k_grid(study: Study) -> None:
+    """Runs read from the cache keep hit runs at their summary's k grid only: the explorer's k are
+    exactly the live slider's (that grid), each drawable, none thinned at this size."""
+    import dataclasses
+
+    from rbplab.core.runs import Run
+    from rbplab.core.summary import summarize
+
+    runs = [
+        Run(r.family, r.model, r.corpus, r.S, dataclasses.replace(summarize(r.stats).complete(), stats=None))
+        for r in study.runs
+    ]
+    view = widgets.EmergenceView(Study(runs), n=2, n_max=2, corpus="b", live=False)
+    explorer = view.explorer()
+    grid = {f"{int(k):,}" for k in runs[0].stats.ks}
+    offered = [label for label, _ in view.k_slider.options]
+    view.set_k(view.k_slider.options[-1][1])  # the last stop draws (|V| was offered and failed)
+    for slider in (s for s in explorer["layout"]["sliders"] if s["name"] == "k"):
+        labels = [s["label"] for s in slider["steps"]]
+        assert labels == offered and set(labels) <= grid
+    assert f"k: all {len(offered)} values" in explorer["layout"]["annotations"][-1]["text"]
