@@ -146,19 +146,9 @@ def format_table(table) -> str:
         ],
         time=table["seconds"].map(human_seconds),
     )
-    columns = [
-        "model",
-        "revision",
-        "corpus",
-        "key",
-        "state",
-        "tokens",
-        "tokens_to_score",
-        "S",
-        "dtype",
-        "flops",
-    ]
-    columns += ["memory", "time", "note"]
+    # The plan's own columns a reader acts on, then the two derived above (memory, time).
+    columns = ["model", "revision", "corpus", "key", "state", "tokens", "tokens_to_score", "S", "dtype"]
+    columns += ["flops", "memory", "time", "note"]
     if shown["revision"].isna().all():
         columns.remove("revision")
     if not shown["note"].astype(bool).any():
