@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+import plotly.graph_objects as go
 import pytest
 
 from rbplab.study import Study, synthetic_study
 from rbplab.viz import widgets
+from rbplab.viz.widgets import base, frontend
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +25,7 @@ def two_families() -> Study:
     return Study(small.runs + big.runs)
 
 
-def _marker_y(view: widgets._View) -> np.ndarray:
+def _marker_y(view: base.View) -> np.ndarray:
     return np.concatenate([np.asarray(t.y, float) for t in view.figure.data if t.mode == "markers"])
 
 
@@ -39,7 +41,7 @@ def test_k_slider_is_log_spaced_integers_up_to_vocab(study: Study) -> None:
 
 def test_set_k_updates_the_same_figure_in_place(study: Study) -> None:
     view = widgets.ScalingView(study, corpus="a", live=True)
-    assert isinstance(view.figure, widgets.go.FigureWidget)
+    assert isinstance(view.figure, go.FigureWidget)
     figure, traces = view.figure, view.figure.data
     before, updates = _marker_y(view), view.updates
     view.set_k(100)
@@ -177,10 +179,12 @@ def test_live_frontend_detection(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_display_live_and_headless(study: Study, monkeypatch: pytest.MonkeyPatch) -> None:
     shown: list = []
-    monkeypatch.setattr(widgets, "display", lambda obj, raw=False: shown.append((obj, raw)))
+    # A live view displays its widget (base); the explorer goes out as a mime bundle (frontend.show).
+    for module in (base, frontend):
+        monkeypatch.setattr(module, "display", lambda obj, raw=False: shown.append((obj, raw)))
     monkeypatch.setenv(widgets.STATIC_ENV, "0")
     live = widgets.ScalingView(study)
-    assert live.live and isinstance(live.figure, widgets.go.FigureWidget)
+    assert live.live and isinstance(live.figure, go.FigureWidget)
     live._ipython_display_()
     assert [obj for obj, _ in shown] == [live.widget]  # a live front end renders the widget itself
     shown.clear()
@@ -189,7 +193,7 @@ def test_display_live_and_headless(study: Study, monkeypatch: pytest.MonkeyPatch
     assert shown[0][0] is live.widget and widgets.PLOTLY_MIME in shown[1][0]
     shown.clear()
     headless = widgets.ScalingView(study)
-    assert not headless.live and type(headless.figure) is widgets.go.Figure
+    assert not headless.live and type(headless.figure) is go.Figure
     headless._ipython_display_()
     assert len(shown) == 1 and shown[0][1] is True
     bundle = shown[0][0][widgets.PLOTLY_MIME]
