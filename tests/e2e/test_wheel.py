@@ -95,6 +95,16 @@ def test_wheel_carries_registry_and_notebooks(installed):
     assert not any(n.startswith(("data/", "rbplab/data/")) for n in names)  # the bundled data stays out
 
 
+def test_wheel_carries_every_module_of_the_checkout(installed):
+    """pyproject lists the packages by hand: a subpackage left off that list (store.cache,
+    viz.plots and viz.widgets were once) is missing from the wheel while the checkout works."""
+    names = set(zipfile.ZipFile(installed["wheel"]).namelist())
+    modules = {p.relative_to(ROOT).as_posix() for p in (ROOT / "rbplab").rglob("*.py")}
+    assert modules - names == set()
+    proc = run(installed, "python", "-c", "import rbplab.store.cache, rbplab.viz.plots, rbplab.viz.widgets")
+    assert proc.returncode == 0, proc.stderr
+
+
 def test_installed_package_is_the_wheel_not_the_checkout(installed):
     proc = run(installed, "python", "-c", "import rbplab; print(rbplab.__file__)")
     assert proc.returncode == 0, proc.stderr
