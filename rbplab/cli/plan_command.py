@@ -39,8 +39,7 @@ def add_cost_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--probe-tokens",
         type=positive_int,
-        default=512,
-        help="tokens the probe scores (default 512)",
+        help="tokens the probe scores (default: one batch of the run, --batch-tokens)",
     )
     g.add_argument(
         "--probe-seconds",

@@ -187,3 +187,28 @@ def test_gpu_workers_planned_from_a_cpu_driver(tmp_path, cpu_only):
     assert plan.totals.throughput is None and plan.totals.seconds is None
     cpu = estimate_costs(grid, tmp_path / "cache", probe=False).table.iloc[0]
     assert cpu["dtype"] == "float32" and cpu["key"] != row["key"]
+
+
+def test_probe_reads_the_corpus_the_cheapest_model_has_most_to_score(tmp_path, cpu_only, monkeypatch):
+    """The probe's windows come from the cheapest model's largest corpus, whatever the grid's
+    corpus order, and it scores one batch of the run by default: a probe on HumanEval's short first
+    documents (the demo's first corpus) measured half the throughput the run then had."""
+    from rbplab.runner import costs
+
+    probed = []
+    probe = costs.probe_throughput
+    monkeypatch.setattr(
+        costs, "probe_throughput", lambda plan, *a, **k: probed.append((plan, a)) or probe(plan, *a, **k)
+    )
+    settings = {"max_tokens": None, "batch_tokens": 512}
+    for corpora in (["humaneval", "prose"], ["prose", "humaneval"]):
+        grid = Grid.build(["micro-1-25K", "micro-2-85K"], corpora, **settings)
+        plan = estimate_costs(grid, tmp_path / "cache", probe_seconds=0)
+        table = plan.table.set_index(["model", "corpus"])
+        assert (
+            table.loc[("micro-1-25K", "prose"), "tokens_to_score"]
+            > table.loc[("micro-1-25K", "humaneval"), "tokens_to_score"]
+        )
+        used, (tokens, _) = probed[-1]
+        assert (used.described.model.label, used.corpus.name) == ("micro-1-25K", "prose")
+        assert tokens is None and 512 <= plan.totals.throughput.tokens < 512 + 256  # one batch (+ a window)
