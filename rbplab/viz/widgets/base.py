@@ -233,3 +233,18 @@ class KMixin:
         if k < 1 or k > self.study.vocab_size:
             raise InvalidArgumentError(f"k must lie in [1, |V|={self.study.vocab_size}], got {k}")
         self.k_slider.value = nearest(list(self.k_slider.options), int(k))
+
+
+class CorpusKMixin(CorpusMixin, KMixin):
+    """A view whose controls are the family, a corpus menu and a k slider (ScalingView,
+    KSweepView): the widgets, their values and their offline controls in that one order."""
+
+    def _controls(self) -> list[w.Widget]:
+        return [self.family_dropdown, self.corpus_dropdown, self.k_slider]
+
+    def values(self) -> dict[str, Any]:
+        return {**self._family_values(), "corpus": self.corpus_dropdown.value, "k": self.k}
+
+    def controls(self) -> list[Control]:
+        k = slider_control("k", self._slider_options())
+        return [*self._family_controls(), self._corpus_control(), k]

@@ -2,26 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-import ipywidgets as w
 import pandas as pd
 import plotly.graph_objects as go
 
 from rbplab.study import Study
 from rbplab.viz import plots
-from rbplab.viz.states import Control
 from rbplab.viz.widgets.base import (
     ALL_CORPORA,
-    CorpusMixin,
-    KMixin,
+    CorpusKMixin,
     View,
     nearest,
-    slider_control,
 )
 
 
-class KSweepView(CorpusMixin, KMixin, View):
+class KSweepView(CorpusKMixin, View):
     """The k-sweep (paper Figure 6) with a k slider: R²(k) and α(k) of every corpus over the
     sweep's log-spaced k, a marker that moves along both curves with the slider, and α with its
     interval and R² at that k in the legend. The sweep is fitted once per family (`Study.ksweep`
@@ -69,16 +63,6 @@ class KSweepView(CorpusMixin, KMixin, View):
             self.k_slider.options = options
             self.k_slider.value = nearest(options, k)
         self.refresh()
-
-    def _controls(self) -> list[w.Widget]:
-        return [self.family_dropdown, self.corpus_dropdown, self.k_slider]
-
-    def values(self) -> dict[str, Any]:
-        return {**self._family_values(), "corpus": self.corpus_dropdown.value, "k": self.k}
-
-    def controls(self) -> list[Control]:
-        k = slider_control("k", self._slider_options())
-        return [*self._family_controls(), self._corpus_control(), k]
 
     def state(self, k: int, corpus: str, family: str | None = None) -> go.Figure:
         family = self.family_dropdown.value if family is None else family

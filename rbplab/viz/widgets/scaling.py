@@ -2,25 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-import ipywidgets as w
 import plotly.graph_objects as go
 
 from rbplab.study import Study
 from rbplab.viz import plots
-from rbplab.viz.states import Control
 from rbplab.viz.widgets.base import (
-    CorpusMixin,
-    KMixin,
+    CorpusKMixin,
     View,
     k_options,
     nearest,
-    slider_control,
 )
 
 
-class ScalingView(CorpusMixin, KMixin, View):
+class ScalingView(CorpusKMixin, View):
     """-log RBP_k against S for one k chosen on a log slider (1..|V|), with the power-law fit,
     its confidence band, and α and R² in the legend. Paper Figures 3-5 at any k."""
 
@@ -39,16 +33,6 @@ class ScalingView(CorpusMixin, KMixin, View):
         self.corpus_dropdown.observe(self.refresh, names="value")
         self.family_dropdown.observe(self._on_family, names="value")
         self.refresh()
-
-    def _controls(self) -> list[w.Widget]:
-        return [self.family_dropdown, self.corpus_dropdown, self.k_slider]
-
-    def values(self) -> dict[str, Any]:
-        return {**self._family_values(), "corpus": self.corpus_dropdown.value, "k": self.k}
-
-    def controls(self) -> list[Control]:
-        k = slider_control("k", self._slider_options())
-        return [*self._family_controls(), self._corpus_control(), k]
 
     def state(self, k: int, corpus: str, family: str | None = None) -> go.Figure:
         study = self.family_study(family)
