@@ -233,6 +233,22 @@ def offline_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+def _file_only_context(browser, viewport: dict, remote: list[str]):
+    """A browser context that serves file: URLs and refuses every other request, recording it in
+    `remote` (what an offline page must never ask for)."""
+    context = browser.new_context(viewport=viewport)
+
+    def route(r) -> None:
+        if r.request.url.startswith("file:"):
+            r.continue_()
+        else:
+            remote.append(r.request.url)
+            r.abort()
+
+    context.route("**/*", route)
+    return context
+
+
 def test_report_renders_offline(offline_report: Path) -> None:
     """With every non-file request refused, the page typesets its equations with the report's
     own MathJax and draws its figure with the shared plotly.min.js; the index draws the
@@ -245,16 +261,7 @@ def test_report_renders_offline(offline_report: Path) -> None:
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         try:
-            context = browser.new_context(viewport={"width": 1200, "height": 900})
-
-            def route(r) -> None:
-                if r.request.url.startswith("file:"):
-                    r.continue_()
-                else:
-                    remote.append(r.request.url)
-                    r.abort()
-
-            context.route("**/*", route)
+            context = _file_only_context(browser, {"width": 1200, "height": 900}, remote)
             page = context.new_page()
             page.on("requestfailed", lambda request: failed.append(request.url))
             page.goto((offline_report / "eq.html").as_uri())
@@ -383,16 +390,7 @@ def test_report_page_k_slider_changes_the_fitted_alpha_offline(explorer_page: Pa
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         try:
-            context = browser.new_context(viewport={"width": 1200, "height": 1000})
-
-            def route(r) -> None:
-                if r.request.url.startswith("file:"):
-                    r.continue_()
-                else:
-                    remote.append(r.request.url)
-                    r.abort()
-
-            context.route("**/*", route)
+            context = _file_only_context(browser, {"width": 1200, "height": 1000}, remote)
             page = context.new_page()
             page.goto(explorer_page.as_uri())
             plot = page.locator(".js-plotly-plot", has=page.locator(".slider-group")).first
