@@ -170,16 +170,25 @@ def _check_study_arguments(args: argparse.Namespace, families: bool = True) -> N
     """Unknown families and corpora fail here, from the registry CSV and the corpus names alone,
     before anything imports torch or transformers (seconds) or opens a corpus. Bundled and hub
     corpus names are taken in any case, as family names are ("Prose" is prose)."""
+    corpora = check_names(args.family if families else [], args.corpus)
+    if args.corpus:
+        args.corpus = corpora
+
+
+def check_names(families: list[str], corpora: list[str] | None) -> list[str] | None:
+    """Each family known to the registry and each corpus a known name or an existing path, else a
+    one-line error; the corpora in their canonical spelling."""
     from rbplab.catalog.corpora import canonical_corpus, check_corpus_spec
     from rbplab.catalog.registry import family_models
 
-    if families:
-        for family in args.family:
-            family_models(family)
-    if args.corpus:
-        args.corpus = [canonical_corpus(c) for c in args.corpus]
-    for corpus in args.corpus or []:
+    for family in families:
+        family_models(family)
+    if not corpora:
+        return corpora
+    corpora = [canonical_corpus(c) for c in corpora]
+    for corpus in corpora:
         check_corpus_spec(corpus)
+    return corpora
 
 
 def missing_remedy(args: argparse.Namespace) -> str:
@@ -279,8 +288,11 @@ def _report_request(args: argparse.Namespace, parameters: dict):
     from rbplab.viz.parameters import as_mapping, as_names
 
     study = parameters.pop("study_file", None) or args.study
-    families = as_names(parameters.pop("families", None), "families") or args.family
-    corpora = as_names(parameters.pop("corpora", None), "corpora") or args.corpus
+    # Names given through -p get the checks --family/--corpus got (_check_study_arguments).
+    given_families = as_names(parameters.pop("families", None), "families")
+    given_corpora = check_names(given_families or [], as_names(parameters.pop("corpora", None), "corpora"))
+    families = given_families or args.family
+    corpora = given_corpora or args.corpus
     models = as_names(parameters.pop("models", None), "models")
     settings = parameters.pop("settings", None)
     cache_dir = parameters.pop("cache_dir", None) or args.cache_dir

@@ -88,6 +88,9 @@ def test_report_params_naming_the_grid_build_it(capsys, tmp_path, captured):
         (["--figures", "png,gif"], "unknown figure format 'gif'"),
         (["--params", "missing.yaml"], "cannot read parameters file missing.yaml"),
         (["-p", "ks", "[1,"], "-p ks: cannot read '[1,' as a YAML value"),
+        # The grid's names given through -p are checked as --corpus/--family are.
+        (["-p", "corpora", "nosuchcorpus"], "unknown corpus 'nosuchcorpus'"),
+        (["-p", "families", "[nofamily]"], "unknown model family 'nofamily'"),
     ],
 )
 def test_report_argument_errors_are_one_line(capsys, tmp_path, monkeypatch, captured, extra, message):
