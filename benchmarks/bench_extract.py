@@ -43,15 +43,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from rbplab.extraction.scoring import Scorer
-from rbplab.extraction.windows import (
-    BosDecision,
-    WindowPolicy,
-    batch_arrays,
-    batches,
-    make_windows,
-    tokenize_documents,
-)
+from rbplab.extraction.bos import BosDecision
+from rbplab.extraction.scoring import Scorer, batch_arrays, batches
+from rbplab.extraction.windows import WindowPolicy, make_windows, tokenize_documents
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -84,7 +84,9 @@ def build_model(name: str, context: int, device: torch.device, dtype: torch.dtyp
 
 def synthetic_batches(vocab: int, context: int, tokens: int, batch_tokens: int) -> list[tuple[int, list]]:
     """rbplab's windows and batches over random documents of 4 windows each (BOS id 0)."""
-    from rbplab.extraction.windows import BosDecision, WindowPolicy, batches, make_windows
+    from rbplab.extraction.bos import BosDecision
+    from rbplab.extraction.scoring import batches
+    from rbplab.extraction.windows import WindowPolicy, make_windows
 
     rng = np.random.default_rng(0)
     per_doc = 4 * (context - 1)
@@ -148,7 +150,7 @@ def _run(approach: str, name: str, args: argparse.Namespace, queue: Any) -> None
         forward = body.forward
         body.forward = lambda *a, use_cache=None, **k: forward(*a, use_cache=True, **k)
     scorer = Scorer(model, vocab, 0)
-    from rbplab.extraction.windows import batch_arrays
+    from rbplab.extraction.scoring import batch_arrays
 
     def bare(length: int, group: list) -> int:
         ids = torch.from_numpy(batch_arrays(group, length, 0)[0]).to(device)

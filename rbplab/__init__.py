@@ -38,7 +38,7 @@ _LAZY = {
     "save_results": "rbplab.study.results",
     "ExtractionSettings": "rbplab.core",
     "Grid": "rbplab.grid",
-    "ModelRef": "rbplab.grid",
+    "ResolvedModel": "rbplab.catalog",
 }
 
 __all__ = ["RbplabError", "TokenStats", *_LAZY]

@@ -17,10 +17,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from rbplab.catalog import registry
-from rbplab.catalog.schedules import CHECKPOINTS_DIR, directory_schedule
+from rbplab.catalog.schedules import CHECKPOINTS_DIR, Schedule, directory_schedule, member_schedule
 from rbplab.core.errors import RbplabError
 from rbplab.core.names import natural_sorted
+from rbplab.core.runs import run_label
 
 
 class ModelLoadError(RbplabError, ValueError):
@@ -40,14 +43,18 @@ class ModelSpec:
 
 @dataclass(frozen=True)
 class ResolvedModel:
-    """A model resolved once: what was asked, where it loads from, and how it is named and keyed."""
+    """One model resolved once: what was asked, where it loads from, how it is named and keyed, and
+    what the registry says of it. A grid's members are ResolvedModels, so planning, extraction and a
+    study's labels and sizes read this instead of asking the registry or the file system again."""
 
-    name: str  # as the user named it
-    revision: str | None  # as asked
+    model: str  # the name runs are reported under: the registry's short name, else as given
+    revision: str | None  # as asked (None: the final model)
     location: str  # hub id or absolute directory path (a checkpoint's own folder)
     gguf_file: str | None  # file name inside location
     local: bool
-    label: str  # machine-independent name: registry short name, hub id, or file/directory name
+    # machine-independent name that enters the cache key: registry short name, hub id, or
+    # file/directory name
+    keyed_name: str
     # The revision as it enters a cache key: a local model directory's final checkpoint named by
     # revision (``main``, or its last ``step-<n>``) is the directory itself, so it keys as no
     # revision and shares the final model's cache entries; hub revisions are kept as given.
@@ -55,21 +62,87 @@ class ResolvedModel:
     tokenizer: str | None = None  # the tokenizer override as given (None: the model's own)
     tokenizer_location: str | None = None  # the model's own, when not `location` (a checkpoint's base)
     trust_remote_code: bool = False
+    source: str = ""  # what the name loads from before a revision is chosen (`at` starts there)
+    family: str = ""  # registry family; "" outside the registry
+    S: float | None = None  # the registry's non-embedding size (None: the description sizes it)
+    max_context: int | None = None  # the registry's position limit, checked before any loading
+
+    @property
+    def registered(self) -> bool:
+        return bool(self.family)
+
+    @property
+    def label(self) -> str:
+        """``model`` or ``model@revision``: how the run is reported."""
+        return run_label(self.model, self.revision)
+
+    @property
+    def schedule(self) -> Schedule | None:
+        """Its checkpoint schedule: its family's, else its folder's (None if unknown); the registry
+        is not read again."""
+        return member_schedule(self.family, self.source if self.local else None, self.keyed_name)
+
+    def at(self, revision: str | None) -> ResolvedModel:
+        """The same model at another revision, located again on the file system (never the registry)."""
+        if revision == self.revision:
+            return self
+        asked = ModelSpec(self.source, revision, self.gguf_file, self.tokenizer, self.trust_remote_code)
+        located = _locate(asked, self.source)
+        return replace(
+            located,
+            model=self.model,
+            keyed_name=self.keyed_name,
+            family=self.family,
+            S=self.S,
+            max_context=self.max_context,
+        )
 
 
 def resolve(ref: ModelSpec | str | Path) -> ResolvedModel:
     """Map a model name (with its options) to a loadable location (registry names, paths, GGUF
-    files, hub ids), with its label and keyed revision. The registry is read once."""
+    files, hub ids), with its names, keyed revision and registry facts. The registry is read once."""
     spec = ref if isinstance(ref, ModelSpec) else ModelSpec(str(ref))
     row, location = _registry_entry(spec.name_or_path)
+    return _resolved(spec, location, row)
+
+
+def resolve_member(name: str, **options: Any) -> ResolvedModel:
+    """A study's model: registered (by short name or source), else a local path or hub id as given
+    (`registry.UnknownModelError` for anything else). `options`: `ModelSpec`'s loading options."""
+    row = registry.lookup_model(name)
+    if row is None:
+        return _resolved(ModelSpec(name, **options), registry.unregistered_location(name), None)
+    location = registry.source_location(str(row["source"]))
+    return _resolved(ModelSpec(location, **options), location, row)
+
+
+def resolve_family(family: str, **options: Any) -> list[ResolvedModel]:
+    """Every member of a registry family, smallest S first; `options`: `ModelSpec`'s loading options."""
+    members = []
+    for _, row in registry.family_models(family).iterrows():
+        location = registry.source_location(str(row["source"]))
+        members.append(_resolved(ModelSpec(location, **options), location, row))
+    return members
+
+
+def _resolved(spec: ModelSpec, location: str, row: Any) -> ResolvedModel:
+    """`spec` located at `location`, named and sized by its registry `row` (None: unregistered)."""
     model = _locate(spec, location)
     if row is not None:
-        label = str(row["model"])
-    elif not model.local:
-        label = model.location + (f"/{model.gguf_file}" if model.gguf_file else "")
+        limit = row["max_context"]
+        return replace(
+            model,
+            model=str(row["model"]),
+            keyed_name=str(row["model"]),
+            family=str(row["family"]),
+            S=float(row["S"]),
+            max_context=None if pd.isna(limit) else int(limit),
+        )
+    if not model.local:
+        keyed = model.location + (f"/{model.gguf_file}" if model.gguf_file else "")
     else:
-        label = model.gguf_file or Path(model.location).name
-    return replace(model, label=label)
+        keyed = model.gguf_file or Path(model.location).name
+    return replace(model, keyed_name=keyed)
 
 
 def _registry_entry(name: str) -> tuple[Any, str]:
@@ -88,7 +161,7 @@ def _registry_entry(name: str) -> tuple[Any, str]:
 
 
 def _locate(spec: ModelSpec, name: str) -> ResolvedModel:
-    """Where `name` loads from as `spec` asks (its label still to be given)."""
+    """Where `name` loads from as `spec` asks (its keyed name still to be given)."""
 
     def at(location: str, gguf_file: str | None, local: bool, **rest: Any) -> ResolvedModel:
         return ResolvedModel(
@@ -97,9 +170,10 @@ def _locate(spec: ModelSpec, name: str) -> ResolvedModel:
             location,
             gguf_file,
             local,
-            label="",
+            keyed_name="",
             tokenizer=spec.tokenizer,
             trust_remote_code=spec.trust_remote_code,
+            source=name,
             **rest,
         )
 

@@ -215,20 +215,29 @@ def schedule_of(model: str) -> Schedule | None:
     row = registry.lookup_model(model)
     if row is None:
         return directory_schedule(model)
-    family = str(row["family"]).lower()
-    if family in FAMILY_SCHEDULES:
-        return FAMILY_SCHEDULES[family]
     try:
         directory = registry.source_location(str(row["source"]))
     except (OSError, ValueError):  # bundled data missing
-        return None
-    return directory_schedule(directory, str(row["model"]))
+        directory = None
+    return member_schedule(str(row["family"]), directory, str(row["model"]))
+
+
+def member_schedule(family: str, directory: str | None, name: str | None = None) -> Schedule | None:
+    """The schedule of a model whose registry family ("" for none) and folder (None for a hub
+    model or missing data) are already known: its family's, else its folder's; the registry is not read."""
+    if family.lower() in FAMILY_SCHEDULES:
+        return FAMILY_SCHEDULES[family.lower()]
+    return directory_schedule(directory, name) if directory is not None else None
 
 
 def training_position(model: str, revision: str | None, S: float | None = None) -> dict | None:
     """``{"step", "tokens_per_step", "D", "C"}`` of `model` at `revision` when its schedule is
     known (C only given S), else None. Recorded in cache manifests, never in cache keys."""
-    schedule = schedule_of(model)
+    return position(schedule_of(model), revision, S)
+
+
+def position(schedule: Schedule | None, revision: str | None, S: float | None = None) -> dict | None:
+    """`training_position` under a `schedule` already found (None: unknown, and so is the position)."""
     if schedule is None:
         return None
     try:

@@ -109,43 +109,32 @@ def add_settings_arguments(p: argparse.ArgumentParser) -> None:
 
 def grid_from_args(args: argparse.Namespace):
     """The grid `rbplab extract` runs: every --family member and --model, at --revision, on the
-    --corpus corpora (models resolved first: a missing bundled model says how to get the data),
-    with the loading options given to every model."""
-    from dataclasses import replace
-
+    --corpus corpora (models resolved first, with the loading options given to every model: a
+    missing bundled model says how to get the data)."""
     from rbplab.catalog.corpora import open_corpus
+    from rbplab.catalog.models import resolve_family, resolve_member
     from rbplab.grid import Grid
-    from rbplab.grid.models import family_refs, model_ref
 
     if not args.model and not args.family:
         raise InvalidArgumentError("give at least one --model or --family (see `rbplab families`)")
-    members = [ref for family in args.family for ref in family_refs(family)]
-    members += [model_ref(name) for name in args.model]
     options = {
         "gguf_file": args.gguf_file,
         "tokenizer": args.tokenizer,
         "trust_remote_code": args.trust_remote_code,
     }
-    members = [replace(ref, **options) for ref in members]
+    members = [ref for family in args.family for ref in resolve_family(family, **options)]
+    members += [resolve_member(name, **options) for name in args.model]
+    for ref in members:  # before any weights are loaded
+        _check_context(ref.label, ref.max_context, args.context_length)
     corpora = [open_corpus(spec, max_documents=args.max_documents) for spec in args.corpus]
     wanted = [r for r in (args.revision or "").split(",") if r.strip()]
     # Revisions are checked against every model's schedule before any weights are loaded.
     return Grid.of(members, corpora, settings_from_args(args), revisions=wanted or None)
 
 
-def _check_context(label: str, source: str, context_length: int | None) -> None:
-    """Refuse a context longer than a registered model supports, before any weights are loaded."""
-    import pandas as pd
-
-    from rbplab.catalog import registry
-
-    if context_length is None:
-        return
-    row = registry.lookup_model(source)
-    if row is None or pd.isna(row["max_context"]):
-        return
-    limit = int(row["max_context"])
-    if context_length > limit:
+def _check_context(label: str, limit: int | None, context_length: int | None) -> None:
+    """Refuse a context longer than the registry says a model supports."""
+    if context_length is not None and limit is not None and context_length > limit:
         raise InvalidArgumentError(
             f"--context-length {context_length} is longer than {label} supports ({limit} tokens)"
         )
@@ -174,8 +163,6 @@ def run_extract(args: argparse.Namespace) -> int:
 
     # Everything that can be checked without torch is checked before any model is touched.
     grid = grid_from_args(args)
-    for ref in grid.members:
-        _check_context(ref.model, ref.source, args.context_length)
     root = cache_root(args.cache_dir)
     try:
         check_writable(root)

@@ -9,20 +9,20 @@ is one cached `extract` (a hit runs no model).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from rbplab.catalog.corpora import Corpus, LazyCorpus
-from rbplab.catalog.models import ModelSpec
+from rbplab.catalog.models import ModelSpec, ResolvedModel
 from rbplab.core.errors import InvalidArgumentError
 from rbplab.core.settings import ExtractionSettings, resolve_settings
-from rbplab.extraction.known_plans import record_plan
 from rbplab.extraction.pipeline import extract_plan
 from rbplab.extraction.plan import plan_extraction
-from rbplab.extraction.sources import as_spec
-from rbplab.grid import Grid, ModelRef
+from rbplab.extraction.sources import as_resolved
+from rbplab.grid import Grid
 from rbplab.store.files import cache_root
 
 GRID_COLUMNS = ["model", "corpus", "n_tokens", "from_cache", "key", "path"]
@@ -45,7 +45,6 @@ def extract_grid(
     for run in grid.runs():
         plan = plan_extraction(run.model, run.corpus, grid.settings, described=described)
         result = extract_plan(plan, cache_dir=root, progress=progress)
-        record_plan(plan, root)  # the next analysis of this run finds its key without model code
         row = {
             "model": run.label,
             "corpus": run.corpus.name,
@@ -80,26 +79,17 @@ def extract_many(
     labelled = dict(models) if isinstance(models, Mapping) else {_label(m): m for m in models}
     if not labelled:
         raise InvalidArgumentError("extract_many needs at least one model")
-    members = tuple(_ref(label, model) for label, model in labelled.items())
+    members = tuple(_member(label, model) for label, model in labelled.items())
     grid = Grid(None, members, tuple(corpora), {}, settings)
     return extract_grid(grid, cache_dir=cache_dir, progress=progress, on_result=on_result)
 
 
-def _ref(label: str, model: ModelSpec | ModelRef | str) -> ModelRef:
-    if isinstance(model, ModelRef):
-        return model
-    spec = as_spec(model)
-    return ModelRef(
-        "",
-        label,
-        spec.name_or_path,
-        None,
-        revision=spec.revision,
-        gguf_file=spec.gguf_file,
-        tokenizer=spec.tokenizer,
-        trust_remote_code=spec.trust_remote_code,
-    )
+def _member(label: str, model: ResolvedModel | ModelSpec | str) -> ResolvedModel:
+    """`model` resolved once, reported under `label`."""
+    return replace(as_resolved(model), model=label)
 
 
-def _label(model: ModelSpec | str) -> str:
-    return as_spec(model).name_or_path
+def _label(model: ResolvedModel | ModelSpec | str) -> str:
+    if isinstance(model, ResolvedModel):
+        return model.model
+    return model.name_or_path if isinstance(model, ModelSpec) else str(model)

@@ -25,11 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from rbplab.catalog.corpora import Corpus, LazyCorpus
-from rbplab.catalog.models import ModelLoadError, ModelSpec, ResolvedModel, resolve
+from rbplab.catalog.models import ModelLoadError, ModelSpec, ResolvedModel
 from rbplab.core.entry_spec import EntrySpec
 from rbplab.core.settings import ExtractionSettings
 from rbplab.core.versions import installed_versions
 from rbplab.extraction.fingerprints import files_digest, resolve_commit, weights_fingerprint
+from rbplab.extraction.sources import as_resolved
 from rbplab.store.cache import CacheEntry, CacheError, canonical_json
 from rbplab.store.files import atomic_write, cache_root, ensure_real_dir, read_entry_file
 
@@ -88,7 +89,7 @@ def request(
     if not cpu_only(settings):
         return None
     try:
-        source = model if isinstance(model, ResolvedModel) else resolve(model)
+        source = as_resolved(model)
         if source.local:
             files = {
                 "weights": fingerprint or weights_fingerprint(source),

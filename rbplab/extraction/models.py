@@ -24,11 +24,12 @@ from typing import Any
 
 import torch
 
-from rbplab.catalog.models import ModelLoadError, ModelSpec, ResolvedModel, resolve
+from rbplab.catalog.models import ModelLoadError, ModelSpec, ResolvedModel
 from rbplab.core.settings import ExtractionSettings
 from rbplab.extraction.config_checks import check_config_fields, check_weight_files, local_weight_shapes
 from rbplab.extraction.fingerprints import resolve_commit, tokenizer_fingerprint, weights_fingerprint
 from rbplab.extraction.gguf_file import gguf_reader, shared_gguf_reader
+from rbplab.extraction.sources import as_resolved
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 DEVICE_MAP_PREFIX = "device_map:"  # ModelInfo.device of a model placed by a device map
@@ -130,7 +131,7 @@ def check_remote_code(model: ResolvedModel) -> None:
         for name in _REMOTE_CODE_FILES:
             if _has_auto_map(folder / name, model):
                 where = "its directory" if str(folder) == model.location else f"{folder}"
-                raise remote_code_error(model.name, f"{where} ({name} has an auto_map)")
+                raise remote_code_error(model.model, f"{where} ({name} has an auto_map)")
 
 
 def _loader_folders(model: ResolvedModel) -> list[Path]:
@@ -163,11 +164,11 @@ def _has_auto_map(path: Path, model: ResolvedModel) -> bool:
         if not path.exists():
             return False
         raise ModelLoadError(
-            f"cannot check {path} of {model.name} for custom code: {err.strerror or err}"
+            f"cannot check {path} of {model.model} for custom code: {err.strerror or err}"
         ) from None
     if len(data) > _MAX_CONFIG_BYTES:
         raise ModelLoadError(
-            f"{path} of {model.name} is larger than {_MAX_CONFIG_BYTES >> 20} MiB; not a model config"
+            f"{path} of {model.model} is larger than {_MAX_CONFIG_BYTES >> 20} MiB; not a model config"
         )
     try:
         parsed = json.loads(data)
@@ -288,7 +289,7 @@ def describe_model(
     A hub model's revision (None = main) is resolved to its commit once, here; config, tokenizer
     and (later) weights are all loaded at that commit, so a branch moving meanwhile cannot mix them.
     """
-    resolved = model if isinstance(model, ResolvedModel) else resolve(model)
+    resolved = as_resolved(model)
     check_remote_code(resolved)
     # config, tokenizer and placeholder scan share one parse of a GGUF file's header
     with shared_gguf_reader() if resolved.gguf_file else contextlib.nullcontext():
@@ -315,7 +316,7 @@ def _describe(model: ResolvedModel, settings: ExtractionSettings) -> ModelDescri
             "the tokenizer does not belong to this model (check tokenizer=...)"
         )
     info = ModelInfo(
-        name=model.name,
+        name=model.model,
         revision=model.revision,
         fingerprint=f"hub:{commit}" if commit else weights_fingerprint(model),
         architecture=counts.architecture,
@@ -369,7 +370,7 @@ def _gguf_placeholders(model: ResolvedModel) -> int:
 
 def load_weights(described: ModelDescription) -> torch.nn.Module:
     """Instantiate the model with weights, on the device and dtype its description resolved, in
-    eval mode."""
+    eval mode, its output head checked to reproduce the model's logits (`check_head`)."""
     from transformers import AutoModelForCausalLM
 
     resolved, info = described.model, described.info
@@ -386,7 +387,7 @@ def load_weights(described: ModelDescription) -> torch.nn.Module:
         kwargs["device_map"] = device_map
     from safetensors import SafetensorError
 
-    name = resolved.name
+    name = resolved.model
     try:
         # the GGUF header describe_model parsed: transformers reads config and tensors through it
         with shared_gguf_reader() if resolved.gguf_file else contextlib.nullcontext():
@@ -424,6 +425,7 @@ def load_weights(described: ModelDescription) -> torch.nn.Module:
     rows = getattr(getattr(head, "weight", None), "shape", (info.head_rows,))[0]
     if rows != info.head_rows:
         raise ModelLoadError(f"output layer has {rows} rows, config says {info.head_rows}")
+    check_head(model, info)
     return model
 
 
@@ -499,6 +501,4 @@ def load_model(
     """Load (model, tokenizer, ModelInfo); the model is in eval mode on the device and dtype
     `settings` ask for (default: "auto")."""
     described = describe_model(model, settings)
-    weights = load_weights(described)
-    check_head(weights, described.info)
-    return weights, described.tokenizer, described.info
+    return load_weights(described), described.tokenizer, described.info

@@ -28,12 +28,12 @@ from rbplab.catalog.corpora import Corpus, LazyCorpus
 from rbplab.catalog.models import ModelSpec
 from rbplab.core.settings import ExtractionSettings
 from rbplab.extraction.known_plans import record_plan
-from rbplab.extraction.models import check_head, load_weights
-from rbplab.extraction.plan import Plan, count_problems, counts_derivable, plan_extraction, plan_shards
+from rbplab.extraction.models import load_weights
+from rbplab.extraction.plan import Plan, count_problems, plan_extraction
 from rbplab.extraction.precision import numerics_record
 from rbplab.extraction.ranks import NonFiniteLogitsError
-from rbplab.extraction.scoring import Scorer, default_batch_tokens, make_scorer, shard_frame
-from rbplab.extraction.windows import PAD_MULTIPLE, Window
+from rbplab.extraction.scoring import PAD_MULTIPLE, Scorer, default_batch_tokens, make_scorer, shard_frame
+from rbplab.extraction.windows import Window
 from rbplab.store.cache import CacheCorruptedError, CacheEntry, CacheError
 from rbplab.store.files import check_writable
 
@@ -106,18 +106,14 @@ def entry_manifest(
 
 
 def training_position(plan: Plan) -> dict | None:
-    """Step, tokens seen D and compute C ~= 6 S D of the scored checkpoint, when its family's
-    checkpoint schedule (rbplab.catalog.schedules) knows them; None otherwise."""
-    info = plan.described.info
-    # registry name, then what the user named (a local model directory holding checkpoints/)
-    for name in dict.fromkeys((plan.spec.model.name, plan.described.model.name)):
-        try:
-            found = schedules.training_position(name, info.revision, info.n_nonembedding)
-        except (OSError, ValueError):
-            continue
-        if found is not None:
-            return found
-    return None
+    """Step, tokens seen D and compute C ~= 6 S D of the scored checkpoint, when its checkpoint
+    schedule (`rbplab.catalog.schedules`: its family's, or its folder's) knows them; None otherwise."""
+    model, info = plan.described.model, plan.described.info
+    try:
+        schedule = model.schedule
+    except (OSError, ValueError):
+        return None
+    return schedules.position(schedule, info.revision, info.n_nonembedding)
 
 
 def _progress(total: int, initial: int, label: str, enabled: bool) -> Any:
@@ -153,36 +149,44 @@ def extract(
     fields given as keywords, e.g. extract(model, corpus, max_tokens=2000).
     """
     plan = plan_extraction(model, corpus, settings, **overrides)
-    result = extract_plan(plan, cache_dir=cache_dir, progress=progress)
-    record_plan(plan, cache_dir)  # the next analysis of this run finds its key without model code
-    return result
+    return extract_plan(plan, cache_dir=cache_dir, progress=progress)
 
 
 def extract_plan(plan: Plan, *, cache_dir: str | Path | None = None, progress: bool = True) -> ExtractResult:
-    """`extract` of an already made plan (`plan_extraction`)."""
+    """`extract` of an already made plan (`plan_extraction`); its plan record is written after, so
+    the next analysis of this run finds its key without model code (`known_plans`)."""
     entry = CacheEntry(cache_dir, plan.key_spec)
-    hit = cache_hit(entry, plan)  # a hit writes nothing, so a read-only cache serves it
-    if hit is not None:
-        return hit
+    result = cache_hit(entry, plan)  # a hit writes nothing, so a read-only cache serves it
+    if result is None:
+        result = _compute(plan, entry, progress)
+    record_plan(plan, cache_dir)
+    return result
+
+
+def load_scorer(plan: Plan) -> Scorer:
+    """The plan's model with its weights loaded and its head checked: the expensive step a cache
+    hit skips."""
+    return make_scorer(plan, load_weights(plan.described))
+
+
+def _compute(plan: Plan, entry: CacheEntry, progress: bool) -> ExtractResult:
+    """Compute the shards `entry` lacks, resuming from those on disk, and finalise it."""
     # A model that cannot be loaded fails here, before the entry directory exists (no litter).
     check_writable(entry.root)
-    weights = load_weights(plan.described)
-    check_head(weights, plan.described.info)
+    scorer = load_scorer(plan)
     with entry.lock():
         hit = cache_hit(entry, plan)  # another process finished it while we waited for the lock
         if hit is not None:
             return hit
-        shards = plan_shards(plan)
-        done = sound_shards(entry, shards)  # damaged and miscounted shards removed here
+        done = sound_shards(entry, plan.shards)  # damaged and miscounted shards removed here
+    shards = plan.shards
     todo = [i for i in range(len(shards)) if i not in done]
     total = sum(w.n_scored for shard in shards for w in shard)
     initial = sum(w.n_scored for i in done for w in shards[i])
     label = f"{plan.spec.model.name} x {plan.corpus.name}"
     try:
         with _progress(total, initial, label, progress) as bar:
-            compute_shards(
-                plan, entry, todo, shards=shards, scorer=make_scorer(plan, weights), on_tokens=bar.update
-            )
+            compute_shards(plan, entry, todo, scorer=scorer, on_tokens=bar.update)
     except BaseException:
         entry.discard_if_unstarted()  # failed before its first shard: no folder left behind
         raise
@@ -208,24 +212,23 @@ def compute_shards(
     entry: CacheEntry,
     indices: Iterable[int],
     *,
-    shards: list[list[Window]] | None = None,
     scorer: Scorer | None = None,
     on_tokens: Callable[[int], object] | None = None,
-    load_scorer: Callable[[Plan], Scorer] | None = None,
+    get_scorer: Callable[[Plan], Scorer] = load_scorer,
 ) -> ShardWork:
     """The shard loop that `extract`, the runner's work units and the CLI share.
 
     Computes each shard of `indices` the entry lacks, each under a claim of its own so no two
     processes compute one shard (a shard another process holds is waited for, then checked), and
     finalises the entry when every shard exists, whoever computed them. Weights load at the first
-    shard that needs computing (`load_scorer(plan)`, default `make_scorer`) unless `scorer` is
-    given. `shards`: the plan's windows per shard (`plan_shards`, when the caller already has them).
+    shard that needs computing (`get_scorer(plan)`, default `load_scorer`) unless `scorer` is
+    given.
 
     A finished shard is written by a writer thread while the next one is scored (at most one
     write in flight, so at most two shards' rows are held). Its claim is released only once its
     write has landed, and a failed write is raised here before the next shard is handed over."""
     started = time.perf_counter()
-    shards = plan_shards(plan) if shards is None else shards
+    shards = plan.shards
     work = ShardWork()
     report = on_tokens or (lambda _n: None)
     producer = producer_id()
@@ -237,7 +240,7 @@ def compute_shards(
             return None
         if scorer is None:
             clock = time.perf_counter()
-            scorer = (load_scorer or make_scorer)(plan)
+            scorer = get_scorer(plan)
             work.timings["load"] += time.perf_counter() - clock
         clock = time.perf_counter()
         try:
@@ -319,7 +322,7 @@ def _crash_hook() -> None:
 def cache_hit(entry: CacheEntry, plan: Plan | None = None) -> ExtractResult | None:
     """The result of a complete entry that passes every store check and, given the `plan` it was
     keyed from, holds the shards and tokens the plan's corpus, tokenizer and window settings give
-    (`count_problems`; tokenizes the corpus, memoised; skipped where `counts_derivable` is false);
+    (`count_problems`; tokenizes the corpus, memoised; skipped where `Plan.counts_derivable` is false);
     None otherwise. An entry that fails is reported with one warning and marked incomplete, so the
     caller recomputes what it lacks. A miscounted entry that cannot be marked (a read-only cache)
     is a CacheCorruptedError: it is never served as it is."""
@@ -330,7 +333,8 @@ def cache_hit(entry: CacheEntry, plan: Plan | None = None) -> ExtractResult | No
     except CacheCorruptedError as err:
         warnings.warn(str(err), stacklevel=3)
         return None
-    problems = count_problems(plan, manifest) if plan is not None and counts_derivable(plan) else []
+    derivable = plan is not None and plan.counts_derivable
+    problems = count_problems(plan, manifest) if derivable else []
     if problems:
         err = entry.damaged(problems[0])
         if entry.is_complete():

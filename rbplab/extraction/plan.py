@@ -12,11 +12,12 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from rbplab.catalog.corpora import Corpus, LazyCorpus, open_corpus
-from rbplab.catalog.models import ModelSpec
+from rbplab.catalog.models import ModelSpec, ResolvedModel
 from rbplab.core.entry_spec import (
     BosIdentity,
     CorpusIdentity,
@@ -27,17 +28,9 @@ from rbplab.core.entry_spec import (
 )
 from rbplab.core.errors import InvalidArgumentError, RbplabError
 from rbplab.core.settings import ExtractionSettings, resolve_settings
+from rbplab.extraction.bos import BosDecision, resolve_bos
 from rbplab.extraction.models import ModelDescription, describe_model
-from rbplab.extraction.sources import as_spec
-from rbplab.extraction.windows import (
-    BosDecision,
-    Window,
-    WindowPolicy,
-    make_windows,
-    resolve_bos,
-    tokenize_documents,
-)
-from rbplab.grid import ModelRef
+from rbplab.extraction.windows import Window, WindowPolicy, make_windows, tokenize_documents
 
 SHARD_TOKENS = 1 << 16  # scored targets per shard (whole windows): resume granularity
 DEFAULT_MAX_CONTEXT = 2048
@@ -73,9 +66,22 @@ class Plan:
     def include_padded_vocab(self) -> bool:
         return self.settings.include_padded_vocab
 
+    @cached_property
+    def shards(self) -> list[list[Window]]:
+        """The windows of every shard of the entry (tokenizes the corpus on first use: a cache hit
+        on a hub corpus never asks)."""
+        return shard_windows(plan_windows(self), self.spec.windows.shard_tokens)
+
+    @property
+    def counts_derivable(self) -> bool:
+        """Whether the entry's shard and token counts can be derived without reading a dataset:
+        always, except for a hub corpus whose documents have not been read (`LazyCorpus`), which a
+        cache hit is keyed by and never reads (`rbplab cache verify` derives its counts)."""
+        return not isinstance(self.corpus, LazyCorpus) or self.corpus.loaded
+
 
 def plan_extraction(
-    model: ModelSpec | ModelRef | str,
+    model: ResolvedModel | ModelSpec | str,
     corpus: str | Path | Corpus | LazyCorpus,
     settings: ExtractionSettings | None = None,
     *,
@@ -86,12 +92,11 @@ def plan_extraction(
     `overrides` are `ExtractionSettings` fields (e.g. max_tokens=2000). `described` is a dict the
     caller keeps for one pass over a grid, so each model is described once, not once per corpus."""
     settings = resolve_settings(settings, **overrides)
-    spec = as_spec(model)
     if described is None:
         described = {}
-    memo = (spec, settings.dtype, settings.device, settings.device_map)
+    memo = (model, settings.dtype, settings.device, settings.device_map)
     if memo not in described:
-        described[memo] = describe_model(spec, settings)
+        described[memo] = describe_model(model, settings)
     described = described[memo]
     info = described.info
     corpus = corpus if isinstance(corpus, (Corpus, LazyCorpus)) else open_corpus(corpus)
@@ -110,7 +115,7 @@ def plan_extraction(
     vocab_size = info.head_rows if include_padded_vocab else info.vocab_size
     entry_spec = EntrySpec(
         model=ModelIdentity(
-            name=described.model.label,
+            name=described.model.keyed_name,
             fingerprint=info.fingerprint,
             revision=described.model.keyed_revision,
             gguf_file=info.gguf_file,
@@ -189,17 +194,12 @@ def shard_windows(windows: list[Window], shard_tokens: int | None = None) -> lis
     return shards
 
 
-def plan_shards(plan: Plan) -> list[list[Window]]:
-    """The windows of every shard of the entry `plan` describes (tokenizes the corpus)."""
-    return shard_windows(plan_windows(plan), plan.spec.windows.shard_tokens)
-
-
 def count_problems(plan: Plan, manifest: dict) -> list[str]:
     """How the shard records of a (checked) manifest differ from what the plan's spec and corpus
     give: the number of shards and the rows of each follow from the corpus, the tokenizer and the
     window settings (which the key pins), so an entry missing its last shard, with n_tokens fixed
     to match, is caught here and nowhere in the store. Tokenizes the corpus (memoised)."""
-    expected = [sum(w.n_scored for w in shard) for shard in plan_shards(plan)]
+    expected = [sum(w.n_scored for w in shard) for shard in plan.shards]
     found = [int(record["rows"]) for record in manifest["shards"]]
     if len(found) != len(expected):
         return [
@@ -211,10 +211,3 @@ def count_problems(plan: Plan, manifest: dict) -> list[str]:
         for index, (rows, want) in enumerate(zip(found, expected, strict=True))
         if rows != want
     ]
-
-
-def counts_derivable(plan: Plan) -> bool:
-    """Whether the shard and token counts of `plan`'s entry can be derived without reading a
-    dataset: always, except for a hub corpus whose documents have not been read (`LazyCorpus`),
-    which a cache hit is keyed by and never reads (`rbplab cache verify` derives its counts)."""
-    return not isinstance(plan.corpus, LazyCorpus) or plan.corpus.loaded

@@ -14,18 +14,53 @@ to a batch-dependent length with an attention mask changes them by ~1e-6 (nll by
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
 
-from rbplab.extraction.models import check_head, input_device, load_weights
+from rbplab.extraction.models import input_device
 from rbplab.extraction.plan import Plan
 from rbplab.extraction.precision import pinned_precision
 from rbplab.extraction.ranks import FloatHead, NonFiniteLogitsError, rank_stats
-from rbplab.extraction.windows import Window, batch_arrays, batches
+from rbplab.extraction.windows import Window, scored_position
+
+PAD_MULTIPLE = 64
+
+
+def padded_length(length: int, context_length: int) -> int:
+    """Sequence length a window is run at: a function of the window alone (batch invariance)."""
+    return min(context_length, -(-length // PAD_MULTIPLE) * PAD_MULTIPLE)
+
+
+def batches(
+    windows: list[Window], batch_tokens: int, context_length: int
+) -> Iterator[tuple[int, list[Window]]]:
+    """(padded length, windows) groups: equal padded length, stable order, as many windows as fit
+    `batch_tokens` padded tokens (at least one), so short windows make batches as large as long ones."""
+    by_length: dict[int, list[Window]] = {}
+    for window in windows:
+        by_length.setdefault(padded_length(len(window.input_ids), context_length), []).append(window)
+    for length in sorted(by_length):
+        group = by_length[length]
+        size = max(1, batch_tokens // length)
+        for start in range(0, len(group), size):
+            yield length, group[start : start + size]
+
+
+def batch_arrays(group: list[Window], length: int, pad_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Right-padded input ids [B, length], flat row index of each scored target's predicting
+    position in [B * length], and the target ids, in window order."""
+    ids = np.full((len(group), length), pad_id, dtype=np.int64)
+    rows, targets = [], []
+    for b, window in enumerate(group):
+        ids[b, : len(window.input_ids)] = window.input_ids
+        target_rows = window.target_rows()
+        rows.append(b * length + target_rows - 1)
+        targets.append(window.input_ids[target_rows])
+    return ids, np.concatenate(rows), np.concatenate(targets)
 
 
 class Scorer:
@@ -60,15 +95,6 @@ class Scorer:
                 )
             except NonFiniteLogitsError as err:
                 raise err.located(scored_position(group, err.row)) from None
-
-
-def scored_position(group: list[Window], row: int) -> str:
-    """The document and token that row `row` of a batch of `group` scores (`batch_arrays` order)."""
-    for window in group:
-        if row < window.n_scored:
-            return f"document {window.doc_index}, token {int(window.positions()[row])}"
-        row -= window.n_scored
-    raise IndexError(f"row {row} is beyond the batch's scored targets")
 
 
 def default_batch_tokens(device: torch.device | str) -> int:
@@ -112,12 +138,8 @@ def shard_frame(
     return frame.sort_values(["doc_index", "position"], kind="stable").reset_index(drop=True)
 
 
-def make_scorer(plan: Plan, weights: torch.nn.Module | None = None) -> Scorer:
-    """Load the weights (the expensive step a cache hit skips) unless given, check the head, wrap them."""
-    info = plan.described.info
-    if weights is None:
-        weights = load_weights(plan.described)
-        check_head(weights, info)
+def make_scorer(plan: Plan, weights: torch.nn.Module) -> Scorer:
+    """A scorer of `plan`'s runs over loaded `weights` (`rbplab.extraction.models.load_weights`)."""
     tokenizer = plan.described.tokenizer
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else plan.bos.token_id or 0
-    return Scorer(weights, plan.vocab_size, int(pad_id), info.softcap)
+    return Scorer(weights, plan.vocab_size, int(pad_id), plan.described.info.softcap)

@@ -1,24 +1,17 @@
-"""What a model argument means: a `ModelSpec`, a grid's `ModelRef` or a name, as one `ModelSpec`.
-
-Resolving the spec (registry, paths, GGUF files, checkpoints) is `rbplab.catalog.resolve`.
-"""
+"""What a model argument means: a grid's `ResolvedModel`, a `ModelSpec` or a name, as one
+`ResolvedModel` (`rbplab.catalog.resolve` does the resolving: registry, paths, GGUF files,
+checkpoints)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from rbplab.catalog.models import ModelSpec
-from rbplab.grid import ModelRef
+from rbplab.catalog.models import ModelSpec, ResolvedModel, resolve
 
 
-def as_spec(model: ModelSpec | ModelRef | str | Path) -> ModelSpec:
-    """A ModelSpec from a spec, a grid's ModelRef or a name/path."""
-    if isinstance(model, ModelRef):
-        return ModelSpec(
-            model.source,
-            revision=model.revision,
-            gguf_file=model.gguf_file,
-            tokenizer=model.tokenizer,
-            trust_remote_code=model.trust_remote_code,
-        )
-    return model if isinstance(model, ModelSpec) else ModelSpec(str(model))
+def as_resolved(model: ResolvedModel | ModelSpec | str | Path) -> ResolvedModel:
+    """`model` itself when already resolved (a grid's member: no second registry lookup), else
+    `model` resolved once."""
+    if isinstance(model, ResolvedModel):
+        return model
+    return resolve(model if isinstance(model, ModelSpec) else ModelSpec(str(model)))

@@ -20,9 +20,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rbplab.extraction.plan import Plan, count_problems, plan_shards
+from rbplab.extraction.pipeline import load_scorer
+from rbplab.extraction.plan import Plan, count_problems
 from rbplab.extraction.repair import replan
-from rbplab.extraction.scoring import make_scorer, shard_frame
+from rbplab.extraction.scoring import shard_frame
 from rbplab.store.cache import CacheCorruptedError, CacheEntry, CacheError
 
 # What re-planning, tokenizing or loading a model raises when something is missing or broken.
@@ -87,8 +88,8 @@ def audit_entry(entry: CacheEntry, *, counts: bool = True, rederive: int | None 
 
 
 def _rederive(entry: CacheEntry, plan: Plan, manifest: dict, indices: list[int], audit: Audit) -> None:
-    shards = plan_shards(plan)
-    scorer = make_scorer(plan)
+    shards = plan.shards
+    scorer = load_scorer(plan)
     produced_on = (manifest.get("provenance") or {}).get("device")
     here = plan.described.info.device
     same_values = []

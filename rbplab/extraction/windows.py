@@ -1,4 +1,4 @@
-"""Turning documents into model inputs: tokenization, BOS policy and context windows.
+"""Turning documents into model inputs: tokenization and context windows.
 
 Documents are tokenized separately (never concatenated), so no token is predicted
 from another document's text. A document's sequence is its tokens, optionally
@@ -14,10 +14,8 @@ Windows cut long sequences to `context_length` inputs:
   targets not scored by the previous window are scored, so every scored token
   after the first window sees at least context_length - s tokens of context.
 Special tokens in the text are tokenized as plain text (`split_special_tokens`),
-and any target that is still a special token id is not scored.
-
-Batches group windows of equal padded length; a window's padded length depends on the
-window alone (`padded_length`), which keeps results batch-invariant (see `rbplab.extraction.scoring`).
+and any target that is still a special token id is not scored. Which BOS token (if any) starts
+a document is `rbplab.extraction.bos`; how windows are batched is `rbplab.extraction.scoring`.
 """
 
 from __future__ import annotations
@@ -29,9 +27,7 @@ from typing import Any
 import numpy as np
 
 from rbplab.core.errors import InvalidArgumentError
-
-BOS_CHOICES = ("auto", "always", "never")
-PAD_MULTIPLE = 64
+from rbplab.extraction.bos import BOS_CHOICES, BosDecision
 
 
 @dataclass(frozen=True)
@@ -57,73 +53,6 @@ class WindowPolicy:
     def step(self) -> int:
         """How far consecutive windows of a document advance."""
         return self.stride if self.stride is not None else self.context_length - 1
-
-
-@dataclass(frozen=True)
-class BosDecision:
-    """Whether documents start with a BOS token, which one, and why (recorded in the manifest)."""
-
-    use: bool
-    token_id: int | None
-    rule: str
-
-    def to_dict(self) -> dict:
-        return {"use": self.use, "token_id": self.token_id, "rule": self.rule}
-
-
-def _added_prefix(tokenizer: Any) -> int | None:
-    """The token the tokenizer itself prepends when asked for special tokens (Llama, OPT, Gemma), if any."""
-    plain = tokenizer("a", add_special_tokens=False)["input_ids"]
-    full = tokenizer("a", add_special_tokens=True)["input_ids"]
-    if len(full) > len(plain) and full[len(full) - len(plain) :] == plain:
-        return int(full[0])
-    return None
-
-
-def _config_bos(config: Any, vocab_size: int) -> int | None:
-    """The config's bos_token_id when it is a single token of the tokenizer's vocabulary."""
-    if config is None:
-        return None
-    text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    value = getattr(text, "bos_token_id", None)
-    return int(value) if isinstance(value, int) and 0 <= value < vocab_size else None
-
-
-def resolve_bos(tokenizer: Any, bos: str = "auto", config: Any = None) -> BosDecision:
-    """Decide the BOS policy for a tokenizer (and the model `config`, when given).
-
-    "auto" follows what each family was trained with, in the order lm-evaluation-harness uses:
-    1. the tokenizer adds a BOS itself (OPT's </s>, Llama/Gemma <s>/<bos>) -> that token;
-    2. it declares a bos_token (GPT-2 and Pythia: <|endoftext|>, their document separator) -> it;
-    3. no bos_token, but the model config names a bos_token_id inside the vocabulary (Qwen2.5
-       base: 151643, <|endoftext|>, which separates pretraining documents) -> that token. This
-       comes before eos because base checkpoints have shipped tokenizer_config.json files whose
-       eos is the chat token <|im_end|>;
-    4. only an eos_token -> the eos token as the document-start context;
-    5. otherwise no BOS, and the first token of each document is not scored.
-    "always" applies the same order but fails if no token exists; "never" uses none.
-    The rule that applied is recorded (`BosDecision.rule`, part of the cache key).
-    """
-    if bos not in BOS_CHOICES:
-        raise InvalidArgumentError(f"bos must be one of {BOS_CHOICES}, got {bos!r}")
-    if bos == "never":
-        return BosDecision(False, None, "never: requested")
-    prefix = _added_prefix(tokenizer)
-    if prefix is not None:
-        decision = BosDecision(True, prefix, "tokenizer prepends this token to every input")
-    elif tokenizer.bos_token_id is not None:
-        decision = BosDecision(True, int(tokenizer.bos_token_id), "tokenizer's bos_token")
-    elif (config_bos := _config_bos(config, len(tokenizer))) is not None:
-        decision = BosDecision(True, config_bos, "no bos_token: the model config's bos_token_id")
-    elif tokenizer.eos_token_id is not None:
-        decision = BosDecision(
-            True, int(tokenizer.eos_token_id), "no bos_token: eos_token marks document start"
-        )
-    elif bos == "always":
-        raise InvalidArgumentError("bos='always' but the tokenizer has no BOS or EOS token; use bos='never'")
-    else:
-        return BosDecision(False, None, "auto: tokenizer has no BOS or EOS token")
-    return BosDecision(decision.use, decision.token_id, f"{bos}: {decision.rule}")
 
 
 def tokenize_documents(tokenizer: Any, texts: Sequence[str], batch: int = 64) -> Iterator[np.ndarray]:
@@ -233,34 +162,11 @@ def make_windows(
     return out
 
 
-def padded_length(length: int, context_length: int) -> int:
-    """Sequence length a window is run at: a function of the window alone (batch invariance)."""
-    return min(context_length, -(-length // PAD_MULTIPLE) * PAD_MULTIPLE)
-
-
-def batches(
-    windows: list[Window], batch_tokens: int, context_length: int
-) -> Iterator[tuple[int, list[Window]]]:
-    """(padded length, windows) groups: equal padded length, stable order, as many windows as fit
-    `batch_tokens` padded tokens (at least one), so short windows make batches as large as long ones."""
-    by_length: dict[int, list[Window]] = {}
-    for window in windows:
-        by_length.setdefault(padded_length(len(window.input_ids), context_length), []).append(window)
-    for length in sorted(by_length):
-        group = by_length[length]
-        size = max(1, batch_tokens // length)
-        for start in range(0, len(group), size):
-            yield length, group[start : start + size]
-
-
-def batch_arrays(group: list[Window], length: int, pad_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Right-padded input ids [B, length], flat row index of each scored target's predicting
-    position in [B * length], and the target ids, in window order."""
-    ids = np.full((len(group), length), pad_id, dtype=np.int64)
-    rows, targets = [], []
-    for b, window in enumerate(group):
-        ids[b, : len(window.input_ids)] = window.input_ids
-        target_rows = window.target_rows()
-        rows.append(b * length + target_rows - 1)
-        targets.append(window.input_ids[target_rows])
-    return ids, np.concatenate(rows), np.concatenate(targets)
+def scored_position(group: list[Window], row: int) -> str:
+    """The document and token that row `row` of a batch of `group` scores (rows in window order,
+    as `rbplab.extraction.scoring.batch_arrays` lays them out)."""
+    for window in group:
+        if row < window.n_scored:
+            return f"document {window.doc_index}, token {int(window.positions()[row])}"
+        row -= window.n_scored
+    raise IndexError(f"row {row} is beyond the batch's scored targets")

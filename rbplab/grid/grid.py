@@ -33,9 +33,9 @@ import pandas as pd
 
 from rbplab.catalog import registry, schedules
 from rbplab.catalog.corpora import Corpus, LazyCorpus, canonical_corpus, list_corpora, open_corpus
+from rbplab.catalog.models import ResolvedModel, resolve_family, resolve_member
 from rbplab.core.errors import RbplabError
 from rbplab.core.settings import ExtractionSettings, resolve_settings
-from rbplab.grid.models import ModelRef, family_refs, model_ref
 from rbplab.store.files import UnsafeFileError, open_regular_file
 
 if sys.version_info >= (3, 11):
@@ -70,7 +70,7 @@ def corpus_label(spec: CorpusLike) -> str:
 class GridRun:
     """One (model at a revision, corpus) of the grid: one cache entry once settings are applied."""
 
-    model: ModelRef
+    model: ResolvedModel
     corpus: Corpus | LazyCorpus
     corpus_label: str
 
@@ -88,7 +88,7 @@ class Grid:
     grid (`opened`). Build one with `Grid.build` (anything a user names) or the constructors."""
 
     path: Path | None
-    members: tuple[ModelRef, ...]
+    members: tuple[ResolvedModel, ...]
     corpora: tuple[CorpusLike, ...]
     revisions: Mapping[str, tuple[str | None, ...]] = field(default_factory=dict)
     settings: ExtractionSettings = field(default_factory=ExtractionSettings)
@@ -105,7 +105,7 @@ class Grid:
     def models(self) -> list[str]:
         return [m.model for m in self.members]
 
-    def checkpoints(self) -> Iterator[ModelRef]:
+    def checkpoints(self) -> Iterator[ResolvedModel]:
         """Every model at every revision of the grid."""
         for member in self.members:
             for revision in self.revisions_of(member.model):
@@ -219,7 +219,7 @@ class Grid:
         names = [str(n) for n in names]
         if not names:
             raise StudyFileError("give at least one model family or model, e.g. 'micro' (rbplab families)")
-        members: list[ModelRef] = []
+        members: list[ResolvedModel] = []
         families: list[str] = []
         for name in names:
             refs = _family_or_model(name)
@@ -233,7 +233,7 @@ class Grid:
     @classmethod
     def of(
         cls,
-        members: Iterable[ModelRef],
+        members: Iterable[ResolvedModel],
         corpora: CorpusLike | Iterable[CorpusLike] | None = None,
         settings: ExtractionSettings | Mapping[str, Any] | None = None,
         *,
@@ -342,31 +342,31 @@ def _study_text(path: Path) -> str:
         ) from None
 
 
-def _resolve_members(families: list[str], names: list[str], where: str) -> list[ModelRef]:
+def _resolve_members(families: list[str], names: list[str], where: str) -> list[ResolvedModel]:
     """Each family's members, then each named model, resolved once; repeats dropped."""
-    members: list[ModelRef] = []
+    members: list[ResolvedModel] = []
     try:
         for family in families:
-            members += family_refs(family)
-        members += [model_ref(name) for name in names]
+            members += resolve_family(family)
+        members += [resolve_member(name) for name in names]
     except (registry.UnknownFamilyError, registry.UnknownModelError) as err:
         raise StudyFileError(f"{where}{err}") from None
     return list({m.model: m for m in members}.values())
 
 
-def _family_or_model(name: str) -> list[ModelRef] | None:
+def _family_or_model(name: str) -> list[ResolvedModel] | None:
     """The members of family `name`, or None when no family has that name."""
     try:
-        return family_refs(name)
+        return resolve_family(name)
     except registry.UnknownFamilyError:
         return None
 
 
-def _named_model(name: str) -> ModelRef:
+def _named_model(name: str) -> ResolvedModel:
     """A name that is not a family: a model, or (when it is not one either and looks closer to
     a family than to a model) the unknown-family error with its suggestion."""
     try:
-        return model_ref(name)
+        return resolve_member(name)
     except registry.UnknownModelError as err:
         if "did you mean" in str(err) or "/" in name or name.endswith(".gguf"):
             raise
@@ -374,7 +374,7 @@ def _named_model(name: str) -> ModelRef:
         raise
 
 
-def _subset(members: list[ModelRef], models: Iterable[str], families: list[str]) -> list[ModelRef]:
+def _subset(members: list[ResolvedModel], models: Iterable[str], families: list[str]) -> list[ResolvedModel]:
     wanted = set(_as_list(models))
     unknown = sorted(wanted - {m.model for m in members})
     if unknown:

@@ -2,7 +2,7 @@
 to score, forward FLOPs, the memory one forward needs on the device and an estimated time.
 
 Nothing here loads weights except the throughput probe: keys, token counts and sizes come from
-configs, tokenizers and corpora (`plan_extraction`, `plan_shards`), shapes from the architecture
+configs, tokenizers and corpora (`plan_extraction`, `Plan.shards`), shapes from the architecture
 instantiated on the meta device (`rbplab.catalog.sizes.meta_model`). The cache is only read.
 
 The cost model, per scored token of a model with S non-embedding parameters whose output head
@@ -39,10 +39,10 @@ import pandas as pd
 
 from rbplab.catalog.corpora import Corpus, Document, LazyCorpus, open_corpus
 from rbplab.core.errors import InvalidArgumentError, RbplabError
-from rbplab.extraction.plan import Plan, plan_extraction, plan_shards
+from rbplab.extraction.pipeline import load_scorer
+from rbplab.extraction.plan import Plan, plan_extraction
 from rbplab.extraction.ranks import block_rows, default_chunk_size
-from rbplab.extraction.scoring import default_batch_tokens, make_scorer
-from rbplab.extraction.windows import batches
+from rbplab.extraction.scoring import batches, default_batch_tokens
 from rbplab.grid import Grid, corpus_label
 from rbplab.runner.units import BYTES_PER_PARAM, DEFAULT_SHARDS_PER_UNIT, accelerator_dtype
 from rbplab.store.cache import CacheEntry
@@ -231,7 +231,7 @@ def _open(spec: Any) -> tuple[Corpus | LazyCorpus | None, str | None]:
 
 def _shard_sizes(plan: Plan) -> tuple[list[int] | None, str | None]:
     try:
-        return [sum(w.n_scored for w in shard) for shard in plan_shards(plan)], None
+        return [sum(w.n_scored for w in shard) for shard in plan.shards], None
     except (RbplabError, OSError) as err:
         if isinstance(plan.corpus, LazyCorpus):  # its documents could not be read
             return None, " ".join(str(err).split())
@@ -279,9 +279,7 @@ def estimate_costs(
         settings = grid.settings
         if accelerator and settings.dtype == "auto":
             if ref not in dtypes:
-                from rbplab.extraction.sources import as_spec
-
-                dtypes[ref] = accelerator_dtype(as_spec(ref))
+                dtypes[ref] = accelerator_dtype(ref)
             settings = settings.with_changes(dtype=dtypes[ref])
         for (corpus, unreachable), label in corpora:
             rows.append(
@@ -479,7 +477,7 @@ def probe_throughput(
 
     logging.disable_progress_bar()  # the plan's table is the output; no weight-loading bar
     loading = time.perf_counter()
-    scorer = make_scorer(plan)
+    scorer = load_scorer(plan)
     loading = time.perf_counter() - loading
     budget = plan.settings.batch_tokens or default_batch_tokens(scorer.device)
     windows, scored = [], 0
@@ -515,7 +513,7 @@ def probe_throughput(
         device=str(scorer.device),
     )
     return Throughput(
-        plan.described.model.label,
+        plan.described.model.keyed_name,
         scored / seconds,
         float(per_token),
         str(scorer.device),

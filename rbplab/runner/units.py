@@ -13,14 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rbplab.catalog.corpora import Corpus, LazyCorpus
-from rbplab.catalog.models import ModelSpec
+from rbplab.catalog.models import ResolvedModel
 from rbplab.core.errors import InvalidArgumentError
 from rbplab.core.settings import ExtractionSettings
 from rbplab.extraction.known_plans import record_plan
 from rbplab.extraction.pipeline import cache_hit, sound_shards
-from rbplab.extraction.plan import counts_derivable, plan_extraction, plan_shards
-from rbplab.extraction.sources import as_spec
-from rbplab.grid import Grid, ModelRef
+from rbplab.extraction.plan import plan_extraction
+from rbplab.grid import Grid
 from rbplab.store.cache import CacheEntry
 
 DEFAULT_SHARDS_PER_UNIT = 4
@@ -46,7 +45,7 @@ class WorkUnit:
     """Shards `shards` of one entry; everything a worker needs besides the shared cache path."""
 
     key: str
-    ref: ModelRef  # the model at its revision, resolved once by the grid
+    ref: ResolvedModel  # the model at its revision, resolved once by the grid
     corpus: Corpus | LazyCorpus
     settings: ExtractionSettings
     shards: tuple[int, ...]
@@ -106,7 +105,7 @@ def plan_study(
         settings = study.settings
         if accelerator and settings.dtype == "auto":
             if ref not in dtypes:
-                dtypes[ref] = accelerator_dtype(as_spec(ref))
+                dtypes[ref] = accelerator_dtype(ref)
             settings = settings.with_changes(dtype=dtypes[ref])
         plan = plan_extraction(ref, run.corpus, settings, described=described)
         entry = CacheEntry(cache_dir, plan.key_spec)
@@ -115,10 +114,10 @@ def plan_study(
         # missing its last shard is reported, marked incomplete and cut into units like any other.
         hit = cache_hit(entry, plan)
         cached = hit is not None
-        if cached and not counts_derivable(plan):  # a hub corpus is not read for a cached entry
+        if cached and not plan.counts_derivable:  # a hub corpus is not read for a cached entry
             sizes = [int(record["rows"]) for record in hit.manifest["shards"]]
         else:
-            shards = plan_shards(plan)
+            shards = plan.shards
             sizes = [sum(w.n_scored for w in shard) for shard in shards]
         if not cached:
             # writes spec.json (the entry exists before any worker runs) and removes shards of
@@ -158,13 +157,13 @@ def plan_study(
 BYTES_PER_PARAM = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
-def accelerator_dtype(spec: ModelSpec) -> str:
+def accelerator_dtype(model: ResolvedModel) -> str:
     """The dtype "auto" resolves to on a GPU for this model (from its config; no weights, no GPU)."""
     import torch
 
     from rbplab.extraction.models import describe_model, resolve_dtype
 
-    return resolve_dtype("auto", torch.device("cuda"), describe_model(spec).config)
+    return resolve_dtype("auto", torch.device("cuda"), describe_model(model).config)
 
 
 def slice_units(units: tuple[WorkUnit, ...], task_index: int, num_tasks: int) -> tuple[WorkUnit, ...]:

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rbplab.core.errors import RunFailedError
-from rbplab.extraction.pipeline import CRASH_HOOK_ENV, compute_shards, producer_id
-from rbplab.extraction.plan import Plan, plan_extraction, plan_shards
-from rbplab.extraction.scoring import Scorer, make_scorer
+from rbplab.extraction.pipeline import CRASH_HOOK_ENV, compute_shards, load_scorer, producer_id
+from rbplab.extraction.plan import Plan, plan_extraction
+from rbplab.extraction.scoring import Scorer
 from rbplab.runner.units import WorkUnit
 from rbplab.store.cache import CacheEntry
 
@@ -66,7 +66,7 @@ def loaded_scorer(plan: Plan) -> Scorer:
     )
     if identity not in _LOADED:
         release_models()
-        _LOADED[identity] = make_scorer(plan)
+        _LOADED[identity] = load_scorer(plan)
     return _LOADED[identity]
 
 
@@ -100,11 +100,9 @@ def run_unit(
     if entry.is_complete():
         seconds = time.perf_counter() - started
         return UnitResult(unit.key, unit.shards, 0, seconds, producer, False, visible_devices=devices)
-    shards = plan_shards(plan)  # tokenises the corpus (once per process: memoised)
+    _ = plan.shards  # tokenises the corpus (once per process: memoised), timed as planning
     planned = time.perf_counter() - started
-    work = compute_shards(
-        plan, entry, unit.shards, shards=shards, on_tokens=on_tokens, load_scorer=loaded_scorer
-    )
+    work = compute_shards(plan, entry, unit.shards, on_tokens=on_tokens, get_scorer=loaded_scorer)
     seconds = time.perf_counter() - started
     timings = {"plan": planned, **work.timings}
     return UnitResult(unit.key, unit.shards, work.tokens, seconds, producer, work.finalized, timings, devices)

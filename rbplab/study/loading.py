@@ -110,8 +110,6 @@ def absent_runs(grid: Grid, cache_dir: str | Path | None = None) -> MissingRunsE
     corpus opened, nothing of torch or transformers imported. A run this does not name may still
     turn out missing when it is planned (`resolve_entries`); one it names is certainly missing. Returns
     the error naming them and how the nearest cached runs differ, or None."""
-    from rbplab.catalog.models import resolve
-    from rbplab.extraction.sources import as_spec
     from rbplab.store.cache import entry_at
     from rbplab.store.cache.layout import entry_dirs
     from rbplab.store.files import cache_root
@@ -135,7 +133,7 @@ def absent_runs(grid: Grid, cache_dir: str | Path | None = None) -> MissingRunsE
     missing: list[str] = []
     differences: dict[tuple, int] = {}
     for ref in grid.checkpoints():
-        label = resolve(as_spec(ref)).label
+        label = ref.keyed_name
         # A local model's final checkpoint keys as no revision: an entry without one may be it.
         revisions = {None, ref.revision}
         for corpus in corpora:
@@ -193,13 +191,12 @@ def resolve_entries(
     found from the record alone; any other run is planned (each model described once for the
     whole grid) and its plan recorded, so the next lookup needs no model code."""
     from rbplab.extraction.known_plans import known_plan
-    from rbplab.extraction.sources import as_spec
     from rbplab.store.cache import CacheEntry
 
     resolved: list[ResolvedEntry] = []
     described: dict = {}
     for run in grid.runs(outer=outer):
-        found = known_plan(as_spec(run.model), run.corpus, grid.settings, cache_dir)
+        found = known_plan(run.model, run.corpus, grid.settings, cache_dir)
         if found is not None:
             entry = CacheEntry.open(found.key, cache_dir)
             if entry.has_summary():  # without one, only planning knows how many tokens it must hold

@@ -26,13 +26,13 @@ def test_revisions_resolve_to_checkpoint_folders(checkpointed):
 
 def test_a_resolved_model_carries_its_label_and_keyed_revision(checkpointed):
     step = resolve(ModelSpec(str(checkpointed), revision="step-10"))
-    assert (step.label, step.keyed_revision) == ("step-10", "step-10")  # its folder; keyed by revision
+    assert (step.keyed_name, step.keyed_revision) == ("step-10", "step-10")  # its folder; keyed by revision
     # the final step and "main" are the model directory itself: no revision in the key
     for revision in ("step-40", "main", None):
         final = resolve(ModelSpec(str(checkpointed), revision=revision))
-        assert (final.label, final.keyed_revision) == ("micro-t", None), revision
+        assert (final.keyed_name, final.keyed_revision) == ("micro-t", None), revision
     hub = resolve(ModelSpec("EleutherAI/pythia-70m", revision="step1000"))
-    assert (hub.label, hub.keyed_revision, hub.local) == ("pythia-70m", "step1000", False)  # registered
+    assert (hub.keyed_name, hub.keyed_revision, hub.local) == ("pythia-70m", "step1000", False)  # registered
 
 
 def test_a_model_is_resolved_with_one_read_of_the_registry(checkpointed, monkeypatch):
@@ -47,7 +47,7 @@ def test_a_model_is_resolved_with_one_read_of_the_registry(checkpointed, monkeyp
         (str(checkpointed), "micro-t"),  # a local directory
     ]:
         reads.clear()
-        assert resolve(ModelSpec(name)).label == label
+        assert resolve(ModelSpec(name)).keyed_name == label
         assert len(reads) == 1, name
     reads.clear()
     with pytest.raises(registry.UnknownModelError, match="Known families"):
@@ -58,7 +58,7 @@ def test_only_a_path_loads_without_a_readable_registry(checkpointed, monkeypatch
     from rbplab.catalog import registry
 
     monkeypatch.setattr(registry, "registry_path", lambda: tmp_path / "absent.csv")
-    assert resolve(ModelSpec(str(checkpointed))).label == "micro-t"
+    assert resolve(ModelSpec(str(checkpointed))).keyed_name == "micro-t"
     with pytest.raises(FileNotFoundError, match="model registry not found"):
         resolve(ModelSpec("someorg/unregistered-model"))
 
@@ -66,7 +66,7 @@ def test_only_a_path_loads_without_a_readable_registry(checkpointed, monkeypatch
 def test_a_resolved_model_carries_the_request_and_no_placement(checkpointed, tmp_path):
     asked = ModelSpec(str(checkpointed), revision="step-10", tokenizer=str(tmp_path), trust_remote_code=True)
     model = resolve(asked)
-    assert (model.name, model.revision, model.tokenizer, model.trust_remote_code) == (
+    assert (model.model, model.revision, model.tokenizer, model.trust_remote_code) == (
         str(checkpointed),
         "step-10",
         str(tmp_path),
@@ -75,3 +75,34 @@ def test_a_resolved_model_carries_the_request_and_no_placement(checkpointed, tmp
     assert resolve(str(checkpointed)) == resolve(ModelSpec(str(checkpointed)))  # a name is a bare spec
     fields = set(ResolvedModel.__dataclass_fields__) | set(ModelSpec.__dataclass_fields__)
     assert not fields & {"dtype", "device", "device_map"}  # how a model runs is ExtractionSettings
+
+
+def test_a_study_member_is_resolved_once_and_moves_between_revisions_without_the_registry(
+    checkpointed, monkeypatch
+):
+    from rbplab.catalog import registry
+    from rbplab.catalog.models import resolve_family, resolve_member
+
+    (member,) = [m for m in resolve_family("micro") if m.model == "micro-1-25K"]
+    assert (member.family, member.keyed_name, member.revision) == ("micro", "micro-1-25K", None)
+    row = registry.lookup_model("micro-1-25K")  # the registry's own facts, read here independently
+    assert (member.S, member.max_context) == (float(row["S"]), int(row["max_context"]))
+    reads = []
+    real = registry.families
+    monkeypatch.setattr(registry, "families", lambda *a, **k: reads.append(1) or real(*a, **k))
+    local = resolve_member(str(checkpointed))
+    assert reads == [1] and (local.family, local.model, local.S) == ("", str(checkpointed), None)
+    reads.clear()
+    step = local.at("step-10")
+    assert step.location == str(checkpointed.resolve() / "checkpoints" / "step-10")
+    assert (step.model, step.label, step.keyed_name, step.keyed_revision) == (
+        str(checkpointed),
+        f"{checkpointed}@step-10",
+        "micro-t",
+        "step-10",
+    )
+    assert step.at(None).location == str(checkpointed.resolve()) and step.at(None).keyed_revision is None
+    from rbplab.extraction.sources import as_resolved
+
+    assert as_resolved(step) is step  # planning takes the member as it is
+    assert reads == []  # neither a revision nor planning's model argument reads the registry again

@@ -17,7 +17,7 @@ def checkpointed(tmp_path_factory, tiny_tokenizer):
 
 def test_a_description_carries_the_resolved_model(checkpointed):
     described = describe_model(ModelSpec(str(checkpointed), revision="step-10"))
-    assert (described.model.label, described.model.keyed_revision) == ("step-10", "step-10")
+    assert (described.model.keyed_name, described.model.keyed_revision) == ("step-10", "step-10")
     assert described.info.tokenizer == str(checkpointed.resolve())  # the base folder's tokenizer
 
 

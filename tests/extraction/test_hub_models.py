@@ -75,7 +75,7 @@ def test_bos_rule_of_each_family(hub, tiny_corpus, repo, token, rule):
 
 
 def test_bos_falls_back_to_eos_without_config_bos(hub):
-    from rbplab.extraction.windows import resolve_bos
+    from rbplab.extraction.bos import resolve_bos
 
     described = describe_model(QWEN)
     described.config.bos_token_id = None

@@ -24,8 +24,7 @@ from rbplab.extraction import plan as plan_module
 from rbplab.extraction.pipeline import extract
 from rbplab.extraction.plan import ContextLengthError, plan_extraction, plan_windows
 from rbplab.extraction.reading import load_stats
-from rbplab.extraction.scoring import default_batch_tokens
-from rbplab.extraction.windows import padded_length
+from rbplab.extraction.scoring import default_batch_tokens, padded_length
 from rbplab.store.cache import CacheEntry
 
 CTX = 16
@@ -120,7 +119,8 @@ def test_batch_invariance(gpt2_dir, tiny_corpus, tmp_path, stride):
 
 
 def test_token_budget_fills_batches():
-    from rbplab.extraction.windows import Window, batches
+    from rbplab.extraction.scoring import batches
+    from rbplab.extraction.windows import Window
 
     def window(n: int) -> Window:
         return Window(0, np.arange(n, dtype=np.int64), 1, 0, np.ones(n - 1, dtype=bool))

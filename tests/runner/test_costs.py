@@ -210,5 +210,5 @@ def test_probe_reads_the_corpus_the_cheapest_model_has_most_to_score(tmp_path, c
             > table.loc[("micro-1-25K", "humaneval"), "tokens_to_score"]
         )
         used, (tokens, _) = probed[-1]
-        assert (used.described.model.label, used.corpus.name) == ("micro-1-25K", "prose")
+        assert (used.described.model.keyed_name, used.corpus.name) == ("micro-1-25K", "prose")
         assert tokens is None and 512 <= plan.totals.throughput.tokens < 512 + 256  # one batch (+ a window)
