@@ -129,7 +129,7 @@ def _resolved(spec: ModelSpec, location: str, row: Any) -> ResolvedModel:
     """`spec` located at `location`, named and sized by its registry `row` (None: unregistered)."""
     model = _locate(spec, location)
     if row is not None:
-        limit = row["max_context"]
+        limit = row.get("max_context")
         return replace(
             model,
             model=str(row["model"]),

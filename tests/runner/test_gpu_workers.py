@@ -18,7 +18,7 @@ from helpers.models import DOCUMENTS
 
 from rbplab.core import ExtractionSettings
 from rbplab.extraction import plan as plan_module
-from rbplab.extraction import scoring
+from rbplab.extraction import pipeline
 from rbplab.runner import executors, plan_study, read_study_file, run_study, worker
 from rbplab.runner.executors import run_processes, worker_devices
 from rbplab.store import CacheEntry
@@ -60,17 +60,17 @@ def test_local_workers_get_one_gpu_each(study_path, tmp_path, monkeypatch):
 def test_a_worker_loads_each_model_once(study_path, tmp_path, monkeypatch):
     loads = collections.Counter()
     tokenised = []
-    load_weights, tokenize = scoring.load_weights, plan_module.tokenize_documents
+    load_weights, tokenize = pipeline.load_weights, plan_module.tokenize_documents
 
     def counting_load(described):
-        loads[described.model.name] += 1
+        loads[described.model.model] += 1
         return load_weights(described)
 
     def counting_tokenize(tokenizer, texts):
         tokenised.append(len(texts))
         return tokenize(tokenizer, texts)
 
-    monkeypatch.setattr(scoring, "load_weights", counting_load)
+    monkeypatch.setattr(pipeline, "load_weights", counting_load)
     monkeypatch.setattr(plan_module, "tokenize_documents", counting_tokenize)
     kept = []
     release = worker.release_models
