@@ -178,7 +178,7 @@ def _check_study_arguments(args: argparse.Namespace, families: bool = True) -> N
 def check_names(families: list[str], corpora: list[str] | None) -> list[str] | None:
     """Each family known to the registry and each corpus a known name or an existing path, else a
     one-line error; the corpora in their canonical spelling."""
-    from rbplab.catalog.corpora import canonical_corpus, check_corpus_spec
+    from rbplab.catalog.corpora import canonical_corpus, check_corpus
     from rbplab.catalog.registry import family_models
 
     for family in families:
@@ -187,7 +187,7 @@ def check_names(families: list[str], corpora: list[str] | None) -> list[str] | N
         return corpora
     corpora = [canonical_corpus(c) for c in corpora]
     for corpus in corpora:
-        check_corpus_spec(corpus)
+        check_corpus(corpus)
     return corpora
 
 

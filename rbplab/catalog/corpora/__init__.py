@@ -9,7 +9,7 @@ from rbplab.catalog.corpora.corpus import Corpus, CorpusError, Document, LazyCor
 from rbplab.catalog.corpora.hub_datasets import HUB_CORPORA, HUB_TEXT_SCHEME
 from rbplab.catalog.corpora.loading import (
     canonical_corpus,
-    check_corpus_spec,
+    check_corpus,
     list_corpora,
     load_corpus,
     open_corpus,
@@ -23,7 +23,7 @@ __all__ = [
     "Document",
     "LazyCorpus",
     "canonical_corpus",
-    "check_corpus_spec",
+    "check_corpus",
     "list_corpora",
     "load_corpus",
     "open_corpus",
