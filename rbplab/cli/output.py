@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 import pandas as pd
 
 from rbplab.core.errors import RbplabError
@@ -11,6 +13,11 @@ from rbplab.core.errors import RbplabError
 # disks, permissions and the network. Anything else (a ValueError from numpy, a KeyError, ...) is a
 # bug and keeps its traceback (as does any error with --traceback).
 USER_ERRORS: tuple[type[BaseException], ...] = (RbplabError, OSError)
+
+
+def add_format_argument(p: argparse.ArgumentParser) -> None:
+    """--format, which `print_table` takes."""
+    p.add_argument("--format", choices=["table", "csv", "json"], default="table")
 
 
 def print_table(frame: pd.DataFrame, fmt: str = "table") -> None:

@@ -217,14 +217,14 @@ class _Row:
     shard_tokens: list[int]  # tokens of the shards left to score
 
 
-def _open(spec: Any) -> tuple[Corpus | LazyCorpus | None, str | None]:
+def _open(corpus: Any) -> tuple[Corpus | LazyCorpus | None, str | None]:
     """The opened corpus, or (None, why) for a hub corpus this machine cannot resolve."""
-    if isinstance(spec, (Corpus, LazyCorpus)):
-        return spec, None
+    if isinstance(corpus, (Corpus, LazyCorpus)):
+        return corpus, None
     try:
-        return open_corpus(spec), None
+        return open_corpus(corpus), None
     except (RbplabError, OSError) as err:
-        if not str(spec).startswith("hub:"):
+        if not str(corpus).startswith("hub:"):
             raise
         return None, " ".join(str(err).split())  # no hub and no local copy of the dataset
 
@@ -270,7 +270,7 @@ def estimate_costs(
     # GPU workers (accelerator) run on CUDA whatever this driver has.
     device = "cuda" if accelerator else _run_device(grid.settings.device)
     started = time.perf_counter()
-    corpora = [(_open(spec), corpus_label(spec)) for spec in grid.corpora]
+    corpora = [(_open(corpus), corpus_label(corpus)) for corpus in grid.corpora]
     described: dict = {}
     shapes: dict = {}
     dtypes: dict = {}

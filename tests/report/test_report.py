@@ -453,8 +453,8 @@ def test_extraction_on_an_unreachable_hub_fails_once_before_any_notebook(
     is one error (it used to fail six notebooks one by one, and 06 reported "ok" on synthetic data)."""
     from rbplab.core.errors import RbplabError
 
-    def unreachable(spec, *args, **kwargs):
-        raise OSError(f"cannot resolve {spec} to a commit (the hub cannot be reached)")
+    def unreachable(corpus, *args, **kwargs):
+        raise OSError(f"cannot resolve {corpus} to a commit (the hub cannot be reached)")
 
     monkeypatch.setattr("rbplab.grid.grid.open_corpus", unreachable)
     src = tmp_path / "src"

@@ -19,10 +19,10 @@ HUMANEVAL = "openai/openai_humaneval"
 pytestmark = pytest.mark.usefixtures("fresh_verdict")  # fixtures: helpers/hub_fixtures.py
 
 
-def _open(spec: str) -> tuple[BaseException, float]:
+def _open(corpus: str) -> tuple[BaseException, float]:
     started = time.perf_counter()
     with pytest.raises(Exception) as caught:
-        open_corpus(spec)
+        open_corpus(corpus)
     return caught.value, time.perf_counter() - started
 
 

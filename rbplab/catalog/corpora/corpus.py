@@ -1,0 +1,143 @@
+"""The corpus types and their keys: a `Corpus` of `Document`s with stable ids, a hub `LazyCorpus`
+whose documents are read on first use, the part of a cache key each gives (`corpus_key`), and
+`build_corpus`, through which every source's (id, text) rows become a corpus.
+
+`Corpus.content_hash()` covers ids and texts, so a cache entry keyed on it can never be reused for
+different text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import warnings
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from rbplab.core.errors import RbplabError
+
+
+class CorpusError(RbplabError, ValueError):
+    """A corpus that cannot be loaded: unknown name, bad file format, no documents."""
+
+
+@dataclass(frozen=True)
+class Document:
+    id: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Corpus:
+    name: str
+    documents: tuple[Document, ...]
+    source: dict  # provenance: origin, path or dataset, version, licence
+    _hash: list = field(default_factory=list, init=False, repr=False, compare=False)
+
+    def __len__(self) -> int:
+        return len(self.documents)
+
+    def content_hash(self) -> str:
+        """sha256 over every (id, text) pair in order; length-prefixed so no two corpora collide."""
+        if not self._hash:
+            digest = hashlib.sha256()
+            for doc in self.documents:
+                for part in (doc.id.encode(), doc.text.encode()):
+                    digest.update(len(part).to_bytes(8, "little"))
+                    digest.update(part)
+            self._hash.append(digest.hexdigest())
+        return self._hash[0]
+
+    @property
+    def n_characters(self) -> int:
+        return sum(len(doc.text) for doc in self.documents)
+
+    def key(self) -> dict:
+        """What a cache key records of this corpus (see `corpus_key`)."""
+        return corpus_key(self)
+
+
+# A full commit sha: a hub corpus read at one is keyed by its identity, not its content.
+SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+
+_KEY_FIELDS = ("dataset", "config", "split", "revision", "max_documents", "text_scheme")
+
+
+def corpus_key(corpus: Corpus | LazyCorpus) -> dict:
+    """The corpus part of a cache key. A hub corpus read at a commit is known by its identity
+    (dataset, config, split, commit, document cap, text scheme), so the key needs no documents and
+    a cached result is found offline; every other corpus by its content hash and size."""
+    source = corpus.source
+    if source.get("origin") == "hub" and SHA_RE.match(str(source.get("revision", ""))):
+        return {"name": corpus.name, **{k: source[k] for k in _KEY_FIELDS}}
+    return {"name": corpus.name, "content_hash": corpus.content_hash(), "n_documents": len(corpus)}
+
+
+@dataclass(frozen=True)
+class LazyCorpus:
+    """A hub corpus at a resolved commit whose documents are read on first use, once.
+
+    Stands in for a `Corpus` (name, source, documents, len, content_hash); `key()` needs no
+    documents, so looking up cached results does not touch the dataset.
+    """
+
+    name: str
+    source: dict
+    loader: Callable[[], Corpus] = field(repr=False, compare=False)
+    _loaded: list = field(default_factory=list, init=False, repr=False, compare=False)
+
+    def load(self) -> Corpus:
+        if not self._loaded:
+            self._loaded.append(self.loader())
+        return self._loaded[0]
+
+    @property
+    def loaded(self) -> bool:
+        return bool(self._loaded)
+
+    @property
+    def documents(self) -> tuple[Document, ...]:
+        return self.load().documents
+
+    def __len__(self) -> int:
+        return len(self.load())
+
+    def content_hash(self) -> str:
+        return self.load().content_hash()
+
+    @property
+    def n_characters(self) -> int:
+        return self.load().n_characters
+
+    def key(self) -> dict:
+        return corpus_key(self)
+
+
+def build_corpus(
+    name: str, rows: Iterable[tuple[str, str]], source: dict, max_documents: int | None
+) -> Corpus:
+    """Collect documents, skipping empty ones with a warning; refuse duplicates and empty corpora.
+
+    The warning points past this function, the source's loader and `load_corpus` (or
+    `LazyCorpus.load`) at their caller."""
+    if max_documents is not None and max_documents < 1:
+        raise CorpusError(f"max_documents must be a positive integer, got {max_documents}")
+    documents: list[Document] = []
+    seen: set[str] = set()
+    empty: list[str] = []
+    for doc_id, text in rows:
+        if not text.strip():
+            empty.append(doc_id)
+            continue
+        if doc_id in seen:
+            raise CorpusError(f"corpus {name!r}: duplicate document id {doc_id!r}; ids must be unique")
+        seen.add(doc_id)
+        documents.append(Document(doc_id, text))
+        if max_documents is not None and len(documents) >= max_documents:
+            break
+    if not documents:
+        raise CorpusError(f"corpus {name!r} has no non-empty documents")
+    if empty:
+        shown = ", ".join(repr(i) for i in empty[:5]) + (" ..." if len(empty) > 5 else "")
+        warnings.warn(f"corpus {name!r}: skipped {len(empty)} empty document(s): {shown}", stacklevel=4)
+    return Corpus(name=name, documents=tuple(documents), source=source)
