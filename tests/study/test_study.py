@@ -182,6 +182,12 @@ def test_load_study_reads_through_the_extraction_cache(
         }
     )
     monkeypatch.setattr(registry, "family_models", lambda family: members)
+
+    def lookup(name):  # the registry as a whole holds the family too, found by name or source
+        found = members[(members["model"] == name) | (members["source"] == name)]
+        return None if found.empty else found.iloc[0]
+
+    monkeypatch.setattr(registry, "lookup_model", lookup)
     lines: list[str] = []
     study = load_study(
         Grid.build("tiny", tiny_corpus), cache_dir=cache_dir, progress=lines.append, extract=True
