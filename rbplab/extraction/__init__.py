@@ -1,12 +1,13 @@
 """Model x corpus -> exact per-token rank statistics, written to the cache.
 
-`sources` turns a model argument into a `ModelSpec` (which `rbplab.catalog.resolve` resolves),
-`models` describes a resolved model and loads its config, tokenizer and weights,
-`config_checks` refuses configs that are insane or do not describe the weight files,
-`gguf_file` parses a GGUF header once per process, `fingerprints` identifies models,
-`windows` turns documents into model inputs, `ranks` computes the exact counts from hidden
-states, `plan` resolves a run's cache key, windows and shards from metadata, `scoring` turns a
-shard's windows into rows with the loaded model, `pipeline` runs the shard loop into cache
+`sources` turns a model argument into a `ResolvedModel` (a grid's member as it is; anything else
+through `rbplab.catalog.resolve`), `models` describes a resolved model and loads its config,
+tokenizer and weights, `config_checks` refuses configs that are insane or do not describe the
+weight files, `gguf_file` parses a GGUF header once per process, `fingerprints` identifies models,
+`bos` decides which token starts a document, `windows` turns documents into model inputs, `ranks`
+computes the exact counts from hidden states, `plan` resolves a run's cache key from metadata (and
+its shards' windows once, `Plan.shards`), `scoring` batches a shard's windows and turns them into
+rows with the loaded model, `pipeline` runs the shard loop into cache
 entries, `in_process` runs every run of a grid through it, `reading` reads a run's token stats
 back, `known_plans` finds the entry of a request already planned on this machine without loading
 model code, `repair` recomputes damaged entries from what their spec records, and `verify` checks
