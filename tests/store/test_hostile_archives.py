@@ -23,8 +23,9 @@ from helpers.factories import complete_entry, shard_frame
 from helpers.hostile import HUGE, SPEC_V, entry_with_new_prefix, no_hang, sparse_tar
 from helpers.untrusted import snapshot
 
+import rbplab.store.archive.install as install_module
+import rbplab.store.archive.members as members_module
 from rbplab.cli import app as cli
-from rbplab.store import archive as archive_module
 from rbplab.store.archive import (
     ArchiveError,
     export_entries,
@@ -149,8 +150,8 @@ def test_member_declaring_20_gib_is_refused_before_reading(tmp_path, source, tar
     assert archive.stat().st_size > HUGE and archive.stat().st_blocks * 512 < 2**20
     record = json.loads((entry.path / "shard-00000.parquet.sha256").read_text())
     reads = []
-    real_copy = archive_module._copy_member
-    monkeypatch.setattr(archive_module, "_copy_member", lambda *a: (reads.append(a[1].name), real_copy(*a)))
+    real_copy = members_module._copy_member
+    monkeypatch.setattr(members_module, "_copy_member", lambda *a: (reads.append(a[1].name), real_copy(*a)))
     assert_refused(
         target,
         lambda: import_archive(archive, root=target),
@@ -369,7 +370,7 @@ def test_destination_under_a_linked_prefix_folder_imports_nothing(tmp_path, sour
 def test_entry_being_written_imports_nothing(tmp_path, source, target, monkeypatch):
     archive = tmp_path / "ab.tar"
     _, second = two_entries(source, archive)
-    monkeypatch.setattr(archive_module, "LOCK_TIMEOUT", 0.2)
+    monkeypatch.setattr(install_module, "LOCK_TIMEOUT", 0.2)
     (target / "locks").mkdir(exist_ok=True)
     fd = os.open(target / "locks" / f"{second.key}.lock", os.O_RDWR | os.O_CREAT)
     try:
@@ -401,10 +402,10 @@ def test_failed_rename_puts_everything_back(tmp_path, source, target, monkeypatc
             raise OSError(5, "Input/output error (test)")
         return real_rename(src, dst)
 
-    monkeypatch.setattr(archive_module.os, "rename", fail_on_second_install)
+    monkeypatch.setattr(install_module.os, "rename", fail_on_second_install)
     with pytest.raises(OSError, match="Input/output error"):
         import_archive(archive, root=target)
-    monkeypatch.setattr(archive_module.os, "rename", real_rename)
+    monkeypatch.setattr(install_module.os, "rename", real_rename)
     assert calls and visible(target) == before and not list(target.glob(".import-*"))
     assert dict(import_archive(archive, root=target)) == {first.key: "imported", second.key: "imported"}
     assert CacheEntry(target, first.spec).problems() == []
@@ -478,12 +479,12 @@ def test_killed_import_leaves_a_folder_the_next_import_removes(tmp_path, source,
     export_entries([entry.key], archive, root=source)
     script = (
         "import os, sys\n"
-        "from rbplab.store import archive\n"
-        "real = archive._check_staged\n"
+        "from rbplab.store.archive import importing\n"
+        "real = importing._check_staged\n"
         "def die(*a, **k):\n"
         "    os.kill(os.getpid(), 9)\n"
-        "archive._check_staged = die\n"
-        f"archive.import_archive({str(archive)!r}, root={str(target)!r})\n"
+        "importing._check_staged = die\n"
+        f"importing.import_archive({str(archive)!r}, root={str(target)!r})\n"
     )
     done = subprocess.run([os.sys.executable, "-c", script], capture_output=True, timeout=120)
     assert done.returncode == -9

@@ -28,10 +28,10 @@ from rbplab.core.stats import TokenStats
 from rbplab.core.summary import SUMMARY_VERSION, EntrySummary, summarize
 from rbplab.store.cache import verify
 from rbplab.store.cache.layout import (
+    ENTRY_KEY_META,
     RANK_FORMAT_VERSION,
     SHA256_RE,
     SHARD_INDEX_META,
-    SHARD_KEY_META,
     SHARD_SCHEMA,
     SUMMARY_FILE,
     TEMPORARY_RE,
@@ -227,7 +227,7 @@ class CacheEntry(EntryReader):
         table = pa.Table.from_pandas(frame[SHARD_SCHEMA.names], schema=SHARD_SCHEMA, preserve_index=False)
         meta = {
             **(table.schema.metadata or {}),
-            SHARD_KEY_META: self.key.encode(),
+            ENTRY_KEY_META: self.key.encode(),
             SHARD_INDEX_META: b"%d" % index,
         }
         table = table.replace_schema_metadata(meta)

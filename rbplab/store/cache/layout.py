@@ -57,8 +57,13 @@ DEFAULT_MAX_SHARD_ROWS = 1 << 24  # for specs that do not say how shards are cut
 DEFAULT_MAX_SHARDS = 1 << 18  # for specs without a token budget: 17 billion tokens at 65,536 per shard
 
 # Parquet schema metadata every shard carries: which entry and which index it was written for.
-SHARD_KEY_META = b"rbplab.entry_key"
+ENTRY_KEY_META = b"rbplab.entry_key"  # the summary's too
 SHARD_INDEX_META = b"rbplab.shard_index"
+# ... and the summary: its version, |V|, its token count and the sum of squared nll (float.hex: exact).
+SUMMARY_VERSION_META = b"rbplab.summary_version"
+SUMMARY_VOCAB_META = b"rbplab.vocab_size"
+SUMMARY_TOKENS_META = b"rbplab.n_tokens"
+SUMMARY_NLL_SQ_META = b"rbplab.nll_sq_sum"
 
 # Manifest fields that repeat a spec field: the typed spec names them (`rbplab.core.entry_spec`);
 # each is checked equal when the spec has the field, so a hand-edited manifest cannot change what
