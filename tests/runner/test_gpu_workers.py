@@ -17,8 +17,8 @@ import pytest
 from helpers.models import DOCUMENTS
 
 from rbplab.core import ExtractionSettings
-from rbplab.extraction import plan as plan_module
 from rbplab.extraction import pipeline
+from rbplab.extraction import plan as plan_module
 from rbplab.runner import executors, plan_study, read_study_file, run_study, worker
 from rbplab.runner.executors import run_processes, worker_devices
 from rbplab.store import CacheEntry
