@@ -23,7 +23,6 @@ from rbplab.extraction.pipeline import extract_plan
 from rbplab.extraction.plan import plan_extraction
 from rbplab.extraction.sources import as_resolved
 from rbplab.grid import Grid
-from rbplab.store.files import cache_root
 
 GRID_COLUMNS = ["model", "corpus", "n_tokens", "from_cache", "key", "path"]
 
@@ -40,11 +39,10 @@ def extract_grid(
     opened = grid.opened  # every corpus opened (and checked) before any model is described
     if not opened:
         raise InvalidArgumentError("a grid needs at least one corpus")
-    root = cache_root(cache_dir)
     rows, described = [], {}  # each model described once for the whole grid
     for run in grid.runs():
         plan = plan_extraction(run.model, run.corpus, grid.settings, described=described)
-        result = extract_plan(plan, cache_dir=root, progress=progress)
+        result = extract_plan(plan, cache_dir=cache_dir, progress=progress)
         row = {
             "model": run.label,
             "corpus": run.corpus.name,

@@ -91,12 +91,14 @@ def request(
     try:
         source = as_resolved(model)
         if source.local:
+            identity = _local_identity(source.location)
+            tokenizer_files = (
+                _local_identity(source.tokenizer_location) if source.tokenizer_location else None
+            )
             files = {
                 "weights": fingerprint or weights_fingerprint(source),
-                "files": _local_identity(source.location),
-                "tokenizer_files": _local_identity(source.tokenizer_location)
-                if source.tokenizer_location
-                else None,
+                "files": identity,
+                "tokenizer_files": tokenizer_files,
             }
         else:
             files = {"weights": fingerprint or f"hub:{resolve_commit(source)}"}
