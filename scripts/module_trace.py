@@ -70,6 +70,8 @@ class Tracer:
         if name not in self.modules:
             path = Path(name)
             try:
+                # inside the package folder only: a virtualenv beside it (.venv/) is not rbplab's
+                path.resolve().relative_to(self.root) if path.is_absolute() else None
                 relative = path.resolve().relative_to(self.root.parent) if path.is_absolute() else None
             except ValueError:
                 relative = None
