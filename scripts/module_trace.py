@@ -71,8 +71,8 @@ class Tracer:
             path = Path(name)
             try:
                 # inside the package folder only: a virtualenv beside it (.venv/) is not rbplab's
-                path.resolve().relative_to(self.root) if path.is_absolute() else None
-                relative = path.resolve().relative_to(self.root.parent) if path.is_absolute() else None
+                inside = path.is_absolute() and path.resolve().is_relative_to(self.root)
+                relative = path.resolve().relative_to(self.root.parent) if inside else None
             except ValueError:
                 relative = None
             self.modules[name] = None if relative is None else str(relative.with_suffix("")).replace("/", ".")
