@@ -38,7 +38,7 @@ PYTHIA_STEPS = (0, *(2**i for i in range(10)), *range(1000, 143_001, 1000))
 MICRO_TOKENS_PER_STEP = 256 * 8  # scripts/train_micro.py SEQ x BATCH (a test keeps them equal)
 SCHEDULE_FILE = "schedule.json"  # inside <model dir>/checkpoints/
 CHECKPOINTS_DIR = "checkpoints"
-LOG_SPEC = re.compile(r"^log:(\d+)$")
+LOG_SPACING = re.compile(r"^log:(\d+)$")
 
 
 class UnknownRevisionError(RbplabError, ValueError):
@@ -115,16 +115,16 @@ class Schedule:
             chosen.add(min(free, key=lambda i: (abs(logs[i] - target), i)))
         return [self.revision(positive[i]) for i in sorted(chosen)]
 
-    def select(self, spec: str | Sequence[str]) -> list[str]:
+    def select(self, wanted: str | Sequence[str]) -> list[str]:
         """Revisions named by a study file: ``"log:N"`` or names (each checked to exist)."""
-        if isinstance(spec, str):
-            match = LOG_SPEC.match(spec.strip())
+        if isinstance(wanted, str):
+            match = LOG_SPACING.match(wanted.strip())
             if match:
                 return self.log_spaced(int(match.group(1)))
-            spec = [spec]
-        for revision in spec:
+            wanted = [wanted]
+        for revision in wanted:
             self.step_of(revision)
-        return list(dict.fromkeys(spec))
+        return list(dict.fromkeys(wanted))
 
     def table(self, S: float | None = None) -> pd.DataFrame:
         """One row per checkpoint: revision, step, D (tokens seen) and, given S, C = 6 S D."""
@@ -266,7 +266,7 @@ def select_revisions(model: str, value: str | Sequence[str]) -> list[str]:
     names = [n.strip() for n in names]
     schedule = schedule_of(model)
     if schedule is None:
-        spacing = [n for n in names if LOG_SPEC.match(n)]
+        spacing = [n for n in names if LOG_SPACING.match(n)]
         if spacing:
             raise UnknownRevisionError(
                 f"{spacing[0]!r} needs a checkpoint schedule, and none is known for {model}; "

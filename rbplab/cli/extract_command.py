@@ -126,7 +126,7 @@ def grid_from_args(args: argparse.Namespace):
     members += [resolve_member(name, **options) for name in args.model]
     for ref in members:  # before any weights are loaded
         _check_context(ref.label, ref.max_context, args.context_length)
-    corpora = [open_corpus(spec, max_documents=args.max_documents) for spec in args.corpus]
+    corpora = [open_corpus(name, max_documents=args.max_documents) for name in args.corpus]
     wanted = [r for r in (args.revision or "").split(",") if r.strip()]
     # Revisions are checked against every model's schedule before any weights are loaded.
     return Grid.of(members, corpora, settings_from_args(args), revisions=wanted or None)

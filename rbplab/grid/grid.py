@@ -53,17 +53,17 @@ class StudyFileError(RbplabError, ValueError):
     and the fix."""
 
 
-def corpus_label(spec: CorpusLike) -> str:
+def corpus_label(corpus: CorpusLike) -> str:
     """How a corpus is reported: a Corpus by its name, bundled and hub names as they are
     (without a hub revision), a path by its stem."""
-    if isinstance(spec, (Corpus, LazyCorpus)):
-        return str(spec.name)
-    spec = str(spec)
-    if spec.startswith("hub:"):
-        return spec.split("@", 1)[0]
-    if "/" not in spec and not spec.endswith((".jsonl", ".gz", ".txt")):
-        return spec
-    return Path(spec).name.split(".")[0]
+    if isinstance(corpus, (Corpus, LazyCorpus)):
+        return str(corpus.name)
+    name = str(corpus)
+    if name.startswith("hub:"):
+        return name.split("@", 1)[0]
+    if "/" not in name and not name.endswith((".jsonl", ".gz", ".txt")):
+        return name
+    return Path(name).name.split(".")[0]
 
 
 @dataclass(frozen=True)
@@ -245,17 +245,17 @@ class Grid:
         members = list({m.model: m for m in members}.values())
         if not members:
             raise StudyFileError("give at least one model family or model, e.g. 'micro' (rbplab families)")
-        specs = (
+        opened = (
             [canonical_corpus(c) for c in _as_list(corpora)] if corpora is not None else _bundled_corpora()
         )
-        if not specs:
+        if not opened:
             raise StudyFileError("no corpora given and none bundled in data/corpora")
         chosen = (
             {m.model: _checked(m.model, revisions, "revisions", "") for m in members}
             if revisions is not None
             else {}
         )
-        return cls(None, tuple(members), tuple(specs), chosen, resolve_settings(settings, **overrides))
+        return cls(None, tuple(members), tuple(opened), chosen, resolve_settings(settings, **overrides))
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], path: Path | None = None) -> Grid:
