@@ -67,7 +67,7 @@ def load(model_arg: str):
         tokenizer_dir = REPO / "data" / "tokenizer"  # any tokenizer: ids are all < 50,257
         tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir) if tokenizer_dir.is_dir() else None
         return model, tokenizer, model.config.vocab_size, None, "GPT-2 small config, random init"
-    from rbplab.extraction.models import load_model
+    from rbplab.extraction.weights import load_model
 
     model, tokenizer, info = load_model(model_arg)
     return model, tokenizer, info.vocab_size, info.softcap, f"{info.name} (S = {info.n_nonembedding:,})"

@@ -1,18 +1,18 @@
 """Model x corpus -> exact per-token rank statistics, written to the cache.
 
 `sources` turns a model argument into a `ResolvedModel` (a grid's member as it is; anything else
-through `rbplab.catalog.resolve`), `models` describes a resolved model and loads its config,
-tokenizer and weights, `config_checks` refuses configs that are insane or do not describe the
-weight files, `gguf_file` parses a GGUF header once per process, `fingerprints` identifies models,
-`bos` decides which token starts a document, `windows` turns documents into model inputs, `ranks`
-computes the exact counts from hidden states, `plan` resolves a run's cache key from metadata (and
-its shards' windows once, `Plan.shards`), `scoring` batches a shard's windows and turns them into
-rows with the loaded model, `pipeline` runs the shard loop into cache
-entries, `in_process` runs every run of a grid through it, `reading` reads a run's token stats
-back, `known_plans` finds the entry of a request already planned on this machine without loading
-model code, `repair` recomputes damaged entries from what their spec records, and `verify` checks
-entries against what only the corpus and the model can tell (shard counts; shards recomputed and
-compared).
+through `rbplab.catalog.resolve`); `models` describes a resolved model without weights from what
+`metadata` reads of its config and tokenizer; `weights` loads its weights and checks its head;
+`config_checks` refuses configs that are insane or do not describe the weight files; `gguf_file`
+parses a GGUF header once per process; `fingerprints` identifies models; `bos` decides which
+token starts a document; `windows` turns documents into model inputs; `ranks` computes the exact
+counts from hidden states; `plan` resolves a run's cache key from metadata (and its shards'
+windows once, `Plan.shards`); `scoring` batches a shard's windows and turns them into rows with
+the loaded model; `pipeline` runs the shard loop into cache entries; `in_process` runs every run
+of a grid through it; `reading` reads a run's token stats back; `known_plans` finds the entry of
+a request already planned on this machine without loading model code; `repair` recomputes
+damaged entries from what their spec records; and `verify` checks entries against what only the
+corpus and the model can tell (shard counts; shards recomputed and compared).
 
 Names are imported on first use, so `rbplab.extraction.known_plans`, `reading` and `sources` work
 without importing torch.
@@ -25,12 +25,12 @@ _LAZY = {
     "ExtractResult": "rbplab.extraction.pipeline",
     "ModelInfo": "rbplab.extraction.models",
     "NonFiniteLogitsError": "rbplab.extraction.ranks",
-    "RemoteCodeError": "rbplab.extraction.models",
+    "RemoteCodeError": "rbplab.extraction.metadata",
     "describe_model": "rbplab.extraction.models",
     "extract": "rbplab.extraction.pipeline",
     "extract_grid": "rbplab.extraction.in_process",
     "extract_many": "rbplab.extraction.in_process",
-    "load_model": "rbplab.extraction.models",
+    "load_model": "rbplab.extraction.weights",
     "load_stats": "rbplab.extraction.reading",
     "plan_extraction": "rbplab.extraction.plan",
     "rank_stats": "rbplab.extraction.ranks",

@@ -19,6 +19,7 @@ from rbplab.catalog.corpora import Corpus, LazyCorpus
 from rbplab.catalog.models import ModelSpec, ResolvedModel
 from rbplab.core.errors import InvalidArgumentError
 from rbplab.core.settings import ExtractionSettings, resolve_settings
+from rbplab.extraction.known_plans import record_plan
 from rbplab.extraction.pipeline import extract_plan
 from rbplab.extraction.plan import plan_extraction
 from rbplab.extraction.sources import as_resolved
@@ -43,6 +44,7 @@ def extract_grid(
     for run in grid.runs():
         plan = plan_extraction(run.model, run.corpus, grid.settings, described=described)
         result = extract_plan(plan, cache_dir=cache_dir, progress=progress)
+        record_plan(plan, cache_dir)  # the next analysis of this run finds its key without model code
         row = {
             "model": run.label,
             "corpus": run.corpus.name,

@@ -28,11 +28,11 @@ from rbplab.catalog.corpora import Corpus, LazyCorpus
 from rbplab.catalog.models import ModelSpec
 from rbplab.core.settings import ExtractionSettings
 from rbplab.extraction.known_plans import record_plan
-from rbplab.extraction.models import load_weights
 from rbplab.extraction.plan import Plan, count_problems, plan_extraction
 from rbplab.extraction.precision import numerics_record
 from rbplab.extraction.ranks import NonFiniteLogitsError
 from rbplab.extraction.scoring import PAD_MULTIPLE, Scorer, default_batch_tokens, make_scorer, shard_frame
+from rbplab.extraction.weights import load_weights
 from rbplab.extraction.windows import Window
 from rbplab.store.cache import CacheCorruptedError, CacheEntry, CacheError
 from rbplab.store.files import check_writable
@@ -149,18 +149,17 @@ def extract(
     fields given as keywords, e.g. extract(model, corpus, max_tokens=2000).
     """
     plan = plan_extraction(model, corpus, settings, **overrides)
-    return extract_plan(plan, cache_dir=cache_dir, progress=progress)
+    result = extract_plan(plan, cache_dir=cache_dir, progress=progress)
+    record_plan(plan, cache_dir)  # the next analysis of this run finds its key without model code
+    return result
 
 
 def extract_plan(plan: Plan, *, cache_dir: str | Path | None = None, progress: bool = True) -> ExtractResult:
-    """`extract` of an already made plan (`plan_extraction`); its plan record is written after, so
-    the next analysis of this run finds its key without model code (`known_plans`)."""
+    """`extract` of an already made plan (`plan_extraction`); writes nothing outside the entry
+    (`repair` relies on that), so callers that keep plan records write them (`record_plan`)."""
     entry = CacheEntry(cache_dir, plan.key_spec)
-    result = cache_hit(entry, plan)  # a hit writes nothing, so a read-only cache serves it
-    if result is None:
-        result = _compute(plan, entry, progress)
-    record_plan(plan, cache_dir)
-    return result
+    hit = cache_hit(entry, plan)  # a hit writes nothing, so a read-only cache serves it
+    return hit if hit is not None else _compute(plan, entry, progress)
 
 
 def load_scorer(plan: Plan) -> Scorer:

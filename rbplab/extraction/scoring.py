@@ -21,10 +21,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from rbplab.extraction.models import input_device
 from rbplab.extraction.plan import Plan
 from rbplab.extraction.precision import pinned_precision
 from rbplab.extraction.ranks import FloatHead, NonFiniteLogitsError, rank_stats
+from rbplab.extraction.weights import input_device
 from rbplab.extraction.windows import Window, scored_position
 
 PAD_MULTIPLE = 64
@@ -139,7 +139,7 @@ def shard_frame(
 
 
 def make_scorer(plan: Plan, weights: torch.nn.Module) -> Scorer:
-    """A scorer of `plan`'s runs over loaded `weights` (`rbplab.extraction.models.load_weights`)."""
+    """A scorer of `plan`'s runs over loaded `weights` (`rbplab.extraction.weights.load_weights`)."""
     tokenizer = plan.described.tokenizer
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else plan.bos.token_id or 0
     return Scorer(weights, plan.vocab_size, int(pad_id), plan.described.info.softcap)

@@ -158,11 +158,11 @@ def _refuse(*args, **kwargs):
 
 
 import transformers
-from rbplab.extraction import models
+from rbplab.extraction import weights
 
 transformers.AutoModelForCausalLM.from_pretrained = _refuse
 transformers.PreTrainedModel.from_pretrained = _refuse
-models.load_weights = _refuse
+weights.load_weights = _refuse
 """
 
 
@@ -176,7 +176,7 @@ def test_no_notebook_or_command_runs_a_model_on_an_empty_cache(
     if not _micro_present():
         pytest.skip("the micro-suite's weights are not in data/")
     from rbplab.cli import app as cli
-    from rbplab.extraction import models
+    from rbplab.extraction import pipeline
 
     guard = tmp_path / "guard"
     guard.mkdir()
@@ -198,7 +198,7 @@ def test_no_notebook_or_command_runs_a_model_on_an_empty_cache(
     def refuse(*args, **kwargs):
         raise AssertionError("a model ran without being asked to")
 
-    monkeypatch.setattr(models, "load_weights", refuse)
+    monkeypatch.setattr(pipeline, "load_weights", refuse)
     monkeypatch.setattr("transformers.AutoModelForCausalLM.from_pretrained", refuse)
     for argv in (["fit", "-c", "prose"], ["report", "-c", "prose", "-o", str(tmp_path / "r")]):
         status = cli.main([*argv, "--cache-dir", str(cache)])

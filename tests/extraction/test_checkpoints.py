@@ -7,7 +7,8 @@ import torch
 from helpers.models import build_checkpointed
 
 from rbplab.catalog.models import ModelLoadError, ModelSpec
-from rbplab.extraction.models import describe_model, load_model
+from rbplab.extraction.models import describe_model
+from rbplab.extraction.weights import load_model
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from helpers.hub import OPT, PYTHIA, QWEN, push_new_pythia_main
 from rbplab.catalog.models import ModelLoadError, ModelSpec
 from rbplab.core.settings import ExtractionSettings
 from rbplab.extraction import describe_model, load_model, plan_extraction
-from rbplab.extraction.models import check_head
+from rbplab.extraction.weights import check_head
 from rbplab.store import cache_key
 from rbplab.store.hub import HubUnreachableError
 

@@ -226,7 +226,8 @@ def test_an_auto_map_reachable_from_a_checkpoint_needs_trust(
 ):
     """A checkpoint revision whose base folder's tokenizer_config.json carries an auto_map was
     accepted without --trust-remote-code."""
-    from rbplab.extraction.models import RemoteCodeError, describe_model
+    from rbplab.extraction.metadata import RemoteCodeError
+    from rbplab.extraction.models import describe_model
 
     folder = {
         "base": checkpointed_model,

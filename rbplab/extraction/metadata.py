@@ -1,0 +1,211 @@
+"""What a model's files say without its weights: its config and tokenizer, read safely.
+
+A model folder is data from whoever made it. Its config and tokenizer are read only after
+`check_remote_code` has made sure neither would import code from the folder (unless allowed),
+and a config's size fields are checked (`rbplab.extraction.config_checks`) before transformers
+builds anything from them; `check_weights_match` holds the architecture against the weight files'
+headers. `max_context` and `logit_softcap` are the config facts a plan needs.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rbplab.catalog.models import ModelLoadError, ResolvedModel
+from rbplab.extraction.config_checks import check_config_fields, check_weight_files, local_weight_shapes
+from rbplab.extraction.gguf_file import gguf_reader
+
+
+class RemoteCodeError(ModelLoadError):
+    """A model that needs Python code from its own directory or repository, which was not allowed."""
+
+
+def remote_code_error(name: str, where: str) -> RemoteCodeError:
+    return RemoteCodeError(
+        f"{name} needs custom Python code from {where}, which rbplab does not run unless you opt in "
+        "with --trust-remote-code (trust_remote_code=True; recorded in the cache key)"
+    )
+
+
+# Files whose auto_map makes transformers' config or tokenizer loader import code from the folder.
+_REMOTE_CODE_FILES = ("config.json", "tokenizer_config.json")
+
+
+_MAX_CONFIG_BYTES = 64 << 20  # a tokenizer_config.json with a large added-token table is a few MB
+
+
+def check_remote_code(model: ResolvedModel) -> None:
+    """Refuse, unless allowed, a local model whose configs ask for custom code (an ``auto_map``)
+    anywhere the config or tokenizer loader can reach: the model folder (a GGUF file's folder
+    too), the tokenizer folder it uses (a checkpoint's base folder), a tokenizer override folder,
+    and for a checkpoint (``<base>/checkpoints/step-<n>``) every folder up to its base. Only the
+    JSON is read (bounded, regular files only); no code runs to find out."""
+    if model.trust_remote_code:
+        return
+    for folder in _loader_folders(model):
+        for name in _REMOTE_CODE_FILES:
+            if _has_auto_map(folder / name, model):
+                where = "its directory" if str(folder) == model.location else f"{folder}"
+                raise remote_code_error(model.model, f"{where} ({name} has an auto_map)")
+
+
+def _loader_folders(model: ResolvedModel) -> list[Path]:
+    from rbplab.catalog.schedules import CHECKPOINTS_DIR
+
+    folders: list[Path] = []
+    if model.local:
+        location = Path(model.location)
+        folders.append(location)
+        if location.parent.name == CHECKPOINTS_DIR:  # a checkpoint: its folder, checkpoints/, its base
+            folders += [location.parent, location.parent.parent]
+    if model.tokenizer_location:
+        folders.append(Path(model.tokenizer_location))
+    if model.tokenizer and Path(model.tokenizer).expanduser().is_dir():
+        folders.append(Path(model.tokenizer).expanduser())
+    return list(dict.fromkeys(folders))
+
+
+def _has_auto_map(path: Path, model: ResolvedModel) -> bool:
+    """Whether the JSON file `path` carries an auto_map (False when it is missing or not JSON: the
+    loader then fails on it with its own error); a file that cannot be read safely is refused."""
+    from rbplab.store.files import open_regular_file
+
+    try:
+        with open_regular_file(path) as handle:
+            data = handle.read(_MAX_CONFIG_BYTES + 1)
+    except FileNotFoundError:
+        return False
+    except OSError as err:
+        if not path.exists():
+            return False
+        raise ModelLoadError(
+            f"cannot check {path} of {model.model} for custom code: {err.strerror or err}"
+        ) from None
+    if len(data) > _MAX_CONFIG_BYTES:
+        raise ModelLoadError(
+            f"{path} of {model.model} is larger than {_MAX_CONFIG_BYTES >> 20} MiB; not a model config"
+        )
+    try:
+        parsed = json.loads(data)
+    except ValueError:
+        return False
+    return isinstance(parsed, dict) and bool(parsed.get("auto_map"))
+
+
+def is_remote_code_refusal(err: BaseException) -> bool:
+    return "trust_remote_code" in str(err)
+
+
+def config_label(model: ResolvedModel) -> str:
+    """How error messages name a model's config."""
+    if model.gguf_file:
+        return f"the config in {model.gguf_file}"
+    return f"config.json of {model.location!r}"
+
+
+def load_config(model: ResolvedModel, revision: str | None = None) -> Any:
+    """The model's config (at `revision`: a hub commit; None for a local model, whose checkpoint is
+    its own folder); its size fields are checked (`check_config_fields`) before transformers
+    builds anything from them, so a hostile config.json is one line naming the field."""
+    from huggingface_hub.errors import StrictDataclassError
+    from transformers import AutoConfig, PretrainedConfig
+
+    kwargs: dict[str, Any] = {"revision": revision} if revision else {}
+    if model.gguf_file:
+        kwargs["gguf_file"] = model.gguf_file
+    label = config_label(model)
+    try:
+        if not model.gguf_file:  # a GGUF's config is converted from its metadata, checked below
+            raw, _ = PretrainedConfig.get_config_dict(model.location, **kwargs)
+            check_config_fields(raw, label)
+        config = AutoConfig.from_pretrained(
+            model.location, trust_remote_code=model.trust_remote_code, **kwargs
+        )
+    except ModelLoadError:
+        raise
+    except (OSError, ValueError, KeyError) as err:
+        if not model.trust_remote_code and is_remote_code_refusal(err):
+            raise remote_code_error(model.location, "its repository") from err
+        where = "the Hugging Face hub" if not model.local else model.location
+        raise ModelLoadError(
+            f"could not read the model config of {model.location!r} from {where}: {err}"
+        ) from err
+    except (StrictDataclassError, TypeError, ArithmeticError) as err:  # transformers' own checks
+        reason = " ".join(str(err).split())
+        raise ModelLoadError(f"{label} is not a valid config: {reason}") from err
+    check_config_fields(config.to_dict(), label)
+    return config
+
+
+def _gguf_has_tokenizer(path: Path) -> bool:
+    return "tokenizer.ggml.model" in gguf_reader(path).fields
+
+
+def load_tokenizer(model: ResolvedModel, revision: str | None = None) -> Any:
+    """The model's tokenizer (at `revision`, default model.revision), or model.tokenizer when given."""
+    from transformers import AutoTokenizer
+
+    revision = revision or model.revision
+    if model.tokenizer:
+        location, kwargs = model.tokenizer, {}
+    else:
+        location = model.tokenizer_location or model.location
+        kwargs = {"revision": revision} if revision and not model.local else {}
+        if model.gguf_file:
+            if model.local and not _gguf_has_tokenizer(Path(model.location) / model.gguf_file):
+                raise ModelLoadError(
+                    f"GGUF file {model.gguf_file} has no embedded tokenizer; pass the tokenizer of the "
+                    "original model with tokenizer=<hub id or local tokenizer directory> "
+                    "(CLI: --tokenizer)"
+                )
+            kwargs["gguf_file"] = model.gguf_file
+    try:
+        return AutoTokenizer.from_pretrained(location, trust_remote_code=model.trust_remote_code, **kwargs)
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        if not model.trust_remote_code and is_remote_code_refusal(err):
+            raise remote_code_error(str(location), "its tokenizer's repository") from err
+        hint = " (pass tokenizer=... to load it from elsewhere)" if not model.tokenizer else ""
+        raise ModelLoadError(f"could not load a tokenizer from {location!r}{hint}: {err}") from err
+
+
+def max_context(config: Any) -> int | None:
+    """Longest input the architecture accepts, from the usual config fields."""
+    config = config.get_text_config() if hasattr(config, "get_text_config") else config
+    for field in ("max_position_embeddings", "n_positions", "n_ctx", "seq_length", "max_sequence_length"):
+        value = getattr(config, field, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def logit_softcap(config: Any) -> float | None:
+    config = config.get_text_config() if hasattr(config, "get_text_config") else config
+    cap = getattr(config, "final_logit_softcapping", None)
+    return float(cap) if cap else None
+
+
+def check_weights_match(model: ResolvedModel, config: Any, meta: Any) -> None:
+    """Refuse a local model whose weight files do not hold the parameters its config describes
+    (`check_weight_files`), reading only safetensors headers or a GGUF tensor table. Hub models,
+    quantised and pickle checkpoints are not counted here; `load_weights` refuses any tensor they
+    lack once loaded (transformers would initialise it at random)."""
+    if not model.local or getattr(config, "quantization_config", None):
+        return
+    if model.gguf_file:  # the tensor table of the (memoised) header: shapes in ggml order
+        reader = gguf_reader(Path(model.location) / model.gguf_file)
+        shapes = {str(t.name): tuple(int(d) for d in t.shape) for t in reader.tensors}
+    else:
+        shapes = local_weight_shapes(Path(model.location))
+    if shapes is not None:
+        check_weight_files(meta, config, shapes, config_label(model))
+
+
+def placeholder_tokens(model: ResolvedModel) -> int:
+    """Trailing placeholder tokens of a local GGUF whose embedded tokenizer is used (0 otherwise)."""
+    if not model.gguf_file or not model.local or model.tokenizer:
+        return 0
+    from rbplab.extraction.gguf_vocab import trailing_placeholders
+
+    return trailing_placeholders(Path(model.location) / model.gguf_file)

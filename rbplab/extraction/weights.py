@@ -1,0 +1,156 @@
+"""A described model's weights: loaded on its device and dtype, its output head checked.
+
+`load_weights` is the expensive step a cache hit skips: it instantiates the model (no code from
+the model unless allowed, no tensor initialised at random), places it, and checks that the output
+head rank extraction uses reproduces the model's own logits (`check_head`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import pickle
+from typing import Any
+
+import torch
+
+from rbplab.catalog.models import ModelLoadError, ModelSpec, ResolvedModel
+from rbplab.core.settings import ExtractionSettings
+from rbplab.extraction.gguf_file import shared_gguf_reader
+from rbplab.extraction.metadata import is_remote_code_refusal, remote_code_error
+from rbplab.extraction.models import DEVICE_MAP_PREFIX, DTYPES, ModelDescription, ModelInfo, describe_model
+
+
+def load_weights(described: ModelDescription) -> torch.nn.Module:
+    """Instantiate the model with weights, on the device and dtype its description resolved, in
+    eval mode, its output head checked to reproduce the model's logits (`check_head`)."""
+    from transformers import AutoModelForCausalLM
+
+    resolved, info = described.model, described.info
+    kwargs: dict[str, Any] = {"dtype": DTYPES[info.dtype], "trust_remote_code": resolved.trust_remote_code}
+    revision = described.commit or (None if resolved.local else resolved.revision)
+    if revision:
+        kwargs["revision"] = revision
+    if resolved.gguf_file:
+        kwargs["gguf_file"] = resolved.gguf_file
+    device_map = (
+        info.device.removeprefix(DEVICE_MAP_PREFIX) if info.device.startswith(DEVICE_MAP_PREFIX) else None
+    )
+    if device_map:
+        kwargs["device_map"] = device_map
+    from safetensors import SafetensorError
+
+    name = resolved.model
+    try:
+        # the GGUF header describe_model parsed: transformers reads config and tensors through it
+        with shared_gguf_reader() if resolved.gguf_file else contextlib.nullcontext():
+            model, loading = AutoModelForCausalLM.from_pretrained(
+                resolved.location, output_loading_info=True, **kwargs
+            )
+    except SafetensorError as err:
+        raise ModelLoadError(
+            f"could not load the weights of {name!r}: a safetensors file is broken or truncated ({err}); "
+            "download or save the model again"
+        ) from err
+    except pickle.UnpicklingError as err:
+        raise ModelLoadError(
+            f"could not load the weights of {name!r}: its pickle checkpoint is refused by "
+            "torch.load(weights_only=True) because it holds more than tensors (it could run code); "
+            "use a safetensors copy of the model"
+        ) from err
+    except (OSError, ValueError, KeyError, RuntimeError) as err:
+        if not resolved.trust_remote_code and is_remote_code_refusal(err):
+            raise remote_code_error(name, "its repository") from err
+        raise ModelLoadError(f"could not load the weights of {name!r}: {err}") from err
+    missing = sorted(loading.get("missing_keys") or ())
+    if missing:  # what check_weights_match cannot see: hub files, pickle checkpoints
+        raise ModelLoadError(
+            f"the weight files of {name!r} lack {len(missing)} tensor(s) its config's architecture has "
+            f"({missing[0]}{', ...' if len(missing) > 1 else ''}), which transformers would initialise at "
+            "random; the config does not belong to these weights (edited, from another model, or a file "
+            "is missing)"
+        )
+    if not device_map:
+        model = model.to(torch.device(info.device))
+    model.eval()
+    head = model.get_output_embeddings()
+    check_head_placed(head, device_map)
+    rows = getattr(getattr(head, "weight", None), "shape", (info.head_rows,))[0]
+    if rows != info.head_rows:
+        raise ModelLoadError(f"output layer has {rows} rows, config says {info.head_rows}")
+    check_head(model, info)
+    return model
+
+
+def check_head_placed(head: torch.nn.Module | None, device_map: str | None = None) -> None:
+    """Refuse an output head whose weight is not in memory: `device_map` offloading it to CPU or disk
+    leaves a meta tensor that the float32 head copy cannot read (one-line ModelLoadError)."""
+    weight = getattr(head, "weight", None)
+    if weight is not None and weight.device.type == "meta":
+        raise ModelLoadError(
+            f"device_map={device_map!r} offloaded the output head to CPU or disk (its weight is a meta "
+            "tensor), and rank extraction needs it in memory on a device; free GPU memory, use a device "
+            "map that keeps the output head on a GPU, or run without device_map on one device"
+        )
+
+
+def input_device(model: torch.nn.Module) -> torch.device:
+    """Device of the token embeddings (the first device under a device map)."""
+    return model.get_input_embeddings().weight.device
+
+
+def check_head(model: torch.nn.Module, info: ModelInfo, length: int = 16) -> float:
+    """Verify that base-model hidden states through the output head (float32, softcap) reproduce
+    model(input_ids).logits; architectures that transform logits otherwise are refused.
+    Returns the largest absolute difference seen."""
+    from rbplab.extraction.precision import pinned_precision
+    from rbplab.extraction.ranks import FloatHead
+
+    length = min(length, info.max_context or length)
+    ids = (torch.arange(length) * 7919 % info.vocab_size).unsqueeze(0).to(input_device(model))
+    check_head_placed(model.get_output_embeddings())
+    with torch.inference_mode(), pinned_precision():
+        reference = model(ids, use_cache=False).logits[0].float()
+        hidden = model.base_model(ids, use_cache=False).last_hidden_state[0]
+        head = model.get_output_embeddings()
+        ours = FloatHead.from_module(head, head.weight.shape[0])(hidden.to(head.weight.device))
+        if info.softcap:
+            ours = torch.tanh(ours / info.softcap) * info.softcap
+    if not bool(torch.isfinite(reference).all()):
+        raise ModelLoadError(
+            f"{info.name}: the model produced NaN logits{nan_source(model, ids)}; its weights hold NaN "
+            f"or overflow in {info.dtype}"
+        )
+    reference = reference.to(ours.device)
+    diff = float((ours - reference).abs().max())
+    scale = float(reference.abs().max()) + 1.0
+    tolerance = 1e-4 if info.dtype == "float32" else 5e-2
+    if not diff <= tolerance * scale:
+        raise ModelLoadError(
+            f"{info.architecture}: the output head applied to the base model's hidden states does not "
+            f"reproduce the model's logits (max difference {diff:.3g}); this architecture transforms its "
+            "logits in a way rank extraction does not support"
+        )
+    return diff
+
+
+def nan_source(model: torch.nn.Module, ids: torch.Tensor) -> str:
+    """ " (first at layer i of n)" for the first hidden state that is not finite, "" if none is."""
+    try:
+        with torch.inference_mode():
+            states = model(ids, output_hidden_states=True, use_cache=False).hidden_states or ()
+    except (RuntimeError, ValueError, TypeError):
+        return ""
+    for index, state in enumerate(states):
+        if not bool(torch.isfinite(state).all()):
+            where = "the embeddings" if index == 0 else f"layer {index - 1} of {len(states) - 1}"
+            return f" (first non-finite output: {where})"
+    return ""
+
+
+def load_model(
+    model: ModelSpec | ResolvedModel | str, settings: ExtractionSettings | None = None
+) -> tuple[torch.nn.Module, Any, ModelInfo]:
+    """Load (model, tokenizer, ModelInfo); the model is in eval mode on the device and dtype
+    `settings` ask for (default: "auto")."""
+    described = describe_model(model, settings)
+    return load_weights(described), described.tokenizer, described.info
