@@ -22,7 +22,7 @@ from importlib import import_module
 from typing import Any
 
 _LAZY = {
-    "ExtractResult": "rbplab.extraction.pipeline",
+    "ExtractResult": "rbplab.extraction.hits",
     "ModelInfo": "rbplab.extraction.models",
     "NonFiniteLogitsError": "rbplab.extraction.ranks",
     "RemoteCodeError": "rbplab.extraction.metadata",

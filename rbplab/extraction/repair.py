@@ -19,7 +19,8 @@ from typing import Any
 from rbplab.catalog.corpora import load_corpus
 from rbplab.catalog.models import ModelSpec
 from rbplab.core.entry_spec import EntrySpec
-from rbplab.extraction.pipeline import ExtractResult, extract_plan
+from rbplab.extraction.hits import ExtractResult
+from rbplab.extraction.pipeline import extract_plan
 from rbplab.extraction.plan import Plan, count_problems, plan_extraction
 from rbplab.store.cache import (
     CacheEntry,

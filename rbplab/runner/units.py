@@ -16,9 +16,10 @@ from rbplab.catalog.corpora import Corpus, LazyCorpus
 from rbplab.catalog.models import ResolvedModel
 from rbplab.core.errors import InvalidArgumentError
 from rbplab.core.settings import ExtractionSettings
+from rbplab.extraction.hits import cache_hit
 from rbplab.extraction.known_plans import record_plan
-from rbplab.extraction.pipeline import cache_hit, sound_shards
 from rbplab.extraction.plan import plan_extraction
+from rbplab.extraction.shard_loop import sound_shards
 from rbplab.grid import Grid
 from rbplab.store.cache import CacheEntry
 
@@ -88,7 +89,7 @@ def plan_study(
 ) -> StudyPlan:
     """Every entry and work unit of the grid `study` (units of entries already complete are
     skipped when run). A complete entry counts as complete only when it holds the shards and
-    tokens its corpus and tokenizer give (`rbplab.extraction.pipeline.cache_hit`, which tokenizes
+    tokens its corpus and tokenizer give (`rbplab.extraction.hits.cache_hit`, which tokenizes
     each corpus once per tokenizer); one that does not is reported and recomputed.
 
     accelerator: the units will run on GPUs while this driver may have none. The dtype "auto"

@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rbplab.core.errors import RunFailedError
-from rbplab.extraction.pipeline import CRASH_HOOK_ENV, compute_shards, load_scorer, producer_id
+from rbplab.extraction.pipeline import load_scorer
 from rbplab.extraction.plan import Plan, plan_extraction
 from rbplab.extraction.scoring import Scorer
+from rbplab.extraction.shard_loop import CRASH_HOOK_ENV, compute_shards, producer_id
 from rbplab.runner.units import WorkUnit
 from rbplab.store.cache import CacheEntry
 
