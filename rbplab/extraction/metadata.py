@@ -16,6 +16,7 @@ from typing import Any
 from rbplab.catalog.models import ModelLoadError, ResolvedModel
 from rbplab.extraction.config_checks import check_config_fields, check_weight_files, local_weight_shapes
 from rbplab.extraction.gguf_file import gguf_reader
+from rbplab.extraction.gguf_vocab import embedded_vocabulary
 
 
 class RemoteCodeError(ModelLoadError):
@@ -107,15 +108,18 @@ def config_label(model: ResolvedModel) -> str:
 
 def load_config(model: ResolvedModel, revision: str | None = None) -> Any:
     """The model's config (at `revision`: a hub commit; None for a local model, whose checkpoint is
-    its own folder); its size fields are checked (`check_config_fields`) before transformers
-    builds anything from them, so a hostile config.json is one line naming the field."""
+    its own folder). The first read of a model's files: custom code is refused first, for the
+    tokenizer's folders too (`check_remote_code`), and the size fields are checked
+    (`check_config_fields`) before transformers builds anything from them, so a hostile
+    config.json is one line naming the field."""
     from huggingface_hub.errors import StrictDataclassError
     from transformers import AutoConfig, PretrainedConfig
 
+    label = config_label(model)
+    check_remote_code(model)
     kwargs: dict[str, Any] = {"revision": revision} if revision else {}
     if model.gguf_file:
         kwargs["gguf_file"] = model.gguf_file
-    label = config_label(model)
     try:
         if not model.gguf_file:  # a GGUF's config is converted from its metadata, checked below
             raw, _ = PretrainedConfig.get_config_dict(model.location, **kwargs)
@@ -139,35 +143,39 @@ def load_config(model: ResolvedModel, revision: str | None = None) -> Any:
     return config
 
 
-def _gguf_has_tokenizer(path: Path) -> bool:
-    return "tokenizer.ggml.model" in gguf_reader(path).fields
-
-
-def load_tokenizer(model: ResolvedModel, revision: str | None = None) -> Any:
-    """The model's tokenizer (at `revision`, default model.revision), or model.tokenizer when given."""
+def load_tokenizer(model: ResolvedModel, revision: str | None = None) -> tuple[Any, int]:
+    """The model's tokenizer (at `revision`, default model.revision), or model.tokenizer when
+    given, and how many placeholder tokens end its list (a local GGUF's embedded tokenizer:
+    `rbplab.extraction.gguf_vocab`; 0 otherwise)."""
     from transformers import AutoTokenizer
 
     revision = revision or model.revision
+    placeholders = 0
     if model.tokenizer:
         location, kwargs = model.tokenizer, {}
     else:
         location = model.tokenizer_location or model.location
         kwargs = {"revision": revision} if revision and not model.local else {}
         if model.gguf_file:
-            if model.local and not _gguf_has_tokenizer(Path(model.location) / model.gguf_file):
+            embedded = embedded_vocabulary(Path(model.location) / model.gguf_file) if model.local else None
+            if model.local and embedded is None:
                 raise ModelLoadError(
                     f"GGUF file {model.gguf_file} has no embedded tokenizer; pass the tokenizer of the "
                     "original model with tokenizer=<hub id or local tokenizer directory> "
                     "(CLI: --tokenizer)"
                 )
             kwargs["gguf_file"] = model.gguf_file
+            placeholders = embedded.trailing_placeholders if embedded is not None else 0
     try:
-        return AutoTokenizer.from_pretrained(location, trust_remote_code=model.trust_remote_code, **kwargs)
+        tokenizer = AutoTokenizer.from_pretrained(
+            location, trust_remote_code=model.trust_remote_code, **kwargs
+        )
     except (OSError, ValueError, KeyError, TypeError) as err:
         if not model.trust_remote_code and is_remote_code_refusal(err):
             raise remote_code_error(str(location), "its tokenizer's repository") from err
         hint = " (pass tokenizer=... to load it from elsewhere)" if not model.tokenizer else ""
         raise ModelLoadError(f"could not load a tokenizer from {location!r}{hint}: {err}") from err
+    return tokenizer, placeholders
 
 
 def max_context(config: Any) -> int | None:
@@ -191,6 +199,7 @@ def check_weights_match(model: ResolvedModel, config: Any, meta: Any) -> None:
     (`check_weight_files`), reading only safetensors headers or a GGUF tensor table. Hub models,
     quantised and pickle checkpoints are not counted here; `load_weights` refuses any tensor they
     lack once loaded (transformers would initialise it at random)."""
+    label = config_label(model)
     if not model.local or getattr(config, "quantization_config", None):
         return
     if model.gguf_file:  # the tensor table of the (memoised) header: shapes in ggml order
@@ -199,13 +208,4 @@ def check_weights_match(model: ResolvedModel, config: Any, meta: Any) -> None:
     else:
         shapes = local_weight_shapes(Path(model.location))
     if shapes is not None:
-        check_weight_files(meta, config, shapes, config_label(model))
-
-
-def placeholder_tokens(model: ResolvedModel) -> int:
-    """Trailing placeholder tokens of a local GGUF whose embedded tokenizer is used (0 otherwise)."""
-    if not model.gguf_file or not model.local or model.tokenizer:
-        return 0
-    from rbplab.extraction.gguf_vocab import trailing_placeholders
-
-    return trailing_placeholders(Path(model.location) / model.gguf_file)
+        check_weight_files(meta, config, shapes, label)

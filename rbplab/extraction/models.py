@@ -19,27 +19,19 @@ import contextlib
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import torch
-
 from rbplab.catalog.models import ModelLoadError, ModelSpec, ResolvedModel
 from rbplab.core.settings import ExtractionSettings
 from rbplab.extraction.fingerprints import resolve_commit, tokenizer_fingerprint, weights_fingerprint
 from rbplab.extraction.gguf_file import shared_gguf_reader
 from rbplab.extraction.metadata import (
-    check_remote_code,
     check_weights_match,
     load_config,
     load_tokenizer,
     logit_softcap,
     max_context,
-    placeholder_tokens,
 )
+from rbplab.extraction.placement import DEVICE_MAP_PREFIX, resolve_dtype, select_device
 from rbplab.extraction.sources import as_resolved
-
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-DEVICE_MAP_PREFIX = "device_map:"  # ModelInfo.device of a model placed by a device map
 
 
 @dataclass(frozen=True)
@@ -72,40 +64,6 @@ class ModelInfo:
         return asdict(self)
 
 
-def select_device(device: str = "auto") -> torch.device:
-    """cuda > mps > cpu for "auto"; anything else is passed to torch.device."""
-    if device != "auto":
-        try:
-            chosen = torch.device(device)
-        except RuntimeError as err:
-            raise ModelLoadError(
-                f"unknown device {device!r}; use 'auto', 'cpu', 'cuda', 'cuda:1', 'mps'"
-            ) from err
-        if chosen.type == "cuda" and not torch.cuda.is_available():
-            raise ModelLoadError(f"device {device!r} requested but CUDA is not available; use device='auto'")
-        return chosen
-    if torch.cuda.is_available():
-        return torch.device("cuda")
-    mps = getattr(torch.backends, "mps", None)
-    if mps is not None and mps.is_available():
-        return torch.device("mps")
-    return torch.device("cpu")
-
-
-def resolve_dtype(dtype: str, device: torch.device, config: Any = None) -> str:
-    """The dtype to run the model body in. "auto": float32 on CPU (exact and, without bf16
-    matrix units, not slower); on accelerators the checkpoint's own half type if it has one."""
-    if dtype != "auto":
-        if dtype not in DTYPES:
-            raise ModelLoadError(f"unknown dtype {dtype!r}; use 'auto' or one of {sorted(DTYPES)}")
-        return dtype
-    if device.type == "cpu" or config is None:
-        return "float32"
-    stored = getattr(config, "dtype", None) or getattr(config, "torch_dtype", None)
-    stored = str(stored).replace("torch.", "") if stored is not None else None
-    return stored if stored in ("bfloat16", "float16") else "float32"
-
-
 @dataclass(frozen=True)
 class ModelDescription:
     """What is known about a resolved model without loading its weights."""
@@ -127,7 +85,6 @@ def describe_model(
     and (later) weights are all loaded at that commit, so a branch moving meanwhile cannot mix them.
     """
     resolved = as_resolved(model)
-    check_remote_code(resolved)
     # config, tokenizer and placeholder scan share one parse of a GGUF file's header
     with shared_gguf_reader() if resolved.gguf_file else contextlib.nullcontext():
         return _describe(resolved, settings or ExtractionSettings())
@@ -140,13 +97,12 @@ def _describe(model: ResolvedModel, settings: ExtractionSettings) -> ModelDescri
     commit = None if model.local else resolve_commit(model)
     # a local checkpoint is its own directory (catalog.resolve), so no revision is passed for it
     config = load_config(model, commit or (None if model.local else model.revision))
-    limit, softcap = max_context(config), logit_softcap(config)
     meta = meta_model(config)  # the architecture on the meta device: no memory, no weights
     counts = parameter_counts(meta)
+    limit, softcap = max_context(config), logit_softcap(config)
     check_weights_match(model, config, meta)
+    tokenizer, placeholders = load_tokenizer(model, commit)
     dtype = resolve_dtype(settings.dtype, device, config)
-    tokenizer = load_tokenizer(model, commit)
-    placeholders = placeholder_tokens(model)
     vocab = len(tokenizer) - placeholders
     head_rows = int(counts.head_rows or len(tokenizer))
     if vocab > head_rows:

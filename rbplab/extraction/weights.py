@@ -17,7 +17,8 @@ from rbplab.catalog.models import ModelLoadError, ModelSpec, ResolvedModel
 from rbplab.core.settings import ExtractionSettings
 from rbplab.extraction.gguf_file import shared_gguf_reader
 from rbplab.extraction.metadata import is_remote_code_refusal, remote_code_error
-from rbplab.extraction.models import DEVICE_MAP_PREFIX, DTYPES, ModelDescription, ModelInfo, describe_model
+from rbplab.extraction.models import ModelDescription, ModelInfo, describe_model
+from rbplab.extraction.placement import DEVICE_MAP_PREFIX, DTYPES
 
 
 def load_weights(described: ModelDescription) -> torch.nn.Module:

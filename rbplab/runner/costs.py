@@ -349,7 +349,7 @@ def estimate_costs(
 
 
 def _run_device(device: str) -> str:
-    from rbplab.extraction.models import select_device
+    from rbplab.extraction.placement import select_device
 
     return str(select_device(device))
 

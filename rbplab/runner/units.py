@@ -162,7 +162,8 @@ def accelerator_dtype(model: ResolvedModel) -> str:
     """The dtype "auto" resolves to on a GPU for this model (from its config; no weights, no GPU)."""
     import torch
 
-    from rbplab.extraction.models import describe_model, resolve_dtype
+    from rbplab.extraction.models import describe_model
+    from rbplab.extraction.placement import resolve_dtype
 
     return resolve_dtype("auto", torch.device("cuda"), describe_model(model).config)
 
