@@ -10,36 +10,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from rbplab.catalog.models import ModelLoadError, ResolvedModel
+from rbplab.store import hub
 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
-_COMMIT_RE = re.compile(r"/snapshots/([0-9a-f]{40})/")
-
-
 FINAL_STEP_BRANCHES = ("step143000",)  # Pythia's final checkpoint: some repos only have it as `main`
-_SHA_RE = re.compile(r"^[0-9a-f]{40}$")
-
-
-def _snapshot_commit(path: str | None) -> str | None:
-    match = _COMMIT_RE.search(Path(path).as_posix()) if isinstance(path, str) else None
-    return match.group(1) if match else None
-
-
-def _cached_commit(repo: str, revision: str, filename: str) -> str | None:
-    """The commit the local hub cache records for `revision` when it also holds `filename` at that
-    commit; no network."""
-    from huggingface_hub import try_to_load_from_cache
-
-    return _snapshot_commit(try_to_load_from_cache(repo, filename, revision=revision))
-
-
-def _listing(branches: list[str]) -> str:
-    return ", ".join(branches[:12]) + (f", ... ({len(branches)} branches)" if len(branches) > 12 else "")
 
 
 def resolve_commit(model: ResolvedModel) -> str:
@@ -51,54 +30,27 @@ def resolve_commit(model: ResolvedModel) -> str:
     without retries; ModelLoadError "has no revision" only when the hub says so (listing the repo's
     branches and, for a final-step branch, suggesting `main`), or "no model repository" likewise.
     """
-    revision = model.revision
-    if revision and _SHA_RE.match(revision):
-        return revision
-    from rbplab.store import hub
-
-    wanted = revision or "main"
-    filename = model.gguf_file or "config.json"
-    reason = hub.offline_reason()
-    if reason is None:
-        from huggingface_hub import hf_hub_download
-        from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
-
-        try:
-            commit = hub.remote_commit(model.location, filename, wanted)
-            # the hub just answered: downloading the file records refs/<revision>, so the same
-            # revision resolves offline later
-            hf_hub_download(model.location, filename, revision=wanted)
-        except RevisionNotFoundError:
-            raise _no_revision(model.location, wanted) from None
-        except RepositoryNotFoundError:
-            raise ModelLoadError(
-                f"the hub has no model repository {model.location!r} (or it is private or gated: log "
-                "in with `hf auth login`); check the name, or pass a local model directory"
-            ) from None
-        except Exception as err:  # noqa: BLE001 - classified: out of reach, or the hub's answer
-            if not hub.is_connection_error(err):
-                raise ModelLoadError(
-                    f"cannot resolve {model.location}@{wanted} to a commit: {type(err).__name__}: "
-                    f"{' '.join(str(err).split())}"
-                ) from None
-            reason = hub.mark_unreachable(err)
-        else:
-            if commit:
-                return commit
-            raise ModelLoadError(f"cannot resolve {model.location}@{wanted} to a commit (the hub named none)")
-    commit = _cached_commit(model.location, wanted, filename)
-    if commit:
-        return commit
-    cached = hub.cached_branches(model.location)
-    known = f" (cached here: {_listing(cached)})" if cached else ""
-    raise hub.unreachable(f"{model.location}@{wanted}", reason, f", or pass a commit{known}")
+    repo, wanted = model.location, model.revision or "main"
+    try:  # config.json (or the GGUF file) is what loading reads first: it is cached for offline use
+        return hub.resolve_commit(repo, wanted, model.gguf_file or "config.json")
+    except hub.NoSuchRevisionError as err:
+        raise _no_revision(repo, wanted, err.branches) from None
+    except hub.NoSuchRepositoryError:
+        raise ModelLoadError(
+            f"the hub has no model repository {repo!r} (or it is private or gated: log "
+            "in with `hf auth login`); check the name, or pass a local model directory"
+        ) from None
+    except hub.HubAnswerError as err:
+        raise ModelLoadError(f"cannot resolve {repo}@{wanted} to a commit: {err.kind}: {err.text}") from None
+    except hub.NoCommitError:
+        raise ModelLoadError(f"cannot resolve {repo}@{wanted} to a commit (the hub named none)") from None
+    except hub.NotCachedError as err:
+        known = f" (cached here: {_listing(err.cached)})" if err.cached else ""
+        raise hub.unreachable(f"{repo}@{wanted}", err.reason, f", or pass a commit{known}") from None
 
 
-def _no_revision(repo: str, wanted: str) -> ModelLoadError:
-    """The hub said `repo` has no branch, tag or commit `wanted`."""
-    from rbplab.store import hub
-
-    branches = hub.branches(repo)
+def _no_revision(repo: str, wanted: str, branches: list[str]) -> ModelLoadError:
+    """The hub said `repo` has no branch, tag or commit `wanted`; it has `branches`."""
     hint = (
         " The final checkpoint is the `main` branch: use revision='main'."
         if wanted in FINAL_STEP_BRANCHES
@@ -106,6 +58,10 @@ def _no_revision(repo: str, wanted: str) -> ModelLoadError:
     )
     available = f"available branches: {_listing(branches)}." if branches else "no branches listed."
     return ModelLoadError(f"{repo} has no revision {wanted!r} on the hub; {available}{hint}")
+
+
+def _listing(branches: list[str]) -> str:
+    return ", ".join(branches[:12]) + (f", ... ({len(branches)} branches)" if len(branches) > 12 else "")
 
 
 @lru_cache(maxsize=64)

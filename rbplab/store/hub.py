@@ -1,4 +1,5 @@
-"""Whether the Hugging Face hub can be reached, decided once, before anything is asked of it.
+"""The Hugging Face hub: whether it can be reached, decided once before anything is asked of it,
+and the commit a revision points at there.
 
 huggingface_hub meets a failed connection with five retries and backoff (about 25 s) and then
 reports the file as "not in the local cache", so asked offline it is slow and says nothing true
@@ -7,10 +8,15 @@ HF_HUB_OFFLINE, or one request to the endpoint that cannot connect within `PROBE
 means offline, and the caller answers from the local hub cache alone or raises
 `HubUnreachableError`. A hub that answers at all (any HTTP status) is reachable, and only what it
 says (404: no such revision or repository) is reported as not existing.
+
+`resolve_commit` is the one conversation that turns a revision into a commit, for models and
+datasets alike; it raises the typed errors below, and each caller (a model, a corpus) words them
+for its users.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -27,9 +33,57 @@ VERDICT_TTL_S = 60.0
 
 _verdicts: dict[str, tuple[float, str | None]] = {}  # endpoint -> (monotonic time, reason or None)
 
+_COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")  # a commit id: names one snapshot, resolved without asking
+# huggingface_hub keeps a commit's files under snapshots/<commit>/, whatever revision fetched them
+_SNAPSHOT_RE = re.compile(r"/snapshots/([0-9a-f]{40})/")
+
 
 class HubUnreachableError(RbplabError, ConnectionError):
     """The hub cannot be reached (offline, no network) and the local hub cache lacks what was asked."""
+
+
+class NoSuchRevisionError(RbplabError, LookupError):
+    """`resolve_commit`: the hub says `repo` has no branch, tag or commit `revision`; `branches` are
+    the repo's branches as the hub lists them."""
+
+    def __init__(self, repo: str, revision: str, branches: list[str]) -> None:
+        super().__init__(f"{repo} has no revision {revision!r} on the hub")
+        self.repo, self.revision, self.branches = repo, revision, branches
+
+
+class NoSuchRepositoryError(RbplabError, LookupError):
+    """`resolve_commit`: the hub has no repository `repo` (or it is private or gated)."""
+
+    def __init__(self, repo: str) -> None:
+        super().__init__(f"the hub has no repository {repo!r} (or it is private or gated)")
+        self.repo = repo
+
+
+class HubAnswerError(RbplabError, RuntimeError):
+    """`resolve_commit`: the hub answered something else; `kind` is the error's type and `text` its
+    message on one line."""
+
+    def __init__(self, repo: str, revision: str, kind: str, text: str) -> None:
+        super().__init__(f"cannot resolve {repo}@{revision} to a commit: {kind}: {text}")
+        self.repo, self.revision, self.kind, self.text = repo, revision, kind, text
+
+
+class NoCommitError(RbplabError, RuntimeError):
+    """`resolve_commit`: the hub served the file (downloaded to `path`) but named no commit, and the
+    file is not kept under a commit's snapshot folder either."""
+
+    def __init__(self, repo: str, revision: str, path: str) -> None:
+        super().__init__(f"cannot resolve {repo}@{revision} to a commit (the hub named none)")
+        self.repo, self.revision, self.path = repo, revision, path
+
+
+class NotCachedError(HubUnreachableError):
+    """`resolve_commit`: the hub is out of reach for `reason` and the local hub cache does not hold
+    `revision` of `repo`; `cached` are the branches it does hold."""
+
+    def __init__(self, repo: str, revision: str, reason: str, cached: list[str]) -> None:
+        super().__init__(*unreachable(f"{repo}@{revision}", reason).args)
+        self.repo, self.revision, self.reason, self.cached = repo, revision, reason, cached
 
 
 def offline_reason() -> str | None:
@@ -48,18 +102,70 @@ def offline_reason() -> str | None:
     return reason
 
 
-def remote_commit(repo: str, filename: str, revision: str, repo_type: str = "model") -> str | None:
+def resolve_commit(repo: str, revision: str, filename: str, repo_type: str = "model") -> str:
+    """The commit `revision` (branch, tag or commit) of `repo` points at now: a commit as is (no
+    network); else asked of the hub when `offline_reason` says it answers, never retried, and read
+    from the local hub cache when it does not. `filename`, a file of the repo, is downloaded too:
+    that records refs/<revision> in the cache, so the same revision resolves offline later.
+
+    Raises NoSuchRevisionError or NoSuchRepositoryError only when the hub says so (404),
+    HubAnswerError or NoCommitError for its other answers, and NotCachedError when it is out of
+    reach and the cache lacks the revision."""
+    if _COMMIT_RE.match(revision):
+        return revision
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
+
+    reason = offline_reason()
+    if reason is None:
+        try:
+            named = _remote_commit(repo, filename, revision, repo_type)
+            path = hf_hub_download(repo, filename, repo_type=repo_type, revision=revision)
+        except RevisionNotFoundError:
+            raise NoSuchRevisionError(repo, revision, branches(repo, repo_type)) from None
+        except RepositoryNotFoundError:
+            raise NoSuchRepositoryError(repo) from None
+        except Exception as err:  # noqa: BLE001 - classified: out of reach, or the hub's answer
+            if not _is_connection_error(err):
+                raise HubAnswerError(repo, revision, type(err).__name__, " ".join(str(err).split())) from None
+            reason = _mark_unreachable(err)
+        else:
+            # the commit the hub named; when it named none (not a hub, say), hf_hub_download served
+            # the cached copy, whose snapshot folder is its commit
+            commit = named or _snapshot_commit(path)
+            if commit is None:
+                raise NoCommitError(repo, revision, path)
+            return commit
+    return _cached_commit(repo, revision, filename, repo_type, reason)
+
+
+def _remote_commit(repo: str, filename: str, revision: str, repo_type: str) -> str | None:
     """The commit the hub names for `revision` of `repo`, from one metadata request for `filename`
-    that is never retried (huggingface_hub's downloads retry a refused connection for ~25 s). Its
-    typed errors propagate: RevisionNotFoundError, RepositoryNotFoundError, RemoteEntryNotFoundError,
-    and a connection error (`is_connection_error`) when the hub went out of reach."""
+    that is never retried (huggingface_hub's downloads retry a refused connection for ~25 s)."""
     from huggingface_hub import get_hf_file_metadata, hf_hub_url
 
     url = hf_hub_url(repo, filename, repo_type=repo_type, revision=revision)
     return get_hf_file_metadata(url, timeout=PROBE_TIMEOUT_S * 3).commit_hash
 
 
-def mark_unreachable(error: BaseException) -> str:
+def _cached_commit(repo: str, revision: str, filename: str, repo_type: str, reason: str) -> str:
+    """The commit the local hub cache records for `revision` when it also holds `filename` at that
+    commit (no network); else NotCachedError, the hub being out of reach for `reason`."""
+    from huggingface_hub import try_to_load_from_cache
+
+    commit = _snapshot_commit(try_to_load_from_cache(repo, filename, revision=revision, repo_type=repo_type))
+    if commit is None:
+        raise NotCachedError(repo, revision, reason, cached_branches(repo, repo_type))
+    return commit
+
+
+def _snapshot_commit(path: object) -> str | None:
+    """The commit whose snapshot folder holds `path` (a cached file), or None."""
+    match = _SNAPSHOT_RE.search(Path(path).as_posix()) if isinstance(path, str) else None
+    return match.group(1) if match else None
+
+
+def _mark_unreachable(error: BaseException) -> str:
     """Record that a hub call could not connect (the network went away after the probe), so the
     calls after it do not try again; the reason, for the caller's message."""
     from huggingface_hub import constants
@@ -69,7 +175,7 @@ def mark_unreachable(error: BaseException) -> str:
     return reason
 
 
-def is_connection_error(error: BaseException) -> bool:
+def _is_connection_error(error: BaseException) -> bool:
     """Whether `error`, or an error it was raised from, is a failure to reach the endpoint (as
     opposed to an answer from it)."""
     import httpx2
@@ -104,8 +210,8 @@ def branches(repo: str, repo_type: str = "model") -> list[str]:
             refs = HfApi().list_repo_refs(repo, repo_type=repo_type)
             return natural_sorted([ref.name for ref in refs.branches])
         except Exception as err:  # noqa: BLE001 - any hub failure falls back to what is cached
-            if is_connection_error(err):
-                mark_unreachable(err)
+            if _is_connection_error(err):
+                _mark_unreachable(err)
     return cached_branches(repo, repo_type)
 
 

@@ -109,3 +109,19 @@ def test_missing_dataset_revision_only_when_the_hub_says_so(empty_hub_cache, mon
         assert str(error) == "the hub has no dataset 'wikimedia/wikipedia' (or it is private or gated)"
         with pytest.warns(UserWarning, match="not pinned"):
             assert open_corpus("hub:humaneval@main").source["revision"] == "c" * 40
+
+
+def test_one_conversation_resolves_models_and_datasets(empty_hub_cache, monkeypatch, connections):
+    """`hub.resolve_commit`: a commit id as is, without a connection; else the commit the hub names,
+    or, when it names none, the snapshot folder the downloaded file is kept under."""
+    assert hub_reach.resolve_commit("org/model", "d" * 40, "config.json") == "d" * 40 and connections == []
+    with serve(
+        {("model", "org/model"): {"main": "a" * 40}, ("dataset", "org/data"): {"v1": "c" * 40}}
+    ) as fake:
+        use_endpoint(monkeypatch, fake.url)
+        assert hub_reach.resolve_commit("org/model", "main", "config.json") == "a" * 40
+        monkeypatch.setattr(hub_reach, "_remote_commit", lambda *args: None)
+        assert hub_reach.resolve_commit("org/data", "v1", "README.md", repo_type="dataset") == "c" * 40
+        with pytest.raises(hub_reach.NoSuchRevisionError) as missing:
+            hub_reach.resolve_commit("org/data", "v2", "README.md", repo_type="dataset")
+        assert missing.value.branches == ["v1"]

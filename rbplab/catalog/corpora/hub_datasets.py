@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rbplab.catalog.corpora.corpus import SHA_RE, Corpus, CorpusError, LazyCorpus, build_corpus
+from rbplab.catalog.corpora.corpus import Corpus, CorpusError, LazyCorpus, build_corpus
 from rbplab.core.names import did_you_mean
 from rbplab.store import hub
 
@@ -138,43 +138,22 @@ def resolve_dataset_revision(repo: str, revision: str) -> str:
     otherwise asked of the hub, or read from the local hub cache's refs/ when the hub cannot be
     reached (`rbplab.store.hub`: decided once, never retried). "has no revision" only when the hub
     says so; out of reach and not cached is `HubUnreachableError`."""
-    if SHA_RE.match(revision):
-        return revision
-    from huggingface_hub import hf_hub_download, try_to_load_from_cache
-    from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
-
-    reason = hub.offline_reason()
-    if reason is None:
-        try:  # the dataset card: small, and downloading it records refs/<revision> for offline use
-            hub.remote_commit(repo, "README.md", revision, repo_type="dataset")  # never retried
-            path = hf_hub_download(repo, "README.md", repo_type="dataset", revision=revision)
-        except RevisionNotFoundError:
-            branches = ", ".join(hub.branches(repo, "dataset")) or "none listed"
-            raise CorpusError(
-                f"dataset {repo} has no revision {revision!r} on the hub; branches: {branches}"
-            ) from None
-        except RepositoryNotFoundError:
-            raise CorpusError(f"the hub has no dataset {repo!r} (or it is private or gated)") from None
-        except Exception as err:  # noqa: BLE001 - classified: out of reach, or the hub's answer
-            if not hub.is_connection_error(err):
-                raise CorpusError(
-                    f"cannot resolve dataset {repo}@{revision} to a commit ({type(err).__name__}); pin a "
-                    "commit: hub:<name>@<commit sha>"
-                ) from None
-            reason = hub.mark_unreachable(err)
-        else:
-            return _card_commit(repo, revision, path)
-    cached = try_to_load_from_cache(repo, "README.md", revision=revision, repo_type="dataset")
-    if isinstance(cached, str):
-        return _card_commit(repo, revision, cached)
-    raise hub.unreachable(f"dataset {repo}@{revision}", reason, ", or pin a commit: hub:<name>@<commit sha>")
-
-
-def _card_commit(repo: str, revision: str, path: str) -> str:
-    commit = Path(path).parent.name
-    if not SHA_RE.match(commit):
-        raise CorpusError(f"cannot resolve dataset {repo}@{revision} to a commit (got {path})")
-    return commit
+    what, pin = f"dataset {repo}@{revision}", "pin a commit: hub:<name>@<commit sha>"
+    try:  # the dataset card: small, and cached with it the revision resolves offline later
+        return hub.resolve_commit(repo, revision, "README.md", repo_type="dataset")
+    except hub.NoSuchRevisionError as err:
+        listed = ", ".join(err.branches) or "none listed"
+        raise CorpusError(
+            f"dataset {repo} has no revision {revision!r} on the hub; branches: {listed}"
+        ) from None
+    except hub.NoSuchRepositoryError:
+        raise CorpusError(f"the hub has no dataset {repo!r} (or it is private or gated)") from None
+    except hub.HubAnswerError as err:
+        raise CorpusError(f"cannot resolve {what} to a commit ({err.kind}); {pin}") from None
+    except hub.NoCommitError as err:
+        raise CorpusError(f"cannot resolve {what} to a commit (got {err.path})") from None
+    except hub.NotCachedError as err:
+        raise hub.unreachable(what, err.reason, f", or {pin}") from None
 
 
 def _hub_rows(entry: HubCorpus, commit: str) -> Iterable[dict]:
