@@ -34,7 +34,11 @@ def resolve_commit(model: ResolvedModel) -> str:
     try:  # config.json (or the GGUF file) is what loading reads first: it is cached for offline use
         return hub.resolve_commit(repo, wanted, model.gguf_file or "config.json")
     except hub.NoSuchRevisionError as err:
-        raise _no_revision(repo, wanted, err.branches) from None
+        final = " The final checkpoint is the `main` branch: use revision='main'."
+        hint = final if wanted in FINAL_STEP_BRANCHES else ""
+        listed = hub.branch_listing(err.branches)
+        available = f"available branches: {listed}." if err.branches else "no branches listed."
+        raise ModelLoadError(f"{repo} has no revision {wanted!r} on the hub; {available}{hint}") from None
     except hub.NoSuchRepositoryError:
         raise ModelLoadError(
             f"the hub has no model repository {repo!r} (or it is private or gated: log "
@@ -45,23 +49,18 @@ def resolve_commit(model: ResolvedModel) -> str:
     except hub.NoCommitError:
         raise ModelLoadError(f"cannot resolve {repo}@{wanted} to a commit (the hub named none)") from None
     except hub.NotCachedError as err:
-        known = f" (cached here: {_listing(err.cached)})" if err.cached else ""
+        known = f" (cached here: {hub.branch_listing(err.cached)})" if err.cached else ""
         raise hub.unreachable(f"{repo}@{wanted}", err.reason, f", or pass a commit{known}") from None
 
 
-def _no_revision(repo: str, wanted: str, branches: list[str]) -> ModelLoadError:
-    """The hub said `repo` has no branch, tag or commit `wanted`; it has `branches`."""
-    hint = (
-        " The final checkpoint is the `main` branch: use revision='main'."
-        if wanted in FINAL_STEP_BRANCHES
-        else ""
-    )
-    available = f"available branches: {_listing(branches)}." if branches else "no branches listed."
-    return ModelLoadError(f"{repo} has no revision {wanted!r} on the hub; {available}{hint}")
-
-
-def _listing(branches: list[str]) -> str:
-    return ", ".join(branches[:12]) + (f", ... ({len(branches)} branches)" if len(branches) > 12 else "")
+def identify(model: ResolvedModel) -> tuple[str | None, str]:
+    """(the commit a hub model's revision points at now, None for a local model; the weights
+    fingerprint). Resolved once per description, so config, tokenizer and weights all load at
+    that commit and a branch moving meanwhile cannot mix them."""
+    if model.local:
+        return None, weights_fingerprint(model)
+    commit = resolve_commit(model)
+    return commit, f"hub:{commit}"
 
 
 @lru_cache(maxsize=64)

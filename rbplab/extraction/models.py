@@ -21,7 +21,7 @@ from typing import Any
 
 from rbplab.catalog.models import ModelLoadError, ModelSpec, ResolvedModel
 from rbplab.core.settings import ExtractionSettings
-from rbplab.extraction.fingerprints import resolve_commit, tokenizer_fingerprint, weights_fingerprint
+from rbplab.extraction.fingerprints import identify, tokenizer_fingerprint
 from rbplab.extraction.gguf_file import shared_gguf_reader
 from rbplab.extraction.metadata import (
     check_weights_match,
@@ -94,7 +94,7 @@ def _describe(model: ResolvedModel, settings: ExtractionSettings) -> ModelDescri
     from rbplab.catalog.sizes import meta_model, parameter_counts
 
     device = select_device(settings.device)
-    commit = None if model.local else resolve_commit(model)
+    commit, fingerprint = identify(model)
     # a local checkpoint is its own directory (catalog.resolve), so no revision is passed for it
     config = load_config(model, commit or (None if model.local else model.revision))
     meta = meta_model(config)  # the architecture on the meta device: no memory, no weights
@@ -110,7 +110,6 @@ def _describe(model: ResolvedModel, settings: ExtractionSettings) -> ModelDescri
             f"tokenizer has {vocab} tokens but the model's output layer has only {head_rows} rows; "
             "the tokenizer does not belong to this model (check tokenizer=...)"
         )
-    fingerprint = f"hub:{commit}" if commit else weights_fingerprint(model)
     info = ModelInfo(
         name=model.model,
         revision=model.revision,

@@ -86,6 +86,11 @@ class NotCachedError(HubUnreachableError):
         self.repo, self.revision, self.reason, self.cached = repo, revision, reason, cached
 
 
+def branch_listing(branches: list[str]) -> str:
+    """A repo's branches for a one-line message: the first 12, then how many there are."""
+    return ", ".join(branches[:12]) + (f", ... ({len(branches)} branches)" if len(branches) > 12 else "")
+
+
 def offline_reason() -> str | None:
     """Why the hub cannot be reached now ("HF_HUB_OFFLINE is set", or the failed connection), or
     None when it answers. The endpoint is probed at most once per `VERDICT_TTL_S`."""
