@@ -7,7 +7,8 @@ when it is a separate matrix. A tied head shares the token-embedding matrix, so 
 is counted once, as embedding. Dense projections around the embeddings (OPT-350m's
 `project_in`/`project_out`) are ordinary matrix multiplies and count towards S.
 
-Sizes come from instantiating the architecture on PyTorch's meta device: shapes and
+`max_context` and `logit_softcap` are the two other facts of the architecture a plan reads from
+its config. Sizes come from instantiating the architecture on PyTorch's meta device: shapes and
 weight tying are real, no memory is allocated and nothing is downloaded, so the
 numbers stay in step with transformers' own module definitions instead of a
 hand-maintained formula per architecture.
@@ -122,3 +123,20 @@ def nonembedding_params(config: Any) -> int:
     GPT-2 124M and Pythia-160m both give 85,056,000.
     """
     return parameter_counts(config).n_nonembedding
+
+
+def max_context(config: Any) -> int | None:
+    """Longest input the architecture accepts, from the usual config fields."""
+    config = config.get_text_config() if hasattr(config, "get_text_config") else config
+    for field in ("max_position_embeddings", "n_positions", "n_ctx", "seq_length", "max_sequence_length"):
+        value = getattr(config, field, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def logit_softcap(config: Any) -> float | None:
+    """The config's final-logit softcap (Gemma 2: logits = cap * tanh(logits / cap)), None without one."""
+    config = config.get_text_config() if hasattr(config, "get_text_config") else config
+    cap = getattr(config, "final_logit_softcapping", None)
+    return float(cap) if cap else None

@@ -17,7 +17,8 @@ scored as if it were the model. So, in order:
    must hold every parameter: at least as many values as the model has parameters, and no more
    than those plus a tied head saved twice and the buffers old checkpoints saved (transformers'
    own `_keys_to_ignore_on_load_unexpected` names those).
-Each failure is one `ModelLoadError` line naming the field.
+`check_weights_match` applies 2. to a model's own files (a GGUF's tensor table, or its
+safetensors headers). Each failure is one `ModelLoadError` line naming the field.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from rbplab.catalog.models import ModelLoadError
+from rbplab.catalog.models import ModelLoadError, ResolvedModel
+from rbplab.extraction.gguf_file import gguf_reader
 
 # Size fields (the transformers name first, then the spellings other configs use) and an upper
 # bound far above any released model (Llama 3.1 405B: 126 layers, hidden 16,384, 128 heads,
@@ -256,3 +258,27 @@ def _suffix(model: Any, module: Any) -> str | None:
     if name is None:
         return None
     return f"{name.split('.')[-1]}.weight"
+
+
+def config_label(model: ResolvedModel) -> str:
+    """How error messages name a model's config."""
+    if model.gguf_file:
+        return f"the config in {model.gguf_file}"
+    return f"config.json of {model.location!r}"
+
+
+def check_weights_match(model: ResolvedModel, config: Any, meta: Any) -> None:
+    """Refuse a local model whose weight files do not hold the parameters its config describes
+    (`check_weight_files`), reading only safetensors headers or a GGUF tensor table. Hub models,
+    quantised and pickle checkpoints are not counted here; `load_weights` refuses any tensor they
+    lack once loaded (transformers would initialise it at random)."""
+    label = config_label(model)
+    if not model.local or getattr(config, "quantization_config", None):
+        return
+    if model.gguf_file:  # the tensor table of the (memoised) header: shapes in ggml order
+        reader = gguf_reader(Path(model.location) / model.gguf_file)
+        shapes = {str(t.name): tuple(int(d) for d in t.shape) for t in reader.tensors}
+    else:
+        shapes = local_weight_shapes(Path(model.location))
+    if shapes is not None:
+        check_weight_files(meta, config, shapes, label)

@@ -3,8 +3,7 @@
 A model folder is data from whoever made it. Its config and tokenizer are read only after
 `check_remote_code` has made sure neither would import code from the folder (unless allowed),
 and a config's size fields are checked (`rbplab.extraction.config_checks`) before transformers
-builds anything from them; `check_weights_match` holds the architecture against the weight files'
-headers. `max_context` and `logit_softcap` are the config facts a plan needs.
+builds anything from them.
 """
 
 from __future__ import annotations
@@ -14,8 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rbplab.catalog.models import ModelLoadError, ResolvedModel
-from rbplab.extraction.config_checks import check_config_fields, check_weight_files, local_weight_shapes
-from rbplab.extraction.gguf_file import gguf_reader
+from rbplab.extraction.config_checks import check_config_fields, config_label
 from rbplab.extraction.gguf_vocab import embedded_vocabulary
 
 
@@ -99,13 +97,6 @@ def is_remote_code_refusal(err: BaseException) -> bool:
     return "trust_remote_code" in str(err)
 
 
-def config_label(model: ResolvedModel) -> str:
-    """How error messages name a model's config."""
-    if model.gguf_file:
-        return f"the config in {model.gguf_file}"
-    return f"config.json of {model.location!r}"
-
-
 def load_config(model: ResolvedModel, revision: str | None = None) -> Any:
     """The model's config (at `revision`: a hub commit; None for a local model, whose checkpoint is
     its own folder). The first read of a model's files: custom code is refused first, for the
@@ -115,8 +106,8 @@ def load_config(model: ResolvedModel, revision: str | None = None) -> Any:
     from huggingface_hub.errors import StrictDataclassError
     from transformers import AutoConfig, PretrainedConfig
 
-    label = config_label(model)
     check_remote_code(model)
+    label = config_label(model)
     kwargs: dict[str, Any] = {"revision": revision} if revision else {}
     if model.gguf_file:
         kwargs["gguf_file"] = model.gguf_file
@@ -176,36 +167,3 @@ def load_tokenizer(model: ResolvedModel, revision: str | None = None) -> tuple[A
         hint = " (pass tokenizer=... to load it from elsewhere)" if not model.tokenizer else ""
         raise ModelLoadError(f"could not load a tokenizer from {location!r}{hint}: {err}") from err
     return tokenizer, placeholders
-
-
-def max_context(config: Any) -> int | None:
-    """Longest input the architecture accepts, from the usual config fields."""
-    config = config.get_text_config() if hasattr(config, "get_text_config") else config
-    for field in ("max_position_embeddings", "n_positions", "n_ctx", "seq_length", "max_sequence_length"):
-        value = getattr(config, field, None)
-        if isinstance(value, int) and value > 0:
-            return value
-    return None
-
-
-def logit_softcap(config: Any) -> float | None:
-    config = config.get_text_config() if hasattr(config, "get_text_config") else config
-    cap = getattr(config, "final_logit_softcapping", None)
-    return float(cap) if cap else None
-
-
-def check_weights_match(model: ResolvedModel, config: Any, meta: Any) -> None:
-    """Refuse a local model whose weight files do not hold the parameters its config describes
-    (`check_weight_files`), reading only safetensors headers or a GGUF tensor table. Hub models,
-    quantised and pickle checkpoints are not counted here; `load_weights` refuses any tensor they
-    lack once loaded (transformers would initialise it at random)."""
-    label = config_label(model)
-    if not model.local or getattr(config, "quantization_config", None):
-        return
-    if model.gguf_file:  # the tensor table of the (memoised) header: shapes in ggml order
-        reader = gguf_reader(Path(model.location) / model.gguf_file)
-        shapes = {str(t.name): tuple(int(d) for d in t.shape) for t in reader.tensors}
-    else:
-        shapes = local_weight_shapes(Path(model.location))
-    if shapes is not None:
-        check_weight_files(meta, config, shapes, label)

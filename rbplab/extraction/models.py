@@ -21,15 +21,10 @@ from typing import Any
 
 from rbplab.catalog.models import ModelLoadError, ModelSpec, ResolvedModel
 from rbplab.core.settings import ExtractionSettings
+from rbplab.extraction.config_checks import check_weights_match
 from rbplab.extraction.fingerprints import identify, tokenizer_fingerprint
 from rbplab.extraction.gguf_file import shared_gguf_reader
-from rbplab.extraction.metadata import (
-    check_weights_match,
-    load_config,
-    load_tokenizer,
-    logit_softcap,
-    max_context,
-)
+from rbplab.extraction.metadata import load_config, load_tokenizer
 from rbplab.extraction.placement import DEVICE_MAP_PREFIX, resolve_dtype, select_device
 from rbplab.extraction.sources import as_resolved
 
@@ -91,7 +86,7 @@ def describe_model(
 
 
 def _describe(model: ResolvedModel, settings: ExtractionSettings) -> ModelDescription:
-    from rbplab.catalog.sizes import meta_model, parameter_counts
+    from rbplab.catalog.sizes import logit_softcap, max_context, meta_model, parameter_counts
 
     device = select_device(settings.device)
     commit, fingerprint = identify(model)
