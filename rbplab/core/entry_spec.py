@@ -303,6 +303,20 @@ class EntrySpec:
             "shard_tokens": self.windows.shard_tokens,
         }
 
+    def pins(self, settings: Any, *, dtype: str, shard_tokens: int) -> bool:
+        """Whether this spec pins what `settings` (`ExtractionSettings`) ask, with their dtype and
+        shard size as the asker resolves them (a context length left open takes the spec's)."""
+        pinned = self.settings()
+        return (
+            pinned["bos"] == settings.bos
+            and pinned["max_tokens"] == settings.max_tokens
+            and pinned["include_padded_vocab"] == settings.include_padded_vocab
+            and pinned["dtype"] == dtype
+            and pinned["shard_tokens"] == shard_tokens
+            and (settings.context_length is None or pinned["context_length"] == settings.context_length)
+            and pinned["stride"] == settings.stride
+        )
+
     def manifest_fields(self) -> dict[tuple[str, ...], Any]:
         """The manifest fields this spec determines (`MANIFEST_FIELDS`) with their values."""
         data = self.to_json()

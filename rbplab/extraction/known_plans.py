@@ -25,12 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from rbplab.catalog.corpora import Corpus, LazyCorpus
-from rbplab.catalog.models import ModelLoadError, ModelSpec, ResolvedModel
+from rbplab.catalog.models import ModelLoadError, ResolvedModel
 from rbplab.core.entry_spec import EntrySpec
 from rbplab.core.settings import ExtractionSettings
 from rbplab.core.versions import installed_versions
 from rbplab.extraction.fingerprints import files_digest, resolve_commit, weights_fingerprint
-from rbplab.extraction.sources import as_resolved
 from rbplab.store.cache import CacheEntry, CacheError, canonical_json
 from rbplab.store.files import atomic_write, cache_root, ensure_real_dir, read_entry_file
 
@@ -77,7 +76,7 @@ def _local_identity(location: str) -> str:
 
 
 def request(
-    model: ModelSpec | ResolvedModel,
+    model: ResolvedModel,
     corpus: Corpus | LazyCorpus,
     settings: ExtractionSettings,
     fingerprint: str | None = None,
@@ -89,22 +88,19 @@ def request(
     if not cpu_only(settings):
         return None
     try:
-        source = as_resolved(model)
-        if source.local:
-            identity = _local_identity(source.location)
-            tokenizer_files = (
-                _local_identity(source.tokenizer_location) if source.tokenizer_location else None
-            )
+        if model.local:
+            identity = _local_identity(model.location)
+            tokenizer_files = _local_identity(model.tokenizer_location) if model.tokenizer_location else None
             files = {
-                "weights": fingerprint or weights_fingerprint(source),
+                "weights": fingerprint or weights_fingerprint(model),
                 "files": identity,
                 "tokenizer_files": tokenizer_files,
             }
         else:
-            files = {"weights": fingerprint or f"hub:{resolve_commit(source)}"}
+            files = {"weights": fingerprint or f"hub:{resolve_commit(model)}"}
         tokenizer = None
-        if source.tokenizer:
-            path = Path(source.tokenizer).expanduser()
+        if model.tokenizer:
+            path = Path(model.tokenizer).expanduser()
             if not path.is_dir():
                 return None
             tokenizer = _local_identity(str(path.resolve()))
@@ -114,10 +110,10 @@ def request(
     return {
         "version": RECORD_VERSION,
         "model": {
-            "location": source.location,
-            "gguf_file": source.gguf_file,
-            "revision": source.revision,
-            "trust_remote_code": source.trust_remote_code,
+            "location": model.location,
+            "gguf_file": model.gguf_file,
+            "revision": model.revision,
+            "trust_remote_code": model.trust_remote_code,
             "tokenizer": tokenizer,
             **files,
         },
@@ -156,7 +152,7 @@ def record_plan(plan: Any, cache_dir: str | Path | None) -> None:
 
 
 def known_plan(
-    model: ModelSpec | ResolvedModel, corpus: Corpus | LazyCorpus, settings: ExtractionSettings, cache_dir
+    model: ResolvedModel, corpus: Corpus | LazyCorpus, settings: ExtractionSettings, cache_dir
 ) -> KnownPlan | None:
     """The complete entry a request was planned to before, checked against the request; None
     when there is no record, it does not hold, or the entry is not complete."""
@@ -176,26 +172,19 @@ def known_plan(
     except (OSError, ValueError, CacheError):
         return None
     typed = EntrySpec.parse(entry.spec)
-    if typed is None or not entry.is_complete() or not _agrees(typed, req, corpus, settings):
+    if typed is None or not entry.is_complete():
         return None
-    return KnownPlan(entry.key, float(n_nonembedding), typed)
-
-
-def _agrees(spec: EntrySpec, req: dict, corpus: Corpus | LazyCorpus, settings: ExtractionSettings) -> bool:
-    """Whether an entry's spec says what the request fixes: the weights, the corpus, every setting."""
-    pinned = spec.settings()
-    wanted_dtype = "float32" if settings.dtype == "auto" else settings.dtype  # CPU only (cpu_only)
-    checks = [
-        spec.model.fingerprint == req["model"]["weights"],
-        spec.model.gguf_file == req["model"]["gguf_file"],
-        spec.model.trust_remote_code == req["model"]["trust_remote_code"],
-        spec.corpus.to_json() == corpus.key(),
-        pinned["bos"] == settings.bos,
-        pinned["max_tokens"] == settings.max_tokens,
-        pinned["include_padded_vocab"] == settings.include_padded_vocab,
-        pinned["dtype"] == wanted_dtype,
-        pinned["shard_tokens"] == (settings.shard_tokens or DEFAULT_SHARD_TOKENS),
-        settings.context_length is None or pinned["context_length"] == settings.context_length,
-        pinned["stride"] == settings.stride,
-    ]
-    return all(checks)
+    fixed = req["model"]  # the weights, GGUF file and remote-code choice the request fixes
+    agrees = (
+        typed.model.fingerprint == fixed["weights"]
+        and typed.model.gguf_file == fixed["gguf_file"]
+        and typed.model.trust_remote_code == fixed["trust_remote_code"]
+        and typed.corpus.to_json() == req["corpus"]
+        # CPU only (cpu_only), so dtype "auto" is float32
+        and typed.pins(
+            settings,
+            dtype="float32" if settings.dtype == "auto" else settings.dtype,
+            shard_tokens=settings.shard_tokens or DEFAULT_SHARD_TOKENS,
+        )
+    )
+    return KnownPlan(entry.key, float(n_nonembedding), typed) if agrees else None

@@ -29,6 +29,7 @@ from rbplab.core.entry_spec import (
 from rbplab.core.errors import InvalidArgumentError, RbplabError
 from rbplab.core.settings import ExtractionSettings, resolve_settings
 from rbplab.extraction.bos import BosDecision, resolve_bos
+from rbplab.extraction.known_plans import record_plan
 from rbplab.extraction.models import ModelDescription, describe_model
 from rbplab.extraction.windows import Window, WindowPolicy, make_windows, tokenize_documents
 
@@ -136,6 +137,21 @@ def plan_extraction(
         max_tokens=max_tokens,
     )
     return Plan(described, corpus, policy, decision, vocab_size, settings, entry_spec)
+
+
+def plan_and_record(
+    model: ResolvedModel | ModelSpec | str,
+    corpus: str | Path | Corpus | LazyCorpus,
+    settings: ExtractionSettings,
+    cache_dir: str | Path | None,
+    *,
+    described: dict | None = None,
+) -> Plan:
+    """`plan_extraction`, then its plan record written (`known_plans.record_plan`), so the next
+    lookup of this run finds its key without model code."""
+    plan = plan_extraction(model, corpus, settings, described=described)
+    record_plan(plan, cache_dir)
+    return plan
 
 
 # Windows depend on the tokenizer, the corpus and the window settings, not on the model: models of

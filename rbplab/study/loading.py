@@ -194,7 +194,7 @@ def resolve_entries(
     from rbplab.store.cache import CacheEntry
 
     resolved: list[ResolvedEntry] = []
-    described: dict = {}
+    described: dict = {}  # each model described once for the whole grid
     for run in grid.runs(outer=outer):
         found = known_plan(run.model, run.corpus, grid.settings, cache_dir)
         if found is not None:
@@ -202,20 +202,12 @@ def resolve_entries(
             if entry.has_summary():  # without one, only planning knows how many tokens it must hold
                 resolved.append(ResolvedEntry(run, entry, found.n_nonembedding, None))
                 continue
-        resolved.append(_planned(run, grid.settings, cache_dir, described))
+        from rbplab.extraction.plan import plan_and_record  # model code only for a run to plan
+
+        plan = plan_and_record(run.model, run.corpus, grid.settings, cache_dir, described=described)
+        entry = CacheEntry(cache_dir, plan.key_spec)
+        resolved.append(ResolvedEntry(run, entry, plan.described.info.n_nonembedding, plan))
     return resolved
-
-
-def _planned(run: GridRun, settings: ExtractionSettings, cache_dir, described: dict) -> ResolvedEntry:
-    """`run` planned the slow way (the model described, unless `described` holds it) and its plan
-    recorded for the next lookup."""
-    from rbplab.extraction.known_plans import record_plan
-    from rbplab.extraction.plan import plan_extraction
-    from rbplab.store.cache import CacheEntry
-
-    plan = plan_extraction(run.model, run.corpus, settings, described=described)
-    record_plan(plan, cache_dir)
-    return ResolvedEntry(run, CacheEntry(cache_dir, plan.key_spec), plan.described.info.n_nonembedding, plan)
 
 
 def load_study(
@@ -274,7 +266,10 @@ def _read_summary(
     entry = resolved.entry
 
     def plan() -> Plan:  # a run found through its plan record is planned only to be recomputed
-        return resolved.plan or _planned(resolved.run, settings, cache_dir, {}).plan
+        from rbplab.extraction.plan import plan_and_record
+
+        run = resolved.run
+        return resolved.plan or plan_and_record(run.model, run.corpus, settings, cache_dir)
 
     def compute() -> None:  # model code is imported only when a run must be computed
         from rbplab.extraction.pipeline import extract_plan

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from rbplab.catalog.corpora import open_corpus
-from rbplab.catalog.models import ModelSpec
+from rbplab.catalog.models import ModelSpec, resolve
 from rbplab.core import ExtractionSettings
 from rbplab.extraction import known_plans
 from rbplab.extraction.known_plans import PLANS_DIR, cpu_only, known_plan
@@ -74,19 +74,21 @@ def test_a_record_naming_another_entry_is_ignored(setup):
     load_study(Grid.build(models, corpus, **SETTINGS), cache_dir=cache, extract=True)
     settings = ExtractionSettings(**SETTINGS)
     opened = open_corpus(corpus)
-    gpt2, neox = (known_plan(ModelSpec(m), opened, settings, cache) for m in models)
+    gpt2, neox = (known_plan(resolve(ModelSpec(m)), opened, settings, cache) for m in models)
     assert gpt2 is not None and neox is not None and gpt2.key != neox.key
     # Forge gpt2's record to name neox's entry: the entry's weights fingerprint gives it away.
-    record_path = known_plans._record_path(cache, known_plans.request(ModelSpec(models[0]), opened, settings))
+    record_path = known_plans._record_path(
+        cache, known_plans.request(resolve(ModelSpec(models[0])), opened, settings)
+    )
     record = json.loads(record_path.read_text())
     record_path.write_text(json.dumps({**record, "key": neox.key}))
-    assert known_plan(ModelSpec(models[0]), opened, settings, cache) is None
+    assert known_plan(resolve(ModelSpec(models[0])), opened, settings, cache) is None
     # The study then plans gpt2 the slow way, reads its own entry, and writes the record again.
     study = load_study(Grid.build(models, corpus, **SETTINGS), cache_dir=cache)
-    assert known_plan(ModelSpec(models[0]), opened, settings, cache).key == gpt2.key
+    assert known_plan(resolve(ModelSpec(models[0])), opened, settings, cache).key == gpt2.key
     assert len(study.runs) == 2
     record_path.write_text("{not json")
-    assert known_plan(ModelSpec(models[0]), opened, settings, cache) is None
+    assert known_plan(resolve(ModelSpec(models[0])), opened, settings, cache) is None
 
 
 def test_changed_model_files_or_settings_find_no_record(setup):
@@ -94,11 +96,15 @@ def test_changed_model_files_or_settings_find_no_record(setup):
     load_study(Grid.build(models, corpus, **SETTINGS), cache_dir=cache, extract=True)
     opened = open_corpus(corpus)
     settings = ExtractionSettings(**SETTINGS)
-    assert known_plan(ModelSpec(models[0]), opened, settings, cache) is not None
-    assert known_plan(ModelSpec(models[0]), opened, settings.with_changes(max_tokens=50), cache) is None
+    assert known_plan(resolve(ModelSpec(models[0])), opened, settings, cache) is not None
+    assert (
+        known_plan(resolve(ModelSpec(models[0])), opened, settings.with_changes(max_tokens=50), cache) is None
+    )
     tokenizer = Path(models[0]) / "tokenizer_config.json"
     tokenizer.write_text(tokenizer.read_text().replace("}", ', "model_max_length": 31}', 1))
-    assert known_plan(ModelSpec(models[0]), opened, settings, cache) is None  # tokenizer files changed
+    assert (
+        known_plan(resolve(ModelSpec(models[0])), opened, settings, cache) is None
+    )  # tokenizer files changed
 
 
 def test_only_a_cpu_only_request_is_recorded():
@@ -121,7 +127,7 @@ def planned(tmp_path, gpt2_dir, tiny_tokenizer_dir, tiny_corpus):
     settings = ExtractionSettings(**SETTINGS)
     spec = ModelSpec(model, tokenizer=str(tokenizer))
     extract(spec, tiny_corpus, settings, cache_dir=tmp_path / "cache", progress=False)
-    assert known_plan(spec, tiny_corpus, settings, tmp_path / "cache") is not None
+    assert known_plan(resolve(spec), tiny_corpus, settings, tmp_path / "cache") is not None
     return spec, settings, tmp_path / "cache"
 
 
@@ -133,7 +139,7 @@ def test_a_record_is_not_reused_after_a_library_upgrade(planned, tiny_corpus, mo
         return {**real(packages), "transformers": "999.0"}
 
     monkeypatch.setattr(known_plans, "installed_versions", upgraded)
-    assert known_plan(spec, tiny_corpus, settings, cache) is None
+    assert known_plan(resolve(spec), tiny_corpus, settings, cache) is None
 
 
 def test_a_record_is_not_reused_with_another_tokenizer(planned, tiny_corpus, tmp_path):
@@ -141,8 +147,8 @@ def test_a_record_is_not_reused_with_another_tokenizer(planned, tiny_corpus, tmp
     other = shutil.copytree(spec.tokenizer, tmp_path / "other-tokenizer")
     config = other / "tokenizer_config.json"
     config.write_text(config.read_text().replace("}", ', "model_max_length": 31}', 1))
-    assert known_plan(replace(spec, tokenizer=str(other)), tiny_corpus, settings, cache) is None
-    assert known_plan(replace(spec, tokenizer=None), tiny_corpus, settings, cache) is None
+    assert known_plan(resolve(replace(spec, tokenizer=str(other))), tiny_corpus, settings, cache) is None
+    assert known_plan(resolve(replace(spec, tokenizer=None)), tiny_corpus, settings, cache) is None
 
 
 def test_only_the_runs_without_a_record_are_planned(setup, monkeypatch):
@@ -155,8 +161,10 @@ def test_only_the_runs_without_a_record_are_planned(setup, monkeypatch):
     grid = Grid.build(models, corpus, **SETTINGS)
     load_study(grid, cache_dir=cache, extract=True)
     opened, settings = open_corpus(corpus), ExtractionSettings(**SETTINGS)
-    keys = [known_plan(ModelSpec(m), opened, settings, cache).key for m in models]
-    known_plans._record_path(cache, known_plans.request(ModelSpec(models[1]), opened, settings)).unlink()
+    keys = [known_plan(resolve(ModelSpec(m)), opened, settings, cache).key for m in models]
+    known_plans._record_path(
+        cache, known_plans.request(resolve(ModelSpec(models[1])), opened, settings)
+    ).unlink()
     planned, plan = [], planning.plan_extraction
     monkeypatch.setattr(
         planning, "plan_extraction", lambda ref, *a, **k: planned.append(ref.model) or plan(ref, *a, **k)
@@ -165,4 +173,4 @@ def test_only_the_runs_without_a_record_are_planned(setup, monkeypatch):
     assert planned == [grid.members[1].model]
     assert [r.plan is None for r in resolved] == [True, False]
     assert [r.entry.key for r in resolved] == keys and all(r.entry.is_complete() for r in resolved)
-    assert known_plan(ModelSpec(models[1]), opened, settings, cache).key == keys[1]  # recorded again
+    assert known_plan(resolve(ModelSpec(models[1])), opened, settings, cache).key == keys[1]  # recorded again
