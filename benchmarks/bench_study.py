@@ -63,7 +63,7 @@ def demo_variant(cache: str, variant: str) -> dict:
     from rbplab.core import Run
     from rbplab.grid import Grid
     from rbplab.store.cache import list_entries
-    from rbplab.study import Study, default_corpora, load_entries, load_study
+    from rbplab.study import Study, default_corpora, emergence, load_entries, load_study, size, training
 
     imports = _rss_mb()
     if variant != "entries":  # deriving keys from models and corpora needs torch and transformers
@@ -83,11 +83,11 @@ def demo_variant(cache: str, variant: str) -> dict:
     times["load"] = time.perf_counter() - clock
     rss = {"load": _rss_mb() - base}
     stages = {
-        "fit_table": lambda: study.fit_table([1, 10, 100]),
-        "ksweep": lambda: study.ksweep(),
-        "bootstrap(200)": lambda: study.bootstrap([1, 10, 100], n_boot=200),
-        "emergence": lambda: study.emergence([1, 10, 100], [1, 2, 4, 8, 16, 32], n_boot=200),
-        "training_table": lambda: study.training_table([1, 10, 100]),
+        "fit_table": lambda: size.fit_table(study, [1, 10, 100]),
+        "ksweep": lambda: size.ksweep(study),
+        "bootstrap(200)": lambda: size.bootstrap(study, [1, 10, 100], n_boot=200),
+        "emergence": lambda: emergence.table(study, [1, 10, 100], [1, 2, 4, 8, 16, 32], n_boot=200),
+        "training_table": lambda: training.table(study, [1, 10, 100]),
     }
     results = {}
     for name, stage in stages.items():
@@ -202,14 +202,14 @@ def write_grid(root: Path, n_entries: int, n_tokens: int) -> list[str]:
 
 
 def grid_variant(root: str, n_tokens: int, n: int) -> dict:
-    from rbplab.study import load_entries
+    from rbplab.study import load_entries, size
 
     keys = write_grid(Path(root), n, n_tokens)  # all present: only derives the keys
     base = _rss_mb()
     clock = time.perf_counter()
     study = load_entries(keys, cache_dir=root)
     seconds = time.perf_counter() - clock
-    fit = study.fit_table([1, 10, 100])
+    fit = size.fit_table(study, [1, 10, 100])
     assert len(fit)
     return {"base_mb": base, "peak_mb": _rss_mb(), "seconds": seconds, "runs": len(study.runs)}
 

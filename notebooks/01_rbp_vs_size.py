@@ -30,6 +30,7 @@ from typing import Optional
 from rbplab import report
 from rbplab.analysis import fit
 from rbplab.catalog import paper_reference
+from rbplab.study import size
 from rbplab.viz import headlines, plots
 from rbplab.viz.parameters import NotebookParameters
 from rbplab.viz.widgets import ScalingView, show
@@ -60,7 +61,7 @@ runs = report.save_table(study.run_table(), "runs", output_dir)
 # one model is left out.
 
 # %%
-fits = report.save_table(study.fits(ks), "fits", output_dir)
+fits = report.save_table(size.fits(study, ks), "fits", output_dir)
 fits
 
 # %% [markdown]
@@ -72,12 +73,14 @@ runs
 # %% [markdown]
 # ## Figure 3: k = 1
 # Markers are models with their document-bootstrap 95 % intervals, the dashed line the fitted
-# power law, the shaded band its 95 % confidence band (`study.bands(k, kind="prediction")` gives
+# power law, the shaded band its 95 % confidence band (`size.bands(study, k, kind="prediction")` gives
 # the wider band where a new model would fall).
 
 # %%
 points = study.points(1, n_boot=n_boot)
-figure3 = plots.rbp_vs_size(points, study.fits(1), study.bands(1), title="Figure 3: -log RBP_1 vs S")
+figure3 = plots.rbp_vs_size(
+    points, size.fits(study, 1), size.bands(study, 1), title="Figure 3: -log RBP_1 vs S"
+)
 report.save_figure(figure3, "figure3", output_dir)
 show(report.save_figure(figure3, "headline", output_dir))
 
@@ -88,8 +91,8 @@ show(report.save_figure(figure3, "headline", output_dir))
 moderate = [k for k in ks if 1 < k <= 100]
 figure4 = plots.rbp_vs_size(
     study.points(moderate, n_boot=n_boot),
-    study.fits(moderate),
-    study.bands(moderate),
+    size.fits(study, moderate),
+    size.bands(study, moderate),
     title="Figure 4: 1 < k ≤ 100",
 )
 show(report.save_figure(figure4, "figure4", output_dir))
@@ -100,14 +103,14 @@ show(report.save_figure(figure4, "figure4", output_dir))
 # is evaluated on the same resample.
 
 # %%
-report.save_table(study.bootstrap(ks, n_boot=n_boot), "bootstrap", output_dir)
+report.save_table(size.bootstrap(study, ks, n_boot=n_boot), "bootstrap", output_dir)
 
 # %% [markdown]
 # ## Does the law extrapolate?
 # Fit all models but the largest and predict the largest one's RBP_k.
 
 # %%
-report.save_table(study.extrapolation(ks), "extrapolation", output_dir)
+report.save_table(size.extrapolation(study, ks), "extrapolation", output_dir)
 
 # %% [markdown]
 # ## The paper's own GPT-2 numbers

@@ -26,6 +26,7 @@ from typing import Optional
 
 from rbplab import report
 from rbplab.analysis import ksweep
+from rbplab.study import size
 from rbplab.viz import headlines, plots
 from rbplab.viz.parameters import NotebookParameters
 from rbplab.viz.widgets import KSweepView, show
@@ -54,7 +55,7 @@ study, ks, large_fractions = params.open_study(), params.ks, params.large_fracti
 # ## Figure 6: fit quality and exponent as functions of k
 
 # %%
-sweep = report.save_table(study.ksweep(ks, n_boot=n_boot), "ksweep", output_dir)
+sweep = report.save_table(size.ksweep(study, ks, n_boot=n_boot), "ksweep", output_dir)
 summary = report.save_table(ksweep.sweep_summary(sweep), "ksweep_summary", output_dir)
 report.headline(headlines.k_sweep(sweep, summary), output_dir)
 figure6 = plots.ksweep(sweep, vocab_size=study.vocab_size, title="Figure 6: R²(k) and α(k)")
@@ -78,17 +79,17 @@ summary
 # %%
 large = sorted({max(1, int(f * study.vocab_size)) for f in large_fractions})
 figure5 = plots.rbp_vs_size(
-    study.points(large), study.fits(large), study.bands(large), title="Figure 5: k → |V|"
+    study.points(large), size.fits(study, large), size.bands(study, large), title="Figure 5: k → |V|"
 )
 show(report.save_figure(figure5, "figure5", output_dir))
-report.save_table(study.fits(large), "fits_large_k", output_dir)
+report.save_table(size.fits(study, large), "fits_large_k", output_dir)
 
 # %% [markdown]
 # ## RBP_k against k for every model
 # RBP_k is the CDF of the rank: larger models move mass toward rank 1.
 
 # %%
-show(report.save_figure(plots.rbp_curves(study.curve_frame()), "rbp_curves", output_dir))
+show(report.save_figure(plots.rbp_curves(size.curve_frame(study)), "rbp_curves", output_dir))
 
 # %% [markdown]
 # ## Explore the sweep

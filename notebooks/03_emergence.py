@@ -26,6 +26,7 @@
 from typing import Optional
 
 from rbplab import report
+from rbplab.study import emergence
 from rbplab.viz import headlines, plots
 from rbplab.viz.parameters import NotebookParameters
 from rbplab.viz.widgets import EmergenceView, show
@@ -58,7 +59,7 @@ study, ks, ns = params.open_study(), params.ks, params.ns
 # exponent `alpha_token` and C stays flat in N. `alpha_joint` fits one law over every N.
 
 # %%
-em_fits = report.save_table(study.emergence_fits(ks, ns), "emergence_fits", output_dir)
+em_fits = report.save_table(emergence.fits(study, ks, ns), "emergence_fits", output_dir)
 report.headline(headlines.emergence(em_fits, k=min(ks)), output_dir)
 em_fits
 
@@ -70,7 +71,7 @@ em_fits
 # held (a small α stretches it over many decades).
 
 # %%
-em = report.save_table(study.emergence(ks, ns, n_boot=n_boot), "emergence", output_dir)
+em = report.save_table(emergence.table(study, ks, ns, n_boot=n_boot), "emergence", output_dir)
 figure7 = plots.emergence(em, title="Figure 7: p_{N,k} vs S", extrapolate=extrapolate)
 show(report.save_figure(figure7, "figure7", output_dir))
 

@@ -27,6 +27,7 @@
 from typing import Optional
 
 from rbplab import report
+from rbplab.study import distribution
 from rbplab.viz import headlines, plots
 from rbplab.viz.parameters import NotebookParameters
 from rbplab.viz.widgets import RankDistributionView, show
@@ -48,7 +49,7 @@ n_boot: int = 100  # document-bootstrap replicates for the intervals on mu and s
 # The parameters above as values (batch runs hand lists as text) and the study they name.
 params = NotebookParameters.read(globals())
 study = params.open_study()
-exponents = report.save_table(study.ce_exponents(), "ce_exponents", output_dir)
+exponents = report.save_table(distribution.ce_exponents(study), "ce_exponents", output_dir)
 report.headline(headlines.lognormal(exponents), output_dir)
 
 # %% [markdown]
@@ -57,7 +58,7 @@ report.headline(headlines.lognormal(exponents), output_dir)
 # lognormal fits better). With ~10⁶ correlated tokens p-values would be meaningless, so none are shown.
 
 # %%
-ln = report.save_table(study.lognormal(), "lognormal", output_dir)
+ln = report.save_table(distribution.lognormal(study), "lognormal", output_dir)
 ln[
     [
         "family",
@@ -85,10 +86,12 @@ RankDistributionView(study)
 
 # %%
 params = (
-    report.save_table(study.lognormal_intervals(n_boot), "lognormal_intervals", output_dir) if n_boot else ln
+    report.save_table(distribution.lognormal_intervals(study, n_boot), "lognormal_intervals", output_dir)
+    if n_boot
+    else ln
 )
 show(report.save_figure(plots.lognormal_params(params), "figure8d", output_dir))
-report.save_table(study.lognormal_scaling(), "lognormal_scaling", output_dir)
+report.save_table(distribution.lognormal_scaling(study), "lognormal_scaling", output_dir)
 
 # %% [markdown]
 # ## Figures 8a and 8b: cross-entropy and -log RBP_1, measured and predicted
@@ -102,7 +105,7 @@ report.save_table(study.lognormal_scaling(), "lognormal_scaling", output_dir)
 # at |V| like the sums, `*_closed_untruncated` is the formula as printed.
 
 # %%
-figure8ab = plots.ce_vs_rbp(study.ce_comparison())
+figure8ab = plots.ce_vs_rbp(distribution.ce_comparison(study))
 report.save_figure(figure8ab, "figure8ab", output_dir)
 show(report.save_figure(figure8ab, "headline", output_dir))
 

@@ -33,6 +33,7 @@ from typing import Optional
 
 from rbplab import report
 from rbplab.analysis import fit
+from rbplab.study import decomposition
 from rbplab.viz import headlines, plots
 from rbplab.viz.parameters import NotebookParameters
 from rbplab.viz.widgets import show
@@ -58,9 +59,9 @@ params = NotebookParameters.read(globals())
 study, ks, holdouts = params.open_study(), params.ks, params.holdouts
 # Size laws compare models at one training step: a study of checkpoints keeps each model's last.
 final = study.at_step() if study.has_training else study
-decomposition = report.save_table(final.decomposition(), "decomposition", output_dir)
-decomposition_fits = report.save_table(final.decomposition_fits(), "decomposition_fits", output_dir)
-audit = report.save_table(final.prediction_audit(ks, holdouts), "prediction_audit", output_dir)
+terms = report.save_table(decomposition.table(final), "decomposition", output_dir)
+decomposition_fits = report.save_table(decomposition.fits(final), "decomposition_fits", output_dir)
+audit = report.save_table(decomposition.prediction_audit(final, ks, holdouts), "prediction_audit", output_dir)
 audit_summary = report.save_table(fit.audit_summary(audit), "audit_summary", output_dir)
 report.headline(
     headlines.decomposition(decomposition_fits)
@@ -76,14 +77,14 @@ report.headline(
 # EE, `mrr` the mean reciprocal rank, `residual` = CE − (EE + SA − Conf), zero up to rounding.
 
 # %%
-decomposition
+terms
 
 # %% [markdown]
 # ## EE, SA and Conf against model size
 # Power laws of each term against S (`note` says why a term has none, e.g. a negative Conf).
 
 # %%
-show(report.save_figure(plots.decomposition_vs_size(decomposition), "decomposition_vs_size", output_dir))
+show(report.save_figure(plots.decomposition_vs_size(terms), "decomposition_vs_size", output_dir))
 decomposition_fits[["family", "corpus", "metric", "alpha", "alpha_low", "alpha_high", "r2", "note"]]
 
 # %% [markdown]
@@ -92,7 +93,7 @@ decomposition_fits[["family", "corpus", "metric", "alpha", "alpha_low", "alpha_h
 # RBE values), so read their intervals as spread, not as intervals around the estimate.
 
 # %%
-report.save_table(final.decomposition_bootstrap(n_boot), "decomposition_bootstrap", output_dir)[
+report.save_table(decomposition.bootstrap(final, n_boot), "decomposition_bootstrap", output_dir)[
     ["family", "corpus", "metric", "alpha", "alpha_boot_low", "alpha_boot_high", "n_boot_valid"]
 ]
 
@@ -101,7 +102,7 @@ report.save_table(final.decomposition_bootstrap(n_boot), "decomposition_bootstra
 # EE and SA stack upwards, −Conf downwards: the bars' net height is CE (the diamond).
 
 # %%
-show(report.save_figure(plots.decomposition_bars(decomposition), "decomposition_bars", output_dir))
+show(report.save_figure(plots.decomposition_bars(terms), "decomposition_bars", output_dir))
 
 # %% [markdown]
 # ## Does the law predict the next model?

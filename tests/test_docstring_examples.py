@@ -11,16 +11,12 @@ import pytest
 
 DOCUMENTED = {
     "rbplab.study.synthetic": ["synthetic_study"],
-    "rbplab.study.study": [
-        "Study.points",
-        "Study.fits",
-        "Study.bands",
-        "Study.to_markdown",
-        "Study.ksweep",
-        "Study.emergence",
-        "Study.lognormal",
-        "Study.metric_table",
-    ],
+    "rbplab.study.study": ["Study.points"],
+    "rbplab.study.size": ["fits", "bands", "ksweep"],
+    "rbplab.study.emergence": ["table"],
+    "rbplab.study.distribution": ["lognormal"],
+    "rbplab.study.decomposition": ["metric_table"],
+    "rbplab.study.tables": ["to_markdown"],
     "rbplab.analysis.fit": ["fit_power_law", "scaling_fits"],
     "rbplab.analysis.emergence": ["sequence_law"],
     "rbplab.grid.grid": ["Grid.from_names"],

@@ -191,8 +191,8 @@ def decomposition_metrics(data: TokenStats | EntrySummary, ties: str = "pessimis
 
 
 def decomposition_row(data: TokenStats | EntrySummary, ties: str = "pessimistic") -> dict:
-    """One run's decomposition and MRR as a flat dict (the columns of `Study.decomposition`, which
-    checks `ties`)."""
+    """One run's decomposition and MRR as a flat dict (the columns of
+    `rbplab.study.decomposition.table`, which checks `ties`)."""
     d = asdict(_decompose(data, ties))
     d["ee_mm"] = d.pop("ee_miller_madow")
     d["mrr"] = _mean_reciprocal_rank(data, ties)

@@ -2,7 +2,7 @@
 
 EE, SA and Conf are not sums over documents: a replicate needs each document's count and nll sum
 per RBE value, a sparse (documents x RBE values) table built from the tokens (a cached summary
-keeps the pooled rank pairs only, so these functions take `TokenStats`; `Study.decomposition_bootstrap`
+keeps the pooled rank pairs only, so these functions take `TokenStats`; `rbplab.study.decomposition.bootstrap`
 reads them from the cache). A replicate with document weights w then has RBE counts w @ counts and
 nll sums w @ nll, and the terms follow exactly as for the full corpus. As in
 `rbplab.analysis.fit.bootstrap_fits`, every model of a corpus is evaluated on the same document
@@ -66,7 +66,7 @@ class DocRBE:
 
 def doc_rbe(stats: TokenStats, ties: str = "pessimistic", n_docs: int | None = None) -> DocRBE:
     """The per-document RBE table of one run's tokens (`n_docs` pads to a corpus-wide count);
-    `ties` is the one `Study.decomposition_bootstrap` checked."""
+    `ties` is the one `rbplab.study.decomposition.bootstrap` checked."""
     g, e, nll, doc = stats.n_greater, stats.n_equal, stats.nll, stats.doc
     n_docs = stats.n_docs if n_docs is None else int(n_docs)
     if ties == "pessimistic":

@@ -20,7 +20,7 @@ from rbplab.report import run_report
 from rbplab.runner import StudyFileError, parse_study, run_study
 from rbplab.runner.costs import CostTotals, estimate_costs
 from rbplab.store.files import cache_root
-from rbplab.study import default_corpora, load_study
+from rbplab.study import default_corpora, distribution, load_study, size
 
 DEMO_KS = (1, 10, 100)
 # The data axis: the micro-suite's four intermediate checkpoints and its final models, each corpus
@@ -79,8 +79,8 @@ def run_demo(
     per_model = points.reset_index().merge(
         runs_table[["corpus", "model", "n_tokens", "ce"]], on=["corpus", "model"]
     )
-    fits = study.fit_table(DEMO_KS)
-    ce_fits = study.ce_exponents()
+    fits = size.fit_table(study, DEMO_KS)
+    ce_fits = distribution.ce_exponents(study)
 
     with pd.option_context(
         "display.width", 160, "display.max_columns", 20, "display.float_format", "{:.4g}".format

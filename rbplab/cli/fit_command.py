@@ -31,12 +31,12 @@ def configure_fit(p: argparse.ArgumentParser) -> None:
 def run_fit(args: argparse.Namespace) -> int:
     check_study_arguments(args)
     from rbplab.grid import Grid
-    from rbplab.study import MissingRunsError, load_study
+    from rbplab.study import MissingRunsError, load_study, size
 
     grid = Grid.build(args.family, args.corpus, settings_from_args(args))
     try:
         study = load_study(grid, cache_dir=args.cache_dir, extract=args.extract)
     except MissingRunsError as err:
         raise err.with_remedy(missing_remedy(args)) from None
-    print_table(study.fit_table(args.k), args.format)
+    print_table(size.fit_table(study, args.k), args.format)
     return 0

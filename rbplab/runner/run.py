@@ -54,7 +54,7 @@ class StudyRun:
 
 
 def run_study(
-    study: Grid | str | Path,
+    grid: Grid,
     *,
     executor: str = "local",
     cache_dir: str | Path | None = None,
@@ -66,11 +66,15 @@ def run_study(
     progress: bool = True,
     say: Callable[[str], object] | None = None,
 ) -> StudyRun:
-    """Run every unit of `study` (a `rbplab.grid.Grid`, or the path of a study TOML) into the cache.
+    """Run every unit of `grid` into the cache (a study file's grid: `Grid.read(path)`).
 
     executor "local" runs units in this process (`workers` > 1: in that many processes of this
     machine, the CPUs split between them); "ray" runs them as Ray tasks (`ray` options)."""
     started = time.perf_counter()
+    if not isinstance(grid, Grid):
+        raise InvalidArgumentError(
+            f"run_study takes a Grid, got {type(grid).__name__}; read a study file with Grid.read(path)"
+        )
     if executor not in EXECUTORS:
         raise InvalidArgumentError(f"executor must be one of {EXECUTORS}, got {executor!r}")
     if not isinstance(workers, int) or workers < 1:
@@ -79,7 +83,6 @@ def run_study(
         raise InvalidArgumentError("give both --task-index and --num-tasks (a SLURM array slice), or neither")
     if num_tasks is not None:
         slice_units((), task_index, num_tasks)  # checks the slice before any planning writes a spec
-    study = study if isinstance(study, Grid) else Grid.read(study)
     accelerator = False
     if executor == "ray":  # fail on a missing Ray or an unreachable cluster before any work
         options = ray or RayOptions()
@@ -87,7 +90,7 @@ def run_study(
             options.gpus_per_task is None and cluster_gpus(options) > 0
         )
     root = cache_root(cache_dir)
-    plan = plan_study(study, root, shards_per_unit, accelerator=accelerator)
+    plan = plan_study(grid, root, shards_per_unit, accelerator=accelerator)
     plan_seconds = time.perf_counter() - started
     units = plan.units if task_index is None else slice_units(plan.units, task_index, num_tasks)
     # Biggest models first, so the last units to finish are short (work ~ tokens x size S), and

@@ -2,6 +2,13 @@
 
 `Study` holds runs and their precomputed RBP curves (no I/O); `load_study` fills one from the
 cache; `synthetic_study` makes one of made-up models, to try every view without a model.
+
+The analyses are functions of a study, one module per question (as `rbplab.viz.plots` draws
+them): `size` (the size law: `size.fits(study, ks)`, `bands`, `fit_table`, `ksweep`, `bootstrap`,
+`extrapolation`), `emergence` (`emergence.table`, `emergence.fits`), `distribution` (the
+lognormal theory), `decomposition` (CE = EE + SA - Conf, `metric_table`, `prediction_audit`) and
+`training` (checkpoints: `training.table`, `training.joint_laws`). `tables` writes any table as
+Markdown or LaTeX, `results` a study's results file.
 """
 
 from rbplab.study.loading import (

@@ -7,7 +7,7 @@ The document holds:
   settings   the extraction settings the runs were scored with (`ExtractionSettings.to_dict`)
   versions   Python and the packages that made the numbers (read from installed metadata)
   runs       one row per run (`Study.run_table`) and, where known, the cache key of its entry
-  tables     named result tables ("fits": `Study.fit_table`; a report adds each notebook's
+  tables     named result tables ("fits": `rbplab.study.size.fit_table`; a report adds each notebook's
              headline table), every number as written, NaN as null
   headlines  one sentence per result, with its interval (a report's notebooks)
 
@@ -26,7 +26,7 @@ import platform
 import sys
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ import pandas as pd
 from rbplab.core.errors import InvalidArgumentError, NotFoundError, RbplabError
 from rbplab.core.settings import ExtractionSettings, resolve_settings
 from rbplab.core.versions import installed_versions
+from rbplab.study import size
 
 RESULTS_FORMAT = "rbplab-results"
 RESULTS_VERSION = 1
@@ -253,7 +254,7 @@ def save_results(
     study,
     path: str | Path,
     *,
-    ks: Sequence[int] = (1, 10, 100),
+    ks: Iterable[int] | int = (1, 10, 100),
     settings: ExtractionSettings | Mapping[str, Any] | None = None,
     cache_dir: str | Path | None = None,
     keys: Sequence[str | None] | None = None,
@@ -263,8 +264,8 @@ def save_results(
 ) -> Path:
     """Write `study`'s results file: its grid, `settings`, package versions, its runs with their
     cache keys (`keys`, one per `Study.run_table` row, else `matching_keys` in `cache_dir` unless
-    `find_keys` is False), the fits at `ks` (table "fits") and any further `tables` and
-    `headlines`. Returns the path; `load_results` reads it back."""
+    `find_keys` is False), the fits at `ks` (table "fits": `size.fit_table`) and any further
+    `tables` and `headlines`. Returns the path; `load_results` reads it back."""
     runs = study.run_table()
     if keys is not None:
         if len(keys) != len(runs):
@@ -276,7 +277,7 @@ def save_results(
         grid=study_grid(study),
         settings=resolve_settings(settings) if settings is not None else None,
         runs=runs,
-        tables={"fits": study.fit_table(list(ks)), **dict(tables or {})},
+        tables={"fits": size.fit_table(study, [int(k) for k in np.atleast_1d(ks)]), **dict(tables or {})},
         headlines=headlines,
     )
     return write_results(path, document)

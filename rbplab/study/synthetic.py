@@ -89,7 +89,7 @@ def synthetic_training_table(
     corpus: str = "known law",
 ) -> pd.DataFrame:
     """Checkpoints drawn from known laws L(S, D) (`rbp_law(k)` for -log RBP_k, `CE_LAW` for
-    cross-entropy) with log-normal noise, in the columns of `Study.training_table`: family,
+    cross-entropy) with log-normal noise, in the columns of `rbplab.study.training.table`: family,
     corpus, model, S, revision, step, D, C, k, neg_log_rbp, ce. For notebooks when no checkpoints
     have been scored, and for tests."""
     common = {"sizes": sizes, "steps": steps, "tokens_per_step": tokens_per_step, "noise": noise}

@@ -1,7 +1,7 @@
 """Result tables for papers: Markdown and LaTeX with each estimate and its interval in one cell.
 
-Takes the tidy tables the study produces (`Study.fit_table`, `Study.fits`, `Study.ce_exponents`,
-`Study.emergence_fits`, `data_scaling.data_fits`, the joint-law rows, ...): every column `x` that
+Takes the tidy tables the study produces (`size.fit_table`, `size.fits`, `distribution.ce_exponents`,
+`emergence.fits`, `data_scaling.data_fits`, the joint-law rows, ...): every column `x` that
 comes with `x_low`/`x_high` is printed as "0.036 ± 0.006" when its
 interval is symmetric (an OLS t-interval) and as "0.036 [0.030, 0.043]" when it is not (a
 bootstrap percentile interval); the bound columns are dropped. Known column names get their
@@ -111,7 +111,19 @@ def _headers(columns: Sequence[str], names: dict[str, str]) -> list[str]:
 
 
 def to_markdown(frame: pd.DataFrame, digits: int = 3) -> str:
-    """A GitHub-flavoured Markdown table of `frame` (see the module docstring)."""
+    """A GitHub-flavoured Markdown table of `frame` (see the module docstring).
+
+    Examples
+    --------
+    >>> from rbplab.study import size, synthetic_study
+    >>> study = synthetic_study(n_tokens=2000)
+    >>> print(to_markdown(size.fit_table(study, [1])))
+    | family | corpus | k | α | R² | models |
+    |---|---|---:|---:|---:|---:|
+    | synthetic | synthetic-a | 1 | 0.080 ± 0.012 | 0.989 | 6 |
+    | synthetic | synthetic-b | 1 | 0.069 ± 0.008 | 0.993 | 6 |
+    <BLANKLINE>
+    """
     cells = formatted(frame, digits)
     header = _headers(list(cells.columns), HEADERS_MARKDOWN)
     numeric = [_is_numeric(frame, c) for c in cells.columns]

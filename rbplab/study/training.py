@@ -1,6 +1,9 @@
-"""The checkpoints a training-dynamics analysis reads: a study of cached checkpoints, or, when
-there is none, checkpoints drawn from a known law, said loudly.
+"""Training dynamics: a study's checkpoints, their losses against tokens seen D and the joint laws
+L(S, D); or, when there are none, checkpoints drawn from a known law, said loudly.
 
+Functions of a `Study`: `table` (one row per checkpoint and k, tidy for
+`rbplab.analysis.data_scaling`), `replicates` (paired document-bootstrap replicates of those
+losses) and `joint_laws` (the joint laws, resampling checkpoints and documents together).
 `open_training` is what notebook 06 (and any script) calls: it loads the checkpoints a study
 file or its table names, keeps them when every corpus and k has at least two tokens-seen values,
 and otherwise falls back to `synthetic_training_table` (sized like the families' models) with the
@@ -17,17 +20,84 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rbplab.analysis import bootstrap, metrics
 from rbplab.analysis.data_scaling import data_fits
-from rbplab.analysis.joint_laws import JointLaws, joint_laws
+from rbplab.analysis.joint_laws import JointLaws
+from rbplab.analysis.joint_laws import joint_laws as fit_joint_laws
+from rbplab.core.errors import InvalidArgumentError
+from rbplab.core.runs import model_of_label
 from rbplab.grid import Grid
 from rbplab.study.loading import load_study
 from rbplab.study.study import Study
 from rbplab.study.synthetic import synthetic_training_table
 
 
+def table(study: Study, ks: Iterable[int] | int = (1, 10, 100)) -> pd.DataFrame:
+    """The checkpoints of the study, tidy for `rbplab.analysis.data_scaling`: one row per run
+    with a known D and per k: family, corpus, model (without its ``@revision``), S, revision,
+    step, D, C, k, neg_log_rbp, ce. E.g. ``data_scaling.data_fits(t, y="neg_log_rbp")`` or
+    ``joint_fits(t, y="ce", by=["family", "corpus", "k"])``. Empty (same columns) when no
+    run has a D."""
+    columns = [
+        "family", "corpus", "model", "S", "revision", "step", "D", "C", "k", "neg_log_rbp", "ce"
+    ]  # fmt: skip
+    runs = [r for r in study.runs if r.D is not None]
+    if not runs:
+        return pd.DataFrame(columns=columns)
+    ks = metrics.as_ks(ks, study.vocab_size)
+    sub = Study(runs, study.ties, study.level, curves=study.curves)
+    frame = sub.points(ks)
+    ce = {(r.family, r.model, r.corpus): metrics.cross_entropy(r.stats) for r in runs}
+    frame["ce"] = [ce[key] for key in zip(frame["family"], frame["model"], frame["corpus"], strict=True)]
+    frame["model"] = [
+        model_of_label(m, rev) for m, rev in zip(frame["model"], frame["revision"], strict=True)
+    ]
+    return frame[columns]
+
+
+def replicates(
+    study: Study, corpus: str, ks: Iterable[int] | int, n_rep: int = 200, seed: int = 0
+) -> dict[object, np.ndarray]:
+    """Paired document-bootstrap replicates of the checkpoints' losses on one corpus, for
+    `data_scaling.bootstrap_joint` / `joint_law_table` / `compare_frontiers` (``replicates``):
+    {k: -log RBP_k, "ce": CE}, each an array (n_rep, n_checkpoints) whose columns follow the
+    rows of `table` for that corpus at one k. Every checkpoint is re-evaluated on the
+    same document resample, so the errors of sizes and steps stay paired."""
+    runs = [r for r in study.runs if r.D is not None and r.corpus == corpus]
+    if not runs:
+        raise InvalidArgumentError(
+            f"no checkpoint with a known D on corpus {corpus!r}; corpora: {study.corpora}"
+        )
+    ks = metrics.as_ks(ks, study.vocab_size)
+    n_docs = max(r.n_docs for r in runs)
+    docs = [bootstrap.doc_stats(r.stats, ks, study.ties, n_docs) for r in runs]
+    reps = bootstrap.replicate_arrays(docs, n_rep, seed)
+    out: dict[object, np.ndarray] = {}
+    with np.errstate(divide="ignore"):
+        for j, k in enumerate(ks):
+            out[int(k)] = -np.log(np.stack([r["rbp"][:, j] for r in reps], axis=1))
+    out["ce"] = np.stack([r["ce"] for r in reps], axis=1)
+    return out
+
+
+def joint_laws(study: Study, ks: Iterable[int] = (1, 10, 100), n_boot: int = 200) -> JointLaws:
+    """The joint laws L(S, D) of this study's checkpoints (`rbplab.analysis.joint_laws`):
+    -log RBP_k at the smallest and largest of `ks` and CE per corpus, each bootstrap
+    resampling the checkpoints and, paired across all of them, the corpus's documents.
+    `.table()`, `.frontiers(reference="CE")` and `.surface(corpus)` read the same fits."""
+    ks = sorted(int(k) for k in ks)
+    k_low, k_high = ks[0], ks[-1]
+
+    def paired(corpus: str) -> dict[str, np.ndarray]:
+        reps = replicates(study, corpus, [k_low, k_high], n_rep=n_boot)
+        return {f"RBP_{k_low}": reps[k_low], f"RBP_{k_high}": reps[k_high], "CE": reps["ce"]}
+
+    return fit_joint_laws(table(study, ks), ks, n_boot=n_boot, replicates=paired)
+
+
 @dataclass(frozen=True)
 class Training:
-    """Checkpoints at thresholds `ks`: their table (`Study.training_table`'s columns), the study
+    """Checkpoints at thresholds `ks`: their table (`table`'s columns), the study
     they came from (None when synthetic) and, when synthetic, why."""
 
     table: pd.DataFrame
@@ -61,11 +131,11 @@ class Training:
         return pd.concat(per_size, ignore_index=True)
 
     def joint_laws(self, n_boot: int = 200) -> JointLaws:
-        """`Study.joint_laws` (checkpoints and documents resampled together), or, for synthetic
-        checkpoints, the same fits resampling checkpoints only."""
+        """`joint_laws` of the study (checkpoints and documents resampled together), or, for
+        synthetic checkpoints, the same fits resampling checkpoints only."""
         if self.study is not None:
-            return self.study.joint_laws(self.ks, n_boot=n_boot)
-        return joint_laws(self.table, self.ks, n_boot=n_boot)
+            return joint_laws(self.study, self.ks, n_boot=n_boot)
+        return fit_joint_laws(self.table, self.ks, n_boot=n_boot)
 
 
 def open_training(
@@ -87,9 +157,9 @@ def open_training(
     elif checkpoints:
         grid = Grid.from_mapping(checkpoints) if isinstance(checkpoints, Mapping) else Grid.read(checkpoints)
         study = load_study(grid, cache_dir=cache_dir, ties=ties, extract=extract, outer="model")
-        table = study.training_table(ks)
-        if len(table) and table.groupby(["corpus", "k"])["D"].nunique().min() >= 2:
-            return Training(table, ks, study, None)
+        found = table(study, ks)
+        if len(found) and found.groupby(["corpus", "k"])["D"].nunique().min() >= 2:
+            return Training(found, ks, study, None)
         reason = f"the study {checkpoints} names no checkpoints with known D"
     else:
         reason = (
@@ -98,8 +168,8 @@ def open_training(
             '`rbplab run` a study file with `revisions = "log:5"` any family\'s'
         )
     sizes = _family_sizes(families)
-    table = synthetic_training_table(ks=ks, **({"sizes": sizes} if sizes and len(sizes) >= 3 else {}))
-    return Training(table, ks, None, reason)
+    drawn = synthetic_training_table(ks=ks, **({"sizes": sizes} if sizes and len(sizes) >= 3 else {}))
+    return Training(drawn, ks, None, reason)
 
 
 def _family_sizes(families: Iterable[str]) -> list[float] | None:

@@ -239,7 +239,7 @@ def training(joint: pd.DataFrame, synthetic: bool) -> str:
 
 def decomposition(fits: pd.DataFrame) -> str:
     """Notebook 07: the exponents of CE and of its error entropy EE against S on the first corpus
-    (SA, Conf and the other corpora are in the table), from `Study.decomposition_fits`."""
+    (SA, Conf and the other corpora are in the table), from `rbplab.study.decomposition.fits`."""
     parts = []
     for corpus, part in fits.groupby("corpus", sort=False):
         by = part.set_index("metric")

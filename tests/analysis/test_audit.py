@@ -12,7 +12,7 @@ from scipy import stats as sps
 from rbplab.analysis import fit
 from rbplab.core import TokenStats
 from rbplab.core.runs import Run
-from rbplab.study import Study
+from rbplab.study import Study, decomposition
 from rbplab.study.synthetic import synthetic_study
 
 SIZES = np.array([1e6, 3e6, 1e7, 3e7, 1e8, 3e8, 1e9])
@@ -107,7 +107,7 @@ def test_two_fitted_points_have_no_interval():
 
 def test_study_audit_along_size_and_along_tokens():
     study = synthetic_study(sizes=(1e5, 3e5, 1e6, 3e6, 1e7), corpora=("a", "b"), n_tokens=6000)
-    audit = study.prediction_audit(ks=(1, 10), n_holdouts=(1, 2), metrics=("rbp", "ce", "ee"))
+    audit = decomposition.prediction_audit(study, ks=(1, 10), n_holdouts=(1, 2), metrics=("rbp", "ce", "ee"))
     assert set(audit["metric"]) == {"rbp", "ce", "ee"}
     # per corpus: 2 rbp ks + ce + ee = 4 series, each with 1 + 2 held-out rows
     assert len(audit) == 2 * 4 * 3
@@ -128,9 +128,11 @@ def test_study_audit_along_size_and_along_tokens():
             stats = TokenStats.from_ranks(ranks, 4096, nll=0.3 + 0.9 * np.log(ranks))
             run = Run("toy", f"toy-{m}@step{step}", "a", S, stats)
             runs.append(dataclasses.replace(run, revision=f"step{step}", step=step, D=D))
-    along_d = Study(runs).prediction_audit(ks=(1,), n_holdouts=(1,), metrics=("rbp", "ee"), along="D")
+    along_d = decomposition.prediction_audit(
+        Study(runs), ks=(1,), n_holdouts=(1,), metrics=("rbp", "ee"), along="D"
+    )
     assert set(along_d["model"]) == {"toy-0", "toy-1"}
     assert (along_d["held_out"] == "step800").all() and (along_d["D"] == 8e8).all()
     assert (along_d["n_fit"] == 3).all() and len(along_d) == 4
     with pytest.raises(ValueError, match="checkpoints"):
-        study.prediction_audit(along="D")
+        decomposition.prediction_audit(study, along="D")

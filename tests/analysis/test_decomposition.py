@@ -18,7 +18,7 @@ from rbplab.core import TokenStats
 from rbplab.core.summary import summarize
 from rbplab.grid import Grid
 from rbplab.store.cache import CacheEntry, list_entries
-from rbplab.study import load_study
+from rbplab.study import decomposition, load_study
 from rbplab.study.synthetic import synthetic_study
 
 TIES = ("pessimistic", "optimistic", "expected")
@@ -168,11 +168,11 @@ def test_metrics_table_rows_feed_the_fits():
 
 def test_study_decomposition_columns_and_identity():
     study = synthetic_study(sizes=(1e5, 1e6, 1e7), corpora=("a", "b"), n_tokens=5000)
-    table = study.decomposition("expected")
+    table = decomposition.table(study, "expected")
     assert len(table) == len(study.runs)
     assert {"n_tokens", "n_rbe", "ce", "ee", "ee_mm", "sa", "conf", "mrr"} <= set(table.columns)
     assert np.allclose(table["ce"], table["ee"] + table["sa"] - table["conf"], atol=1e-12)
-    fits = study.decomposition_fits()
+    fits = decomposition.fits(study)
     assert set(fits["metric"]) == {"ce", *dc.DECOMPOSITION_METRICS}
 
 
@@ -202,8 +202,8 @@ def test_bootstrap_replicate_is_the_decomposition_of_the_resampled_corpus(ties):
 
 def test_study_decomposition_bootstrap_covers_the_point_exponent():
     study = synthetic_study(sizes=(1e5, 1e6, 1e7, 1e8), corpora=("a",), n_tokens=6000)
-    boot = study.decomposition_bootstrap(n_boot=40).set_index("metric")
-    fits = study.decomposition_fits().set_index("metric")
+    boot = decomposition.bootstrap(study, n_boot=40).set_index("metric")
+    fits = decomposition.fits(study).set_index("metric")
     for name in ("ee", "mrr"):
         assert boot.loc[name, "alpha"] == pytest.approx(fits.loc[name, "alpha"], rel=1e-9)
         assert boot.loc[name, "alpha_boot_low"] < boot.loc[name, "alpha"] < boot.loc[name, "alpha_boot_high"]

@@ -2,7 +2,7 @@
 written out, exact distributions), never by another path through the package: the percentile
 levels of the fits', the decomposition's and the lognormal's document bootstraps (and the
 lognormal's disjoint rank cells), a two-model fit's undefined scatter, the sigmoid of fitted
-sequence success (`Study.emergence`'s p_fit), and the prefactor, exponent, `differs` and `extrapolated` of the
+sequence success (`emergence.table`'s p_fit), and the prefactor, exponent, `differs` and `extrapolated` of the
 compute-optimal frontier."""
 
 import zlib
@@ -22,6 +22,7 @@ from rbplab.analysis.lognormal_bootstrap import lognormal_interval
 from rbplab.core.runs import Run
 from rbplab.core.stats import TokenStats
 from rbplab.core.summary import summary_ks
+from rbplab.study import emergence
 from rbplab.study.synthetic import synthetic_study
 
 # ---- percentile levels of bootstrap_fits --------------------------------------------------------
@@ -102,7 +103,7 @@ def test_study_emergence_p_fit_is_exp_of_minus_c_n_s_to_the_minus_alpha():
     study = synthetic_study(sizes=(1e5, 3e5, 1e6, 3e6), n_tokens=2000, n_docs=10)
     ks, ns = [1, 10], [1, 4, 16]
     points = study.points(ks)
-    out = study.emergence(ks, ns)
+    out = emergence.table(study, ks, ns)
     assert len(out) == len(points) * len(ns)
     for (corpus, k), group in points.groupby(["corpus", "k"]):
         slope, intercept = np.polyfit(np.log(group["S"]), np.log(group["neg_log_rbp"]), 1)

@@ -10,7 +10,7 @@ from scipy import optimize, stats
 from rbplab.analysis.lognormal import sample_lognormal_ranks
 from rbplab.analysis.lognormal_bootstrap import fit_binned_lognormal, grid_cells, lognormal_interval
 from rbplab.core.stats import TokenStats
-from rbplab.study import synthetic_study
+from rbplab.study import distribution, synthetic_study
 
 VOCAB = 5000
 
@@ -55,8 +55,8 @@ def test_intervals_cover_known_parameters_near_nominal():
 
 def test_study_table_and_bad_arguments():
     study = synthetic_study(n_tokens=3000, corpora=("a",))
-    table = study.lognormal_intervals(n_boot=20)
+    table = distribution.lognormal_intervals(study, n_boot=20)
     assert {"mu_low", "sigma_high", "mu_over_sigma_low"} <= set(table.columns)
-    assert np.allclose(table["mu"], study.lognormal()["mu"])  # the exact fit's estimate
+    assert np.allclose(table["mu"], distribution.lognormal(study)["mu"])  # the exact fit's estimate
     with pytest.raises(ValueError, match="n_boot must be at least 2"):
         lognormal_interval(study.runs[0].stats, n_boot=1)

@@ -9,6 +9,7 @@ from scipy import stats as sps
 from rbplab.analysis import bootstrap, fit, lognormal_theory
 from rbplab.analysis.alternatives import pooled_fits
 from rbplab.core.stats import TokenStats
+from rbplab.study import distribution
 
 # Fixed, noisy losses: two families, five sizes each (no exact power law, so SEs are not 0).
 S = np.array([1e6, 4e6, 2e7, 1e8, 6e8])
@@ -125,7 +126,7 @@ def test_theory_versus_measured_by_hand():
     from rbplab.study import synthetic_study
 
     study = synthetic_study(sizes=(1e5, 1e6, 1e7), corpora=("c",), vocab_size=512, n_tokens=20_000)
-    comp = study.ce_comparison(n_grid=5)
+    comp = distribution.ce_comparison(study, n_grid=5)
     measured = comp[comp["source"] == "empirical"]
     for run in study.runs:
         rows = measured[measured["model"] == run.model].set_index("quantity")["value"]
@@ -134,7 +135,7 @@ def test_theory_versus_measured_by_hand():
         assert rows["-log RBP_1"] == pytest.approx(-np.log(np.mean(ranks == 1)), rel=1e-12)
     # Theory: mu/sigma and sigma linear in ln S through the fitted parameters, then the rank
     # entropy and -log p_1 of the rounded truncated lognormal, cells computed here with scipy.
-    ln = study.lognormal()
+    ln = distribution.lognormal(study)
     x = np.log(ln["S"].to_numpy())
     grid = np.geomspace(ln["S"].min(), ln["S"].max(), 5)
     sigma = np.polyval(np.polyfit(x, ln["sigma"], 1), np.log(grid))
@@ -148,7 +149,7 @@ def test_theory_versus_measured_by_hand():
         assert at["CE"] == pytest.approx(-(pmf @ np.log(pmf)), rel=1e-8)
         assert at["-log RBP_1"] == pytest.approx(-np.log(pmf[0]), rel=1e-8)
     # Exponents: the measured one is the OLS slope of log CE on log S.
-    exps = study.ce_exponents().set_index(["source", "quantity"])
+    exps = distribution.ce_exponents(study).set_index(["source", "quantity"])
     ce = measured[measured["quantity"] == "CE"].sort_values("S")
     slope = np.polyfit(np.log(ce["S"]), np.log(ce["value"]), 1)[0]
     assert exps.loc[("empirical", "CE"), "alpha"] == pytest.approx(-slope, rel=1e-9)

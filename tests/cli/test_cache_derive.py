@@ -223,7 +223,7 @@ def test_run_recomputes_a_truncated_entry(built, gpt2_dir, corpus_file, tmp_path
     with pytest.warns(UserWarning, match="shards are missing or extra"):
         plan = plan_study(read_study_file(study), entry.root)
     assert [e.cached for e in plan.entries] == [False] and plan.entries[0].n_tokens == before
-    result = run_study(study, cache_dir=entry.root, progress=False)
+    result = run_study(read_study_file(study), cache_dir=entry.root, progress=False)
     assert result.ok and result.table["state"].tolist() == ["computed"], result.table
     assert entry.manifest()["n_tokens"] == before and entry.problems() == []
     stats = entry.read_stats()

@@ -23,16 +23,16 @@ def captured(monkeypatch):
         calls["report"] = (args, kwargs)
         return pd.DataFrame({"ok": [True]})
 
-    class FakeStudy:
-        def fit_table(self, ks):
-            return pd.DataFrame({"k": ks})
-
     def fake_load(*args, **kwargs):
         calls["load_study"] = (args, kwargs)
-        return FakeStudy()
+        return object()  # a study only fake_fit_table reads
+
+    def fake_fit_table(study, ks):
+        return pd.DataFrame({"k": ks})
 
     monkeypatch.setattr("rbplab.report.run_report", fake_report)
     monkeypatch.setattr("rbplab.study.load_study", fake_load)
+    monkeypatch.setattr("rbplab.study.size.fit_table", fake_fit_table)
     return calls
 
 

@@ -13,6 +13,7 @@ import rbplab
 from rbplab import RbplabError
 from rbplab.cli import app as cli
 from rbplab.core.settings import ExtractionSettings
+from rbplab.study import size
 from rbplab.study.synthetic import synthetic_study
 
 # modules whose import needs torch/transformers (seconds) or an optional extra
@@ -54,7 +55,7 @@ def test_every_error_class_rbplab_defines_is_an_rbplab_error() -> None:
     "call",
     [
         lambda s: s.points([0]),  # k out of range
-        lambda s: s.bands([1], kind="bootstrap"),
+        lambda s: size.bands(s, [1], kind="bootstrap"),
         lambda s: s.subset(corpora=["no-such-corpus"]),
         lambda s: s.stats("no-such-model", "synthetic-a"),
         lambda s: ExtractionSettings(context_length=1),

@@ -383,7 +383,7 @@ def test_report_page_k_slider_changes_the_fitted_alpha_offline(explorer_page: Pa
 
     from playwright.sync_api import sync_playwright
 
-    from rbplab.study import synthetic_study
+    from rbplab.study import size, synthetic_study
 
     SHOTS.mkdir(parents=True, exist_ok=True)
     remote: list[str] = []
@@ -426,12 +426,12 @@ def test_report_page_k_slider_changes_the_fitted_alpha_offline(explorer_page: Pa
     k = int(re.search(r"at k=([\d,]+) ", after["title"])[1].replace(",", ""))
     study = synthetic_study()  # the notebook's synthetic=True study
     corpus = study.corpora[0]  # the view opens on the first corpus
-    alphas = [f"α = {a:.3f}" for a in study.fits([1, k], corpora=[corpus])["alpha"]]
+    alphas = [f"α = {a:.3f}" for a in size.fits(study, [1, k], corpora=[corpus])["alpha"]]
     assert alphas[0] != alphas[1]
     assert any(alphas[0] in name for name in before["names"])
     assert any(alphas[1] in name for name in after["names"]), (k, alphas, after["names"])
     assert other_after["title"] == after["title"]  # the same k step in the other corpus's slider
-    other_alphas = [f"α = {a:.3f}" for a in study.fits([1, k], corpora=["synthetic-b"])["alpha"]]
+    other_alphas = [f"α = {a:.3f}" for a in size.fits(study, [1, k], corpora=["synthetic-b"])["alpha"]]
     assert other_alphas[0] != alphas[0]
     assert any(other_alphas[0] in name for name in other["names"]), (other_alphas, other["names"])
     assert any(other_alphas[1] in name for name in other_after["names"]), (other_alphas, other_after["names"])

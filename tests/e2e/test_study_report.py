@@ -21,7 +21,7 @@ from rbplab.store.paths import notebooks_dir
 def test_report_of_a_study_file(tmp_path, gpt2_dir, neox_dir, llama_dir):
     study = write_study(tmp_path, gpt2_dir, neox_dir, llama_dir)
     cache = tmp_path / "cache"
-    assert run_study(study, cache_dir=cache, progress=False).ok
+    assert run_study(read_study_file(study), cache_dir=cache, progress=False).ok
     table = run_report(
         study,
         tmp_path / "out",

@@ -54,7 +54,7 @@ def test_flops_and_memory_of_micro_1_by_hand(tmp_path, cpu_only):
 
 def test_states_tokens_left_and_nothing_written(study_path, tmp_path):
     cache = tmp_path / "cache"
-    run = run_study(study_path, cache_dir=cache, progress=False)
+    run = run_study(read_study_file(study_path), cache_dir=cache, progress=False)
     keys = list(run.table["key"])
     cached, partial, missing = keys[0], keys[1], keys[2]
     manifest = CacheEntry.open(partial, cache).manifest()

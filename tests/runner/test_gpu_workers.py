@@ -77,7 +77,9 @@ def test_a_worker_loads_each_model_once(study_path, tmp_path, monkeypatch):
     monkeypatch.setattr(worker, "_LOADED", {})
     monkeypatch.setattr(executors, "release_models", lambda: kept.append(len(worker._LOADED)) or release())
     monkeypatch.setattr(plan_module, "_WINDOW_MEMO", collections.OrderedDict())  # as a fresh process
-    run = run_study(study_path, cache_dir=tmp_path / "cache", progress=False, shards_per_unit=1)
+    run = run_study(
+        read_study_file(study_path), cache_dir=tmp_path / "cache", progress=False, shards_per_unit=1
+    )
     assert run.ok and len(run.table) == 6
     plan = plan_study(read_study_file(study_path), tmp_path / "cache", shards_per_unit=1)
     assert len(plan.units) > 2 * 6  # several units of every model
@@ -149,7 +151,7 @@ def test_workers_exit_when_their_driver_is_killed(tmp_path, gpt2_dir, neox_dir):
         os.kill(pid, signal.SIGKILL)  # leave nothing behind, then report
     assert alive == [], f"workers {alive} outlived their driver by 5 s"
     # what the killed run left is whole shards or nothing: a re-run completes it
-    run = run_study(study, cache_dir=cache, progress=False, shards_per_unit=1)
+    run = run_study(read_study_file(study), cache_dir=cache, progress=False, shards_per_unit=1)
     assert run.ok and (run.table["state"] == "computed").all()
     for key in run.table["key"]:
         assert CacheEntry.open(key, cache).is_complete()

@@ -19,7 +19,7 @@ from rbplab.store import CacheEntry
 
 def test_local_run_equals_extract_and_resumes(study_path, tmp_path):
     cache = tmp_path / "cache"
-    first = run_study(study_path, cache_dir=cache, progress=False, shards_per_unit=2)
+    first = run_study(read_study_file(study_path), cache_dir=cache, progress=False, shards_per_unit=2)
     assert first.ok and len(first.table) == 6 and (first.table["state"] == "computed").all()
     assert (first.table["computed"] == first.table["tokens"]).all()
     study = read_study_file(study_path)
@@ -32,7 +32,7 @@ def test_local_run_equals_extract_and_resumes(study_path, tmp_path):
             assert result.key in set(first.table["key"])
             assert CacheEntry.open(result.key, cache).manifest()["n_tokens"] == result.n_tokens
     assert shard_bytes(cache) == shard_bytes(reference)
-    again = run_study(study_path, cache_dir=cache, progress=False)
+    again = run_study(read_study_file(study_path), cache_dir=cache, progress=False)
     assert again.ok and (again.table["state"] == "cached").all() and (again.table["computed"] == 0).all()
 
 
@@ -46,7 +46,7 @@ def test_slices_are_disjoint_and_cover_every_unit(study_path, tmp_path):
         slice_units(plan.units, 3, 3)
     empty = tmp_path / "untouched"
     with pytest.raises(ValueError, match="task index"):  # refused before planning writes anything
-        run_study(study_path, cache_dir=empty, task_index=3, num_tasks=3, progress=False)
+        run_study(read_study_file(study_path), cache_dir=empty, task_index=3, num_tasks=3, progress=False)
     assert not empty.exists()
 
 
@@ -85,7 +85,7 @@ def test_slurm_array_tasks_and_two_drivers(study_path, tmp_path):
     outs = [p.communicate(timeout=600) for p in tasks]
     assert all(p.returncode == 0 for p in tasks), [o[1][-2000:] for o in outs]
     computed = sum(row["computed"] for out, _ in outs for row in json.loads(out))
-    final = run_study(study_path, cache_dir=slurm, progress=False)
+    final = run_study(read_study_file(study_path), cache_dir=slurm, progress=False)
     assert (final.table["state"] == "cached").all()
     assert computed == final.table["tokens"].sum()  # no shard computed twice
     # Two drivers on the same study at once: both finish, nothing is computed twice, same bytes.
@@ -103,8 +103,12 @@ def test_slurm_array_tasks_and_two_drivers(study_path, tmp_path):
 
 @pytest.mark.slow  # spawned processes import torch and transformers
 def test_worker_processes_equal_one_process(study_path, tmp_path):
-    one = run_study(study_path, cache_dir=tmp_path / "one", progress=False, shards_per_unit=1)
-    two = run_study(study_path, cache_dir=tmp_path / "two", progress=False, shards_per_unit=1, workers=2)
+    one = run_study(
+        read_study_file(study_path), cache_dir=tmp_path / "one", progress=False, shards_per_unit=1
+    )
+    two = run_study(
+        read_study_file(study_path), cache_dir=tmp_path / "two", progress=False, shards_per_unit=1, workers=2
+    )
     assert one.ok and two.ok and (two.table["state"] == "computed").all()
     assert list(two.table["key"]) == list(one.table["key"])
     assert shard_bytes(tmp_path / "two") == shard_bytes(tmp_path / "one")
@@ -117,4 +121,13 @@ def test_worker_processes_equal_one_process(study_path, tmp_path):
     }
     assert len(producers) == 2  # both processes wrote shards
     with pytest.raises(ValueError, match="workers must be a positive integer"):
-        run_study(study_path, cache_dir=tmp_path / "one", workers=0)
+        run_study(read_study_file(study_path), cache_dir=tmp_path / "one", workers=0)
+
+
+def test_the_grid_is_the_only_request(tmp_path):
+    """A study file is read into its Grid first (`Grid.read`); a path alone is refused at once."""
+    with pytest.raises(
+        ValueError, match=r"run_study takes a Grid, got \w*Path; read a study file with Grid\.read"
+    ):
+        run_study(tmp_path / "study.toml", cache_dir=tmp_path / "cache", progress=False)
+    assert not (tmp_path / "cache").exists()

@@ -1,4 +1,4 @@
-"""`Study.bands` and `Study.emergence` pinned by values computed independently in the test: OLS on
+"""`size.bands` and `emergence.table` pinned by values computed independently in the test: OLS on
 an explicit design matrix, the t quantile from scipy, and sequence success counted window by
 window; never another path through the package."""
 
@@ -8,7 +8,7 @@ from scipy import stats as sps
 
 from rbplab.core.runs import Run
 from rbplab.core.stats import TokenStats
-from rbplab.study import Study
+from rbplab.study import Study, emergence, size
 
 # Five models, one corpus of 8 documents x 50 tokens. Model i has TOP1[i] tokens of rank 1,
 # TOP3[i] of ranks 2-3 and the rest of rank 7, placed by a fixed permutation so that hits cluster
@@ -58,7 +58,7 @@ def _ols(k: int) -> tuple[np.ndarray, np.ndarray, float]:
 @pytest.mark.parametrize("level", [0.95, 0.8])
 def test_band_is_the_t_interval_of_the_ols_line_in_log_space(kind, level):
     study = Study(_study().runs, level=level)
-    bands = study.bands([1, 3], kind=kind)
+    bands = size.bands(study, [1, 3], kind=kind)
     assert set(bands["k"]) == {1, 3}
     t = sps.t.ppf((1 + level) / 2, len(SIZES) - 2)
     for k in (1, 3):
@@ -87,7 +87,7 @@ def _windows_all_in_top_k(ranks: np.ndarray, k: int, n: int) -> tuple[int, int]:
 
 def test_emergence_fitted_curve_and_sequence_success_by_hand():
     ns = [1, 3, 6]
-    table = _study().emergence([1, 3], ns)
+    table = emergence.table(_study(), [1, 3], ns)
     assert len(table) == len(SIZES) * 2 * len(ns)
     for k in (1, 3):
         beta, _, _ = _ols(k)

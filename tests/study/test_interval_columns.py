@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from rbplab.analysis import alternatives, bootstrap
+from rbplab.study import decomposition, distribution, emergence, size
 from rbplab.study.results import RENAMED_COLUMNS, load_results, save_results, table_frame, with_current_names
 from rbplab.study.synthetic import synthetic_study
 from rbplab.study.training import open_training
@@ -30,14 +31,14 @@ def test_no_table_spells_an_interval_the_old_way(study) -> None:
     # the tables whose interval columns were renamed
     renamed = {
         "points": study.points([1, 10], n_boot=20),
-        "fits": study.fits([1, 10]),
-        "fit_table": study.fit_table([1, 10]),
-        "bands": study.bands([1]),
-        "ksweep": study.ksweep(),
-        "emergence_fits": study.emergence_fits(),
-        "ce_exponents": study.ce_exponents(),
-        "extrapolation": study.extrapolation([1, 10]),
-        "lognormal_intervals": study.lognormal_intervals(n_boot=10),
+        "fits": size.fits(study, [1, 10]),
+        "fit_table": size.fit_table(study, [1, 10]),
+        "bands": size.bands(study, [1]),
+        "ksweep": size.ksweep(study),
+        "emergence_fits": emergence.fits(study),
+        "ce_exponents": distribution.ce_exponents(study),
+        "extrapolation": size.extrapolation(study, [1, 10]),
+        "lognormal_intervals": distribution.lognormal_intervals(study, n_boot=10),
         "bootstrap_ci": bootstrap.bootstrap_ci(study.runs[0].stats, [1], n_boot=20),
         "pooled_fits": alternatives.pooled_fits(
             points.assign(loss=points["neg_log_rbp"]), by=["corpus", "k"]
@@ -46,12 +47,12 @@ def test_no_table_spells_an_interval_the_old_way(study) -> None:
     }
     # tables that always spelled their intervals <q>_low/<q>_high
     others = {
-        "emergence": study.emergence([10], [1, 10], n_boot=10),
-        "bootstrap_fits": study.bootstrap([1], n_boot=10),
-        "prediction_audit": study.prediction_audit([1, 10]),
+        "emergence": emergence.table(study, [10], [1, 10], n_boot=10),
+        "bootstrap_fits": size.bootstrap(study, [1], n_boot=10),
+        "prediction_audit": decomposition.prediction_audit(study, [1, 10]),
         "joint_laws": joint.table(),
         "joint_headline": joint.headline(),
-        "decomposition_bootstrap": study.decomposition_bootstrap(n_boot=10),
+        "decomposition_bootstrap": decomposition.bootstrap(study, n_boot=10),
     }
     for name, table in {**renamed, **others}.items():
         old = [c for c in table.columns if OLD_SPELLING.search(str(c)) or c in RENAMED_COLUMNS]
@@ -73,7 +74,7 @@ def test_a_table_saved_by_the_old_release_reads_with_the_new_names() -> None:
 
 def test_results_saved_with_the_old_names_load_with_the_new_ones(study, tmp_path) -> None:
     own = pd.DataFrame({"lo": [1.0], "hi": [2.0]})
-    tables = {"bands": study.bands([1]), "own": own}
+    tables = {"bands": size.bands(study, [1]), "own": own}
     path = save_results(study, tmp_path / "results.json", ks=[1, 10], find_keys=False, tables=tables)
     # the file as the last release wrote it: its interval columns under their old names
     document = json.loads(path.read_text())
@@ -84,10 +85,10 @@ def test_results_saved_with_the_old_names_load_with_the_new_ones(study, tmp_path
     assert "lo" in document["tables"]["bands"]["columns"]
     path.write_text(json.dumps(document))
     results = load_results(path)
-    fits = study.fit_table([1, 10])
+    fits = size.fit_table(study, [1, 10])
     back = results.table("fits")
     assert list(back.columns) == list(fits.columns) and type(back) is pd.DataFrame
     np.testing.assert_array_equal(back["alpha_low"], fits["alpha_low"])
-    assert list(results.table("bands").columns) == list(study.bands([1]).columns)
+    assert list(results.table("bands").columns) == list(size.bands(study, [1]).columns)
     # a table of a report's own whose columns happen to be called lo/hi bounds no `fit`: kept
     assert list(results.table("own").columns) == ["lo", "hi"]

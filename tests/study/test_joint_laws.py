@@ -1,4 +1,4 @@
-"""Joint laws of checkpoints (`Study.joint_laws`, `open_training`): the synthetic fallback says
+"""Joint laws of checkpoints (`training.joint_laws`, `open_training`): the synthetic fallback says
 why, the fits recover the known laws it was drawn from, and the surface and frontiers read the
 same fits."""
 

@@ -14,7 +14,7 @@ import rbplab
 from rbplab.core.errors import InvalidArgumentError
 from rbplab.grid import Grid
 from rbplab.store.cache import list_entries
-from rbplab.study import load_entries, load_study
+from rbplab.study import load_entries, load_study, training
 
 CAP = 40  # tokens: fewer than the documents hold, so the capped final model is another entry
 
@@ -68,7 +68,7 @@ def test_checkpoints_by_key_are_labelled_as_load_study_labels_them(in_cache):
     # tiny-1@step-40 is the final model's own entry (keyed without a revision): named as its schedule does
     assert [g[0] for g in got] == ["tiny-1@step-10", "tiny-1@step-40"]
     assert got == expected and {r.family for r in study.runs} == {"custom"}
-    assert study.training_table(1)["step"].tolist() == [10, 40]
+    assert training.table(study, 1)["step"].tolist() == [10, 40]
 
 
 def test_final_weights_alone_are_the_model(in_cache):

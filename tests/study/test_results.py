@@ -11,7 +11,7 @@ import pytest
 
 import rbplab
 from rbplab.store.cache import CacheEntry
-from rbplab.study import synthetic_study
+from rbplab.study import size, synthetic_study, tables
 from rbplab.study.results import ResultsError, load_results, matching_keys, save_results
 
 
@@ -37,7 +37,7 @@ def test_round_trip(study, tmp_path):
     assert results.grid["ties"] == "pessimistic" and results.grid["level"] == 0.95
     assert results.settings["max_tokens"] == 2000 and results.settings["context_length"] is None
     assert results.versions["numpy"] == metadata.version("numpy") and results.versions["python"]
-    fits = study.fit_table([1, 10])
+    fits = size.fit_table(study, [1, 10])
     back = results.table("fits")
     assert list(back.columns) == list(fits.columns)
     assert np.array_equal(back["alpha"].to_numpy(), fits["alpha"].to_numpy())  # every digit kept
@@ -107,16 +107,18 @@ def test_cache_keys_only_when_one_entry_matches(tmp_path):
     assert matching_keys(runs, None, tmp_path) == [None, checkpoint, None]  # settings unknown: ambiguous
 
 
-def test_study_methods_save_and_tabulate(study, tmp_path):
-    path = study.save(tmp_path / "study.json", ks=[1, 10], find_keys=False)
+def test_save_and_tabulate_the_fit_table(study, tmp_path):
+    path = rbplab.save_results(study, tmp_path / "study.json", ks=[1, 10], find_keys=False)
     back = rbplab.load_results(path).table("fits")
-    fits = study.fit_table([1, 10])
+    fits = size.fit_table(study, [1, 10])
     assert np.array_equal(back["alpha"].to_numpy(), fits["alpha"].to_numpy())
-    markdown = study.to_markdown([1, 10])
-    latex = study.to_latex([1, 10], caption="fits")
+    markdown = tables.to_markdown(fits)
+    latex = tables.to_latex(fits, caption="fits")
     for row in fits.itertuples():
         half = (row.alpha_high - row.alpha_low) / 2  # an OLS t-interval: symmetric
         assert f"{row.alpha:.3f} ± {half:.3f}" in markdown
         assert f"${row.alpha:.3f} \\pm {half:.3f}$" in latex
     assert markdown.splitlines()[0].startswith("| family | corpus | k | α |")
     assert "\\caption{fits}" in latex and "alpha_low" not in markdown
+    one_k = rbplab.save_results(study, tmp_path / "one_k.json", ks=10, find_keys=False)  # a single k
+    assert rbplab.load_results(one_k).table("fits")["k"].tolist() == [10, 10]

@@ -10,7 +10,7 @@ from rbplab.analysis import fit
 from rbplab.core.runs import Run
 from rbplab.core.stats import TokenStats
 from rbplab.grid import Grid
-from rbplab.study import Study, load_study, synthetic_study
+from rbplab.study import Study, emergence, load_study, size, synthetic_study
 
 SIZES = (1e4, 1e5, 1e6, 1e7)
 ALPHA, A = 0.15, 3.0
@@ -60,24 +60,24 @@ def test_points_with_bootstrap_intervals(synth: Study) -> None:
 
 
 def test_fit_recovers_known_exponent(law: Study) -> None:
-    fits = law.fits([1])
+    fits = size.fits(law, [1])
     assert len(fits) == 1
     assert fits["alpha"].iloc[0] == pytest.approx(ALPHA, abs=0.01)
     assert fits["r2"].iloc[0] > 0.99
-    table = law.fit_table([1, 10])
+    table = size.fit_table(law, [1, 10])
     assert list(table["k"]) == [1, 10]
     assert {"alpha", "alpha_low", "alpha_high", "r2"} <= set(table.columns)
 
 
 def test_bands_bracket_the_fitted_line(law: Study) -> None:
-    bands = law.bands([1, 5])
+    bands = size.bands(law, [1, 5])
     assert set(bands["k"]) == {1, 5}
     assert (bands["fit_low"] <= bands["fit"]).all() and (bands["fit"] <= bands["fit_high"]).all()
     assert bands["S"].min() == pytest.approx(min(SIZES)) and bands["S"].max() == pytest.approx(max(SIZES))
     line = fit.fit_power_law(SIZES, law.points(1)["neg_log_rbp"])
     first = bands[bands["k"] == 1].iloc[0]
     assert first["fit"] == pytest.approx(line.predict(first["S"]))
-    wide = law.bands([1], kind="prediction")
+    wide = size.bands(law, [1], kind="prediction")
     assert np.allclose(wide["fit_low"], line.prediction_interval(wide["S"])[0])
     conf = bands[bands["k"] == 1]
     assert (
@@ -87,7 +87,7 @@ def test_bands_bracket_the_fitted_line(law: Study) -> None:
     width = np.log(conf["fit_high"] / conf["fit_low"]).to_numpy()
     assert width.argmin() in range(len(width) // 2 - 3, len(width) // 2 + 3)
     with pytest.raises(ValueError, match="kind"):
-        law.bands([1], kind="bootstrap")
+        size.bands(law, [1], kind="bootstrap")
 
 
 def test_subset_shares_curves_and_filters(synth: Study) -> None:
@@ -107,7 +107,7 @@ def test_multi_family_vocab_and_models() -> None:
     assert both.vocab_size == 1000
     assert both.subset(families="fb").vocab_size == 3000
     assert list(both.models.groupby("family").size()) == [6, 3]
-    assert set(both.fits([1])["family"]) == {"fa", "fb"}
+    assert set(size.fits(both, [1])["family"]) == {"fa", "fb"}
 
 
 def test_bad_inputs() -> None:
@@ -122,7 +122,7 @@ def test_bad_inputs() -> None:
 
 
 def test_emergence_table(synth: Study) -> None:
-    em = synth.emergence([1, 10], [1, 3], corpora=["a"])
+    em = emergence.table(synth, [1, 10], [1, 3], corpora=["a"])
     assert set(em["corpus"]) == {"a"} and set(em["N"]) == {1, 3}
     assert np.allclose(em["p_pred"], em["rbp"] ** em["N"])
     one = em[em["N"] == 1]
@@ -136,9 +136,9 @@ def test_summary_and_extrapolation(synth: Study) -> None:
     assert len(summary) == len(synth.runs)
     run = synth.runs[0]
     assert summary["ce"].iloc[0] == pytest.approx(float(np.mean(run.stats.nll)))
-    extra = synth.extrapolation([1])
+    extra = size.extrapolation(synth, [1])
     assert set(extra["model"]) == {"synthetic-5"}  # the largest model is predicted
-    sweep = synth.ksweep(ks=[1, 10, 100])
+    sweep = size.ksweep(synth, ks=[1, 10, 100])
     assert set(sweep["regime"]) <= {"k=1", "moderate", "intermediate", "large"}
 
 

@@ -27,7 +27,8 @@ from rbplab.grid import Grid
 from rbplab.store.cache import CacheEntry, list_entries
 from rbplab.store.cache.layout import SUMMARY_FILE
 from rbplab.store.cache.summary_file import SummaryError, parse_summary, summary_bytes
-from rbplab.study import Study, load_study
+from rbplab.study import Study, distribution, load_study, size
+from rbplab.study import emergence as study_emergence
 from rbplab.study.loading import MissingRunsError, resolve_entries
 
 MICRO = ["micro-1-25K", "micro-3-200K", "micro-5-1.2M"]
@@ -121,17 +122,17 @@ def test_study_from_the_cache_holds_no_tokens_and_gives_the_in_memory_tables(mic
         assert len(study.stats("micro-1-25K", "humaneval")) == 6000  # tokens on request
     tables = {
         "points": lambda s: s.points([1, 10, 100], n_boot=30),
-        "fits": lambda s: s.fits([1, 10, 50, 100]),
-        "bands": lambda s: s.bands([1, 10]),
-        "fit_table": lambda s: s.fit_table([1, 10, 100]),
-        "ksweep": lambda s: s.ksweep(n_boot=10),
-        "bootstrap": lambda s: s.bootstrap([1, 10, 100], n_boot=40),
-        "extrapolation": lambda s: s.extrapolation([1, 10, 100]),
-        "emergence": lambda s: s.emergence([1, 10, 100], [1, 2, 4, 8, 16, 32], n_boot=20),
-        "emergence_fits": lambda s: s.emergence_fits(),
-        "lognormal": lambda s: s.lognormal(),
-        "rank_pmf": lambda s: s.rank_pmf("humaneval"),
-        "ce_comparison": lambda s: s.ce_comparison(),
+        "fits": lambda s: size.fits(s, [1, 10, 50, 100]),
+        "bands": lambda s: size.bands(s, [1, 10]),
+        "fit_table": lambda s: size.fit_table(s, [1, 10, 100]),
+        "ksweep": lambda s: size.ksweep(s, n_boot=10),
+        "bootstrap": lambda s: size.bootstrap(s, [1, 10, 100], n_boot=40),
+        "extrapolation": lambda s: size.extrapolation(s, [1, 10, 100]),
+        "emergence": lambda s: study_emergence.table(s, [1, 10, 100], [1, 2, 4, 8, 16, 32], n_boot=20),
+        "emergence_fits": lambda s: study_emergence.fits(s),
+        "lognormal": lambda s: distribution.lognormal(s),
+        "rank_pmf": lambda s: distribution.rank_pmf(s, "humaneval"),
+        "ce_comparison": lambda s: distribution.ce_comparison(s),
         "run_table": lambda s: s.run_table(),
     }
     for name, table in tables.items():
@@ -179,7 +180,7 @@ def test_old_entry_gets_its_summary_on_first_read_and_keeps_its_key(micro_cache,
     for entry in _entries(root):
         assert (entry.path / SUMMARY_FILE).is_file() and entry.problems() == []
     reference = load_study(Grid.build("micro", "humaneval", SETTINGS, models=MICRO), cache_dir=micro_cache)
-    _assert_frames(study.fit_table([1, 10]), reference.fit_table([1, 10]))
+    _assert_frames(size.fit_table(study, [1, 10]), size.fit_table(reference, [1, 10]))
 
 
 def test_read_only_cache_derives_summaries_in_memory(micro_cache, tmp_path) -> None:
@@ -231,9 +232,9 @@ def _tampered_cases(a: CacheEntry, b: CacheEntry):
 def test_damaged_foreign_or_tampered_summaries_are_refused_and_derived_again(micro_cache, tmp_path) -> None:
     root = _copy_cache(micro_cache, tmp_path / "cache")
     a, b = _entries(root)[:2]
-    truth = load_study(
-        Grid.build("micro", "humaneval", SETTINGS, models=MICRO), cache_dir=micro_cache
-    ).fit_table([1, 10])
+    truth = size.fit_table(
+        load_study(Grid.build("micro", "humaneval", SETTINGS, models=MICRO), cache_dir=micro_cache), [1, 10]
+    )
     for what, data, in_manifest, reason in _tampered_cases(a, b):
         if in_manifest is None:  # right bytes, but the record names other bytes
             (a.path / SUMMARY_FILE).write_bytes(data)
@@ -244,7 +245,7 @@ def test_damaged_foreign_or_tampered_summaries_are_refused_and_derived_again(mic
         assert len(problems) == 1 and reason in problems[0], (what, problems)
         with pytest.warns(UserWarning, match=reason):
             study = load_study(Grid.build("micro", "humaneval", SETTINGS, models=MICRO), cache_dir=root)
-        _assert_frames(study.fit_table([1, 10]), truth)
+        _assert_frames(size.fit_table(study, [1, 10]), truth)
         assert a.problems() == [], what  # derived again and stored
 
 
@@ -271,8 +272,8 @@ def test_parse_summary_checks_what_it_derives() -> None:
         parse_summary(data, "f" * 64, stats.vocab_size + 1, len(stats))
     with pytest.raises(KeyError, match="k = 3 is not one of them"):
         summary.hit_runs("pessimistic", 3, per_document=True)
-    size = len(summary_bytes(summarize(stats), "f" * 64))
-    assert size < 300_000  # 30,000 tokens, 40 documents: a few hundred KB at most
+    n_bytes = len(summary_bytes(summarize(stats), "f" * 64))
+    assert n_bytes < 300_000  # 30,000 tokens, 40 documents: a few hundred KB at most
 
 
 def test_entry_truncated_with_its_summary_is_refused_by_a_study(micro_cache, tmp_path) -> None:
@@ -314,7 +315,9 @@ def test_damaged_entry_named_by_its_plan_record_is_refused_or_recomputed(micro_c
     with pytest.warns(UserWarning, match="recomputing the damaged shards now"):
         study = load_study(grid, cache_dir=root, extract=True)
     assert [r.n_tokens for r in study.runs] == [6000] * len(MICRO) and entry.problems() == []
-    _assert_frames(study.fit_table([1, 10]), load_study(grid, cache_dir=micro_cache).fit_table([1, 10]))
+    _assert_frames(
+        size.fit_table(study, [1, 10]), size.fit_table(load_study(grid, cache_dir=micro_cache), [1, 10])
+    )
 
 
 def test_document_hits_at_k_of_the_vocabulary_are_every_token() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from rbplab.study import synthetic_study, tables
+from rbplab.study import size, synthetic_study, tables
 
 FITS = pd.DataFrame(
     {
@@ -54,7 +54,7 @@ def test_latex_table_escapes_text_and_typesets_numbers():
 def test_other_interval_suffixes_and_a_study_table():
     joint = pd.DataFrame({"quantity": ["CE"], "beta": [0.31], "beta_low": [0.2], "beta_high": [0.5]})
     assert tables.to_markdown(joint).splitlines()[2] == "| CE | 0.310 [0.200, 0.500] |"
-    fits = synthetic_study(n_tokens=2000, corpora=("a",)).fit_table([1, 10])
+    fits = size.fit_table(synthetic_study(n_tokens=2000, corpora=("a",)), [1, 10])
     lines = tables.to_markdown(fits).strip().splitlines()
     assert len(lines) == 2 + len(fits)
     row = fits.iloc[1]

@@ -11,6 +11,7 @@ import rbplab
 from rbplab.analysis import bootstrap, decomposition, emergence, fit, lognormal, metrics
 from rbplab.core.errors import RbplabError
 from rbplab.core.stats import check_ties
+from rbplab.study import decomposition as study_decomposition
 from rbplab.study.synthetic import synthetic_study
 
 BAD = "random"
@@ -49,7 +50,7 @@ def test_a_bad_ties_is_one_line_from_the_analysis_functions(study) -> None:
 
 def test_a_bad_ties_is_one_line_from_the_study_and_its_loaders(study, tmp_path) -> None:
     _one_line(lambda: rbplab.Study(study.runs, ties=BAD))
-    _one_line(lambda: study.decomposition(BAD))
+    _one_line(lambda: study_decomposition.table(study, BAD))
     # before any cache is read or model planned: no entry, no corpus, no study file exists there
     empty = tmp_path / "no-cache"
     _one_line(lambda: rbplab.load_study("micro", cache_dir=empty, ties=BAD))

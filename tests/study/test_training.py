@@ -11,7 +11,7 @@ from helpers.models import DOCUMENTS, build_checkpointed
 from rbplab.analysis import data_scaling
 from rbplab.core.runs import Run, as_runs
 from rbplab.grid import Grid
-from rbplab.study import Study, load_study, synthetic_study
+from rbplab.study import Study, load_study, size, synthetic_study, training
 
 SUMMARY = ["family", "corpus", "model", "S", "n_tokens", "n_docs", "ce", "mean_p", "rbp_1"]
 POINTS = ["family", "corpus", "model", "S", "k", "rbp", "neg_log_rbp", "n_tokens"]
@@ -52,11 +52,11 @@ def test_summary_and_points_gain_training_columns_only_for_checkpoints(checkpoin
     assert not plain.has_training and checkpoint_study.has_training
     assert list(plain.run_table().columns) == SUMMARY
     assert list(plain.points(1).columns) == POINTS
-    assert plain.training_table(1).empty
+    assert training.table(plain, 1).empty
 
 
 def test_training_table_feeds_data_scaling(checkpoint_study: Study) -> None:
-    table = checkpoint_study.training_table([1, 5])
+    table = training.table(checkpoint_study, [1, 5])
     assert list(table.columns) == [
         "family", "corpus", "model", "S", "revision", "step", "D", "C", "k", "neg_log_rbp", "ce"
     ]  # fmt: skip
@@ -86,7 +86,7 @@ def test_runs_frames_pass_training_fields_through(checkpoint_study: Study) -> No
     assert all(r.D is None and r.revision is None for r in bare)
     run = Run("f", "m", "c", 1.0, checkpoint_study.runs[0].stats)
     assert run.training == {"revision": None, "step": None, "D": None, "C": None}
-    assert Study([run]).training_table(1).empty
+    assert training.table(Study([run]), 1).empty
 
 
 def _registered_checkpoints(root, tokenizer, monkeypatch):
@@ -148,7 +148,7 @@ def test_size_law_is_fitted_per_training_step_never_across_steps() -> None:
         for i, S in enumerate(sizes)
     ]
     study = Study(runs)
-    fits = study.fits(1)
+    fits = size.fits(study, 1)
     assert sorted(fits["step"]) == list(steps) and (fits["n_models"] == 3).all()
     for step in steps:
         chosen = [r for r in runs if r.step == step]
@@ -157,14 +157,14 @@ def test_size_law_is_fitted_per_training_step_never_across_steps() -> None:
         )  # pessimistic
         slope = np.polyfit(np.log(sizes), np.log(-np.log(top1)), 1)[0]
         assert fits.loc[fits["step"] == step, "alpha"].item() == pytest.approx(-slope)
-    assert set(study.bands(1)["step"]) == set(steps)
+    assert set(size.bands(study, 1)["step"]) == set(steps)
     assert {r.step for r in study.at_step().runs} == {800}
     assert [r.model for r in study.at_step(100).runs] == ["m0@step-100", "m1@step-100", "m2@step-100"]
     with pytest.raises(ValueError, match=r"no run at step 5; this study has steps \[100, 800\]"):
         study.at_step(5)
     with pytest.raises(ValueError, match=r"the k-sweep compares model sizes at one training step.*100, 800"):
-        study.ksweep([1, 10])
-    assert set(study.at_step().ksweep([1, 10])["k"]) == {1, 10}
+        size.ksweep(study, [1, 10])
+    assert set(size.ksweep(study.at_step(), [1, 10])["k"]) == {1, 10}
 
 
 def test_training_replicates_resample_the_same_documents_for_every_checkpoint(checkpoint_study) -> None:
@@ -172,8 +172,8 @@ def test_training_replicates_resample_the_same_documents_for_every_checkpoint(ch
 
     from rbplab.analysis.bootstrap import bootstrap_weights
 
-    reps = checkpoint_study.training_replicates("docs", [1, 5], n_rep=7, seed=3)
-    table = checkpoint_study.training_table([1, 5])
+    reps = training.replicates(checkpoint_study, "docs", [1, 5], n_rep=7, seed=3)
+    table = training.table(checkpoint_study, [1, 5])
     runs = {r.revision: r for r in checkpoint_study.runs}
     order = list(table.loc[table["k"] == 1, "revision"])
     n_docs = max(r.stats.n_docs for r in runs.values())
@@ -187,4 +187,4 @@ def test_training_replicates_resample_the_same_documents_for_every_checkpoint(ch
             assert reps[k][:, column] == pytest.approx(expected)
         assert reps["ce"][:, column] == pytest.approx((w * stats.nll).sum(1) / w.sum(1))
     with pytest.raises(ValueError, match="no checkpoint with a known D on corpus 'nope'"):
-        checkpoint_study.training_replicates("nope", 1)
+        training.replicates(checkpoint_study, "nope", 1)

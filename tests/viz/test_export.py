@@ -13,6 +13,7 @@ import plotly.io as pio
 import pytest
 
 from rbplab import viz
+from rbplab.study import emergence, size
 from rbplab.viz.export import FigureExportError, check_formats, save_many
 
 HAS_BROWSER = importlib.util.find_spec("kaleido") is not None and any(
@@ -50,7 +51,7 @@ def _study_figure():
     from rbplab.viz import plots
 
     study = synthetic_study(n_tokens=2000)
-    return plots.rbp_vs_size(study.points([1, 100]), study.fits([1, 100]), study.bands([1, 100]))
+    return plots.rbp_vs_size(study.points([1, 100]), size.fits(study, [1, 100]), size.bands(study, [1, 100]))
 
 
 @pytest.mark.skipif(not HAS_BROWSER, reason="image export needs kaleido and Chromium (make browser-deps)")
@@ -89,7 +90,7 @@ def _linearised_figure():
     from rbplab.viz import plots
 
     study = synthetic_study(n_tokens=3000)
-    return plots.emergence_linearised(study.emergence([10], [1, 4, 16], corpora=["synthetic-a"]))
+    return plots.emergence_linearised(emergence.table(study, [10], [1, 4, 16], corpora=["synthetic-a"]))
 
 
 def _rendered_ticks(svg: str) -> dict[str, list[float]]:
@@ -161,7 +162,7 @@ def test_a_figure_read_back_from_json_is_laid_out_for_paper():
     from rbplab.viz.layout import for_page, paper_page
 
     study = synthetic_study()
-    fig = plots.rbp_vs_size(study.points([1, 10]), study.fits([1, 10]), study.bands([1, 10]))
+    fig = plots.rbp_vs_size(study.points([1, 10]), size.fits(study, [1, 10]), size.bands(study, [1, 10]))
     read_back = json.loads(fig.to_json())
     assert any("bdata" in str(trace.get("x")) for trace in read_back["data"])  # what a report reads
     page = paper_page("column")

@@ -20,7 +20,7 @@ import pytest
 
 from rbplab.analysis import data_scaling
 from rbplab.catalog import paper_reference
-from rbplab.study import Study, synthetic_study
+from rbplab.study import Study, decomposition, distribution, emergence, size, synthetic_study
 from rbplab.study.synthetic import synthetic_training_table
 from rbplab.viz import plots, widgets
 
@@ -53,8 +53,8 @@ def training():
 
 def _figures(study: Study, training) -> dict:
     ks = [1, 10, 100]
-    sweep = study.ksweep()
-    em = study.emergence(ks, [1, 2, 4, 8, 16, 32])
+    sweep = size.ksweep(study)
+    em = emergence.table(study, ks, [1, 2, 4, 8, 16, 32])
     sel = training[training["k"] == 1]
     fits = data_scaling.data_fits(sel, y="neg_log_rbp")
     fit = data_scaling.fit_joint_law(sel["S"], sel["D"], sel["neg_log_rbp"])
@@ -62,17 +62,19 @@ def _figures(study: Study, training) -> dict:
     C = np.geomspace(surface["C"].min(), surface["C"].max(), 20)
     fronts = data_scaling.frontier(fit, C).assign(quantity="RBP_1")
     return {
-        "figure 3": plots.rbp_vs_size(study.points(1, n_boot=20), study.fits(1), study.bands(1)),
-        "figure 4": plots.rbp_vs_size(study.points(ks), study.fits(ks), study.bands(ks)),
-        "curves": plots.rbp_curves(study.curve_frame(), marker_k=10),
+        "figure 3": plots.rbp_vs_size(study.points(1, n_boot=20), size.fits(study, 1), size.bands(study, 1)),
+        "figure 4": plots.rbp_vs_size(study.points(ks), size.fits(study, ks), size.bands(study, ks)),
+        "curves": plots.rbp_curves(size.curve_frame(study), marker_k=10),
         "figure 6": plots.ksweep(sweep, vocab_size=study.vocab_size),
         "figure 6 with marker": plots.ksweep(sweep, vocab_size=study.vocab_size, marker_k=50),
         "figure 7": plots.emergence(em, title="Figure 7: p_{N,k} vs S"),
         "figure 7 linearised": plots.emergence_linearised(em),
-        "rank distribution": plots.rank_distribution(study.rank_pmf(CORPORA[1])),
-        "lognormal parameters": plots.lognormal_params(study.lognormal()),
-        "lognormal parameters with intervals": plots.lognormal_params(study.lognormal_intervals(n_boot=20)),
-        "ce vs rbp": plots.ce_vs_rbp(study.ce_comparison(n_grid=6)),
+        "rank distribution": plots.rank_distribution(distribution.rank_pmf(study, CORPORA[1])),
+        "lognormal parameters": plots.lognormal_params(distribution.lognormal(study)),
+        "lognormal parameters with intervals": plots.lognormal_params(
+            distribution.lognormal_intervals(study, n_boot=20)
+        ),
+        "ce vs rbp": plots.ce_vs_rbp(distribution.ce_comparison(study, n_grid=6)),
         "training": plots.training_dynamics(sel, fits, y_label="-log RBP_1"),
         "training at a step": plots.training_dynamics(sel, fits, step=200),
         "iso-loss": plots.iso_loss(surface, fronts, sel, loss_label="-log RBP_1"),
@@ -84,9 +86,9 @@ def _figures(study: Study, training) -> dict:
         "k-sweep view": widgets.KSweepView(study, k=100, live=False).figure,
         "rank view": widgets.RankDistributionView(study, live=False).figure,
         "training view": widgets.TrainingView(training, live=False).figure,
-        "decomposition vs size": plots.decomposition_vs_size(study.decomposition()),
-        "decomposition bars": plots.decomposition_bars(study.decomposition()),
-        "prediction audit": plots.prediction_audit(study.prediction_audit(ks)),
+        "decomposition vs size": plots.decomposition_vs_size(decomposition.table(study)),
+        "decomposition bars": plots.decomposition_bars(decomposition.table(study)),
+        "prediction audit": plots.prediction_audit(decomposition.prediction_audit(study, ks)),
         "paper reference": plots.reference_vs_size(paper_reference()),
         "paper reference with own points": plots.reference_vs_size(
             paper_reference(), study.points([1, 10, 100, 1000]).assign(ties=study.ties)
@@ -175,10 +177,10 @@ class Page:
         boxes = []
         lay = self.fig.layout
         # The title (17 px) on the first line of the top margin, its subtitle (13 px) under it.
-        for text, size, y in ((lay.title.text, 17, 10), (lay.title.subtitle.text, 13, 36)):
+        for text, font_size, y in ((lay.title.text, 17, 10), (lay.title.subtitle.text, 13, 36)):
             if text:
-                w = _width(text, 0.55 * size)
-                boxes.append((_plain(text), (self.left, y, self.left + w, y + size + 2)))
+                w = _width(text, 0.55 * font_size)
+                boxes.append((_plain(text), (self.left, y, self.left + w, y + font_size + 2)))
         for a in lay.annotations:
             if a.xref != "paper" or a.yref != "paper" or not a.text:
                 continue
@@ -377,7 +379,7 @@ def test_axes_span_the_data(figures, name):
 
 
 def test_extrapolation_only_when_asked(study):
-    em = study.emergence([1, 10], [1, 4, 16], corpora=["prose"])
+    em = emergence.table(study, [1, 10], [1, 4, 16], corpora=["prose"])
     assert _axis_excess(plots.emergence(em), "x") <= AXIS_FACTOR
     # The check can fail: asked to extrapolate, the fitted law runs decades beyond the models.
     assert _axis_excess(plots.emergence(em, extrapolate=True), "x") > AXIS_FACTOR
@@ -520,11 +522,11 @@ def rendered(figures, tmp_path_factory) -> dict:
 
     folder = tmp_path_factory.mktemp("rendered")
     out = {}
-    for size in ("screen", "full", "column"):
-        names = [n for n, sizes in RENDERED.items() if size in sizes]
-        paths = [folder / f"{n.replace(' ', '_')}-{size}.svg" for n in names]
-        save_many([figures[n] for n in names], paths, size=size, title=size == "screen")
-        out |= {(n, size): p.read_text() for n, p in zip(names, paths, strict=True)}
+    for page in ("screen", "full", "column"):
+        names = [n for n, sizes in RENDERED.items() if page in sizes]
+        paths = [folder / f"{n.replace(' ', '_')}-{page}.svg" for n in names]
+        save_many([figures[n] for n in names], paths, size=page, title=page == "screen")
+        out |= {(n, page): p.read_text() for n, p in zip(names, paths, strict=True)}
     return out
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rbplab.study import Study, synthetic_study
+from rbplab.study import Study, size, synthetic_study
 from rbplab.viz import plots
 
 
@@ -24,7 +24,7 @@ def _panel_titles(fig):
 
 def test_rbp_vs_size_one_panel_per_k_and_corpus(study: Study) -> None:
     ks = [1, 10]
-    points, fits, bands = study.points(ks), study.fits(ks), study.bands(ks)
+    points, fits, bands = study.points(ks), size.fits(study, ks), size.bands(study, ks)
     fig = plots.rbp_vs_size(points, fits, bands)
     assert _panel_titles(fig) == ["a · k=1", "b · k=1", "a · k=10", "b · k=10"]
     markers = _markers(fig)
@@ -60,7 +60,7 @@ def test_missing_columns_are_named(study: Study) -> None:
 
 
 def test_ksweep_two_panels_and_regimes(study: Study) -> None:
-    sweep = study.ksweep(ks=[1, 3, 10, 100, 1000])
+    sweep = size.ksweep(study, ks=[1, 3, 10, 100, 1000])
     fig = plots.ksweep(sweep, vocab_size=study.vocab_size)
     assert len(fig.data) == 3 * 2  # (R², α, α's interval) x corpora
     part = sweep[sweep["corpus"] == "a"].sort_values("k")
@@ -78,7 +78,7 @@ def test_ksweep_two_panels_and_regimes(study: Study) -> None:
 
 
 def test_ksweep_marker_moves_to_the_chosen_k(study: Study) -> None:
-    sweep = study.ksweep(ks=[1, 3, 10, 100, 1000])
+    sweep = size.ksweep(study, ks=[1, 3, 10, 100, 1000])
     fig = plots.ksweep(sweep, vocab_size=study.vocab_size, marker_k=12)  # nearest on the log scale: 10
     marks = [t for t in fig.data if t.meta == "marker"]
     assert len(marks) == 2 * 2  # one per curve
@@ -93,6 +93,6 @@ def test_ksweep_marker_moves_to_the_chosen_k(study: Study) -> None:
 
 
 def test_rbp_curves_is_a_cdf(study: Study) -> None:
-    fig = plots.rbp_curves(study.curve_frame(corpora=["a"]), marker_k=10)
+    fig = plots.rbp_curves(size.curve_frame(study, corpora=["a"]), marker_k=10)
     for trace in fig.data:
         assert np.all(np.diff(trace.y) >= 0) and trace.y[-1] <= 1

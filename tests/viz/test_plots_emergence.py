@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rbplab.study import Study, synthetic_study
+from rbplab.study import Study, emergence, size, synthetic_study
 from rbplab.viz import plots
 
 
@@ -15,7 +15,7 @@ def study() -> Study:
 
 
 def test_emergence_grid(study: Study) -> None:
-    em = study.emergence([1, 10], [1, 4, 8])
+    em = emergence.table(study, [1, 10], [1, 4, 8])
     fig = plots.emergence(em, extrapolate=True)
     titles = [a.text for a in fig.layout.annotations if a.name == "panel title"]
     assert titles == ["a · k=1", "a · k=10", "b · k=1", "b · k=10"]  # corpora x ks
@@ -28,7 +28,7 @@ def test_emergence_grid(study: Study) -> None:
 
 
 def test_fitted_law_is_extrapolated_beyond_the_measured_sizes(study: Study) -> None:
-    em = study.emergence([1, 10], [1, 4, 8], corpora=["a"])
+    em = emergence.table(study, [1, 10], [1, 4, 8], corpora=["a"])
     s_max, s_min = em["S"].max(), em["S"].min()
     fig = plots.emergence(em, extrapolate=True)
     extrapolated = [t for t in fig.data if t.meta == "extrapolation"]
@@ -40,7 +40,7 @@ def test_fitted_law_is_extrapolated_beyond_the_measured_sizes(study: Study) -> N
         assert not inside.any()  # the measured range is drawn by the plain fitted-law trace
         assert np.nanmax(x) > 10 * s_max  # it reaches well beyond the largest model
     # The extrapolated values are the fitted law exp(-C N S^-alpha) with the RBP_k fit's C and alpha.
-    fits = study.fits([1], corpora=["a"]).iloc[0]
+    fits = size.fits(study, [1], corpora=["a"]).iloc[0]
     k1_n4 = [t for t in extrapolated if t.name.startswith("N=4 ")][0]
     x, y = np.asarray(k1_n4.x, dtype=float), np.asarray(k1_n4.y, dtype=float)
     ok = np.isfinite(x)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rbplab.study import Study, synthetic_study
+from rbplab.study import Study, distribution, synthetic_study
 from rbplab.viz import plots
 
 
@@ -15,7 +15,7 @@ def study() -> Study:
 
 
 def test_rank_distribution_drops_empty_bins(study: Study) -> None:
-    pmf = study.rank_pmf("a")
+    pmf = distribution.rank_pmf(study, "a")
     pmf.loc[pmf.index[2], "empirical"] = 0.0  # rank 3 of synthetic-0
     fig = plots.rank_distribution(pmf)
     n_models = pmf["model"].nunique()
@@ -27,14 +27,14 @@ def test_rank_distribution_drops_empty_bins(study: Study) -> None:
 
 
 def test_lognormal_and_ce_figures(study: Study) -> None:
-    ln = study.lognormal()
+    ln = distribution.lognormal(study)
     fig = plots.lognormal_params(ln)
     assert len(fig.data) == 3 * 2
     assert [fig.layout[f"yaxis{i}"].title.text for i in ("", "2", "3")] == ["μ", "σ", "μ/σ"]
     with_ci = ln.assign(mu_low=ln["mu"] - 0.1, mu_high=ln["mu"] + 0.3)
     mu = [t for t in plots.lognormal_params(with_ci).data if t.meta == "mu"]
     assert all(np.allclose(t.error_y.array, 0.3) and np.allclose(t.error_y.arrayminus, 0.1) for t in mu)
-    ce = plots.ce_vs_rbp(study.ce_comparison(n_grid=6))
+    ce = plots.ce_vs_rbp(distribution.ce_comparison(study, n_grid=6))
     assert {t.xaxis for t in ce.data} == {"x", "x2"}
     right = [t for t in ce.data if t.xaxis == "x2"]
     assert all(len(t.x) == 6 for t in right)

@@ -8,7 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from rbplab.study import Study, synthetic_study
+from rbplab.study import Study, size, synthetic_study
 from rbplab.viz import states, widgets
 
 
@@ -63,7 +63,7 @@ def test_explorer_frames_are_the_live_views_states(study: Study) -> None:
         frame = _frame(explorer, copy, f"{view.k:,}")
         _same(frame["data"], view.figure)
         assert frame["layout"]["title"]["text"] == view.figure.layout.title.text
-        alpha = study.fits([view.k], corpora=["a"])["alpha"].iloc[0]
+        alpha = size.fits(study, [view.k], corpora=["a"])["alpha"].iloc[0]
         names = " ".join(t.get("name") or "" for t in frame["data"] if t["visible"])
         # At k = |V| every model has RBP = 1: nothing to fit, no α shown.
         assert (f"α = {alpha:.3f}" in names) if np.isfinite(alpha) else ("α =" not in names)

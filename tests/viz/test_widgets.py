@@ -6,7 +6,7 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from rbplab.study import Study, synthetic_study
+from rbplab.study import Study, emergence, size, synthetic_study
 from rbplab.viz import widgets
 from rbplab.viz.widgets import base, frontend
 
@@ -131,7 +131,7 @@ def test_emergence_view_opens_on_a_visible_k(study: Study) -> None:
 
 def test_ksweep_view_moves_its_marker_along_the_sweep(study: Study) -> None:
     view = widgets.KSweepView(study, k=1, live=True)
-    sweep = study.ksweep()
+    sweep = size.ksweep(study)
     assert [v for _, v in view.k_slider.options] == sorted(sweep["k"].unique())
     figure, first = view.figure, view.figure.data[0]
     view.set_k(100)
@@ -231,7 +231,7 @@ def test_emergence_view_offers_the_k_a_cached_summary_keeps(study: Study) -> Non
     view.set_k(77)  # snaps to the grid, and the figure can be drawn there
     assert view.k in grid and [t for t in view.figure.data if t.meta == "empirical"]
     with pytest.raises(KeyError, match="k = 77 is not one of them"):
-        cached.emergence([77], [10], corpora=["b"])  # why the slider keeps to the grid
+        emergence.table(cached, [77], [10], corpora=["b"])  # why the slider keeps to the grid
 
 
 @pytest.mark.parametrize("live", [True, False])

@@ -4,7 +4,7 @@ function of k, Figure 6), `emergence` (Figure 7), `distribution` (the rank distr
 lognormal theory, Figure 8), `training` (checkpoints: loss against tokens seen, the joint law) and
 `decomposition` (CE = EE + SA − Conf); `traces` holds what they share.
 
-Every builder is a pure function of tidy DataFrames (the ones `rbplab.study.study` produces):
+Every builder is a pure function of tidy DataFrames (the ones the `rbplab.study` modules produce):
 it only reshapes and draws, never computes statistics, so the same builder serves the
 static report, paper exports (`rbplab.viz.export.save`) and the interactive widgets (which copy a
 freshly built figure's traces into a live FigureWidget). Every figure gets the page geometry of

@@ -21,7 +21,7 @@ DECOMPOSITION_TITLES = {"ee": "error entropy EE", "sa": "self-alignment SA", "co
 
 def decomposition_vs_size(dec: pd.DataFrame, *, title: str | None = None) -> go.Figure:
     """EE, SA and Conf (nats) against S, one panel per term and one line per corpus
-    (`Study.decomposition`). SA and Conf depend on the number of tokens, so the legend states
+    (`rbplab.study.decomposition.table`). SA and Conf depend on the number of tokens, so the legend states
     each corpus's token count: compare those two terms across corpora only at equal counts."""
     require_columns(dec, ["corpus", "S", "n_tokens", *DECOMPOSITION_TITLES], "decomposition")
     fig = subplots(1, 3)

@@ -42,9 +42,9 @@ def rbp_vs_size(
 
     Examples
     --------
-    >>> from rbplab.study.synthetic import synthetic_study
+    >>> from rbplab.study import size, synthetic_study
     >>> study = synthetic_study(n_tokens=2000)
-    >>> fig = rbp_vs_size(study.points(1), study.fits(1), study.bands(1))
+    >>> fig = rbp_vs_size(study.points(1), size.fits(study, 1), size.bands(study, 1))
     >>> type(fig).__name__, len(fig.data)
     ('Figure', 7)
     """
@@ -152,10 +152,11 @@ def _audit_label(row: pd.Series) -> str:
 
 
 def prediction_audit(audit: pd.DataFrame, *, title: str | None = None, level: float = 0.95) -> go.Figure:
-    """Predicted against measured loss of every held-out model (`Study.prediction_audit`), one
-    panel per number of held-out sizes: error bars are the prediction intervals, filled markers
-    the ones that cover the measurement, open markers the misses, the grey diagonal a perfect
-    prediction. Log axes: a point's distance from the diagonal is its relative error."""
+    """Predicted against measured loss of every held-out model
+    (`rbplab.study.decomposition.prediction_audit`), one panel per number of held-out sizes: error
+    bars are the prediction intervals, filled markers the ones that cover the measurement, open
+    markers the misses, the grey diagonal a perfect prediction. Log axes: a point's distance from
+    the diagonal is its relative error."""
     require_columns(
         audit, ["n_holdout", "metric", "k", "loss_observed", "loss_predicted", "covered"], "audit"
     )

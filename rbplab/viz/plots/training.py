@@ -38,7 +38,7 @@ def training_dynamics(
 ) -> go.Figure:
     """Loss against tokens seen D per size (left) and against S at one training step (right).
 
-    points: S, D, step and the loss column `y` (one corpus and k: a `Study.training_table`
+    points: S, D, step and the loss column `y` (one corpus and k: a `rbplab.study.training.table`
     selection); fits: `rbplab.analysis.data_scaling.data_fits` rows (S, beta, prefactor, r2 and
     the interval of beta), drawn as dashed power laws over each size's D range. Sizes are on the
     sequential colour scale (dark: smallest). `step` is the checkpoint drawn on the right and

@@ -9,7 +9,7 @@ from typing import Any
 import ipywidgets as w
 import plotly.graph_objects as go
 
-from rbplab.study import Study
+from rbplab.study import Study, distribution
 from rbplab.viz import plots
 from rbplab.viz.states import Control
 from rbplab.viz.widgets.base import (
@@ -44,4 +44,4 @@ class RankDistributionView(CorpusMixin, View):
         study = self.family_study(family)
         corpus = self._corpora_of(study, corpus)[0]
         title = f"{study.family} · {corpus}: rank distribution"
-        return plots.rank_distribution(study.rank_pmf(corpus), title=title)
+        return plots.rank_distribution(distribution.rank_pmf(study, corpus), title=title)

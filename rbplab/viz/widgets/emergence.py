@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 
 from rbplab.core.errors import InvalidArgumentError
 from rbplab.core.summary import EntrySummary
-from rbplab.study import Study
+from rbplab.study import Study, emergence
 from rbplab.viz import plots
 from rbplab.viz.states import Control
 from rbplab.viz.widgets.base import (
@@ -159,7 +159,7 @@ class EmergenceView(CorpusMixin, KMixin, View):
         study = self.family_study(family)
         corpus = self._corpora_of(study, corpus)[0]
         k = nearest(emergence_k_options(study), min(k, study.vocab_size))
-        em = study.emergence([k], [n], corpora=[corpus])
+        em = emergence.table(study, [k], [n], corpora=[corpus])
         return plots.emergence(
             em,
             title=f"{study.family} · {corpus}: p_(N={n}, k={k:,}) vs S",

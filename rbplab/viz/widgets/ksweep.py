@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from rbplab.study import Study
+from rbplab.study import Study, size
 from rbplab.viz import plots
 from rbplab.viz.widgets.base import (
     ALL_CORPORA,
@@ -18,7 +18,7 @@ from rbplab.viz.widgets.base import (
 class KSweepView(CorpusKMixin, View):
     """The k-sweep (paper Figure 6) with a k slider: R²(k) and α(k) of every corpus over the
     sweep's log-spaced k, a marker that moves along both curves with the slider, and α with its
-    interval and R² at that k in the legend. The sweep is fitted once per family (`Study.ksweep`
+    interval and R² at that k in the legend. The sweep is fitted once per family (`rbplab.study.size.ksweep`
     at `ks`, or the `sweep` passed in); moving the slider only redraws."""
 
     def __init__(
@@ -33,7 +33,7 @@ class KSweepView(CorpusKMixin, View):
     ) -> None:
         super().__init__(study, family, live)
         self._ks = ks
-        # A sweep the caller already fitted (`Study.ksweep`) serves the family the view opens on.
+        # A sweep the caller already fitted (`rbplab.study.size.ksweep`) serves the family the view opens on.
         self._sweeps: dict[str, pd.DataFrame] = {} if sweep is None else {self.family_dropdown.value: sweep}
         self.corpus_dropdown = self._corpus_dropdown(corpus or ALL_CORPORA, allow_all=True)
         self.k_slider = self._k_slider(k)
@@ -46,7 +46,7 @@ class KSweepView(CorpusKMixin, View):
         """A family's k-sweep (every corpus; default the selected family), fitted on first use."""
         family = self.family_dropdown.value if family is None else family
         if family not in self._sweeps:
-            self._sweeps[family] = self.family_study(family).ksweep(self._ks)
+            self._sweeps[family] = size.ksweep(self.family_study(family), self._ks)
         return self._sweeps[family]
 
     def _slider_options(self) -> list[tuple[str, int]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from rbplab.study import Study
+from rbplab.study import Study, size
 from rbplab.viz import plots
 from rbplab.viz.widgets.base import (
     CorpusKMixin,
@@ -38,8 +38,8 @@ class ScalingView(CorpusKMixin, View):
         study = self.family_study(family)
         k = nearest(k_options(study.vocab_size), min(k, study.vocab_size))
         points = study.points([k], corpora=self._corpora_of(study, corpus))
-        fits = study.fits([k], points=points)
-        bands = study.bands([k], points=points)
+        fits = size.fits(study, [k], points=points)
+        bands = size.bands(study, [k], points=points)
         return plots.rbp_vs_size(
             points,
             fits,

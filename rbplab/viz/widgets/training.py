@@ -27,7 +27,7 @@ class TrainingView(FigureView):
     """-log RBP_k (or CE) over training: against tokens seen D per size with power-law fits, and
     against S at one checkpoint, with sliders for k and the training step that redraw in place.
 
-    Takes a tidy checkpoint table (`Study.training_table(ks)` or
+    Takes a tidy checkpoint table (`rbplab.study.training.table(study, ks)` or
     `rbplab.study.synthetic.synthetic_training_table`): the k slider offers the table's ks, the
     step slider its steps; `quantity` "rbp" or "ce"."""
 
@@ -42,7 +42,9 @@ class TrainingView(FigureView):
     ) -> None:
         missing = [c for c in TRAINING_COLUMNS if c not in table.columns]
         if missing:
-            raise InvalidArgumentError(f"a training table needs columns {missing}; see Study.training_table")
+            raise InvalidArgumentError(
+                f"a training table needs columns {missing}; see rbplab.study.training.table"
+            )
         table = table[table["D"] > 0]
         if table.empty:
             raise InvalidArgumentError("the training table has no checkpoint with D > 0")
