@@ -10,6 +10,7 @@ import pytest
 from helpers.factories import complete_entry
 
 from rbplab.store.cache import verify
+from rbplab.store.cache.entry_rules import Record
 
 N_TOKENS_RULE = "n_tokens is the sum of the shard rows"
 
@@ -31,9 +32,9 @@ def test_a_read_applies_exactly_the_rules_of_the_table(tmp_path, monkeypatch):
 
 
 def test_a_final_rule_stops_its_scope_and_through_names_a_rule_of_it():
-    record = verify.Record({"sha256": "x", "rows": -1, "bytes": 0}, spec={})
+    record = Record({"sha256": "x", "rows": -1, "bytes": 0}, spec={})
     # three rules are broken, but the first (no valid sha256) is final: later ones assume it holds
     assert verify.problems(record) == ["has no valid sha256"]
-    assert verify.problems(verify.Record({"sha256": "0" * 64, "rows": 3, "bytes": 9}, {})) == []
+    assert verify.problems(Record({"sha256": "0" * 64, "rows": 3, "bytes": 9}, {})) == []
     with pytest.raises(ValueError, match="no rule 'shard has its recorded rows' checks a Record"):
         verify.problems(record, through="shard has its recorded rows")

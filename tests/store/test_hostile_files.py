@@ -30,7 +30,7 @@ from rbplab.store.cache import (
     remove_entries,
 )
 from rbplab.store.cache import entry as entry_module
-from rbplab.store.cache import verify as verify_module
+from rbplab.store.cache import entry_rules as entry_rules_module
 from rbplab.store.files import UnsafeFileError, read_entry_file
 
 
@@ -353,7 +353,7 @@ def test_finalize_with_the_planned_count_refuses_a_shorter_entry(tmp_path):
 )
 def test_records_outside_the_spec_bounds_are_damage(tmp_path, monkeypatch, rows, message):
     with monkeypatch.context() as patch:  # forge what a writer of this version would refuse
-        for module in (entry_module, verify_module):  # the writer's bound and the records' rule
+        for module in (entry_module, entry_rules_module):  # the writer's bound and the records' rule
             patch.setattr(module, "max_shard_rows", lambda spec: 1 << 20)
         entry = windowed_entry(tmp_path, rows)
     assert any(re.search(message, p) for p in entry.problems()), entry.problems()

@@ -16,6 +16,7 @@ import pytest
 
 from rbplab.store.cache import verify
 from rbplab.store.cache.summary_file import SummaryError, parse_summary
+from rbplab.store.cache.summary_tables import Summary, SummaryDocuments
 
 KEY = "a" * 64
 VOCAB, TOKENS = 10, 5
@@ -303,14 +304,14 @@ DAMAGES = {
         "doc_run at k=1 do not hold its hits",
     ),
 }
-SCOPES = (verify.Summary, verify.SummaryDocuments)
+SCOPES = (Summary, SummaryDocuments)
 
 
 def _first_broken(parts: Parts) -> tuple[str, str, str] | None:
     """(scope, rule, problem) of the first rule the summary breaks, None if it breaks none."""
     table = parts.table()
-    pooled = verify.Summary(table, parts.meta, KEY, VOCAB, TOKENS)
-    for subject in (pooled, verify.SummaryDocuments(table, pooled)):
+    pooled = Summary(table, parts.meta, KEY, VOCAB, TOKENS)
+    for subject in (pooled, SummaryDocuments(table, pooled)):
         found = verify.broken(subject)
         if found:
             rule, problem = found[0]

@@ -20,6 +20,7 @@ from filelock import FileLock, Timeout
 
 from rbplab.store.cache import verify
 from rbplab.store.cache.entry import CacheEntry, entry_at, remove_entry_dir
+from rbplab.store.cache.entry_rules import ShardFile, ShardRecords
 from rbplab.store.cache.layout import entry_dirs, matching_dirs, max_manifest_bytes, shard_index
 from rbplab.store.cache.reading import CacheError, read_spec
 from rbplab.store.files import (
@@ -86,9 +87,9 @@ def _shard_files_problem(entry: CacheEntry, shards: list[dict]) -> str | None:
             info = os.lstat(entry.shard_path(index))
         except OSError:
             info = None
-        problem = verify.first_problem(verify.ShardFile(index, record, info))
+        problem = verify.first_problem(ShardFile(index, record, info))
         if problem is None:
-            problem = verify.first_problem(verify.ShardRecords(index, record, entry.checksum_record(index)))
+            problem = verify.first_problem(ShardRecords(index, record, entry.checksum_record(index)))
         if problem is not None:
             return problem
     return None

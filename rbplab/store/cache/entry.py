@@ -26,7 +26,7 @@ from filelock import FileLock, Timeout
 from rbplab.core.entry_spec import EntrySpec
 from rbplab.core.stats import TokenStats
 from rbplab.core.summary import SUMMARY_VERSION, EntrySummary, summarize
-from rbplab.store.cache import verify
+from rbplab.store.cache.entry_rules import SHARD_IDENTITY
 from rbplab.store.cache.layout import (
     ENTRY_KEY_META,
     RANK_FORMAT_VERSION,
@@ -295,7 +295,7 @@ class CacheEntry(EntryReader):
             has_checksum = os.path.lexists(self._checksum_path(shard))
             record, problem = self.checksum_record(index)
             if record is not None:
-                _, problem = self.check_shard(index, record, through=verify.SHARD_IDENTITY)
+                _, problem = self.check_shard(index, record, through=SHARD_IDENTITY)
                 if problem is None:
                     done.add(index)
                     continue

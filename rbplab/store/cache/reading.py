@@ -27,6 +27,14 @@ from rbplab.core.errors import RbplabError
 from rbplab.core.stats import TokenStats
 from rbplab.core.summary import EntrySummary
 from rbplab.store.cache import verify
+from rbplab.store.cache.entry_rules import (
+    SHARD_CHECKSUM,
+    SHARD_IDENTITY,
+    Manifest,
+    Shard,
+    ShardRecords,
+    SpecFile,
+)
 from rbplab.store.cache.layout import (
     MAX_RECORD_BYTES,
     MAX_SPEC_BYTES,
@@ -45,6 +53,7 @@ from rbplab.store.cache.layout import (
     shard_name,
 )
 from rbplab.store.cache.summary_file import SummaryError, parse_summary
+from rbplab.store.cache.summary_rules import SummaryFile
 from rbplab.store.files import (
     UnsafeFileError,
     cache_root,
@@ -117,7 +126,7 @@ class EntryReader:
             return str(err)
         except (OSError, ValueError) as err:
             return f"spec.json is unreadable ({err})"
-        return verify.first_problem(verify.SpecFile(self.key, on_disk))
+        return verify.first_problem(SpecFile(self.key, on_disk))
 
     def checksum_record(self, index: int) -> tuple[dict | None, str | None]:
         """(record, None) of shard `index`'s .sha256 file, or (None, why it has no usable one)."""
@@ -151,16 +160,14 @@ class EntryReader:
             return None, str(err)
         except OSError as err:
             return None, f"shard {index} is missing or unreadable ({err.strerror or err})"
-        return data, verify.first_problem(
-            verify.Shard(self.key, index, record, data, legacy_ok), through=through
-        )
+        return data, verify.first_problem(Shard(self.key, index, record, data, legacy_ok), through=through)
 
     def _checksummed_shard(self, index: int) -> tuple[dict, bytes] | None:
         """(record, bytes) of shard `index` if it has a valid checksum record and matches it."""
         record, problem = self.checksum_record(index)
         if problem is not None:
             return None
-        data, problem = self.check_shard(index, record, through=verify.SHARD_CHECKSUM)
+        data, problem = self.check_shard(index, record, through=SHARD_CHECKSUM)
         return None if problem is not None else (record, data)
 
     def has_shard(self, index: int) -> bool:
@@ -230,7 +237,7 @@ class EntryReader:
         names = ()
         if entry_dir_problem(self.path) is None and self.path.is_dir():
             names = tuple(item.name for item in self.path.iterdir())
-        return verify.problems(verify.Manifest(self.key, self.spec, manifest, self.spec_problem(), names))
+        return verify.problems(Manifest(self.key, self.spec, manifest, self.spec_problem(), names))
 
     def damaged(self, what: str) -> CacheCorruptedError:
         """Mark the entry incomplete (drop the manifest, when the cache is writable) and return the
@@ -260,7 +267,7 @@ class EntryReader:
         index = record["index"]
         data, problem = self.check_shard(index, record, legacy_ok=True)
         if problem is None:
-            problem = verify.first_problem(verify.ShardRecords(index, record, self.checksum_record(index)))
+            problem = verify.first_problem(ShardRecords(index, record, self.checksum_record(index)))
             if problem is not None:
                 return problem, None
         return problem, data
@@ -315,7 +322,7 @@ class EntryReader:
                 continue
             record, problem = self.checksum_record(index)
             if problem is None:
-                _, problem = self.check_shard(index, record, through=verify.SHARD_IDENTITY)
+                _, problem = self.check_shard(index, record, through=SHARD_IDENTITY)
             if problem is not None and problem not in found:
                 found.append(problem)
         return found
@@ -419,7 +426,7 @@ class EntryReader:
             record = json.loads(read_entry_file(checksum, self.path, 4096))
         except (OSError, ValueError) as err:
             return f"its summary cannot be read ({err})", None
-        problem = verify.first_problem(verify.SummaryFile(data, record, manifest.get("summary")))
+        problem = verify.first_problem(SummaryFile(data, record, manifest.get("summary")))
         if problem is not None:
             return problem, None
         try:

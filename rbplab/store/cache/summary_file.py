@@ -28,6 +28,7 @@ from rbplab.store.cache.layout import (
     SUMMARY_VERSION_META,
     SUMMARY_VOCAB_META,
 )
+from rbplab.store.cache.summary_tables import Summary, SummaryDocuments
 
 
 class SummaryError(RbplabError, ValueError):
@@ -108,7 +109,7 @@ def summary_bytes(summary: EntrySummary, key: str) -> bytes:
 _DOCUMENT_COLUMNS = ("hits_", "doc_run_")  # prefixes of the per-document tables' columns
 
 
-def _check(subject: verify.Summary | verify.SummaryDocuments) -> None:
+def _check(subject: Summary | SummaryDocuments) -> None:
     problem = verify.first_problem(subject)
     if problem is not None:
         raise SummaryError(problem)
@@ -136,7 +137,7 @@ def parse_summary(
         table = parquet.read(columns=pooled)
     except (pa.ArrowException, OSError, ValueError) as err:
         raise SummaryError(f"the summary is not a readable parquet file ({err})") from None
-    summary = verify.Summary(table, parquet.schema_arrow.metadata or {}, key, vocab_size, n_tokens)
+    summary = Summary(table, parquet.schema_arrow.metadata or {}, key, vocab_size, n_tokens)
     _check(summary)
 
     # Without `reload` the bytes stay in memory for the document tables (tests, in-memory use); with
@@ -151,7 +152,7 @@ def parse_summary(
             doc_table = pq.read_table(pa.BufferReader(fresh), columns=[n for n in names if n not in pooled])
         except (pa.ArrowException, OSError, ValueError) as err:
             raise SummaryError(f"the summary's document tables are unreadable ({err})") from None
-        tables = verify.SummaryDocuments(doc_table, summary)
+        tables = SummaryDocuments(doc_table, summary)
         _check(tables)
         return tables.hits, tables.runs
 

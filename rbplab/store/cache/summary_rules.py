@@ -1,0 +1,315 @@
+"""The rules of an entry's summary: its file, its pooled tables and its per-document tables.
+
+The summary file's subject (its bytes against its records), the checks of it and of the tables
+(`Summary`, `SummaryDocuments`: `rbplab.store.cache.summary_tables`), and their rows of the cache's
+rule table (`SUMMARY_RULES`, in table order, of `rbplab.store.cache.verify.RULES`). Parsing the
+summary's parquet is `rbplab.store.cache.summary_file`'s job; the rules only judge what was read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rbplab.core.summary import SUMMARY_VERSION, summary_ks
+from rbplab.store.cache.layout import (
+    ENTRY_KEY_META,
+    SUMMARY_TOKENS_META,
+    SUMMARY_VERSION_META,
+    SUMMARY_VOCAB_META,
+    sha256_hex,
+)
+from rbplab.store.cache.rule import Rule
+from rbplab.store.cache.summary_tables import (
+    DOCUMENT_COLUMNS,
+    PAIR_COLUMNS,
+    SEGMENT_COLUMNS,
+    Summary,
+    SummaryDocuments,
+    SummaryTables,
+)
+
+# ---------------------------------------------------------------------------------------------
+# What the summary file's rules look at (the tables' are `rbplab.store.cache.summary_tables`)
+
+
+@dataclass(frozen=True)
+class SummaryFile:
+    """The summary's bytes, its .sha256 record and what the manifest lists for it."""
+
+    data: bytes
+    record: Any
+    listed: Any
+
+
+# ---------------------------------------------------------------------------------------------
+# The checks
+
+
+def _summary_checksum(s: SummaryFile) -> Iterator[str]:
+    if not isinstance(s.record, dict) or s.record.get("sha256") != sha256_hex(s.data):
+        yield "its summary failed its checksum"
+
+
+def _summary_listed(s: SummaryFile) -> Iterator[str]:
+    if isinstance(s.listed, dict) and s.listed.get("sha256") != s.record["sha256"]:
+        yield "its summary is not the one the manifest records"
+
+
+def _summary_key(s: Summary) -> Iterator[str]:
+    if s.meta.get(ENTRY_KEY_META) != s.key.encode():
+        yield "the summary was written for another entry"
+
+
+def _summary_version(s: Summary) -> Iterator[str]:
+    if s.meta.get(SUMMARY_VERSION_META) != str(SUMMARY_VERSION).encode():
+        yield "the summary's version is not this one"
+
+
+def _summary_vocab(s: Summary) -> Iterator[str]:
+    if s.meta.get(SUMMARY_VOCAB_META) != str(s.vocab_size).encode():
+        yield f"the summary's |V| is not {s.vocab_size}"
+
+
+def _summary_tokens(s: Summary) -> Iterator[str]:
+    if s.meta.get(SUMMARY_TOKENS_META) != str(s.n_tokens).encode():
+        yield f"the summary does not hold {s.n_tokens} tokens"
+
+
+def _summary_one_row(s: Summary) -> Iterator[str]:
+    if s.table.num_rows != 1:
+        yield "the summary must be one row"
+
+
+def _summary_nll_moment(s: Summary) -> Iterator[str]:
+    if s.nll_sq_sum is None:
+        yield "the summary's nll moment is unreadable"
+
+
+def _has(*names: str) -> Callable[[SummaryTables], Iterator[str]]:
+    """The check that columns `names` are there as lists (each read, in this order)."""
+
+    def check(s: SummaryTables) -> Iterator[str]:
+        for name in names:
+            problem = s.lacks(name)
+            if problem is not None:
+                yield problem
+                return
+            s.column(name)
+
+    return check
+
+
+def _thresholds(s: Summary) -> Iterator[str]:
+    if not np.array_equal(s.ks, summary_ks(s.vocab_size)):
+        yield "the summary's thresholds are not the grid of its |V|"
+
+
+def _pair_values(s: Summary) -> Iterator[str]:
+    p = s.pairs
+    if len(p.greater) and not (p.greater.min() >= 0 and p.equal.min() >= 1 and p.count.min() >= 1):
+        yield "bad pair values"
+
+
+def _pair_ranks(s: Summary) -> Iterator[str]:
+    if len(s.pairs.greater) and (s.pairs.greater + s.pairs.equal).max() > s.vocab_size:
+        yield "a pair's rank exceeds |V|"
+
+
+def _pair_counts_sum(s: Summary) -> Iterator[str]:
+    if int(s.pairs.count.sum()) != s.n_tokens:
+        yield "the pair counts do not sum to the token count"
+
+
+def _same_lengths(names: tuple[str, ...], problem: str) -> Callable[[Summary], Iterator[str]]:
+    """The check that columns `names` are of one length."""
+
+    def check(s: Summary) -> Iterator[str]:
+        if len({len(s.column(name)) for name in names}) != 1:
+            yield problem
+
+    return check
+
+
+_PAIR_LENGTHS = _same_lengths(PAIR_COLUMNS, "pair columns differ")
+_DOCUMENT_LENGTHS = _same_lengths(DOCUMENT_COLUMNS, "document columns differ in length")
+_SEGMENT_LENGTHS = _same_lengths(SEGMENT_COLUMNS, "segment columns differ in length")
+
+
+def _document_tokens(s: Summary) -> Iterator[str]:
+    tokens = s.column("doc_tokens")
+    if not (tokens.min(initial=0) >= 0 and int(tokens.sum()) == s.n_tokens):
+        yield "bad document token counts"
+
+
+def _segment_values(s: Summary) -> Iterator[str]:
+    if not (s.column("seg_length").min(initial=1) >= 1 and s.column("seg_start").min(initial=0) >= 0):
+        yield "bad segments"
+
+
+def _segment_documents(s: Summary) -> Iterator[str]:
+    doc = s.column("seg_doc")
+    if not (doc.min(initial=0) >= 0 and doc.max(initial=-1) < len(s.column("doc_tokens"))):
+        yield "a segment's document is unknown"
+
+
+def _segments_hold_documents(s: Summary) -> Iterator[str]:
+    tokens = s.column("doc_tokens")
+    held = np.bincount(s.column("seg_doc"), weights=s.column("seg_length"), minlength=len(tokens))
+    if not np.array_equal(held, tokens):
+        yield "the segments do not hold each document's tokens"
+
+
+def _bucket_tokens(s: Summary) -> Iterator[str]:
+    tokens = s.column("bucket_tokens")
+    if not (int(tokens.sum()) == s.n_tokens and tokens.min(initial=0) >= 0):
+        yield "bad bucket counts"
+
+
+def _stored_hit_columns(s: SummaryTables) -> list[str]:
+    return [name for name in s.hit_columns.values() if name in s.table.column_names]
+
+
+def _hit_lists(s: SummaryTables) -> Iterator[str]:
+    for name in _stored_hit_columns(s):
+        problem = s.lacks(name)
+        if problem is not None:
+            yield problem
+            return
+
+
+def _hit_shapes(s: SummaryTables) -> Iterator[str]:
+    for name in _stored_hit_columns(s):
+        if len(s.column(name)) != len(s.row_tokens) * len(s.ks):
+            yield f"the summary's {name} has the wrong shape"
+            return
+
+
+def _hit_range(s: SummaryTables) -> Iterator[str]:
+    bound = s.row_tokens[:, None] + 1e-9
+    for values, name in zip(s.hit_tables.values(), s.hit_columns.values(), strict=True):
+        if values is not None and not (np.all(values >= 0) and np.all(values <= bound)):
+            yield f"{name} out of range"
+            return
+
+
+def _hits_rise_with_k(s: SummaryTables) -> Iterator[str]:
+    for values, name in zip(s.hit_tables.values(), s.hit_columns.values(), strict=True):
+        if values is not None and not np.all(np.diff(values, axis=1) >= -1e-9):
+            yield f"{name} falls as k grows"
+            return
+
+
+def _optimistic_hits(s: SummaryTables) -> Iterator[str]:
+    if s.hit_tables["optimistic"] is None:
+        yield f"the summary lacks {s.hit_columns['optimistic']}"
+
+
+def _hit_conventions(s: SummaryTables) -> Iterator[str]:
+    if all(table is not None for table in s.hit_tables.values()) != s.tied:
+        yield "the summary's tie conventions do not match"
+
+
+def _hits_hold_pair_hits(s: SummaryTables) -> Iterator[str]:
+    for ties, values in s.hits.items():
+        if not np.allclose(values.sum(axis=0), s.pair_hits[ties], rtol=1e-9, atol=1e-6):
+            yield f"{s.hit_label} ({ties}) do not hold the ranks' hits"
+            return
+
+
+def _run_columns(s: SummaryTables) -> Iterator[str]:
+    yield from _has(*s.run_columns)(s)
+
+
+def _run_lengths(s: SummaryTables) -> Iterator[str]:
+    if len({len(s.column(name)) for name in s.run_columns[:4]}) != 1:
+        yield f"{s.run_prefix} columns differ in length"
+
+
+def _run_values(s: SummaryTables) -> Iterator[str]:
+    length, count = s.column(f"{s.run_prefix}_length"), s.column(f"{s.run_prefix}_count")
+    if not (length.min(initial=1) >= 1 and count.min(initial=1) >= 1):
+        yield f"bad {s.run_prefix} lengths or counts"
+
+
+def _run_documents(s: SummaryDocuments) -> Iterator[str]:
+    doc, tie = s.column("doc_run_doc"), s.column("doc_run_tie")
+    if not (len(doc) == len(tie) and doc.min(initial=0) >= 0 and doc.max(initial=-1) < len(s.row_tokens)):
+        yield "bad run docs"
+
+
+def _runs_hold_hits(s: SummaryTables) -> Iterator[str]:
+    for (ties, k), runs in s.runs.items():
+        if ties == "pessimistic" and not s.tied:
+            continue  # the optimistic runs, checked as such
+        j = int(np.searchsorted(s.ks, k))
+        held = runs.length * runs.count
+        if runs.doc is None:
+            holds = held.sum() == s.run_hits[ties][j]
+        else:
+            per_doc = np.bincount(runs.doc, weights=held, minlength=len(s.row_tokens))
+            holds = np.array_equal(per_doc, s.run_hits[ties][:, j])
+        if not holds:
+            yield f"{s.run_prefix} at k={k} do not hold its hits"
+            return
+
+
+# ---------------------------------------------------------------------------------------------
+# The rows
+
+SUMMARY_RULES: tuple[Rule, ...] = (
+    Rule("summary matches its checksum", SummaryFile, _summary_checksum, final=True),
+    Rule("summary is the manifest's", SummaryFile, _summary_listed, final=True),
+    # A summary's pooled tables, checked as it is opened. It is refused on the first rule it breaks,
+    # so every rule of its two scopes is final.
+    Rule("summary names this entry", Summary, _summary_key, final=True),
+    Rule("summary version is this one", Summary, _summary_version, final=True),
+    Rule("summary |V| is the entry's", Summary, _summary_vocab, final=True),
+    Rule("summary holds the entry's tokens", Summary, _summary_tokens, final=True),
+    Rule("summary is one row", Summary, _summary_one_row, final=True),
+    Rule("nll moment is readable", Summary, _summary_nll_moment, final=True),
+    Rule("ks is there", Summary, _has("ks"), final=True),
+    Rule("ks is the grid of |V|", Summary, _thresholds, final=True),
+    Rule("rank-pair columns are there", Summary, _has(*PAIR_COLUMNS), final=True),
+    Rule("rank-pair columns are of one length", Summary, _PAIR_LENGTHS, final=True),
+    Rule("rank pairs are in range", Summary, _pair_values, final=True),
+    Rule("no rank beyond |V|", Summary, _pair_ranks, final=True),
+    Rule("pair counts sum to the tokens", Summary, _pair_counts_sum, final=True),
+    Rule("document columns are there", Summary, _has(*DOCUMENT_COLUMNS), final=True),
+    Rule("document columns are of one length", Summary, _DOCUMENT_LENGTHS, final=True),
+    Rule("document tokens sum to the tokens", Summary, _document_tokens, final=True),
+    Rule("segment columns are there", Summary, _has(*SEGMENT_COLUMNS), final=True),
+    Rule("segment columns are of one length", Summary, _SEGMENT_LENGTHS, final=True),
+    Rule("segments have a start and a length", Summary, _segment_values, final=True),
+    Rule("segments name known documents", Summary, _segment_documents, final=True),
+    Rule("segments hold each document's tokens", Summary, _segments_hold_documents, final=True),
+    Rule("bucket_tokens is there", Summary, _has("bucket_tokens"), final=True),
+    Rule("bucket tokens sum to the tokens", Summary, _bucket_tokens, final=True),
+    Rule("hit tables are lists", Summary, _hit_lists, final=True),
+    Rule("hit tables have a row per bucket and a column per k", Summary, _hit_shapes, final=True),
+    Rule("hits lie within their bucket's tokens", Summary, _hit_range, final=True),
+    Rule("hits never fall as k grows", Summary, _hits_rise_with_k, final=True),
+    Rule("the optimistic hit table is there", Summary, _optimistic_hits, final=True),
+    Rule("hit tables follow the tie conventions", Summary, _hit_conventions, final=True),
+    Rule("hits sum to the rank pairs' hits", Summary, _hits_hold_pair_hits, final=True),
+    Rule("hit-run columns are there", Summary, _run_columns, final=True),
+    Rule("hit-run columns are of one length", Summary, _run_lengths, final=True),
+    Rule("hit-run lengths and counts are positive", Summary, _run_values, final=True),
+    Rule("hit runs hold the hits", Summary, _runs_hold_hits, final=True),
+    # The per-document tables, checked when an analysis first reads them.
+    Rule("hit tables are lists", SummaryDocuments, _hit_lists, final=True),
+    Rule("hit tables have a row per document and a column per k", SummaryDocuments, _hit_shapes, final=True),
+    Rule("hits lie within their document's tokens", SummaryDocuments, _hit_range, final=True),
+    Rule("hits never fall as k grows", SummaryDocuments, _hits_rise_with_k, final=True),
+    Rule("the optimistic hit table is there", SummaryDocuments, _optimistic_hits, final=True),
+    Rule("hit tables follow the tie conventions", SummaryDocuments, _hit_conventions, final=True),
+    Rule("hits sum to the rank pairs' hits", SummaryDocuments, _hits_hold_pair_hits, final=True),
+    Rule("hit-run columns are there", SummaryDocuments, _run_columns, final=True),
+    Rule("hit-run columns are of one length", SummaryDocuments, _run_lengths, final=True),
+    Rule("hit-run lengths and counts are positive", SummaryDocuments, _run_values, final=True),
+    Rule("hit runs name known documents", SummaryDocuments, _run_documents, final=True),
+    Rule("hit runs hold the hits", SummaryDocuments, _runs_hold_hits, final=True),
+)
