@@ -5,24 +5,10 @@ Nothing here loads weights except the throughput probe: keys, token counts and s
 configs, tokenizers and corpora (`plan_extraction`, `Plan.shards`), shapes from the architecture
 instantiated on the meta device (`rbplab.catalog.sizes.meta_model`). The cache is only read.
 
-The cost model, per scored token of a model with S non-embedding parameters whose output head
-maps d hidden units to the |V| ranked rows:
-
-- forward FLOPs: 2*S (the body's matrix products) + 2*d*|V| (the head). Attention's own
-  products (2 * layers * context * d per token) and padded positions are left out, as in the
-  usual 2*N estimate.
-- memory on the device: the weights in the run's dtype (+ the float32 copy of the head that
-  ranking uses when the run's dtype is not float32 or the head is padded), the activations of one
-  batch of `batch_tokens` padded tokens (hidden states and the widest projection of a layer,
-  plus the attention matrix of every head as an eager implementation holds it: an upper bound
-  where fused kernels do not materialise it), and the head's chunk of float32 logits with its
-  work block and the batch's final hidden states in float32 (`rbplab.extraction.ranks`).
-- time: FLOPs divided by a FLOP rate, measured by scoring a few hundred tokens of the cheapest
-  model of the grid on this machine's device, over and over for a few seconds (or from a
-  throughput the caller gives for that model); every other model's time scales with its FLOPs
-  per token. Each model's weights load
-  once, in the probe's load time per byte (0 with a given throughput), and a run's driver first
-  plans every entry, which takes what this plan took (it does the same work, timed).
+The cost model (FLOPs, memory) is `rbplab.runner.cost_model`; the time a FLOP takes here is
+measured by `rbplab.runner.probe`. Each model's weights load once, in the probe's load time per
+byte (0 with a given throughput), and a run's driver first plans every entry, which takes what
+this plan took (it does the same work, timed).
 """
 
 from __future__ import annotations
@@ -39,17 +25,14 @@ import pandas as pd
 
 from rbplab.catalog.corpora import Corpus, Document, LazyCorpus, open_corpus
 from rbplab.core.errors import InvalidArgumentError, RbplabError
-from rbplab.extraction.pipeline import load_scorer
 from rbplab.extraction.plan import Plan, plan_extraction
-from rbplab.extraction.ranks import block_rows, default_chunk_size
-from rbplab.extraction.scoring import batches, default_batch_tokens
+from rbplab.extraction.scoring import default_batch_tokens
 from rbplab.grid import Grid, corpus_label
-from rbplab.runner.units import BYTES_PER_PARAM, DEFAULT_SHARDS_PER_UNIT, accelerator_dtype
+from rbplab.runner.cost_model import architecture, device_memory, flops_per_token, memory_needed
+from rbplab.runner.probe import DEFAULT_PROBE_SECONDS, Throughput, probe_throughput
+from rbplab.runner.units import DEFAULT_SHARDS_PER_UNIT, accelerator_dtype
 from rbplab.store.cache import CacheEntry
 from rbplab.store.files import cache_root
-
-DEFAULT_PROBE_SECONDS = 3.0  # the least time the probe scores for (after one untimed batch)
-FLOAT32_BYTES = 4
 
 COLUMNS = [
     "family",
@@ -79,36 +62,6 @@ COLUMNS = [
 
 
 @dataclass(frozen=True)
-class Architecture:
-    """The shapes the cost model needs, read from a meta-device instance of the config."""
-
-    n_params: int
-    S: int
-    d: int  # hidden units the head reads (OPT-350m: its word_embed_proj_dim)
-    hidden: int  # the body's hidden size
-    widest: int  # the widest projection of a layer (the MLP's inner size, or a fused QKV)
-    heads: int
-
-
-@dataclass(frozen=True)
-class Throughput:
-    """Scored tokens per second of one model on one device, and the FLOP rate it implies."""
-
-    model: str
-    tokens_per_second: float
-    flops_per_token: float
-    device: str
-    measured: bool  # False: given by the caller
-    tokens: int = 0  # scored by the probe
-    seconds: float = 0.0
-    load_seconds_per_byte: float = 0.0  # loading the probed model's weights (0: not measured)
-
-    @property
-    def flops_per_second(self) -> float:
-        return self.tokens_per_second * self.flops_per_token
-
-
-@dataclass(frozen=True)
 class CostTotals:
     entries: int
     cached: int
@@ -134,80 +87,6 @@ class CostTotals:
 class CostPlan:
     table: pd.DataFrame  # one row per entry, COLUMNS
     totals: CostTotals
-
-
-def architecture(config: Any) -> Architecture:
-    """Shapes of `config`'s causal LM from a meta-device instance (no weights, no memory)."""
-    import torch
-
-    from rbplab.catalog.sizes import meta_model, parameter_counts
-
-    model = meta_model(config)
-    counts = parameter_counts(model)
-    head = model.get_output_embeddings()
-    d = int(head.weight.shape[1])
-    embedding_ids = {
-        id(p) for m in model.modules() if isinstance(m, torch.nn.Embedding) for p in m.parameters(False)
-    }
-    widths = [
-        max(p.shape)
-        for p in model.base_model.parameters()
-        if p.ndim == 2 and id(p) not in embedding_ids and p is not head.weight
-    ]
-    cfg = model.config
-    hidden = int(getattr(cfg, "hidden_size", None) or d)
-    heads = int(getattr(cfg, "num_attention_heads", None) or 1)
-    return Architecture(
-        counts.n_params, counts.n_nonembedding, d, hidden, int(max(widths, default=hidden)), heads
-    )
-
-
-def flops_per_token(S: int, d: int, vocab: int) -> int:
-    """Forward FLOPs of one scored token: the body's 2*S and the head's 2*d*|V|."""
-    return 2 * S + 2 * d * vocab
-
-
-def memory_needed(
-    arch: Architecture,
-    *,
-    dtype: str,
-    vocab: int,
-    head_rows: int,
-    batch_tokens: int,
-    context_length: int,
-    device: str,
-) -> tuple[int, int, int]:
-    """(weights, activations of one batch, head chunk) in bytes on `device` (see the module doc)."""
-    size = BYTES_PER_PARAM[dtype]
-    weights = arch.n_params * size
-    if dtype != "float32" or vocab != head_rows:  # FloatHead copies the head's ranked rows
-        weights += vocab * arch.d * FLOAT32_BYTES
-    length = min(batch_tokens, context_length)
-    windows = max(1, batch_tokens // length)
-    tokens = windows * length
-    activations = tokens * (2 * arch.hidden + arch.widest) * size
-    activations += windows * arch.heads * length * length * size
-    rows = default_chunk_size(vocab, device)
-    block = min(rows, block_rows(vocab, device))
-    head_chunk = FLOAT32_BYTES * (vocab * (rows + block) + rows * arch.d + tokens * arch.d)
-    return weights, activations, head_chunk
-
-
-def device_memory(device: str) -> tuple[str, int | None]:
-    """(description, bytes) of what `device` holds: a GPU's memory, this machine's RAM for a CPU,
-    None for a GPU this machine does not have (a cluster's)."""
-    import torch
-
-    kind = torch.device(device).type
-    if kind == "cuda":
-        if not torch.cuda.is_available():
-            return "the workers' GPUs (none here)", None
-        index = torch.device(device).index or 0
-        props = torch.cuda.get_device_properties(index)
-        return f"cuda:{index} {props.name}", int(props.total_memory)
-    import psutil
-
-    return f"{kind} (RAM)", int(psutil.virtual_memory().total)
 
 
 @dataclass
@@ -461,74 +340,6 @@ def _throughput(
     if cheapest.plan is None:
         return None  # nothing readable to probe with: the caller gives a throughput
     return probe_throughput(cheapest.plan, probe_tokens, probe_seconds)
-
-
-def probe_throughput(
-    plan: Plan, tokens: int | None = None, min_seconds: float = DEFAULT_PROBE_SECONDS
-) -> Throughput:
-    """Score the first `tokens` targets of `plan`'s corpus (default: one batch of the run's
-    budget, `batch_tokens`) with its model (weights loaded) the way a run batches them, after one
-    untimed batch (first-call costs: allocation, kernel selection), again and again until
-    `min_seconds` have gone by. A probe smaller than a batch measures smaller batches than the run
-    scores: 512 tokens put the demo's estimate at 1.7x its time, one CPU batch (2,048) at 1.25x."""
-    from transformers.utils import logging
-
-    from rbplab.extraction.plan import plan_windows
-
-    logging.disable_progress_bar()  # the plan's table is the output; no weight-loading bar
-    loading = time.perf_counter()
-    scorer = load_scorer(plan)
-    loading = time.perf_counter() - loading
-    budget = plan.settings.batch_tokens or default_batch_tokens(scorer.device)
-    windows, scored = [], 0
-    for window in plan_windows(plan):
-        if scored >= (tokens or budget):
-            break
-        windows.append(window)
-        scored += window.n_scored
-    groups = list(batches(windows, budget, plan.policy.context_length))
-    scorer.score(*groups[0])
-    # Passes over the same windows until `min_seconds` have gone by: on a machine shared with other
-    # jobs one short pass can be several times off, and a longer window averages that out.
-    passes, seconds = 0, 0.0
-    while passes == 0 or seconds < min_seconds:
-        _synchronize(scorer.device)
-        started = time.perf_counter()
-        for length, group in groups:
-            scorer.score(length, group)
-        _synchronize(scorer.device)
-        seconds += time.perf_counter() - started
-        passes += 1
-    scored *= passes
-    info = plan.described.info
-    arch = architecture(plan.described.config)
-    per_token = flops_per_token(info.n_nonembedding, arch.d, plan.vocab_size)
-    weights, _, _ = memory_needed(
-        arch,
-        dtype=info.dtype,
-        vocab=plan.vocab_size,
-        head_rows=info.head_rows,
-        batch_tokens=budget,
-        context_length=plan.policy.context_length,
-        device=str(scorer.device),
-    )
-    return Throughput(
-        plan.described.model.keyed_name,
-        scored / seconds,
-        float(per_token),
-        str(scorer.device),
-        True,
-        scored,
-        seconds,
-        loading / weights,
-    )
-
-
-def _synchronize(device: Any) -> None:
-    import torch
-
-    if getattr(device, "type", str(device)) == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def makespan(durations: Iterable[float], workers: int) -> float:
