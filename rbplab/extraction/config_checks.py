@@ -17,22 +17,18 @@ scored as if it were the model. So, in order:
    must hold every parameter: at least as many values as the model has parameters, and no more
    than those plus a tied head saved twice and the buffers old checkpoints saved (transformers'
    own `_keys_to_ignore_on_load_unexpected` names those).
-`check_weights_match` applies 2. to a model's own files (a GGUF's tensor table, or its
-safetensors headers). Each failure is one `ModelLoadError` line naming the field.
+`check_weights_match` applies 2. to a model's own files (their shapes as
+`rbplab.extraction.weight_files` reads them). Each failure is one `ModelLoadError` line naming the field.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
-import struct
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
 from rbplab.catalog.models import ModelLoadError, ResolvedModel
-from rbplab.extraction.gguf_file import gguf_reader
 
 # Size fields (the transformers name first, then the spellings other configs use) and an upper
 # bound far above any released model (Llama 3.1 405B: 126 layers, hidden 16,384, 128 heads,
@@ -50,7 +46,6 @@ SIZE_FIELDS: dict[str, tuple[tuple[str, ...], int]] = {
 # Float fields that must be finite and positive (softcap, rope base) or non-negative (epsilons).
 POSITIVE_FLOATS = ("final_logit_softcapping", "rope_theta")
 NON_NEGATIVE_FLOATS = ("layer_norm_eps", "layer_norm_epsilon", "rms_norm_eps")
-MAX_HEADER_BYTES = 100 << 20  # a safetensors header (JSON) of a large model is a few MB
 # buffers transformers itself drops from checkpoints of every model (modeling_utils)
 ALWAYS_IGNORED = (r"rotary_emb\.inv_freq", r"(^|\.)position_ids$")
 
@@ -117,72 +112,6 @@ def _refuse(where: str, field: str, value: Any, problem: str) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # Weight files
-
-
-def safetensors_shapes(path: Path) -> dict[str, tuple[int, ...]]:
-    """{tensor name: shape} from a safetensors file's header, reading only the header. A header
-    that is cut off, not JSON or pointing past the end of the file is a ModelLoadError."""
-
-    def broken(why: str) -> ModelLoadError:
-        return ModelLoadError(
-            f"a safetensors file is broken or truncated ({path}: {why}); download or save the model again"
-        )
-
-    size = path.stat().st_size
-    with open(path, "rb") as handle:
-        head = handle.read(8)
-        if len(head) < 8:
-            raise broken("shorter than its header length")
-        (length,) = struct.unpack("<Q", head)
-        if length > MAX_HEADER_BYTES or 8 + length > size:
-            raise broken(f"a header of {length:,} bytes in a file of {size:,}")
-        try:
-            header = json.loads(handle.read(length))
-        except (UnicodeDecodeError, ValueError) as err:
-            raise broken(f"its header is not JSON: {err}") from None
-    if not isinstance(header, dict):
-        raise broken("its header is not a JSON object")
-    shapes: dict[str, tuple[int, ...]] = {}
-    data = size - 8 - length
-    for name, record in header.items():
-        if name == "__metadata__":
-            continue
-        shape = record.get("shape") if isinstance(record, dict) else None
-        offsets = record.get("data_offsets") if isinstance(record, dict) else None
-        if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
-            raise broken(f"tensor {name!r} has no valid shape")
-        if not (isinstance(offsets, list) and len(offsets) == 2 and all(isinstance(o, int) for o in offsets)):
-            raise broken(f"tensor {name!r} has no valid data offsets")
-        if not 0 <= offsets[0] <= offsets[1] <= data:
-            raise broken(f"tensor {name!r} lies past the end of the file")
-        shapes[name] = tuple(shape)
-    return shapes
-
-
-def local_weight_shapes(folder: Path) -> dict[str, tuple[int, ...]] | None:
-    """Shapes of every tensor of a local model folder's safetensors weights (one file or an index
-    and its shards); None when it has none (pickle checkpoints are not read here)."""
-    index = folder / "model.safetensors.index.json"
-    if index.is_file():
-        try:
-            weight_map = json.loads(index.read_text()).get("weight_map")
-        except (OSError, UnicodeDecodeError, ValueError, AttributeError) as err:
-            raise ModelLoadError(f"{index} is not a readable safetensors index ({err})") from None
-        if not isinstance(weight_map, dict):
-            raise ModelLoadError(f"{index} has no weight_map")
-        files = sorted(set(weight_map.values()))
-        if not all(isinstance(f, str) and f == Path(f).name and f.endswith(".safetensors") for f in files):
-            raise ModelLoadError(f"{index} names weight files outside its folder")
-    elif (folder / "model.safetensors").is_file():
-        files = ["model.safetensors"]
-    else:
-        return None
-    shapes: dict[str, tuple[int, ...]] = {}
-    for name in files:
-        if not (folder / name).is_file():
-            raise ModelLoadError(f"{folder}: weight file {name} named by its index is missing")
-        shapes.update(safetensors_shapes(folder / name))
-    return shapes
 
 
 def _numel(shape: Iterable[int]) -> int:
@@ -267,18 +196,11 @@ def config_label(model: ResolvedModel) -> str:
     return f"config.json of {model.location!r}"
 
 
-def check_weights_match(model: ResolvedModel, config: Any, meta: Any) -> None:
+def check_weights_match(model: ResolvedModel, config: Any, meta: Any, shapes: Mapping | None) -> None:
     """Refuse a local model whose weight files do not hold the parameters its config describes
-    (`check_weight_files`), reading only safetensors headers or a GGUF tensor table. Hub models,
-    quantised and pickle checkpoints are not counted here; `load_weights` refuses any tensor they
-    lack once loaded (transformers would initialise it at random)."""
+    (`check_weight_files`); `shapes` are their tensors as `rbplab.extraction.weight_files`
+    read them (None: not read: hub models, quantised and pickle checkpoints, which `load_weights`
+    checks once loaded, since transformers would initialise a missing tensor at random)."""
     label = config_label(model)
-    if not model.local or getattr(config, "quantization_config", None):
-        return
-    if model.gguf_file:  # the tensor table of the (memoised) header: shapes in ggml order
-        reader = gguf_reader(Path(model.location) / model.gguf_file)
-        shapes = {str(t.name): tuple(int(d) for d in t.shape) for t in reader.tensors}
-    else:
-        shapes = local_weight_shapes(Path(model.location))
     if shapes is not None:
         check_weight_files(meta, config, shapes, label)

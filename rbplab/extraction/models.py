@@ -27,6 +27,7 @@ from rbplab.extraction.gguf_file import shared_gguf_reader
 from rbplab.extraction.metadata import load_config, load_tokenizer
 from rbplab.extraction.placement import DEVICE_MAP_PREFIX, resolve_dtype, select_device
 from rbplab.extraction.sources import as_resolved
+from rbplab.extraction.weight_files import weight_shapes
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,7 @@ def _describe(model: ResolvedModel, settings: ExtractionSettings) -> ModelDescri
     meta = meta_model(config)  # the architecture on the meta device: no memory, no weights
     counts = parameter_counts(meta)
     limit, softcap = max_context(config), logit_softcap(config)
-    check_weights_match(model, config, meta)
+    check_weights_match(model, config, meta, weight_shapes(model, config))
     tokenizer, placeholders = load_tokenizer(model, commit)
     dtype = resolve_dtype(settings.dtype, device, config)
     vocab = len(tokenizer) - placeholders
