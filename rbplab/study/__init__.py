@@ -11,13 +11,8 @@ lognormal theory), `decomposition` (CE = EE + SA - Conf, `metric_table`, `predic
 Markdown or LaTeX, `results` a study's results file.
 """
 
-from rbplab.study.loading import (
-    MissingRunsError,
-    default_corpora,
-    load_entries,
-    load_study,
-    open_study,
-)
+from rbplab.study.entries import MissingRunsError
+from rbplab.study.loading import default_corpora, load_entries, load_study, open_study
 from rbplab.study.study import Study
 from rbplab.study.synthetic import synthetic_study
 

@@ -29,7 +29,7 @@ from rbplab.store.cache.layout import SUMMARY_FILE
 from rbplab.store.cache.summary_file import SummaryError, parse_summary, summary_bytes
 from rbplab.study import Study, distribution, load_study, size
 from rbplab.study import emergence as study_emergence
-from rbplab.study.loading import MissingRunsError, resolve_entries
+from rbplab.study.entries import MissingRunsError, resolve_entries
 
 MICRO = ["micro-1-25K", "micro-3-200K", "micro-5-1.2M"]
 SETTINGS = {"max_tokens": 6000, "shard_tokens": 2048, "context_length": 256}
