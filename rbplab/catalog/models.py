@@ -66,6 +66,7 @@ class ResolvedModel:
     family: str = ""  # registry family; "" outside the registry
     S: float | None = None  # the registry's non-embedding size (None: the description sizes it)
     max_context: int | None = None  # the registry's position limit, checked before any loading
+    asked: ModelSpec | None = None  # the request as given: `at` asks it again at another revision
 
     @property
     def registered(self) -> bool:
@@ -86,8 +87,11 @@ class ResolvedModel:
         """The same model at another revision, located again on the file system (never the registry)."""
         if revision == self.revision:
             return self
-        asked = ModelSpec(self.source, revision, self.gguf_file, self.tokenizer, self.trust_remote_code)
-        located = _locate(asked, self.source)
+        # the request's own options: a GGUF file found in a directory was not asked for, and asking
+        # for it would pass over the directory's checkpoints
+        located = _locate(replace(self.asked or ModelSpec(self.source), revision=revision), self.source)
+        if not self.registered:  # keyed by what it is at that revision, as `resolve` keys it
+            return replace(_named(located), model=self.model)
         return replace(
             located,
             model=self.model,
@@ -138,6 +142,12 @@ def _resolved(spec: ModelSpec, location: str, row: Any) -> ResolvedModel:
             S=float(row["S"]),
             max_context=None if pd.isna(limit) else int(limit),
         )
+    return _named(model)
+
+
+def _named(model: ResolvedModel) -> ResolvedModel:
+    """An unregistered model keyed by what it is: its hub id (and GGUF file), else its file or
+    folder name."""
     if not model.local:
         keyed = model.location + (f"/{model.gguf_file}" if model.gguf_file else "")
     else:
@@ -174,6 +184,7 @@ def _locate(spec: ModelSpec, name: str) -> ResolvedModel:
             tokenizer=spec.tokenizer,
             trust_remote_code=spec.trust_remote_code,
             source=name,
+            asked=spec,
             **rest,
         )
 

@@ -92,17 +92,42 @@ def test_a_study_member_is_resolved_once_and_moves_between_revisions_without_the
     monkeypatch.setattr(registry, "families", lambda *a, **k: reads.append(1) or real(*a, **k))
     local = resolve_member(str(checkpointed))
     assert reads == [1] and (local.family, local.model, local.S) == ("", str(checkpointed), None)
+    direct = resolve(ModelSpec(str(checkpointed), revision="step-10"))  # a checkpoint named as such
     reads.clear()
     step = local.at("step-10")
-    assert step.location == str(checkpointed.resolve() / "checkpoints" / "step-10")
-    assert (step.model, step.label, step.keyed_name, step.keyed_revision) == (
-        str(checkpointed),
-        f"{checkpointed}@step-10",
-        "micro-t",
-        "step-10",
+    assert (step.location, step.tokenizer_location, step.keyed_name, step.keyed_revision) == (
+        direct.location,
+        direct.tokenizer_location,
+        direct.keyed_name,
+        direct.keyed_revision,
     )
-    assert step.at(None).location == str(checkpointed.resolve()) and step.at(None).keyed_revision is None
+    assert step.location == str(checkpointed.resolve() / "checkpoints" / "step-10")
+    assert (step.model, step.label) == (str(checkpointed), f"{checkpointed}@step-10")
+    final = step.at(None)
+    assert (final.location, final.keyed_name, final.keyed_revision) == (
+        str(checkpointed.resolve()),
+        "micro-t",
+        None,
+    )
     from rbplab.extraction.sources import as_resolved
 
     assert as_resolved(step) is step  # planning takes the member as it is
     assert reads == []  # neither a revision nor planning's model argument reads the registry again
+
+
+def test_a_directory_holding_one_gguf_file_moves_to_its_checkpoints(tmp_path):
+    """A GGUF file found in a directory was not asked for: the directory's checkpoints stay
+    reachable through `at`, keyed as `resolve` keys them."""
+    from rbplab.catalog.models import resolve_member
+
+    folder = tmp_path / "quantised"
+    (folder / "checkpoints" / "step-10").mkdir(parents=True)
+    (folder / "model.gguf").write_bytes(b"GGUF")
+    (folder / "checkpoints" / "step-10" / "config.json").write_text("{}")
+    member = resolve_member(str(folder))
+    assert member.gguf_file == "model.gguf"
+    step = member.at("step-10")
+    direct = resolve(ModelSpec(str(folder), revision="step-10"))
+    assert step.location == str(folder.resolve() / "checkpoints" / "step-10") == direct.location
+    assert (step.gguf_file, step.keyed_name, step.keyed_revision) == (None, "step-10", "step-10")
+    assert (direct.keyed_name, direct.keyed_revision) == ("step-10", "step-10")
