@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from rbplab.extraction.plan import Plan
 from rbplab.extraction.ranks import block_rows, default_chunk_size
 from rbplab.runner.units import BYTES_PER_PARAM
 
@@ -94,6 +95,25 @@ def memory_needed(
     block = min(rows, block_rows(vocab, device))
     head_chunk = FLOAT32_BYTES * (vocab * (rows + block) + rows * arch.d + tokens * arch.d)
     return weights, activations, head_chunk
+
+
+def plan_costs(
+    plan: Plan, arch: Architecture, *, batch_tokens: int, device: str
+) -> tuple[int, tuple[int, int, int]]:
+    """Forward FLOPs per scored token of `plan`'s model (of architecture `arch`), and the bytes
+    `memory_needed` gives for its run on `device` in batches of `batch_tokens` padded tokens."""
+    info = plan.described.info
+    per_token = flops_per_token(info.n_nonembedding, arch.d, plan.vocab_size)
+    memory = memory_needed(
+        arch,
+        dtype=info.dtype,
+        vocab=plan.vocab_size,
+        head_rows=info.head_rows,
+        batch_tokens=batch_tokens,
+        context_length=plan.policy.context_length,
+        device=device,
+    )
+    return per_token, memory
 
 
 def device_memory(device: str) -> tuple[str, int | None]:

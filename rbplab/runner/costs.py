@@ -28,7 +28,7 @@ from rbplab.core.errors import InvalidArgumentError, RbplabError
 from rbplab.extraction.plan import Plan, plan_extraction
 from rbplab.extraction.scoring import default_batch_tokens
 from rbplab.grid import Grid, corpus_label
-from rbplab.runner.cost_model import architecture, device_memory, flops_per_token, memory_needed
+from rbplab.runner.cost_model import architecture, device_memory, plan_costs
 from rbplab.runner.probe import DEFAULT_PROBE_SECONDS, Throughput, probe_throughput
 from rbplab.runner.units import DEFAULT_SHARDS_PER_UNIT, accelerator_dtype
 from rbplab.store.cache import CacheEntry
@@ -285,16 +285,8 @@ def _entry_row(ref, corpus, unreachable, label, settings, root, device, describe
     if model not in shapes:
         shapes[model] = architecture(plan.described.config)
     arch = shapes[model]
-    per_token = flops_per_token(info.n_nonembedding, arch.d, plan.vocab_size)
-    weights, activations, head_chunk = memory_needed(
-        arch,
-        dtype=info.dtype,
-        vocab=plan.vocab_size,
-        head_rows=info.head_rows,
-        batch_tokens=settings.batch_tokens or default_batch_tokens(device),
-        context_length=plan.policy.context_length,
-        device=device,
-    )
+    budget = settings.batch_tokens or default_batch_tokens(device)
+    per_token, (weights, activations, head_chunk) = plan_costs(plan, arch, batch_tokens=budget, device=device)
     values.update(
         tokens=sum(sizes),
         tokens_to_score=sum(left),

@@ -15,7 +15,7 @@ from typing import Any
 from rbplab.extraction.pipeline import load_scorer
 from rbplab.extraction.plan import Plan
 from rbplab.extraction.scoring import batches, default_batch_tokens
-from rbplab.runner.cost_model import architecture, flops_per_token, memory_needed
+from rbplab.runner.cost_model import architecture, plan_costs
 
 DEFAULT_PROBE_SECONDS = 3.0  # the least time the probe scores for (after one untimed batch)
 
@@ -75,18 +75,8 @@ def probe_throughput(
         seconds += time.perf_counter() - started
         passes += 1
     scored *= passes
-    info = plan.described.info
     arch = architecture(plan.described.config)
-    per_token = flops_per_token(info.n_nonembedding, arch.d, plan.vocab_size)
-    weights, _, _ = memory_needed(
-        arch,
-        dtype=info.dtype,
-        vocab=plan.vocab_size,
-        head_rows=info.head_rows,
-        batch_tokens=budget,
-        context_length=plan.policy.context_length,
-        device=str(scorer.device),
-    )
+    per_token, (weights, _, _) = plan_costs(plan, arch, batch_tokens=budget, device=str(scorer.device))
     return Throughput(
         plan.described.model.keyed_name,
         scored / seconds,

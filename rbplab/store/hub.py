@@ -33,7 +33,7 @@ VERDICT_TTL_S = 60.0
 
 _verdicts: dict[str, tuple[float, str | None]] = {}  # endpoint -> (monotonic time, reason or None)
 
-_COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")  # a commit id: names one snapshot, resolved without asking
+COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")  # a commit id: names one snapshot, resolved without asking
 # huggingface_hub keeps a commit's files under snapshots/<commit>/, whatever revision fetched them
 _SNAPSHOT_RE = re.compile(r"/snapshots/([0-9a-f]{40})/")
 
@@ -116,7 +116,7 @@ def resolve_commit(repo: str, revision: str, filename: str, repo_type: str = "mo
     Raises NoSuchRevisionError or NoSuchRepositoryError only when the hub says so (404),
     HubAnswerError or NoCommitError for its other answers, and NotCachedError when it is out of
     reach and the cache lacks the revision."""
-    if _COMMIT_RE.match(revision):
+    if COMMIT_RE.match(revision):
         return revision
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError

@@ -9,12 +9,12 @@ different text.
 from __future__ import annotations
 
 import hashlib
-import re
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from rbplab.core.errors import RbplabError
+from rbplab.store.hub import COMMIT_RE
 
 
 class CorpusError(RbplabError, ValueError):
@@ -57,9 +57,6 @@ class Corpus:
         return corpus_key(self)
 
 
-# A full commit sha: a hub corpus read at one is keyed by its identity, not its content.
-SHA_RE = re.compile(r"^[0-9a-f]{40}$")
-
 _KEY_FIELDS = ("dataset", "config", "split", "revision", "max_documents", "text_scheme")
 
 
@@ -68,7 +65,8 @@ def corpus_key(corpus: Corpus | LazyCorpus) -> dict:
     (dataset, config, split, commit, document cap, text scheme), so the key needs no documents and
     a cached result is found offline; every other corpus by its content hash and size."""
     source = corpus.source
-    if source.get("origin") == "hub" and SHA_RE.match(str(source.get("revision", ""))):
+    # read at a full commit, a hub corpus is keyed by its identity, not its content
+    if source.get("origin") == "hub" and COMMIT_RE.match(str(source.get("revision", ""))):
         return {"name": corpus.name, **{k: source[k] for k in _KEY_FIELDS}}
     return {"name": corpus.name, "content_hash": corpus.content_hash(), "n_documents": len(corpus)}
 
