@@ -47,8 +47,9 @@ class ResolvedModel:
     what the registry says of it. A grid's members are ResolvedModels, so planning, extraction and a
     study's labels and sizes read this instead of asking the registry or the file system again."""
 
+    # the request as given (name, revision, loading options): `at` asks it again at another revision
+    asked: ModelSpec
     model: str  # the name runs are reported under: the registry's short name, else as given
-    revision: str | None  # as asked (None: the final model)
     location: str  # hub id or absolute directory path (a checkpoint's own folder)
     gguf_file: str | None  # file name inside location
     local: bool
@@ -59,14 +60,25 @@ class ResolvedModel:
     # revision (``main``, or its last ``step-<n>``) is the directory itself, so it keys as no
     # revision and shares the final model's cache entries; hub revisions are kept as given.
     keyed_revision: str | None = None
-    tokenizer: str | None = None  # the tokenizer override as given (None: the model's own)
     tokenizer_location: str | None = None  # the model's own, when not `location` (a checkpoint's base)
-    trust_remote_code: bool = False
     source: str = ""  # what the name loads from before a revision is chosen (`at` starts there)
     family: str = ""  # registry family; "" outside the registry
     S: float | None = None  # the registry's non-embedding size (None: the description sizes it)
     max_context: int | None = None  # the registry's position limit, checked before any loading
-    asked: ModelSpec | None = None  # the request as given: `at` asks it again at another revision
+
+    @property
+    def revision(self) -> str | None:
+        """As asked (None: the final model)."""
+        return self.asked.revision
+
+    @property
+    def tokenizer(self) -> str | None:
+        """The tokenizer override as given (None: the model's own)."""
+        return self.asked.tokenizer
+
+    @property
+    def trust_remote_code(self) -> bool:
+        return self.asked.trust_remote_code
 
     @property
     def registered(self) -> bool:
@@ -89,7 +101,7 @@ class ResolvedModel:
             return self
         # the request's own options: a GGUF file found in a directory was not asked for, and asking
         # for it would pass over the directory's checkpoints
-        located = _locate(replace(self.asked or ModelSpec(self.source), revision=revision), self.source)
+        located = _locate(replace(self.asked, revision=revision), self.source)
         if not self.registered:  # keyed by what it is at that revision, as `resolve` keys it
             return replace(_named(located), model=self.model)
         return replace(
@@ -175,17 +187,7 @@ def _locate(spec: ModelSpec, name: str) -> ResolvedModel:
 
     def at(location: str, gguf_file: str | None, local: bool, **rest: Any) -> ResolvedModel:
         return ResolvedModel(
-            spec.name_or_path,
-            spec.revision,
-            location,
-            gguf_file,
-            local,
-            keyed_name="",
-            tokenizer=spec.tokenizer,
-            trust_remote_code=spec.trust_remote_code,
-            source=name,
-            asked=spec,
-            **rest,
+            spec, spec.name_or_path, location, gguf_file, local, keyed_name="", source=name, **rest
         )
 
     path = Path(name).expanduser()
