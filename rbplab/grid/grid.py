@@ -107,9 +107,13 @@ class Grid:
 
     def checkpoints(self) -> Iterator[ResolvedModel]:
         """Every model at every revision of the grid."""
-        for member in self.members:
-            for revision in self.revisions_of(member.model):
-                yield member.at(revision)
+        return iter(self._located)
+
+    @cached_property
+    def _located(self) -> tuple[ResolvedModel, ...]:
+        # each checkpoint located on the file system once per grid, however many corpora and
+        # lookups iterate them
+        return tuple(m.at(revision) for m in self.members for revision in self.revisions_of(m.model))
 
     @cached_property
     def opened(self) -> tuple[Corpus | LazyCorpus, ...]:
