@@ -5,6 +5,7 @@ The builders live in `helpers.models` (importable from any test); this file only
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,11 @@ pytest_plugins = ["helpers.hub_fixtures"]  # hub-reachability fixtures shared by
 # other jobs OpenMP's barriers make every parallel op wait for a descheduled thread
 # (measured: rank_stats 18x slower with 2 threads on an oversubscribed 2-core machine).
 torch.set_num_threads(1)
+
+# Without a GPU the fused head's Triton kernel runs through Triton's interpreter, which is chosen
+# when the kernel is defined (rbplab.extraction.fused_head is imported): set before any test does.
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 @pytest.fixture(scope="session")

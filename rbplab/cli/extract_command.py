@@ -105,6 +105,14 @@ def add_settings_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--shard-tokens", type=positive_int, help="scored tokens per cache shard (default 65536): resume unit"
     )
+    g.add_argument(
+        "--head",
+        default="fp32",
+        choices=["fp32", "fused"],
+        help="the output head's arithmetic: fp32 (IEEE float32 logits in chunks, any device) or fused "
+        "(a Triton kernel on CUDA: tensor cores for half-precision bodies, certified exact; opt-in, "
+        "keyed apart)",
+    )
 
 
 def grid_from_args(args: argparse.Namespace):
@@ -155,6 +163,7 @@ def settings_from_args(args: argparse.Namespace):
         device_map=args.device_map,
         batch_tokens=args.batch_tokens,
         shard_tokens=args.shard_tokens,
+        head=args.head,
     )
 
 

@@ -19,6 +19,8 @@ them from the spec and the cache checks them against it (`rbplab.store.cache`).
     vocab      |V| ranked over, whether padded rows were included, the head's rows
     softcap    final-logit soft cap (Gemma 2), or None
     max_tokens token budget, or None
+    head       the head's arithmetic ("fused"), recorded only when it is not the default "fp32",
+               so every key of the fp32 head is what it always was
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from rbplab.core.errors import RbplabError
+from rbplab.core.settings import HEAD_CHOICES
 
 BOS_POLICIES = ("auto", "always", "never")
 HUB_CORPUS_FIELDS = ("dataset", "config", "split", "revision", "max_documents", "text_scheme")
@@ -234,6 +237,7 @@ class EntrySpec:
     vocab: VocabIdentity
     softcap: float | None
     max_tokens: int | None
+    head: str = "fp32"
 
     VERSION: ClassVar[int] = 1  # of this layout; a change of layout is a new version, and new keys
     KEYS: ClassVar[tuple[str, ...]] = (
@@ -248,7 +252,7 @@ class EntrySpec:
 
     def to_json(self) -> dict:
         """The spec as spec.json holds it and as the cache key hashes it."""
-        return {
+        out = {
             "model": self.model.to_json(),
             "tokenizer": self.tokenizer,
             "corpus": self.corpus.to_json(),
@@ -257,6 +261,9 @@ class EntrySpec:
             "softcap": self.softcap,
             "max_tokens": self.max_tokens,
         }
+        if self.head != HEAD_CHOICES[0]:  # only when set, so every fp32-head key stays what it was
+            out["head"] = self.head
+        return out
 
     @classmethod
     def from_json(cls, data: Any) -> EntrySpec:
@@ -264,9 +271,15 @@ class EntrySpec:
         ``EntrySpec.from_json(d).to_json() == d`` for every spec this version writes."""
         if not isinstance(data, dict):
             raise EntrySpecError(f"an entry spec is a JSON object, got {type(data).__name__}")
-        if set(data) != set(cls.KEYS):
+        if set(data) - {"head"} != set(cls.KEYS):
             raise EntrySpecError(
-                f"entry spec has keys {sorted(data)}; version {cls.VERSION} has {sorted(cls.KEYS)}"
+                f"entry spec has keys {sorted(data)}; version {cls.VERSION} has {sorted(cls.KEYS)} "
+                "(and head, when it is not fp32)"
+            )
+        head = data.get("head", HEAD_CHOICES[0])
+        if "head" in data and (head not in HEAD_CHOICES or head == HEAD_CHOICES[0]):
+            raise EntrySpecError(
+                f"entry spec field head is {head!r}; it is recorded only for {', '.join(HEAD_CHOICES[1:])}"
             )
         softcap = data["softcap"]
         if softcap is not None and (isinstance(softcap, bool) or not isinstance(softcap, (int, float))):
@@ -279,6 +292,7 @@ class EntrySpec:
             VocabIdentity.from_json(_need(data, "vocab", dict, "")),
             softcap,
             _need(data, "max_tokens", int, "", optional=True),
+            head,
         )
 
     @classmethod
@@ -301,6 +315,7 @@ class EntrySpec:
             "include_padded_vocab": self.vocab.include_padded,
             "dtype": self.model.dtype,
             "shard_tokens": self.windows.shard_tokens,
+            "head": self.head,
         }
 
     def pins(self, settings: Any, *, dtype: str, shard_tokens: int) -> bool:
@@ -315,6 +330,7 @@ class EntrySpec:
             and pinned["shard_tokens"] == shard_tokens
             and (settings.context_length is None or pinned["context_length"] == settings.context_length)
             and pinned["stride"] == settings.stride
+            and pinned["head"] == settings.head
         )
 
     def manifest_fields(self) -> dict[tuple[str, ...], Any]:

@@ -16,6 +16,11 @@ from rbplab.core.errors import InvalidArgumentError
 
 BOS_CHOICES = ("auto", "always", "never")
 DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16")
+# The output head's arithmetic: "fp32" materialises IEEE float32 logits in chunks (any device);
+# "fused" is the Triton kernel of `rbplab.extraction.fused_head` (CUDA): tensor cores for a
+# half-precision body, logits never written. Both rank exactly against the values they compute, but
+# their sums run in other orders, so near-ties can fall differently: the head is part of the key.
+HEAD_CHOICES = ("fp32", "fused")
 # What transformers' from_pretrained takes as a named device_map besides one device.
 DEVICE_MAP_CHOICES = ("auto", "balanced", "balanced_low_0", "sequential")
 # Devices a model can be scored on: "meta" (no data) and other torch device types are not.
@@ -53,7 +58,8 @@ def _positive_int(name: str, value: Any, optional: bool) -> None:
 @dataclass(frozen=True)
 class ExtractionSettings:
     """How a corpus is scored. Fields that change the numbers or the entry's layout enter the cache
-    key (context length, stride, BOS, max tokens, padded vocabulary, resolved dtype, shard size);
+    key (context length, stride, BOS, max tokens, padded vocabulary, resolved dtype, shard size, the
+    head's arithmetic when it is not the default);
     device, device map and batch tokens change only speed (batch invariance is tested), so they do not.
 
     Examples
@@ -80,6 +86,9 @@ class ExtractionSettings:
     # Scored tokens per cache shard (default 65,536): the unit of resuming and of splitting a long
     # corpus across workers. It decides how the entry is cut, so it is part of the key.
     shard_tokens: int | None = None
+    # How the output head computes ranks (HEAD_CHOICES). "fused" stays opt-in until a GPU run of
+    # this project has shown it exact against float64 and faster (benchmarks/gpu_check.py).
+    head: Literal["fp32", "fused"] = "fp32"
 
     def __post_init__(self) -> None:
         _positive_int("context_length", self.context_length, optional=True)
@@ -104,6 +113,8 @@ class ExtractionSettings:
         check_device_map(self.device_map)
         _positive_int("batch_tokens", self.batch_tokens, optional=True)
         _positive_int("shard_tokens", self.shard_tokens, optional=True)
+        if self.head not in HEAD_CHOICES:
+            raise InvalidArgumentError(f"head must be one of {HEAD_CHOICES}, got {self.head!r}")
 
     @classmethod
     def field_names(cls) -> tuple[str, ...]:

@@ -31,6 +31,7 @@ from rbplab.core.settings import ExtractionSettings, resolve_settings
 from rbplab.extraction.bos import BosDecision, resolve_bos
 from rbplab.extraction.known_plans import record_plan
 from rbplab.extraction.models import ModelDescription, describe_model
+from rbplab.extraction.ranks import check_fused_head
 from rbplab.extraction.windows import Window, WindowPolicy, make_windows, tokenize_documents
 
 SHARD_TOKENS = 1 << 16  # scored targets per shard (whole windows): resume granularity
@@ -135,7 +136,10 @@ def plan_extraction(
         vocab=VocabIdentity(vocab_size, include_padded_vocab, info.head_rows),
         softcap=info.softcap,
         max_tokens=max_tokens,
+        head=settings.head,
     )
+    if settings.head == "fused":  # refused before anything is written, not when the weights load
+        check_fused_head(info.device)
     return Plan(described, corpus, policy, decision, vocab_size, settings, entry_spec)
 
 

@@ -33,7 +33,9 @@ other kernels, with other rounding, below that. Every pass is row-wise.
 
 from __future__ import annotations
 
+import importlib.util
 import math
+import os
 
 import torch
 from torch import Tensor, nn
@@ -129,6 +131,23 @@ class FloatHead(nn.Module):
 
     def forward(self, hidden: Tensor) -> Tensor:
         return nn.functional.linear(hidden.to(torch.float32), self.weight, self.bias)
+
+
+def check_fused_head(device: str) -> None:
+    """Refuse (one line) the fused head where its kernel cannot run: it is a Triton kernel for CUDA
+    devices (a device map counts: its head sits on a GPU); `TRITON_INTERPRET=1` lets it run on CPU
+    tensors through Triton's interpreter, for tests. Checked from names alone, importing nothing."""
+    interpreted = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+    on_gpu = device.startswith("cuda") or device.startswith("device_map:")
+    if not on_gpu and not interpreted:
+        raise InvalidArgumentError(
+            f"head='fused' runs a Triton kernel on CUDA GPUs and this run is on {device}; use head='fp32'"
+        )
+    if importlib.util.find_spec("triton") is None:
+        raise InvalidArgumentError(
+            "head='fused' needs Triton, which torch's CUDA builds bring (pip install triton); "
+            "or use head='fp32'"
+        )
 
 
 def block_rows(vocab_size: int, device: torch.device | str) -> int:

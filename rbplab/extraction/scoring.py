@@ -7,7 +7,8 @@ alone (its length rounded up to a multiple of PAD_MULTIPLE, capped at the contex
 length), windows of equal padded length are batched together, padding goes on the
 right with no attention mask (causal attention never looks right, so padding
 cannot affect real positions and every batch takes the same code path), and the
-output head never runs on fewer than 16 rows (rbplab.extraction.ranks). Measured on CPU: hidden
+output head never runs on fewer than 16 rows (rbplab.extraction.ranks; the fused head's tiles are
+fixed, so its rows never depend on the batch either). Measured on CPU: hidden
 states of a window are then bit-identical at batch sizes 1, 4, 8 and 16, while padding
 to a batch-dependent length with an attention mask changes them by ~1e-6 (nll by ~6e-7).
 """
@@ -64,15 +65,30 @@ def batch_arrays(group: list[Window], length: int, pad_id: int) -> tuple[np.ndar
 
 
 class Scorer:
-    """Runs windows through a loaded model: base model forward, then chunked exact ranks."""
+    """Runs windows through a loaded model: base model forward, then exact ranks from its head,
+    by the fp32 head (`rank_stats`, chunked) or the fused kernel (`fused_rank_stats`, CUDA)."""
 
-    def __init__(self, model: torch.nn.Module, vocab_size: int, pad_id: int, softcap: float | None = None):
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        vocab_size: int,
+        pad_id: int,
+        softcap: float | None = None,
+        head: str = "fp32",
+    ):
         self.model = model
         self.vocab_size = vocab_size
         self.pad_id = pad_id
         self.softcap = softcap
         self.device = input_device(model)
-        self.head = FloatHead.from_module(model.get_output_embeddings(), vocab_size)
+        output = model.get_output_embeddings()
+        if head == "fused":
+            # Imported here: Triton is only needed (and only present) where the fused head runs.
+            from rbplab.extraction.fused_head import FusedHead, fused_rank_stats
+
+            self.head, self.rank = FusedHead.from_module(output, vocab_size), fused_rank_stats
+        else:
+            self.head, self.rank = FloatHead.from_module(output, vocab_size), rank_stats
 
     def score(self, length: int, group: list[Window]) -> tuple[torch.Tensor, ...]:
         """(n_greater, n_equal, nll) of every scored target of `group`, on the head's device."""
@@ -86,7 +102,7 @@ class Scorer:
             hidden = hidden.reshape(-1, hidden.shape[-1]).index_select(0, row_index)
             hidden = hidden.to(self.head.weight.device)
             try:
-                return rank_stats(
+                return self.rank(
                     hidden,
                     self.head,
                     torch.from_numpy(targets).to(hidden.device),
@@ -142,4 +158,4 @@ def make_scorer(plan: Plan, weights: torch.nn.Module) -> Scorer:
     """A scorer of `plan`'s runs over loaded `weights` (`rbplab.extraction.weights.load_weights`)."""
     tokenizer = plan.described.tokenizer
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else plan.bos.token_id or 0
-    return Scorer(weights, plan.vocab_size, int(pad_id), plan.described.info.softcap)
+    return Scorer(weights, plan.vocab_size, int(pad_id), plan.described.info.softcap, plan.spec.head)

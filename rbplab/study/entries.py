@@ -83,6 +83,7 @@ def _settings_differences(spec: EntrySpec, settings: ExtractionSettings) -> dict
         "shard_tokens": settings.shard_tokens or DEFAULT_SHARD_TOKENS,
         "context_length": settings.context_length,  # None: the model's limit, known only by planning
         "dtype": None if settings.dtype == "auto" else settings.dtype,
+        "head": settings.head,
     }
     return {
         name: (cached[name], value)

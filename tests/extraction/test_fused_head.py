@@ -1,0 +1,265 @@
+"""The fused rank head (Triton, run here by Triton's interpreter on CPU tensors) against a float64
+reference and against `rank_stats`: padded vocabulary, bias, softcap, ties at the target, NaN and inf
+rows, n and V off the tile sizes, one row and many, batch invariance, and the certificate.
+
+The interpreter multiplies tiles with numpy, in its own summation order, and ignores
+`input_precision`; so the inputs are small integers (every dot product and every partial sum is an
+exact float32 integer) wherever counts are compared bit for bit. Half-precision numerics are a GPU
+check (benchmarks/gpu_check.py)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+triton = pytest.importorskip("triton", reason="Triton (the dev extra, Linux x86_64) runs the fused head")
+
+from rbplab.core.errors import InvalidArgumentError  # noqa: E402
+from rbplab.extraction import fused_head  # noqa: E402
+from rbplab.extraction.fused_head import HeadCertificateError, fused_rank_stats  # noqa: E402
+from rbplab.extraction.ranks import NonFiniteLogitsError, check_fused_head, rank_stats  # noqa: E402
+
+pytestmark = pytest.mark.skipif(
+    not fused_head.INTERPRETED and not torch.cuda.is_available(),
+    reason="the fused head needs CUDA or TRITON_INTERPRET=1 (tests/conftest.py sets it without a GPU)",
+)
+DEVICE = "cuda" if torch.cuda.is_available() and not fused_head.INTERPRETED else "cpu"
+
+
+def integer_head(rows: int, d: int, bias: bool, seed: int = 0) -> nn.Linear:
+    g = torch.Generator().manual_seed(seed)
+    head = nn.Linear(d, rows, bias=bias)
+    with torch.no_grad():
+        head.weight.copy_(torch.randint(-3, 4, (rows, d), generator=g).float())
+        if bias:
+            head.bias.copy_(torch.randint(-6, 7, (rows,), generator=g).float())
+    return head.to(DEVICE)
+
+
+def integer_hidden(n: int, d: int, seed: int = 1) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(-3, 4, (n, d), generator=g).float().to(DEVICE)
+
+
+def float64_reference(hidden, head, targets, vocab_size, softcap=None):
+    """Logits in float64 from the same inputs; counts by broadcasting, nll by logsumexp."""
+    w = head.weight[:vocab_size].double()
+    z = hidden.double() @ w.T
+    if head.bias is not None:
+        z = z + head.bias[:vocab_size].double()
+    if softcap:
+        z = torch.tanh(z / softcap) * softcap
+    z_t = z.gather(1, targets[:, None].long())
+    return (z > z_t).sum(1), (z == z_t).sum(1), torch.logsumexp(z, 1) - z_t[:, 0], z
+
+
+def assert_exact(hidden, head, targets, vocab_size, softcap=None):
+    greater, equal, nll = fused_rank_stats(hidden, head, targets, vocab_size=vocab_size, softcap=softcap)
+    ref_g, ref_e, ref_nll, _ = float64_reference(hidden, head, targets, vocab_size, softcap)
+    assert greater.dtype == equal.dtype == torch.int32 and nll.dtype == torch.float32
+    assert torch.equal(greater.cpu().long(), ref_g.cpu())
+    assert torch.equal(equal.cpu().long(), ref_e.cpu())
+    assert torch.allclose(nll.cpu().double(), ref_nll.cpu(), rtol=1e-6, atol=1e-5)
+    return greater, equal, nll
+
+
+@pytest.mark.parametrize(
+    ("n", "vocab", "rows", "d", "bias"),
+    [
+        (1, 300, 300, 40, False),  # one row
+        (150, 300, 305, 40, True),  # n, V and d off the tile sizes; padded head rows; bias
+        (257, 1000, 1024, 96, False),  # many programs, several K steps
+        (64, 128, 128, 32, True),  # exactly one tile each way
+    ],
+)
+def test_counts_and_nll_equal_a_float64_reference(n, vocab, rows, d, bias):
+    head = integer_head(rows, d, bias)
+    hidden = integer_hidden(n, d)
+    targets = torch.randint(0, vocab, (n,), generator=torch.Generator().manual_seed(2)).to(DEVICE)
+    greater, equal, nll = assert_exact(hidden, head, targets, vocab)
+    # ... and equal the fp32 head's results (counts exactly; nll to float32 rounding).
+    fp32 = rank_stats(hidden, head, targets, vocab_size=vocab)
+    assert torch.equal(greater, fp32[0]) and torch.equal(equal, fp32[1])
+    assert torch.allclose(nll, fp32[2], rtol=1e-5, atol=1e-4)
+    # The padded rows (vocab..rows) took no part: a padded row above every logit changes nothing.
+    with torch.no_grad():
+        head.weight[vocab:] = 50.0
+    again = fused_rank_stats(hidden, head, targets, vocab_size=vocab)
+    assert all(torch.equal(a, b) for a, b in zip(again, (greater, equal, nll), strict=True))
+
+
+def test_ties_at_the_target_are_counted_exactly():
+    head = integer_head(200, 16, bias=False)
+    with torch.no_grad():
+        head.weight[10:20] = head.weight[5]  # eleven identical rows: eleven equal logits
+    hidden = integer_hidden(70, 16)
+    targets = torch.full((70,), 5, dtype=torch.long, device=DEVICE)
+    targets[::2] = 13
+    _, equal, _ = assert_exact(hidden, head, targets, 200)
+    assert bool((equal >= 11).all())
+
+
+def test_softcap_ranks_well_separated_logits_as_float64_does():
+    """With a cap, logits are no longer integers: the kernel's tanh rounds otherwise than float64's,
+    so the inputs keep logits apart (distinct integers before the cap, far from saturation)."""
+    n, vocab, d = 40, 120, 8
+    head = integer_head(vocab, d, bias=False, seed=3)
+    with torch.no_grad():
+        head.weight.zero_()
+        head.weight[:, 0] = torch.arange(vocab, dtype=torch.float32) - vocab / 2  # distinct logits
+    hidden = torch.zeros(n, d, device=DEVICE)
+    hidden[:, 0] = 0.25
+    targets = torch.randint(0, vocab, (n,), generator=torch.Generator().manual_seed(4)).to(DEVICE)
+    greater, equal, nll = fused_rank_stats(hidden, head, targets, vocab_size=vocab, softcap=30.0)
+    ref_g, ref_e, ref_nll, _ = float64_reference(hidden, head, targets, vocab, softcap=30.0)
+    assert torch.equal(greater.cpu().long(), ref_g.cpu()) and bool((equal == 1).all())
+    assert torch.allclose(nll.cpu().double(), ref_nll.cpu(), atol=1e-5)
+
+
+def test_batch_invariance_a_row_is_the_same_in_any_call():
+    head = integer_head(300, 24, bias=True)
+    hidden = integer_hidden(200, 24) / 8  # powers of two: still exact
+    targets = torch.randint(0, 300, (200,), generator=torch.Generator().manual_seed(5)).to(DEVICE)
+    whole = fused_rank_stats(hidden, head, targets, vocab_size=300)
+    for rows in (slice(0, 1), slice(63, 130), slice(199, 200)):
+        part = fused_rank_stats(hidden[rows], head, targets[rows], vocab_size=300)
+        assert all(torch.equal(p, w[rows]) for p, w in zip(part, whole, strict=True))
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_nan_and_inf_rows_are_refused(value):
+    head = integer_head(150, 8, bias=True)
+    hidden = integer_hidden(90, 8)
+    with torch.no_grad():
+        head.bias[7] = value  # column 7 is non-finite in every row ...
+    targets = torch.zeros(90, dtype=torch.long, device=DEVICE)
+    with pytest.raises(NonFiniteLogitsError) as err:
+        fused_rank_stats(hidden, head, targets, vocab_size=150)
+    assert err.value.row == 0 and err.value.rows == 90 and err.value.values == 1
+    assert "\n" not in str(err.value)
+    # ... but only the padded rows hold it: ranking over the first 7 columns is fine.
+    assert_exact(hidden, head, torch.zeros(90, dtype=torch.long, device=DEVICE) + 3, 7)
+
+
+def test_a_non_finite_hidden_row_names_its_row():
+    head = integer_head(150, 8, bias=False)
+    hidden = integer_hidden(90, 8)
+    hidden[70, 3] = float("nan")
+    with pytest.raises(NonFiniteLogitsError) as err:
+        fused_rank_stats(hidden, head, torch.zeros(90, dtype=torch.long, device=DEVICE), vocab_size=150)
+    assert err.value.row == 70 and err.value.rows == 1
+
+
+def test_minus_inf_logits_elsewhere_are_zero_probabilities():
+    head = integer_head(150, 8, bias=True)
+    with torch.no_grad():
+        head.bias[100:] = float("-inf")
+    hidden = integer_hidden(30, 8)
+    targets = torch.randint(0, 100, (30,), generator=torch.Generator().manual_seed(6)).to(DEVICE)
+    greater, equal, nll = fused_rank_stats(hidden, head, targets, vocab_size=150)
+    ref = float64_reference(hidden, head, targets, 150)
+    assert torch.equal(greater.cpu().long(), ref[0].cpu()) and torch.equal(equal.cpu().long(), ref[1].cpu())
+    assert torch.allclose(nll.cpu().double(), ref[2].cpu(), atol=1e-5)
+
+
+def test_the_certificate_refuses_a_target_logit_that_is_not_the_compared_value():
+    """The kernel takes z_t from a gathered tile; pointing one row's gathered column elsewhere makes
+    its z_t differ from the in-tile value at its target, which the kernel must count and refuse."""
+    head = integer_head(300, 16, bias=False)
+    hidden = integer_hidden(100, 16)
+    targets = torch.randint(0, 300, (100,), generator=torch.Generator().manual_seed(7)).to(DEVICE)
+    z = float64_reference(hidden, head, targets, 300)[3]
+    gathered = targets.clone()
+    # A column whose logit differs from the target's in row 70 (an equal one would pass, rightly).
+    other = int(torch.nonzero(z[70] != z[70, targets[70]])[0, 0])
+    gathered[70] = other
+    with pytest.raises(HeadCertificateError, match="1 target logit"):
+        fused_rank_stats(hidden, head, targets, vocab_size=300, gathered=gathered)
+    fused_rank_stats(hidden, head, targets, vocab_size=300, gathered=targets.clone())  # the control
+
+
+def test_targets_outside_the_vocabulary_are_refused():
+    head = integer_head(64, 8, bias=False)
+    with pytest.raises(InvalidArgumentError, match=r"\[0, 60\)"):
+        fused_rank_stats(integer_hidden(3, 8), head, torch.tensor([0, 60, 1], device=DEVICE), vocab_size=60)
+
+
+def test_the_fused_head_is_refused_off_cuda_without_the_interpreter(monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    with pytest.raises(InvalidArgumentError, match="head='fp32'"):
+        check_fused_head("cpu")
+    check_fused_head("cuda:0")
+    check_fused_head("device_map:auto")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    check_fused_head("cpu")
+
+
+# --- the head as a setting: keyed apart, opt-in, refused where it cannot run ---------------------
+
+
+def test_head_is_a_checked_setting_keyed_only_when_fused(gpt2_dir, tiny_corpus):
+    from rbplab.core import ExtractionSettings
+    from rbplab.core.entry_spec import EntrySpec, EntrySpecError
+    from rbplab.extraction.plan import plan_extraction
+
+    with pytest.raises(InvalidArgumentError, match="head must be one of"):
+        ExtractionSettings(head="bf16")
+    assert ExtractionSettings().head == "fp32"
+    fp32 = plan_extraction(str(gpt2_dir), tiny_corpus, context_length=32)
+    fused = plan_extraction(str(gpt2_dir), tiny_corpus, context_length=32, head="fused")
+    assert "head" not in fp32.key_spec and fused.key_spec["head"] == "fused"
+    assert {k: v for k, v in fused.key_spec.items() if k != "head"} == fp32.key_spec
+    assert EntrySpec.from_json(fused.key_spec).to_json() == fused.key_spec
+    assert fused.spec.settings()["head"] == "fused" and fp32.spec.settings()["head"] == "fp32"
+    assert fused.spec.pins(fused.settings, dtype="float32", shard_tokens=fused.spec.windows.shard_tokens)
+    assert not fp32.spec.pins(fused.settings, dtype="float32", shard_tokens=fp32.spec.windows.shard_tokens)
+    with pytest.raises(EntrySpecError, match="recorded only for fused"):
+        EntrySpec.from_json({**fp32.key_spec, "head": "fp32"})
+
+
+def test_extract_with_the_fused_head_matches_the_fp32_head(gpt2_dir, tiny_corpus, cache_dir):
+    from rbplab.extraction.pipeline import extract
+    from rbplab.extraction.reading import load_stats
+
+    settings = dict(context_length=32, max_tokens=120, cache_dir=cache_dir, progress=False)
+    fp32 = extract(str(gpt2_dir), tiny_corpus, **settings)
+    fused = extract(str(gpt2_dir), tiny_corpus, head="fused", **settings)
+    assert fused.key != fp32.key and not fused.from_cache and fused.n_tokens == 120
+    again = extract(str(gpt2_dir), tiny_corpus, head="fused", **settings)
+    assert again.from_cache and again.key == fused.key
+    a = load_stats(str(gpt2_dir), tiny_corpus, **settings)
+    b = load_stats(str(gpt2_dir), tiny_corpus, head="fused", **settings)
+    assert (a.n_greater == b.n_greater).all() and (a.n_equal == b.n_equal).all()
+    assert float(abs(a.nll - b.nll).max()) < 1e-4
+
+
+def test_cli_refuses_the_fused_head_on_a_cpu_in_one_line(
+    gpt2_dir, tiny_corpus, tmp_path, monkeypatch, capsys
+):
+    from rbplab.cli.app import main
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n\n".join(d.text for d in tiny_corpus.documents))
+    cache = tmp_path / "cache"
+    status = main(
+        [
+            "extract",
+            "-m",
+            str(gpt2_dir),
+            "-c",
+            str(corpus),
+            "--device",
+            "cpu",
+            "--head",
+            "fused",
+            "--cache-dir",
+            str(cache),
+            "--context-length",
+            "32",
+        ]
+    )
+    err = capsys.readouterr().err.strip()
+    assert status == 1 and len(err.splitlines()) == 1 and "head='fp32'" in err
+    assert not any(p.is_file() for p in cache.rglob("*") if "plans" not in p.parts and p.name != ".lock")
