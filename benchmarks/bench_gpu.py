@@ -12,17 +12,19 @@ batched as rbplab batches them (`batches`, --batch-tokens padded tokens per forw
 Approaches, each in a fresh process (so peaks do not mix), timed after one warm-up batch:
 - "bare forward": `model(input_ids, use_cache=False).logits`, the logits in the model's dtype
   (what evaluating a language model costs without ranks);
-- "rbplab": `Scorer.score` on every batch (base model forward, float32 head in chunks, exact
+- "fp32 head": `Scorer.score` on every batch (base model forward, float32 head in chunks, exact
   greater/equal counts, nll) and one device-to-host copy per cache shard, as `extract` runs it,
   without the disk writes (they overlap scoring on a writer thread);
-- with --kv-cache, "rbplab + KV cache": the same with the body's forward called with use_cache=True,
-  what rbplab did before 0.1.0's fix (transformers builds a DynamicCache of every layer's keys and
-  values, which a scoring pass never reads).
+- "fp32 head, N rows" (--chunk-rows N ...): the same with the fp32 head's chunk forced to N rows;
+- "fused head" (CUDA, with Triton): `Scorer(head="fused")`, the kernel of rbplab.extraction.fused_head;
+- with --kv-cache, "fp32 head + KV cache": the body's forward called with use_cache=True, what rbplab
+  did before 0.1.0's fix (a DynamicCache of every layer's keys and values, never read).
 
-Peak memory is above the loaded weights: on CUDA `torch.cuda.max_memory_allocated` after a reset, on
-CPU the kernel's RSS high-water mark (VmHWM, reset through /proc/self/clear_refs) above the RSS after
-the warm-up. Time: wall clock with the device synchronised. The fp32 head's arithmetic is rbplab's
-present one; a fused half-precision head kernel is not part of this version.
+Peak memory is above the loaded weights, taken before the scorer is made, so the fp32 head's float32
+copy of the head counts: on CUDA `torch.cuda.max_memory_allocated` after a reset, on CPU the RSS
+high-water mark (VmHWM, reset through /proc/self/clear_refs). Time: wall clock with the device
+synchronised. A child that fails, or runs past --timeout seconds, is reported as such (its exit code
+or "timed out") and the next approach runs; the exit status is 1 if any failed.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from __future__ import annotations
 import argparse
 import math
 import multiprocessing as mp
+import queue as queues
+import sys
 import time
 from typing import Any
 
@@ -135,8 +139,9 @@ def _sync(device: torch.device) -> None:
 
 def _run(approach: str, name: str, args: argparse.Namespace, queue: Any) -> None:
     """One approach on one model, in a process of its own; puts (seconds, tokens, peak bytes, info)."""
+    from rbplab.extraction import ranks
     from rbplab.extraction.plan import SHARD_TOKENS
-    from rbplab.extraction.scoring import Scorer
+    from rbplab.extraction.scoring import Scorer, batch_arrays
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -145,12 +150,19 @@ def _run(approach: str, name: str, args: argparse.Namespace, queue: Any) -> None
     model = build_model(name, args.context, device, dtype)
     vocab = model.config.vocab_size
     groups = synthetic_batches(vocab, args.context, args.tokens, args.batch_tokens)
-    if approach == "rbplab + KV cache":
+    if approach.endswith("+ KV cache"):
         body = model.base_model
         forward = body.forward
         body.forward = lambda *a, use_cache=None, **k: forward(*a, use_cache=True, **k)
-    scorer = Scorer(model, vocab, 0)
-    from rbplab.extraction.scoring import batch_arrays
+    if approach.startswith("fp32 head, "):  # the fp32 head's chunk forced to this many rows
+        rows = int(approach.split(", ")[1].split()[0])
+        ranks.MAX_CHUNK_ROWS = max(ranks.MAX_CHUNK_ROWS, rows)
+        ranks.GPU_CHUNK_ELEMENTS = rows * vocab
+    memory = PeakMemory(device)
+    memory.start()  # before the scorer: the fp32 head's float32 copy is part of its cost
+    scorer = None
+    if approach != "bare forward":
+        scorer = Scorer(model, vocab, 0, head="fused" if approach == "fused head" else "fp32")
 
     def bare(length: int, group: list) -> int:
         ids = torch.from_numpy(batch_arrays(group, length, 0)[0]).to(device)
@@ -160,7 +172,7 @@ def _run(approach: str, name: str, args: argparse.Namespace, queue: Any) -> None
     held: list = []
     held_tokens = 0
 
-    def ranks(length: int, group: list) -> int:
+    def scored(length: int, group: list) -> int:
         nonlocal held_tokens
         held.append(scorer.score(length, group))
         held_tokens += sum(w.n_scored for w in group)
@@ -176,15 +188,13 @@ def _run(approach: str, name: str, args: argparse.Namespace, queue: Any) -> None
         held.clear()
         held_tokens = 0
 
-    step = bare if approach == "bare forward" else ranks
-    memory = PeakMemory(device)
+    step = bare if scorer is None else scored
     with torch.inference_mode():
-        step(*groups[0])  # warm-up: kernels, allocator pools, the float32 head copy
+        step(*groups[0])  # warm-up: kernels, allocator pools
         flush()
         _sync(device)
-        memory.start()
         started = time.perf_counter()
-        scored = sum(step(length, group) for length, group in groups)
+        tokens = sum(step(length, group) for length, group in groups)
         flush()
         _sync(device)
         seconds = time.perf_counter() - started
@@ -194,49 +204,94 @@ def _run(approach: str, name: str, args: argparse.Namespace, queue: Any) -> None
         if device.type == "cuda"
         else f"CPU, {torch.get_num_threads()} threads"
     )
-    queue.put((seconds, scored, memory.peak(), n_params, len(groups), info))
+    chunk = ranks.default_chunk_size(vocab, device)
+    queue.put((seconds, tokens, memory.peak(), n_params, len(groups), info, chunk))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--dtype", default=None, help="bfloat16 on CUDA, float32 on CPU (rbplab's 'auto')")
-    parser.add_argument("--tokens", type=int, default=DEFAULT_TOKENS, help="scored tokens per model")
-    parser.add_argument("--context", type=int, default=2048)
-    parser.add_argument("--batch-tokens", type=int, default=None, help="default: rbplab's for the device")
-    parser.add_argument("--kv-cache", action="store_true", help="also score with the KV cache on")
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (CPU)")
-    args = parser.parse_args()
-    from rbplab.extraction.scoring import default_batch_tokens
+def run_approach(approach: str, name: str, args: argparse.Namespace, context: Any) -> tuple | str:
+    """`_run` in a fresh process: its result, or why there is none ("exit code 1", "timed out")."""
+    queue = context.Queue()
+    process = context.Process(target=_run, args=(approach, name, args, queue))
+    process.start()
+    try:
+        result = queue.get(timeout=args.timeout)
+    except queues.Empty:
+        result = None
+    process.join(timeout=30)
+    if process.is_alive():
+        process.kill()
+        process.join()
+        return "timed out" if result is None else result
+    if result is None:
+        return f"exit code {process.exitcode}" if process.exitcode else "no result"
+    return result
 
-    args.batch_tokens = args.batch_tokens or default_batch_tokens(args.device)
-    args.dtype = args.dtype or ("bfloat16" if torch.device(args.device).type == "cuda" else "float32")
-    approaches = ["bare forward", "rbplab"] + (["rbplab + KV cache"] if args.kv_cache else [])
+
+def approaches(args: argparse.Namespace) -> list[str]:
+    names = ["bare forward", "fp32 head"]
+    names += [f"fp32 head, {rows} rows" for rows in args.chunk_rows]
+    if torch.device(args.device).type == "cuda" and "fused" in args.heads:
+        names.append("fused head")
+    return names + (["fp32 head + KV cache"] if args.kv_cache else [])
+
+
+def print_table(args: argparse.Namespace) -> bool:
+    """The speed table of every model and approach; False when any approach failed."""
     print(
         f"device {args.device}, dtype {args.dtype}, context {args.context}, {args.tokens:,} scored tokens "
         f"per model, batches of <= {args.batch_tokens:,} padded tokens"
     )
-    print(f"{'model':<14}{'approach':<20}{'tok/s':>10}{'seconds':>10}{'x bare':>8}{'peak MiB':>10}")
+    print(f"{'model':<14}{'approach':<24}{'tok/s':>10}{'seconds':>10}{'x bare':>8}{'peak MiB':>10}")
     context = mp.get_context("spawn")  # a fresh CUDA context and allocator per approach
+    ok = True
     for name in args.models:
         bare_seconds = None
-        for approach in approaches:
-            queue = context.Queue()
-            process = context.Process(target=_run, args=(approach, name, args, queue))
-            process.start()
-            seconds, scored, peak, n_params, n_batches, info = queue.get()
-            process.join()
+        for approach in approaches(args):
+            result = run_approach(approach, name, args, context)
+            if isinstance(result, str):
+                ok = False
+                print(f"{name:<14}{approach:<24}  FAILED: {result}", flush=True)
+                continue
+            seconds, scored, peak, n_params, n_batches, info, chunk = result
             if approach == "bare forward":
                 bare_seconds = seconds
                 print(f"# {name}: {n_params / 1e6:,.0f}M parameters, {n_batches} batches, {info}")
+            label = f"fp32 head, {chunk} rows" if approach == "fp32 head" else approach
             ratio = seconds / bare_seconds if bare_seconds else float("nan")
             print(
-                f"{name:<14}{approach:<20}{scored / seconds:>10,.0f}{seconds:>10.2f}{ratio:>7.2f}x"
-                f"{peak / 2**20:>10,.0f}"
+                f"{name:<14}{label:<24}{scored / seconds:>10,.0f}{seconds:>10.2f}{ratio:>7.2f}x"
+                f"{peak / 2**20:>10,.0f}",
+                flush=True,
             )
+    return ok
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--dtype", default=None, help="bfloat16 on CUDA, float32 on CPU (rbplab's 'auto')")
+    p.add_argument("--tokens", type=int, default=DEFAULT_TOKENS, help="scored tokens per model")
+    p.add_argument("--context", type=int, default=2048)
+    p.add_argument("--batch-tokens", type=int, default=None, help="default: rbplab's for the device")
+    p.add_argument("--heads", nargs="+", default=["fp32", "fused"], choices=["fp32", "fused"])
+    p.add_argument("--chunk-rows", nargs="*", type=int, default=[], help="fp32 head chunk sizes to try")
+    p.add_argument("--kv-cache", action="store_true", help="also score with the KV cache on")
+    p.add_argument("--threads", type=int, default=None, help="torch threads (CPU)")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds one approach may take")
+    return p
+
+
+def resolve(args: argparse.Namespace) -> argparse.Namespace:
+    from rbplab.extraction.scoring import default_batch_tokens
+
+    args.batch_tokens = args.batch_tokens or default_batch_tokens(args.device)
+    args.dtype = args.dtype or ("bfloat16" if torch.device(args.device).type == "cuda" else "float32")
+    return args
+
+
+def main() -> None:
+    sys.exit(0 if print_table(resolve(parser().parse_args())) else 1)
 
 
 if __name__ == "__main__":

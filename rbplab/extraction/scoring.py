@@ -90,25 +90,26 @@ class Scorer:
         else:
             self.head, self.rank = FloatHead.from_module(output, vocab_size), rank_stats
 
+    def hidden_states(self, length: int, group: list[Window]) -> tuple[torch.Tensor, torch.Tensor]:
+        """The body's final hidden states at every scored position of `group` [n, d] and the
+        target ids [n], both on the head's device (what either head ranks; benchmarks compare heads
+        on them)."""
+        ids, rows, targets = batch_arrays(group, length, self.pad_id)
+        inputs = torch.from_numpy(ids).to(self.device)
+        # use_cache=False: a scoring pass never decodes further, and the KV cache transformers
+        # builds by default (config.use_cache) would hold every layer's keys and values.
+        hidden = self.model.base_model(input_ids=inputs, use_cache=False).last_hidden_state
+        row_index = torch.from_numpy(rows).to(hidden.device)
+        hidden = hidden.reshape(-1, hidden.shape[-1]).index_select(0, row_index)
+        head_device = self.head.weight.device
+        return hidden.to(head_device), torch.from_numpy(targets).to(head_device)
+
     def score(self, length: int, group: list[Window]) -> tuple[torch.Tensor, ...]:
         """(n_greater, n_equal, nll) of every scored target of `group`, on the head's device."""
-        ids, rows, targets = batch_arrays(group, length, self.pad_id)
         with torch.inference_mode(), pinned_precision():
-            inputs = torch.from_numpy(ids).to(self.device)
-            # use_cache=False: a scoring pass never decodes further, and the KV cache transformers
-            # builds by default (config.use_cache) would hold every layer's keys and values.
-            hidden = self.model.base_model(input_ids=inputs, use_cache=False).last_hidden_state
-            row_index = torch.from_numpy(rows).to(hidden.device)
-            hidden = hidden.reshape(-1, hidden.shape[-1]).index_select(0, row_index)
-            hidden = hidden.to(self.head.weight.device)
+            hidden, targets = self.hidden_states(length, group)
             try:
-                return self.rank(
-                    hidden,
-                    self.head,
-                    torch.from_numpy(targets).to(hidden.device),
-                    vocab_size=self.vocab_size,
-                    softcap=self.softcap,
-                )
+                return self.rank(hidden, self.head, targets, vocab_size=self.vocab_size, softcap=self.softcap)
             except NonFiniteLogitsError as err:
                 raise err.located(scored_position(group, err.row)) from None
 
