@@ -38,10 +38,11 @@ from torch import Tensor, nn
 from rbplab.core.errors import InvalidArgumentError, InvalidTypeError, RbplabError
 from rbplab.extraction.ranks import NonFiniteLogitsError
 
-# Fixed tiles (no autotuning: a row's result must not depend on a tuning run). 64 rows share each
-# streamed head tile; 128 columns per tile; K in steps of 64 (32 for float32, whose tiles are twice
-# the bytes). Rows per program are few enough that n = 16K scored rows make 256 programs.
-BLOCK_N = 64
+# Fixed tiles (no autotuning: a row's result must not depend on a tuning run). 128 x 128 output
+# tiles, as fast matrix products use (each streamed head tile serves 128 rows); K in steps of 64
+# (32 for float32, whose tiles are twice the bytes). A GPU batch of 16K scored rows makes 128
+# programs, about one per H100 multiprocessor.
+BLOCK_N = 128
 BLOCK_V = 128
 BLOCK_D_HALF = 64
 BLOCK_D_FP32 = 32
@@ -88,19 +89,19 @@ def _rank_kernel(
     row_ok = rows < n
     lanes = tl.arange(0, BLOCK_V)
     t = tl.load(T + rows, mask=row_ok, other=0)
+    row_offsets = rows.to(tl.int64) * stride_h  # 64-bit: rows x d and V x d can pass 2**31
 
     # The gathered tile: column j < BLOCK_N holds the head row of row j's target (others repeat a
     # valid id). Same shape, K loop and epilogue as the main tiles below.
     gathered_ok = (lanes < BLOCK_N) & (pid * BLOCK_N + lanes < n)
     g_cols = tl.load(G + pid * BLOCK_N + lanes, mask=gathered_ok, other=0)
+    g_offsets = g_cols.to(tl.int64) * stride_w
     acc = tl.zeros((BLOCK_N, BLOCK_V), dtype=tl.float32)
     for k0 in range(0, d, BLOCK_D):
         ks = k0 + tl.arange(0, BLOCK_D)
         k_ok = ks < d
-        h = tl.load(
-            H + rows[:, None] * stride_h + ks[None, :], mask=row_ok[:, None] & k_ok[None, :], other=0.0
-        )
-        w = tl.load(W + g_cols[None, :] * stride_w + ks[:, None], mask=k_ok[:, None], other=0.0)
+        h = tl.load(H + row_offsets[:, None] + ks[None, :], mask=row_ok[:, None] & k_ok[None, :], other=0.0)
+        w = tl.load(W + g_offsets[None, :] + ks[:, None], mask=k_ok[:, None], other=0.0)
         if IEEE:
             acc = tl.dot(h, w, acc, input_precision="ieee")
         else:
@@ -126,15 +127,16 @@ def _rank_kernel(
     for v0 in range(0, V, BLOCK_V):
         cols = v0 + lanes
         col_ok = cols < V
+        col_offsets = cols.to(tl.int64) * stride_w
         acc = tl.zeros((BLOCK_N, BLOCK_V), dtype=tl.float32)
         for k0 in range(0, d, BLOCK_D):
             ks = k0 + tl.arange(0, BLOCK_D)
             k_ok = ks < d
             h = tl.load(
-                H + rows[:, None] * stride_h + ks[None, :], mask=row_ok[:, None] & k_ok[None, :], other=0.0
+                H + row_offsets[:, None] + ks[None, :], mask=row_ok[:, None] & k_ok[None, :], other=0.0
             )
             w = tl.load(
-                W + cols[None, :] * stride_w + ks[:, None], mask=col_ok[None, :] & k_ok[:, None], other=0.0
+                W + col_offsets[None, :] + ks[:, None], mask=col_ok[None, :] & k_ok[:, None], other=0.0
             )
             if IEEE:
                 acc = tl.dot(h, w, acc, input_precision="ieee")
@@ -149,12 +151,16 @@ def _rank_kernel(
             acc = softcap * tl.where(x < 0, -th, th)
         valid = col_ok[None, :]
         # NaN compares unequal to itself; +inf would make the row's maximum (and nll) meaningless.
-        bad += tl.sum(((acc != acc) | (acc == float("inf"))) & valid, axis=1).to(tl.int32)
+        bad += tl.sum((((acc != acc) | (acc == float("inf"))) & valid).to(tl.int32), axis=1)
         z = tl.where(valid, acc, float("-inf"))
-        greater += tl.sum((z > z_t[:, None]) & valid, axis=1).to(tl.int32)
-        equal += tl.sum((z == z_t[:, None]) & valid, axis=1).to(tl.int32)
+        greater += tl.sum(((z > z_t[:, None]) & valid).to(tl.int32), axis=1)
+        equal += tl.sum(((z == z_t[:, None]) & valid).to(tl.int32), axis=1)
+        # Online exp-sum. A -inf logit is a probability of 0, and a row whose logits so far are all
+        # -inf has nothing to rescale: both are spelled out, since exp2(-inf - -inf) is NaN.
         m_new = tl.maximum(m, tl.max(z, axis=1))
-        s = s * tl.exp2((m - m_new) * LOG2E) + tl.sum(tl.exp2((z - m_new[:, None]) * LOG2E), axis=1)
+        scale = tl.where(m == float("-inf"), 0.0, tl.exp2((m - m_new) * LOG2E))
+        p = tl.where(z == float("-inf"), 0.0, tl.exp2((z - m_new[:, None]) * LOG2E))
+        s = s * scale + tl.sum(p, axis=1)
         m = m_new
         # The certificate: the value at column t of this very tile, bit for bit.
         at_t = (cols[None, :] == t[:, None]) & valid

@@ -70,7 +70,7 @@ def assert_exact(hidden, head, targets, vocab_size, softcap=None):
         (1, 300, 300, 40, False),  # one row
         (150, 300, 305, 40, True),  # n, V and d off the tile sizes; padded head rows; bias
         (257, 1000, 1024, 96, False),  # many programs, several K steps
-        (64, 128, 128, 32, True),  # exactly one tile each way
+        (128, 128, 128, 64, True),  # exactly one tile each way
     ],
 )
 def test_counts_and_nll_equal_a_float64_reference(n, vocab, rows, d, bias):
@@ -151,15 +151,21 @@ def test_a_non_finite_hidden_row_names_its_row():
     assert err.value.row == 70 and err.value.rows == 1
 
 
-def test_minus_inf_logits_elsewhere_are_zero_probabilities():
-    head = integer_head(150, 8, bias=True)
+@pytest.mark.parametrize("masked", [slice(100, None), slice(0, 140)])
+def test_minus_inf_logits_elsewhere_are_zero_probabilities(masked):
+    """-inf logits at the end, or filling the whole first tile (the online exp-sum then starts from
+    nothing: exp2(-inf - -inf) would be NaN)."""
+    head = integer_head(300, 8, bias=True)
     with torch.no_grad():
-        head.bias[100:] = float("-inf")
+        head.bias[masked] = float("-inf")
     hidden = integer_hidden(30, 8)
-    targets = torch.randint(0, 100, (30,), generator=torch.Generator().manual_seed(6)).to(DEVICE)
-    greater, equal, nll = fused_rank_stats(hidden, head, targets, vocab_size=150)
-    ref = float64_reference(hidden, head, targets, 150)
+    targets = torch.randint(140, 300, (30,), generator=torch.Generator().manual_seed(6)).to(DEVICE)
+    if masked.start == 100:
+        targets = targets % 100  # targets among the finite logits
+    greater, equal, nll = fused_rank_stats(hidden, head, targets, vocab_size=300)
+    ref = float64_reference(hidden, head, targets, 300)
     assert torch.equal(greater.cpu().long(), ref[0].cpu()) and torch.equal(equal.cpu().long(), ref[1].cpu())
+    assert bool(torch.isfinite(nll).all())
     assert torch.allclose(nll.cpu().double(), ref[2].cpu(), atol=1e-5)
 
 
