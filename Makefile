@@ -4,25 +4,31 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast lab lint format browser-deps clean
+.PHONY: demo test test-fast lab lint format docs browser-deps clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	# torch is pinned in pyproject.toml (the CPU wheel); constraints.txt pins the rest for reproducibility.
-	$(BIN)/pip install --quiet -c constraints.txt -e '.[notebooks,dev,ray,export]'
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[notebooks,dev,ray,export,docs]'
 	touch $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/rbplab demo
 
-test: $(STAMP) browser-deps
+# The docs are built first (strict: a broken reference fails); the site test then checks that build.
+test: $(STAMP) browser-deps docs
 	$(BIN)/ruff check rbplab tests benchmarks scripts notebooks
 	$(BIN)/lint-imports
-	$(BIN)/pytest -q
+	RBPLAB_DOCS_SITE=site $(BIN)/pytest -q
 
 test-fast: $(STAMP)
 	$(BIN)/pytest -q -m "not slow"
+
+# The docs site into site/, strict (any warning fails: a broken link, a missing docstring target) and
+# offline (no CDN fonts or scripts; tests/e2e/test_docs_site.py checks the HTML). Open site/index.html.
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict --quiet --site-dir site
 
 # JupyterLab refuses to run as root without --allow-root (containers, CI machines).
 lab: $(STAMP)
@@ -44,4 +50,4 @@ browser-deps:
 	  else echo "chromium not found: the browser test will be skipped (apt-get install chromium)"; fi; }
 
 clean:
-	rm -rf $(VENV) reports .pytest_cache .ruff_cache
+	rm -rf $(VENV) reports site .pytest_cache .ruff_cache

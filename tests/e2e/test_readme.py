@@ -1,9 +1,11 @@
-"""Every README block marked runnable runs as written on the cache `make demo` fills, from a clone's
-root: bash blocks through bash (stopping at the first failing line) with this interpreter's
+"""Every block marked runnable in README.md and in the docs site's pages (docs/**/*.md) runs as
+written on the cache `make demo` fills, from a clone's root: bash blocks through bash (stopping at the first failing line) with this interpreter's
 `rbplab` and `papermill` first on PATH, python blocks in a fresh interpreter. The hub is off
 (HF_HUB_OFFLINE=1): a block that needs it or a GPU is not marked.
 
-A block is marked by the line ``<!-- runnable -->`` right before its opening fence. The cache is a
+A block is marked by the line ``<!-- runnable -->`` right before its opening fence. A block whose
+code is the same as one already collected (the docs pages carry the README's examples) runs once,
+under the first file that holds it. The cache is a
 copy of $RBPLAB_DEMO_CACHE when that names one `make demo` filled (copied: the examples write plan
 records, and a demo's cache is not the test's to change), else one built the same way (`rbplab demo
 --no-notebooks`: the micro-suite and its checkpoints through the runner) on a smaller data folder,
@@ -29,6 +31,7 @@ import rbplab
 
 ROOT = Path(rbplab.__file__).resolve().parents[1]
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
 MARKER = "<!-- runnable -->"
 # The smaller data folder: the corpora the runnable examples name, each cut to its first documents
 # and characters (a few thousand tokens), so the demo's 6 models and 30 checkpoints score it in
@@ -41,15 +44,16 @@ BLOCK_TIMEOUT_S = 600
 @dataclass(frozen=True)
 class Block:
     language: str
-    line: int  # of the opening fence in README.md
+    line: int  # of the opening fence in its file
     code: str
+    source: str = "README.md"  # the file, relative to the clone's root
 
     @property
     def id(self) -> str:
-        return f"README.md:{self.line}-{self.language}"
+        return f"{self.source}:{self.line}-{self.language}"
 
 
-def runnable_blocks(text: str) -> list[Block]:
+def runnable_blocks(text: str, source: str = "README.md") -> list[Block]:
     """The fenced blocks right after a `MARKER` line (a blank line between is allowed)."""
     lines = text.splitlines()
     blocks = []
@@ -61,18 +65,39 @@ def runnable_blocks(text: str) -> list[Block]:
             j += 1
         fence = re.match(r"^```(\w+)\s*$", lines[j]) if j < len(lines) else None
         if fence is None:
-            raise AssertionError(f"README.md:{i + 1}: {MARKER} is not followed by a fenced block")
+            raise AssertionError(f"{source}:{i + 1}: {MARKER} is not followed by a fenced block")
         end = next(k for k in range(j + 1, len(lines)) if lines[k].startswith("```"))
-        blocks.append(Block(fence.group(1), j + 1, "\n".join(lines[j + 1 : end]) + "\n"))
+        blocks.append(Block(fence.group(1), j + 1, "\n".join(lines[j + 1 : end]) + "\n", source))
     return blocks
 
 
-BLOCKS = runnable_blocks(README.read_text(encoding="utf-8"))
+def all_runnable_blocks() -> list[Block]:
+    """README.md's runnable blocks, then the docs pages', each distinct block once."""
+    pages = [README, *sorted(DOCS.rglob("*.md"))]
+    seen: set[tuple[str, str]] = set()
+    blocks = []
+    for page in pages:
+        for block in runnable_blocks(page.read_text(encoding="utf-8"), str(page.relative_to(ROOT))):
+            if (block.language, block.code) not in seen:
+                seen.add((block.language, block.code))
+                blocks.append(block)
+    return blocks
+
+
+BLOCKS = all_runnable_blocks()
 
 
 def test_runnable_blocks_are_marked_and_runnable_languages() -> None:
     assert {b.language for b in BLOCKS} == {"bash", "python"}, [b.id for b in BLOCKS]
     assert len(BLOCKS) >= 6
+
+
+def test_docs_pages_have_runnable_blocks_and_repeats_run_once() -> None:
+    docs_blocks = [b for page in sorted(DOCS.rglob("*.md")) for b in runnable_blocks(page.read_text(), str(page))]
+    assert len(docs_blocks) >= 6
+    assert len({(b.language, b.code) for b in BLOCKS}) == len(BLOCKS)
+    # every docs block runs, under the README's id while the README still carries it
+    assert {(b.language, b.code) for b in docs_blocks} <= {(b.language, b.code) for b in BLOCKS}
 
 
 def _small_data(folder: Path) -> Path:
