@@ -36,8 +36,10 @@ API_PACKAGES = (
     "rbplab.store", "rbplab.runner", "rbplab.viz", "rbplab.report", "rbplab.core",
 )  # fmt: skip
 # argparse wraps help to the terminal's width; a fixed width makes the page the same on every machine.
-HELP_COLUMNS = "100"
-PARAMETER_LINE = re.compile(r"^(?P<name>\w+)\s*:\s*(?P<type>[^=]+?)\s*=\s*(?P<default>.*?)\s*(#\s*(?P<doc>.*))?$")
+HELP_COLUMNS = "80"
+PARAMETER_LINE = re.compile(
+    r"^(?P<name>\w+)\s*:\s*(?P<type>[^=]+?)\s*=\s*(?P<default>.*?)\s*(#\s*(?P<doc>.*))?$"
+)
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> list[tuple[str, argparse.ArgumentParser]]:
@@ -82,7 +84,9 @@ def notebook_parameters(stem: str) -> list[tuple[str, str, str, str]]:
     if not path.is_file():
         raise ValueError(f"notebook-parameters: no notebook {path.relative_to(ROOT)}")
     lines = path.read_text(encoding="utf-8").splitlines()
-    start = next((i for i, line in enumerate(lines) if line.startswith("# %%") and "parameters" in line), None)
+    start = next(
+        (i for i, line in enumerate(lines) if line.startswith("# %%") and "parameters" in line), None
+    )
     if start is None:
         raise ValueError(f"notebook-parameters: {path.relative_to(ROOT)} has no parameters cell")
     rows = []
@@ -160,7 +164,8 @@ def api_reference(package_name: str) -> str:
             blocks.append(f"## `{name}`\n\n[`{path}`][{path}], documented under [`{owner}`][{owner}].\n")
             continue
         if inspect.ismodule(obj) and hasattr(obj, "__all__"):
-            blocks.append(f"::: {path}\n    options:\n      members: false\n      heading_level: 2\n")
+            options = "members: false", "heading_level: 2", "show_root_full_path: true"
+            blocks.append(f"::: {path}\n    options:\n" + "".join(f"      {o}\n" for o in options))
             for member in _exports(obj):
                 member_path = _defined_at(obj, member)
                 blocks.append(f"::: {member_path}\n    options:\n      heading_level: 3\n")

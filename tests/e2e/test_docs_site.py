@@ -77,7 +77,9 @@ def external_references(site: Path) -> list[str]:
         problems += [f"{name}: {load}" for load in parser.loads if EXTERNAL.match(load.split("=", 1)[1])]
         problems += [f"{name}: {url}" for style in parser.styles for url in external_css(style)]
     for sheet in sorted(site.rglob("*.css")):
-        problems += [f"{sheet.relative_to(site)}: {url}" for url in external_css(sheet.read_text(encoding="utf-8"))]
+        problems += [
+            f"{sheet.relative_to(site)}: {url}" for url in external_css(sheet.read_text(encoding="utf-8"))
+        ]
     return problems
 
 
@@ -106,7 +108,9 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "--site-dir", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
-    assert done.returncode == 0, f"mkdocs build --strict failed:\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
+    assert done.returncode == 0, (
+        f"mkdocs build --strict failed:\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
+    )
     return out
 
 
@@ -126,25 +130,36 @@ def test_cli_page_holds_every_commands_help(site: Path) -> None:
     assert "usage: rbplab cache ls" in page  # subcommands too
 
 
-def test_notebooks_page_lists_every_parameter(site: Path) -> None:
+def _hooks():
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
-        from mkdocs_hooks import notebook_parameters
+        import mkdocs_hooks
     finally:
         sys.path.remove(str(ROOT / "scripts"))
+    return mkdocs_hooks
+
+
+def test_notebooks_page_lists_every_parameter(site: Path) -> None:
     page = (site / "notebooks.html").read_text(encoding="utf-8")
     stems = sorted(p.stem for p in (ROOT / "notebooks").glob("0*.py"))
     assert len(stems) >= 7
     for stem in stems:
         assert f"notebook-parameters: {stem}" in (ROOT / "docs" / "notebooks.md").read_text(), stem
-        for name, *_ in notebook_parameters(stem):
+        for name, *_ in _hooks().notebook_parameters(stem):
             assert f"<code>{name}</code>" in page, (stem, name)
 
 
 def test_api_pages_document_every_exported_name(site: Path) -> None:
+    """Each API page names each name its package exports, and each is documented in full (an
+    element with its dotted path as id) on one page."""
     from importlib import import_module
 
-    for page_name, package in [("rbplab", "rbplab"), ("study", "rbplab.study"), ("grid", "rbplab.grid")]:
-        page = (site / "api" / f"{page_name}.html").read_text(encoding="utf-8")
-        for name in import_module(package).__all__:
-            assert re.search(rf'id="[\w.]*\.{re.escape(name)}"', page), (package, name)
+    hooks = _hooks()
+    pages = {p.stem: p.read_text(encoding="utf-8") for p in (site / "api").glob("*.html")}
+    documented = {m for text in pages.values() for m in re.findall(r'id="(rbplab[\w.]*)"', text)}
+    for package_name in hooks.API_PACKAGES:
+        stem = "rbplab" if package_name == "rbplab" else package_name.split(".", 1)[1]
+        package = import_module(package_name)
+        for name in package.__all__:
+            assert name in pages[stem], (package_name, name)
+            assert hooks._defined_at(package, name) in documented, (package_name, name)

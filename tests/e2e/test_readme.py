@@ -1,7 +1,8 @@
 """Every block marked runnable in README.md and in the docs site's pages (docs/**/*.md) runs as
-written on the cache `make demo` fills, from a clone's root: bash blocks through bash (stopping at the first failing line) with this interpreter's
-`rbplab` and `papermill` first on PATH, python blocks in a fresh interpreter. The hub is off
-(HF_HUB_OFFLINE=1): a block that needs it or a GPU is not marked.
+written on the cache `make demo` fills, from a clone's root: bash blocks through bash (stopping at
+the first failing line) with this interpreter's `rbplab` and `papermill` first on PATH, python
+blocks in a fresh interpreter. The hub is off (HF_HUB_OFFLINE=1): a block that needs it or a GPU
+is not marked.
 
 A block is marked by the line ``<!-- runnable -->`` right before its opening fence. A block whose
 code is the same as one already collected (the docs pages carry the README's examples) runs once,
@@ -93,7 +94,9 @@ def test_runnable_blocks_are_marked_and_runnable_languages() -> None:
 
 
 def test_docs_pages_have_runnable_blocks_and_repeats_run_once() -> None:
-    docs_blocks = [b for page in sorted(DOCS.rglob("*.md")) for b in runnable_blocks(page.read_text(), str(page))]
+    docs_blocks = [
+        b for page in sorted(DOCS.rglob("*.md")) for b in runnable_blocks(page.read_text(), str(page))
+    ]
     assert len(docs_blocks) >= 6
     assert len({(b.language, b.code) for b in BLOCKS}) == len(BLOCKS)
     # every docs block runs, under the README's id while the README still carries it
