@@ -163,3 +163,16 @@ def test_api_pages_document_every_exported_name(site: Path) -> None:
         for name in package.__all__:
             assert name in pages[stem], (package_name, name)
             assert hooks._defined_at(package, name) in documented, (package_name, name)
+
+
+def test_every_notebook_with_a_headline_figure_has_its_static_figure(site: Path) -> None:
+    """scripts/docs_figures.py draws one PNG per notebook that saves a "headline" figure."""
+    script = (ROOT / "scripts" / "docs_figures.py").read_text(encoding="utf-8")
+    page = (site / "notebooks.html").read_text(encoding="utf-8")
+    for notebook in sorted((ROOT / "notebooks").glob("0*.py")):
+        if '"headline"' not in notebook.read_text(encoding="utf-8"):
+            continue
+        assert f'"{notebook.stem}"' in script, notebook.stem
+        assert (ROOT / "docs" / "figures" / f"{notebook.stem}.png").is_file(), notebook.stem
+        assert (site / "figures" / f"{notebook.stem}.png").is_file(), notebook.stem
+        assert f'src="figures/{notebook.stem}.png"' in page, notebook.stem
