@@ -28,7 +28,7 @@ test-fast: $(STAMP)
 # The docs site into site/, strict (any warning fails: a broken link, a missing docstring target) and
 # offline (no CDN fonts or scripts; tests/e2e/test_docs_site.py checks the HTML). Open site/index.html.
 docs: $(STAMP)
-	$(BIN)/mkdocs build --strict --quiet --site-dir site
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir site
 
 # JupyterLab refuses to run as root without --allow-root (containers, CI machines).
 lab: $(STAMP)
