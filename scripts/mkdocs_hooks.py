@@ -153,22 +153,29 @@ def _owner(path: str) -> str:
 
 def api_reference(package_name: str) -> str:
     """The package's docstring, then each exported name where it is defined (a name another API
-    page documents, as a link to it: every object has one page)."""
+    page documents, as a link to it; one already shown on this page, once: every object has one
+    entry in the whole reference)."""
     package = import_module(package_name)
     blocks = [f"::: {package_name}\n    options:\n      members: false\n      show_root_heading: false\n"]
+    shown: set[str] = set()
     for name in _exports(package):
         path = _defined_at(package, name)
         obj = getattr(package, name)
         owner = _owner(path) if package_name in API_PACKAGES else package_name
+        if path in shown:
+            continue
         if owner != package_name:
             blocks.append(f"## `{name}`\n\n[`{path}`][{path}], documented under [`{owner}`][{owner}].\n")
             continue
+        shown.add(path)
         if inspect.ismodule(obj) and hasattr(obj, "__all__"):
             options = "members: false", "heading_level: 2", "show_root_full_path: true"
             blocks.append(f"::: {path}\n    options:\n" + "".join(f"      {o}\n" for o in options))
             for member in _exports(obj):
                 member_path = _defined_at(obj, member)
-                blocks.append(f"::: {member_path}\n    options:\n      heading_level: 3\n")
+                if member_path not in shown:
+                    shown.add(member_path)
+                    blocks.append(f"::: {member_path}\n    options:\n      heading_level: 3\n")
         else:
             blocks.append(f"::: {path}\n")
     return "\n".join(blocks)

@@ -7,7 +7,7 @@ http(s) or a protocol-relative `//host`. Generated pages hold what they are gene
 `rbplab` command's help, every notebook parameter, every exported name.
 
 `make test` builds the site once (`make docs`) and hands it here as RBPLAB_DOCS_SITE; run alone,
-the test builds it into a temporary folder.
+the tests build it into a temporary folder (so they are `slow`: `make test-fast` skips them).
 """
 
 from __future__ import annotations
@@ -114,12 +114,14 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.mark.slow  # builds the site (~40 s) unless make test built it
 def test_site_builds_strict_and_loads_nothing_from_other_hosts(site: Path) -> None:
     assert (site / "index.html").is_file()
     assert list(site.rglob("*.css")), "no stylesheet: the theme's assets are missing"
     assert external_references(site) == []
 
 
+@pytest.mark.slow  # builds the site (~40 s) unless make test built it
 def test_cli_page_holds_every_commands_help(site: Path) -> None:
     from rbplab.cli.app import COMMANDS
 
@@ -139,6 +141,7 @@ def _hooks():
     return mkdocs_hooks
 
 
+@pytest.mark.slow  # builds the site (~40 s) unless make test built it
 def test_notebooks_page_lists_every_parameter(site: Path) -> None:
     page = (site / "notebooks.html").read_text(encoding="utf-8")
     stems = sorted(p.stem for p in (ROOT / "notebooks").glob("0*.py"))
@@ -149,6 +152,7 @@ def test_notebooks_page_lists_every_parameter(site: Path) -> None:
             assert f"<code>{name}</code>" in page, (stem, name)
 
 
+@pytest.mark.slow  # builds the site (~40 s) unless make test built it
 def test_api_pages_document_every_exported_name(site: Path) -> None:
     """Each API page names each name its package exports, and each is documented in full (an
     element with its dotted path as id) on one page."""
@@ -165,6 +169,7 @@ def test_api_pages_document_every_exported_name(site: Path) -> None:
             assert hooks._defined_at(package, name) in documented, (package_name, name)
 
 
+@pytest.mark.slow  # builds the site (~40 s) unless make test built it
 def test_every_notebook_with_a_headline_figure_has_its_static_figure(site: Path) -> None:
     """scripts/docs_figures.py draws one PNG per notebook that saves a "headline" figure."""
     script = (ROOT / "scripts" / "docs_figures.py").read_text(encoding="utf-8")
