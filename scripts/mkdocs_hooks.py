@@ -1,5 +1,5 @@
 """mkdocs hooks for the docs site (`mkdocs.yml`: `hooks:`): pages generated at build time, so they
-cannot drift from the code.
+cannot drift from the code. Each marker below is a line of its own.
 
 - `<!-- rbplab-cli -->` becomes `rbplab --help` and the `--help` of every command and subcommand,
   rendered from the parser the `rbplab` command itself builds (`rbplab.cli.app.build_parser`).
@@ -27,9 +27,10 @@ from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
-CLI_MARKER = "<!-- rbplab-cli -->"
-NOTEBOOK_MARKER = re.compile(r"<!-- notebook-parameters: (?P<stem>[\w-]+) -->")
-API_MARKER = re.compile(r"<!-- api: (?P<package>[\w.]+) -->")
+# A marker is a line of its own (one quoted in a sentence or a code span stays as it is).
+CLI_MARKER = re.compile(r"^<!-- rbplab-cli -->[ \t]*$", re.MULTILINE)
+NOTEBOOK_MARKER = re.compile(r"^<!-- notebook-parameters: (?P<stem>[\w-]+) -->[ \t]*$", re.MULTILINE)
+API_MARKER = re.compile(r"^<!-- api: (?P<package>[\w.]+) -->[ \t]*$", re.MULTILINE)
 # The packages with an API page (docs/api/): a name several of them export is documented on one.
 API_PACKAGES = (
     "rbplab", "rbplab.grid", "rbplab.study", "rbplab.analysis", "rbplab.extraction", "rbplab.catalog",
@@ -182,7 +183,7 @@ def api_reference(package_name: str) -> str:
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:  # noqa: ARG001 (mkdocs' signature)
-    if CLI_MARKER in markdown:
-        markdown = markdown.replace(CLI_MARKER, cli_reference())
+    if CLI_MARKER.search(markdown):
+        markdown = CLI_MARKER.sub(lambda _: cli_reference(), markdown)
     markdown = API_MARKER.sub(lambda match: api_reference(match["package"]), markdown)
     return NOTEBOOK_MARKER.sub(lambda match: parameters_table(match["stem"]), markdown)
