@@ -98,7 +98,8 @@ def run_unit(
     if entry.key != unit.key:
         raise RunFailedError(
             f"{unit.name}: the driver planned cache key {unit.key[:12]} but this worker computes "
-            f"{entry.key[:12]}: the model or corpus differs between machines (same files everywhere?)"
+            f"{entry.key[:12]}: the model or corpus differs between machines (same files everywhere?) or "
+            "changed since the run was planned (run it again to plan it anew)"
         )
     devices = os.environ.get("CUDA_VISIBLE_DEVICES")
     if entry.is_complete():
