@@ -18,23 +18,30 @@ MTIME = ("kept", "put back")
 SCALE = -2.5  # a tensor times this: other ranks and other nll, the same bytes count
 
 
+def _scaled(raw: bytes, dtype: str) -> bytes:
+    """Little-endian float32 or bfloat16 values times SCALE, in the same type."""
+    if dtype == "F32":
+        return (np.frombuffer(raw, dtype="<f4") * np.float32(SCALE)).astype("<f4").tobytes()
+    wide = (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32) * np.float32(SCALE)
+    return (wide.view(np.uint32) >> 16).astype("<u2").tobytes()  # back to bfloat16 (truncated)
+
+
 def scaled_safetensors(path: Path, tensor: str | None = None) -> bytes:
-    """The bytes of the float32 safetensors file `path` with one tensor (default: the largest that is
-    not an embedding) times SCALE; header and size unchanged."""
+    """The bytes of the safetensors file `path` with one float32 or bfloat16 tensor (default: the
+    largest that is not an embedding) times SCALE; header and size unchanged."""
     import json
 
     data = bytearray(path.read_bytes())
     (length,) = struct.unpack("<Q", data[:8])
     header = json.loads(data[8 : 8 + length])
-    records = {k: v for k, v in header.items() if k != "__metadata__" and v["dtype"] == "F32"}
+    records = {k: v for k, v in header.items() if k != "__metadata__" and v["dtype"] in ("F32", "BF16")}
     if tensor is None:
         tensor = max(
             (k for k in records if "wte" not in k and "embed" not in k),
             key=lambda k: records[k]["data_offsets"][1] - records[k]["data_offsets"][0],
         )
     start, end = (8 + length + o for o in records[tensor]["data_offsets"])
-    values = np.frombuffer(bytes(data[start:end]), dtype="<f4") * np.float32(SCALE)
-    data[start:end] = values.astype("<f4").tobytes()
+    data[start:end] = _scaled(bytes(data[start:end]), records[tensor]["dtype"])
     return bytes(data)
 
 
@@ -47,8 +54,7 @@ def scaled_gguf(path: Path) -> bytes:
     start, end = int(tensor.data_offset), int(tensor.data_offset) + int(tensor.n_bytes)
     del reader  # its memory map
     data = bytearray(path.read_bytes())
-    values = np.frombuffer(bytes(data[start:end]), dtype="<f4") * np.float32(SCALE)
-    data[start:end] = values.astype("<f4").tobytes()
+    data[start:end] = _scaled(bytes(data[start:end]), "F32")
     return bytes(data)
 
 
