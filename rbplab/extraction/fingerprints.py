@@ -98,8 +98,10 @@ class WeightFiles:
     def changed(self) -> list[str]:
         """The files (paths) that were written, replaced, removed or added since they were hashed
         (stat calls and one listing: nothing is read)."""
-        files = _weight_files(Path(self.root), self.gguf_file)
-        paths = {str(f) for f in files}
+        try:
+            paths = {str(f) for f in _weight_files(Path(self.root), self.gguf_file)}
+        except OSError:  # the folder itself is gone or unreadable
+            return [s.path for s in self.stamps]
         changed = [s.path for s in self.stamps if s.path not in paths or _stamp_or_none(s.path) != s]
         return changed + sorted(paths - {s.path for s in self.stamps})
 
@@ -146,7 +148,7 @@ def _stamp_or_none(path: str) -> FileStamp | None:
         return None
 
 
-def file_sha256(path: Path) -> tuple[FileStamp, str]:
+def _file_sha256(path: Path) -> tuple[FileStamp, str]:
     """(stamp, sha256) of one version of the file at `path`, memoised by the stamp. A file written
     while it is read (its stamp differs after reading) is a WeightsChangedError."""
     before = FileStamp.of(path)
@@ -173,7 +175,7 @@ def file_sha256(path: Path) -> tuple[FileStamp, str]:
 def _digest(files: list[Path], root: Path) -> tuple[str, tuple[FileStamp, ...]]:
     digest, stamps = hashlib.sha256(), []
     for file in sorted(files):
-        stamp, file_hash = file_sha256(file)
+        stamp, file_hash = _file_sha256(file)
         stamps.append(stamp)
         digest.update(f"{file.relative_to(root).as_posix()}\0{file_hash}\n".encode())
     return digest.hexdigest(), tuple(stamps)

@@ -88,9 +88,13 @@ def test_two_calls_with_the_mtime_put_back(model, tiny_corpus, tmp_path, how):
 @pytest.mark.parametrize("mtime", MTIME)
 @pytest.mark.parametrize("how", HOW)
 def test_rewritten_between_planning_and_loading(model, tiny_corpus, tmp_path, how, mtime):
-    folder, weights, _, new = model
+    folder, weights, old, new = model
+    touched = plan_extraction(str(folder), tiny_corpus, **SETTINGS)
+    rewrite(weights, old, how, "kept")  # the same bytes written again: hashed again, and accepted
+    assert not extract_plan(touched, cache_dir=tmp_path / "touched", progress=False).from_cache
     cache = tmp_path / "cache"
     plan = plan_extraction(str(folder), tiny_corpus, **SETTINGS)
+    assert plan.key_spec == touched.key_spec
     rewrite(weights, new, how, mtime)
     with pytest.raises(
         WeightsChangedError, match=rf"^the weight file {weights} changed since the run was planned"

@@ -113,3 +113,13 @@ def test_run_recomputes_what_the_plan_showed(cached, gpt2_dir, damage):
     assert entry.is_complete() and shard_bytes(cache) == pristine
     (row,) = plan_rows(gpt2_dir, corpus, cache)
     assert row["state"] == "cached" and row["tokens_to_score"] == 0
+
+
+@pytest.mark.parametrize("damage", [name for name in DAMAGE if "shard" in name or "checksum" in name])
+def test_extract_recomputes_it_too(cached, gpt2_dir, damage):
+    """`extract` makes the same check before it calls an entry a hit."""
+    cache, corpus, key, pristine = cached
+    DAMAGE[damage][0](CacheEntry.open(key, cache))
+    with pytest.warns(UserWarning, match=f"cache entry {key[:12]}"):
+        again = extract(str(gpt2_dir), open_corpus(str(corpus)), cache_dir=cache, progress=False, **SETTINGS)
+    assert again.key == key and not again.from_cache and shard_bytes(cache) == pristine
