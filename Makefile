@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	# torch is pinned in pyproject.toml (the CPU wheel); constraints.txt pins the rest for reproducibility.
+	# constraints.txt pins every version, torch's CPU wheel among them (the package itself takes a range).
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[notebooks,dev,ray,export,docs]'
 	touch $(STAMP)
 

@@ -62,7 +62,7 @@ def run_demo(
     if not run.ok:
         raise RunFailedError(f"{len(run.failures)} extraction unit(s) failed: {run.failures[0]}")
     measured = time.perf_counter() - clock
-    if estimate.wall_seconds is not None and estimate.missing + estimate.partial:
+    if estimate.wall_seconds is not None and estimate.missing + estimate.partial + estimate.damaged:
         print(
             f"extraction took {measured:.1f} s against {estimate.wall_seconds:.1f} s planned "
             f"(estimate / measured = {estimate.wall_seconds / measured:.2f})"
@@ -153,11 +153,12 @@ def _print_data_axis(headline: Path, scored: bool) -> None:
 def plan_line(totals: CostTotals) -> str:
     """The plan in one line: what is cached, what is left to score and the time it should take."""
     head = f"plan: {totals.entries} entries, {totals.cached} cached"
-    if not (totals.missing or totals.partial):
+    to_score = totals.missing + totals.partial + totals.damaged
+    if not to_score:
         return head + ", nothing to score"
     when = (
         ""
         if totals.wall_seconds is None
         else f", about {totals.wall_seconds:.0f} s at {totals.workers} workers"
     )
-    return f"{head}, {totals.missing + totals.partial} to score ({totals.tokens_to_score:,} tokens){when}"
+    return f"{head}, {to_score} to score ({totals.tokens_to_score:,} tokens){when}"

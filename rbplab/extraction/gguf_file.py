@@ -7,7 +7,9 @@ config (describe), the tokenizer's config and, inside `from_pretrained`, the con
 the tensors, plus rbplab's embedded-tokenizer check and placeholder scan.
 
 `gguf_reader(path)` memoises the reader by the file's identity (resolved path, size, mtime,
-inode: a file replaced or rewritten in place is parsed afresh), and `shared_gguf_reader()`
+ctime, device, inode: a file replaced or rewritten in place, even with its mtime put back, is
+parsed afresh; the weights loaded through it are checked against the cache key afterwards,
+`rbplab.extraction.fingerprints.WeightFiles`), and `shared_gguf_reader()`
 hands that same reader to transformers while rbplab describes or loads a model: transformers
 imports `GGUFReader` from the `gguf` package when it loads (`from gguf import GGUFReader` inside
 `load_gguf_checkpoint`), so for the duration of the block that name gives the memoised reader.
@@ -32,11 +34,12 @@ _shared_depth = 0
 _original: Any = None  # gguf.GGUFReader, while shared_gguf_reader() replaces it
 
 
-def file_identity(path: str | Path) -> tuple[str, int, int, int, int]:
-    """(resolved path, size, mtime ns, device, inode): equal only for the same unchanged file."""
+def file_identity(path: str | Path) -> tuple[str, int, int, int, int, int]:
+    """(resolved path, size, mtime ns, ctime ns, device, inode): equal only for the same unchanged
+    file (a rewrite that puts mtime back still moves ctime, which no user process can set)."""
     resolved = os.path.realpath(path)
     info = os.stat(resolved)
-    return resolved, info.st_size, info.st_mtime_ns, info.st_dev, info.st_ino
+    return resolved, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_dev, info.st_ino
 
 
 def gguf_reader(path: str | Path) -> Any:

@@ -22,7 +22,7 @@ from typing import Any
 from rbplab.catalog.models import ModelLoadError, ModelSpec, ResolvedModel
 from rbplab.core.settings import ExtractionSettings
 from rbplab.extraction.config_checks import check_weights_match
-from rbplab.extraction.fingerprints import identify, tokenizer_fingerprint
+from rbplab.extraction.fingerprints import WeightFiles, identify, tokenizer_fingerprint
 from rbplab.extraction.gguf_file import shared_gguf_reader
 from rbplab.extraction.metadata import load_config, load_tokenizer
 from rbplab.extraction.placement import DEVICE_MAP_PREFIX, resolve_dtype, select_device
@@ -69,6 +69,8 @@ class ModelDescription:
     tokenizer: Any
     info: ModelInfo  # dtype and device as resolved from the settings
     commit: str | None = None  # hub models: the commit the revision pointed at, used for every load
+    # local models: the files the fingerprint hashed, checked again whenever their bytes are used
+    weights: WeightFiles | None = None
 
 
 def describe_model(
@@ -90,7 +92,7 @@ def _describe(model: ResolvedModel, settings: ExtractionSettings) -> ModelDescri
     from rbplab.catalog.sizes import logit_softcap, max_context, meta_model, parameter_counts
 
     device = select_device(settings.device)
-    commit, fingerprint = identify(model)
+    commit, fingerprint, weights = identify(model)
     # a local checkpoint is its own directory (catalog.resolve), so no revision is passed for it
     config = load_config(model, commit or (None if model.local else model.revision))
     meta = meta_model(config)  # the architecture on the meta device: no memory, no weights
@@ -127,4 +129,4 @@ def _describe(model: ResolvedModel, settings: ExtractionSettings) -> ModelDescri
         trust_remote_code=model.trust_remote_code,
         placeholder_tokens=placeholders,
     )
-    return ModelDescription(model, config, tokenizer, info, commit)
+    return ModelDescription(model, config, tokenizer, info, commit, weights)

@@ -92,12 +92,15 @@ def plan_extraction(
 ) -> Plan:
     """Resolve every setting and the cache key from config, tokenizer and corpus only.
     `overrides` are `ExtractionSettings` fields (e.g. max_tokens=2000). `described` is a dict the
-    caller keeps for one pass over a grid, so each model is described once, not once per corpus."""
+    caller keeps for one pass over a grid, so each model is described once, not once per corpus
+    (again when its weight files changed meanwhile)."""
     settings = resolve_settings(settings, **overrides)
     if described is None:
         described = {}
     memo = (model, settings.dtype, settings.device, settings.device_map)
-    if memo not in described:
+    known = described.get(memo)
+    # a model whose files changed since it was described is described (and fingerprinted) again
+    if known is None or (known.weights is not None and known.weights.changed()):
         described[memo] = describe_model(model, settings)
     described = described[memo]
     info = described.info

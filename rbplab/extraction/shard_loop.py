@@ -60,7 +60,11 @@ def compute_shards(
 
     A finished shard is written by a writer thread while the next one is scored (at most one
     write in flight, so at most two shards' rows are held). Its claim is released only once its
-    write has landed, and a failed write is raised here before the next shard is handed over."""
+    write has landed, and a failed write is raised here before the next shard is handed over.
+
+    A local model's weight files are checked after each shard is scored and before the manifest
+    is written (`check_weights`): a shard scored while they changed is not written, and the
+    entry is not finalised (WeightsChangedError)."""
     started = time.perf_counter()
     shards = plan.shards
     work = ShardWork()
@@ -83,6 +87,9 @@ def compute_shards(
             frame = shard_frame(plan, scorer, shards[index], plan.settings.batch_tokens, report)
         except NonFiniteLogitsError as err:
             raise err.located(f"shard {index}") from None
+        # a model may read its weights from the file while it scores (a memory map): a shard is
+        # kept only if the files were not written while it was scored
+        check_weights(plan, f"while shard {index} was scored")
         work.timings["score"] += time.perf_counter() - clock
         return frame
 
@@ -136,11 +143,20 @@ def compute_shards(
     with entry.lock():
         # the planned count: a shard that vanished since cannot shorten the entry
         if not entry.is_complete() and set(range(len(shards))) <= entry.completed_shards():
+            if scorer is not None:  # this process scored: its model still has the keyed weights
+                check_weights(plan, "before the entry's manifest was written")
             manifest = entry_manifest(plan, shards, clock - started, work.tokens, len(shards) - work.shards)
             entry.finalize(manifest, len(shards))
             work.finalized = True
     work.timings["write"] += time.perf_counter() - clock
     return work
+
+
+def check_weights(plan: Plan, when: str) -> None:
+    """WeightsChangedError unless a local model's weight files still hold the bytes the plan's key
+    names (stat calls; a file whose stat changed is hashed again)."""
+    if plan.described.weights is not None:
+        plan.described.weights.check(when)
 
 
 # Test hook: a process exits hard right after writing its first shard if this names a file that

@@ -62,6 +62,8 @@ def load_weights(described: ModelDescription) -> torch.nn.Module:
         if not resolved.trust_remote_code and is_remote_code_refusal(err):
             raise remote_code_error(name, "its repository") from err
         raise ModelLoadError(f"could not load the weights of {name!r}: {err}") from err
+    if described.weights is not None:  # the bytes just loaded are the ones the cache key names
+        described.weights.check("since the run was planned")
     missing = sorted(loading.get("missing_keys") or ())
     if missing:  # what check_weights_match cannot see: hub files, pickle checkpoints
         raise ModelLoadError(

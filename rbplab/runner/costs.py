@@ -3,7 +3,9 @@ to score, forward FLOPs, the memory one forward needs on the device and an estim
 
 Nothing here loads weights except the throughput probe: keys, token counts and sizes come from
 configs, tokenizers and corpora (`plan_extraction`, `Plan.shards`), shapes from the architecture
-instantiated on the meta device (`rbplab.catalog.sizes.meta_model`). The cache is only read.
+instantiated on the meta device (`rbplab.catalog.sizes.meta_model`). The cache is only read: an
+entry is called cached by the judgement `rbplab run` acts on (`rbplab.extraction.hits`), and a
+damaged one is shown as such with the shards the run will recompute.
 
 The cost model (FLOPs, memory) is `rbplab.runner.cost_model`; the time a FLOP takes here is
 measured by `rbplab.runner.probe`. Each model's weights load once, in the probe's load time per
@@ -25,6 +27,7 @@ import pandas as pd
 
 from rbplab.catalog.corpora import Corpus, Document, LazyCorpus, open_corpus
 from rbplab.core.errors import InvalidArgumentError, RbplabError
+from rbplab.extraction.hits import entry_damage
 from rbplab.extraction.plan import Plan, plan_extraction
 from rbplab.extraction.scoring import default_batch_tokens
 from rbplab.grid import Grid, corpus_label
@@ -67,6 +70,7 @@ class CostTotals:
     cached: int
     partial: int
     missing: int
+    damaged: int  # complete entries a run will repair (a shard file missing or of another size, ...)
     unknown: int  # the cache state could not be known (a hub corpus not reachable offline)
     tokens_to_score: int
     tokens_exact: bool  # False: some counts are max_tokens upper bounds
@@ -209,6 +213,7 @@ def estimate_costs(
         cached=int(states.get("cached", 0)),
         partial=int(states.get("partial", 0)),
         missing=int(states.get("missing", 0)),
+        damaged=int(states.get("damaged", 0)),
         unknown=int(states.get("unknown", 0)),
         tokens_to_score=int(table["tokens_to_score"].sum()),
         tokens_exact=bool(table["tokens_exact"].all()),
@@ -255,20 +260,27 @@ def _entry_row(ref, corpus, unreachable, label, settings, root, device, describe
         info = plan.described.info
         entry = CacheEntry(root, plan.key_spec)
         values["key"] = entry.key
-        if entry.is_complete():
-            sizes = [int(record["rows"]) for record in entry.manifest()["shards"]]
+        # the judgement `rbplab run` acts on (`cache_hit`), made here without marking anything
+        manifest, damage = entry_damage(entry, plan) if entry.is_complete() else (None, {})
+        if manifest is not None and not damage:
+            sizes = [int(record["rows"]) for record in manifest["shards"]]
             done = set(range(len(sizes)))
             values["state"] = "cached"
         else:
             sizes, problem = _shard_sizes(plan)
             done = set()
             if sizes is not None:
-                done = {i for i in range(len(sizes)) if entry.path.is_dir() and entry.has_shard(i)}
-                values["state"] = "partial" if done else "missing"
+                done = _kept_shards(entry, sizes)
+                values["state"] = "damaged" if damage else ("partial" if done else "missing")
             else:
-                values["state"] = "missing"
+                values["state"] = "damaged" if damage else "missing"
                 values["note"] = "corpus not readable here"
                 values["problem"] = problem
+            if damage:
+                said = [f"damaged: {next(iter(damage.values()))}"]
+                if sizes is not None:
+                    said.append(f"run recomputes {_shard_list(set(range(len(sizes))) - done)}")
+                values["note"] = "; ".join(part for part in [*said, values["note"]] if part)
     exact = sizes is not None
     if sizes is None:
         budget = settings.max_tokens
@@ -305,6 +317,22 @@ def _entry_row(ref, corpus, unreachable, label, settings, root, device, describe
     )
     values["note"] = values["note"].lstrip("; ")
     return _Row(plan if exact else None, values, left)
+
+
+def _kept_shards(entry: CacheEntry, sizes: list[int]) -> set[int]:
+    """The shards on disk a run keeps (`sound_shards`): each matches its checksum (read and hashed:
+    only for entries that are not complete or are damaged) and holds the rows the plan gives."""
+    if not entry.path.is_dir():
+        return set()
+    return {i for i, rows in enumerate(sizes) if entry.has_shard(i) and entry.recorded_rows(i) == rows}
+
+
+def _shard_list(indices: Iterable[int], shown: int = 8) -> str:
+    ordered = sorted(indices)
+    if not ordered:
+        return "no shard"
+    listed = ", ".join(str(i) for i in ordered[:shown]) + (", ..." if len(ordered) > shown else "")
+    return f"shard{'s' if len(ordered) > 1 else ''} {listed}"
 
 
 def _throughput(

@@ -9,8 +9,9 @@ records which host:pid produced each shard. A worker that dies mid-unit leaves w
 nothing: the retry, or the next run, computes what is missing.
 
 A worker process keeps the last model it loaded (`loaded_scorer`): the next unit of the same model
-(same weights fingerprint, dtype, device and head) reuses it instead of loading the weights and
-running the load check again. Corpora are tokenised once per process (`plan_windows` memoises them).
+(same weights fingerprint, unchanged weight files, dtype, device and head) reuses it instead of
+loading the weights and running the load check again. Corpora are tokenised once per process
+(`plan_windows` memoises them).
 """
 
 from __future__ import annotations
@@ -54,11 +55,13 @@ _LOADED: dict[tuple, Scorer] = {}
 
 def loaded_scorer(plan: Plan) -> Scorer:
     """The scorer of `plan`'s model, reused when this process loaded the same model last (the same
-    weights fingerprint and dtype, which the plan derived afresh from the files, the same load
-    options, output rows and pad id); otherwise the previous model is freed first, so a worker
-    holds one model at a time (GPU memory), and the new one is loaded and checked."""
+    weights fingerprint and dtype, which the plan derived afresh from the files, the same stat of
+    each local weight file, the same load options, output rows and pad id); otherwise the previous
+    model is freed first, so a worker holds one model at a time (GPU memory), and the new one is
+    loaded and checked."""
     identity = (
         plan.spec.model,
+        plan.described.weights,  # a local model's files as hashed: kept only while they are unchanged
         plan.described.model,
         plan.described.info.device,
         plan.spec.tokenizer,
@@ -95,7 +98,8 @@ def run_unit(
     if entry.key != unit.key:
         raise RunFailedError(
             f"{unit.name}: the driver planned cache key {unit.key[:12]} but this worker computes "
-            f"{entry.key[:12]}: the model or corpus differs between machines (same files everywhere?)"
+            f"{entry.key[:12]}: the model or corpus differs between machines (same files everywhere?) or "
+            "changed since the run was planned (run it again to plan it anew)"
         )
     devices = os.environ.get("CUDA_VISIBLE_DEVICES")
     if entry.is_complete():

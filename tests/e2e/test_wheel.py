@@ -139,3 +139,52 @@ def test_missing_bundled_data_says_how_to_get_it(installed):
     assert len(lines) == 1 and "RBPLAB_DATA" in lines[0] and "checkout" in lines[0], proc.stderr
     listing = run(installed, "rbplab", "corpora")  # hub corpora are still listed
     assert listing.returncode == 0 and "hub:wikipedia" in listing.stdout, listing.stderr
+
+
+def test_installing_the_wheel_keeps_the_users_torch(installed, tmp_path):
+    """A researcher's environment holds its own torch (a CUDA build, an older release): installing
+    rbplab must not replace it. The environment here is a venv that sees this one's packages, with a
+    torch 2.9.0 distribution (metadata only: pip never imports it) in front of them; pip, offline and
+    asked for the wheel alone, must find every requirement satisfied and install rbplab only (a pin
+    such as torch==2.13.0 would need a download and fail here)."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    site = Path(
+        subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
+    Path(site, "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    dist = site / "torch-2.9.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.9.0\n")
+    (dist / "INSTALLER").write_text("pip\n")
+    (dist / "RECORD").write_text("")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "--dry-run",
+            "--no-index",
+            "--report",
+            "-",
+            "-q",
+            str(installed["wheel"]),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    import json
+
+    report = json.loads(done.stdout)
+    assert [item["metadata"]["name"] for item in report["install"]] == ["rbplab"]

@@ -18,9 +18,7 @@ from typing import Any
 import pandas as pd
 from filelock import FileLock, Timeout
 
-from rbplab.store.cache import verify
-from rbplab.store.cache.entry import CacheEntry, entry_at, remove_entry_dir
-from rbplab.store.cache.entry_rules import ShardFile, ShardRecords
+from rbplab.store.cache.entry import entry_at, remove_entry_dir
 from rbplab.store.cache.layout import entry_dirs, matching_dirs, max_manifest_bytes, shard_index
 from rbplab.store.cache.reading import CacheError, read_spec
 from rbplab.store.files import (
@@ -78,23 +76,6 @@ def _label(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-def _shard_files_problem(entry: CacheEntry, shards: list[dict]) -> str | None:
-    """The first shard of a checked manifest whose file is missing, not a regular file or not the
-    size its record says, or whose .sha256 record disagrees: no shard bytes read (for listings)."""
-    for record in shards:
-        index = record["index"]
-        try:
-            info = os.lstat(entry.shard_path(index))
-        except OSError:
-            info = None
-        problem = verify.first_problem(ShardFile(index, record, info))
-        if problem is None:
-            problem = verify.first_problem(ShardRecords(index, record, entry.checksum_record(index)))
-        if problem is not None:
-            return problem
-    return None
-
-
 def entry_status(path: Path) -> tuple[str, int | None, str | None]:
     """(status, n_tokens, problem) of an entry directory without reading shard bytes: status is
     "complete", "incomplete" or "damaged"; n_tokens is derived (rows of the checked shard
@@ -113,7 +94,8 @@ def entry_status(path: Path) -> tuple[str, int | None, str | None]:
         except (OSError, ValueError) as err:
             return "damaged", None, f"its manifest is unreadable ({err})"
         problems = entry.manifest_problems(manifest)
-        problem = problems[0] if problems else _shard_files_problem(entry, manifest["shards"])
+        files = {} if problems else entry.shard_file_problems(manifest)
+        problem = problems[0] if problems else next(iter(files.values()), None)
         if problem is not None:
             return "damaged", None, problem
         return "complete", int(manifest["n_tokens"]), None

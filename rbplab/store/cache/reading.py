@@ -32,6 +32,7 @@ from rbplab.store.cache.entry_rules import (
     SHARD_IDENTITY,
     Manifest,
     Shard,
+    ShardFile,
     ShardRecords,
     SpecFile,
 )
@@ -198,7 +199,7 @@ class EntryReader:
         ValueError."""
         return json.loads(self.read_file("manifest.json", max_manifest_bytes(self.spec)))
 
-    def _raw_manifest(self) -> dict:
+    def _raw_manifest(self, mark_damaged: bool = True) -> dict:
         problem = entry_dir_problem(self.path)
         if problem is not None:
             raise CacheCorruptedError(
@@ -213,23 +214,44 @@ class EntryReader:
                 "(rbplab extract) to finish it"
             ) from None
         except UnsafeFileError as err:
-            raise self._corrupted(str(err)) from None
+            raise self._damage(str(err), mark_damaged) from None
         except ValueError as err:
-            raise self._corrupted(f"its manifest is unreadable ({err})") from err
+            raise self._damage(f"its manifest is unreadable ({err})", mark_damaged) from err
         except OSError as err:
             raise CacheError(
                 f"cache entry {self.key[:12]}: cannot read {self.manifest_path} ({err})"
             ) from err
         return manifest
 
-    def manifest(self) -> dict:
+    def manifest(self, *, mark_damaged: bool = True) -> dict:
         """The manifest of a complete entry, after every manifest rule of `verify` (none reads shard
-        bytes); a violation raises CacheCorruptedError and marks the entry incomplete."""
-        manifest = self._raw_manifest()
+        bytes); a violation raises CacheCorruptedError and marks the entry incomplete unless
+        `mark_damaged` is false (`rbplab plan` writes nothing)."""
+        manifest = self._raw_manifest(mark_damaged)
         problems = self.manifest_problems(manifest)
         if problems:
-            raise self._corrupted(problems[0])
+            raise self._damage(problems[0], mark_damaged)
         return manifest
+
+    def shard_file_problems(self, manifest: dict) -> dict[int, str]:
+        """{index: problem} for each shard a checked manifest lists whose file is missing, not a
+        regular file or not the size its record says, or whose .sha256 record is missing or
+        disagrees with the manifest: stat calls and record reads, no shard byte read or hashed
+        (what `cache ls`, `rbplab plan` and a cache hit check; a shard changed in place at its
+        size is found when read, or by `cache verify`)."""
+        found: dict[int, str] = {}
+        for record in manifest["shards"]:
+            index = record["index"]
+            try:
+                info = os.lstat(self.shard_path(index))
+            except OSError:
+                info = None
+            problem = verify.first_problem(ShardFile(index, record, info))
+            if problem is None:
+                problem = verify.first_problem(ShardRecords(index, record, self.checksum_record(index)))
+            if problem is not None:
+                found[index] = problem
+        return found
 
     def manifest_problems(self, manifest: Any) -> list[str]:
         """Every manifest rule of `verify` that `manifest` (read from this entry) breaks: all that
@@ -243,6 +265,12 @@ class EntryReader:
         """Mark the entry incomplete (drop the manifest, when the cache is writable) and return the
         error describing `what` is wrong: for checks made outside the store (derived counts)."""
         return self._corrupted(what)
+
+    def _damage(self, what: str, mark: bool) -> CacheCorruptedError:
+        """The error describing `what` is wrong, the entry marked incomplete first when `mark`."""
+        if mark:
+            return self._corrupted(what)
+        return CacheCorruptedError(f"cache entry {self.key[:12]} at {self.path} is damaged: {what}")
 
     def _corrupted(self, what: str) -> CacheCorruptedError:
         """Mark the entry incomplete (drop the manifest) and describe what was wrong."""
@@ -346,9 +374,7 @@ class EntryReader:
             if problem is None:
                 return data
             problems = [problem]
-        if mark_damaged:
-            raise self._corrupted(problems[0])
-        raise CacheCorruptedError(f"cache entry {self.key[:12]} at {self.path} is damaged: {problems[0]}")
+        raise self._damage(problems[0], mark_damaged)
 
     def verified_files(self) -> Iterator[tuple[str, bytes]]:
         """(name, bytes) of every file of a complete entry in the order an archive holds them
