@@ -43,5 +43,5 @@ def test_each_work_unit_is_one_job_of_its_shards(planned):
     assert total == pytest.approx(3.0) and wall == pytest.approx(total)
     wall, total = planned(workers=64, shards_per_unit=1)  # six units of about 500 tokens, side by side
     assert 0.5 <= wall <= (500 + 64) / 1000 and total == pytest.approx(3.0)
-    wall, total = planned(workers=1, shards_per_unit=1)  # one worker runs every unit in turn
-    assert wall == pytest.approx(total)
+    wall, total = planned(workers=1, shards_per_unit=2)  # one worker runs the three units in turn
+    assert wall == pytest.approx(total) and total == pytest.approx(3.0)
