@@ -97,6 +97,7 @@ _NONE = frozenset({"none", "null", ""})
 def as_flag(value: Any, name: str = "value") -> bool:
     """A bool from a bool, 1 or 0, or the text true/false, yes/no, 1/0 in any case (papermill's
     `-p extract false` hands over the text 'false', which Python would take as true)."""
+    __tracebackhide__ = True  # a notebook shows the one-line error, not this frame
     if isinstance(value, bool):
         return value
     if isinstance(value, int) and value in (0, 1):
@@ -111,6 +112,7 @@ def as_flag(value: Any, name: str = "value") -> bool:
 def as_number(value: Any, name: str = "value", kind: type = int) -> int | float:
     """An int (`kind` int) or a float (`kind` float) from a number or numeric text; an int must be
     whole, either finite."""
+    __tracebackhide__ = True
     what = "an int (a whole number)" if kind is int else "a float (a number)"
     number: Any = value
     if isinstance(value, str):
@@ -148,6 +150,7 @@ def _scalar_reader(hint: Any) -> Callable[[Any, str], Any] | None:
         kind = hint
 
         def reader(value: Any, name: str) -> Any:
+            __tracebackhide__ = True
             return as_number(value, name, kind)
 
     else:
@@ -156,6 +159,7 @@ def _scalar_reader(hint: Any) -> Callable[[Any, str], Any] | None:
         return reader
 
     def maybe(value: Any, name: str) -> Any:
+        __tracebackhide__ = True
         if value is None or (isinstance(value, str) and value.strip().lower() in _NONE):
             return None
         return reader(value, name)
@@ -169,6 +173,7 @@ def typed_parameters(namespace: MutableMapping[str, Any]) -> None:
     ``globals()``) after papermill's injected cell: `as_flag` and `as_number`. Later cells read the
     typed values; a value of another type is a one-line `ParameterError`. Other parameters are left
     to `NotebookParameters.read`."""
+    __tracebackhide__ = True  # IPython then shows the notebook's line and the one-line error
     annotations = namespace.get("__annotations__")
     for name, hint in (annotations or {}).items():
         reader = _scalar_reader(hint)
