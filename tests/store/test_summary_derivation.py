@@ -107,3 +107,32 @@ def test_a_plain_read_reads_no_shard(forged, monkeypatch):
     monkeypatch.setattr(CacheEntry, "read_stats", no_shards)
     fresh = CacheEntry.open(entry.key, entry.root)
     assert fresh.summary().n_tokens == 20
+
+
+def test_the_comparison_allows_last_bits_of_floats_only(tmp_path):
+    from helpers.factories import random_stats
+
+    from rbplab.store.cache import verify
+    from rbplab.store.cache.summary_file import summary_table
+    from rbplab.store.cache.summary_rules import SummaryDerivation
+
+    stats = random_stats(np.random.default_rng(0), n=500, vocab=100, n_docs=5)
+    derived = summary_table(summary_bytes(summarize(stats), "a" * 64))
+
+    def with_nll(scale: float) -> TokenStats:
+        return TokenStats(
+            stats.doc, stats.position, stats.n_greater, stats.n_equal, stats.nll * scale, stats.vocab_size
+        )
+
+    close = summary_table(summary_bytes(summarize(with_nll(1 + 1e-13)), "a" * 64))
+    assert verify.first_problem(SummaryDerivation(close, derived)) is None
+    other = summary_table(summary_bytes(summarize(with_nll(1 + 1e-6)), "a" * 64))
+    assert verify.first_problem(SummaryDerivation(other, derived)) == f"{MISMATCH} (pair_nll differs)"
+    moment = other.replace_schema_metadata(
+        {**other.schema.metadata, b"rbplab.nll_sq_sum": (2.0).hex().encode()}
+    )
+    no_moment = derived.replace_schema_metadata({**derived.schema.metadata, b"rbplab.nll_sq_sum": b"x"})
+    assert (
+        verify.first_problem(SummaryDerivation(no_moment, derived)) == f"{MISMATCH} (its nll moment differs)"
+    )
+    assert verify.first_problem(SummaryDerivation(moment, other)) == f"{MISMATCH} (its nll moment differs)"
