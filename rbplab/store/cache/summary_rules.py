@@ -1,4 +1,5 @@
-"""The rules of an entry's summary: its file, its pooled tables and its per-document tables.
+"""The rules of an entry's summary: its file, its pooled tables, its per-document tables, and the
+summary against the one its verified shards give (`SummaryDerivation`: verify, repair and import).
 
 The summary file's subject (its bytes against its records), the checks of it and of the tables
 (`Summary`, `SummaryDocuments`: `rbplab.store.cache.summary_tables`), and their rows of the cache's
