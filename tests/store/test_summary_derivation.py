@@ -136,3 +136,14 @@ def test_the_comparison_allows_last_bits_of_floats_only(tmp_path):
         verify.first_problem(SummaryDerivation(no_moment, derived)) == f"{MISMATCH} (its nll moment differs)"
     )
     assert verify.first_problem(SummaryDerivation(moment, other)) == f"{MISMATCH} (its nll moment differs)"
+
+
+def test_import_replaces_a_copy_whose_summary_is_not_its_shards(forged, tmp_path):
+    entry, truth = forged
+    sound = complete_entry(tmp_path / "sound")  # the same spec, so the same key and tokens
+    assert sound.key == entry.key
+    archive = tmp_path / "entries.tar"
+    export_entries([sound.key], archive, root=sound.root)
+    assert import_archive(archive, root=entry.root) == [(entry.key, "imported")]
+    assert entry.problems(derive=True) == []
+    np.testing.assert_array_equal(entry.summary().pairs.greater, truth.pairs.greater)
