@@ -112,7 +112,9 @@ def replan(entry: CacheEntry, purpose: str = "repair") -> Plan:
 
 
 def repair_entry(key: str | Path, root: str | Path | None = None, *, progress: bool = False) -> ExtractResult:
-    """Recompute whatever is damaged or missing in one entry (a key prefix or an entry directory)."""
+    """Recompute whatever is damaged or missing in one entry (a key prefix or an entry directory); a
+    sound entry whose summary is not the one its shards give gets its summary derived again
+    (`repair_summary`, with a warning)."""
     root = cache_root(root)
     path = Path(key) if isinstance(key, Path) else None
     if path is None:
