@@ -32,7 +32,7 @@ from rbplab.analysis import fit
 from rbplab.catalog import paper_reference
 from rbplab.study import size
 from rbplab.viz import headlines, plots
-from rbplab.viz.parameters import NotebookParameters
+from rbplab.viz.parameters import NotebookParameters, typed_parameters
 from rbplab.viz.widgets import ScalingView, show
 
 # %% tags=["parameters"]
@@ -51,6 +51,7 @@ n_boot: int = 200  # document-bootstrap replicates
 
 # %%
 # The parameters above as values (batch runs hand lists as text) and the study they name.
+typed_parameters(globals())  # flags and numbers given as text (papermill -p) typed, or refused
 params = NotebookParameters.read(globals())
 study, ks = params.open_study(), params.ks
 runs = report.save_table(study.run_table(), "runs", output_dir)

@@ -28,7 +28,7 @@ from rbplab import report
 from rbplab.analysis import ksweep
 from rbplab.study import size
 from rbplab.viz import headlines, plots
-from rbplab.viz.parameters import NotebookParameters
+from rbplab.viz.parameters import NotebookParameters, typed_parameters
 from rbplab.viz.widgets import KSweepView, show
 
 # %% tags=["parameters"]
@@ -48,6 +48,7 @@ n_boot: int = 0  # document-bootstrap replicates for α(k) and R²(k); 0: OLS in
 
 # %%
 # The parameters above as values (batch runs hand lists as text) and the study they name.
+typed_parameters(globals())  # flags and numbers given as text (papermill -p) typed, or refused
 params = NotebookParameters.read(globals())
 study, ks, large_fractions = params.open_study(), params.ks, params.large_fractions
 

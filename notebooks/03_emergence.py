@@ -28,7 +28,7 @@ from typing import Optional
 from rbplab import report
 from rbplab.study import emergence
 from rbplab.viz import headlines, plots
-from rbplab.viz.parameters import NotebookParameters
+from rbplab.viz.parameters import NotebookParameters, typed_parameters
 from rbplab.viz.widgets import EmergenceView, show
 
 # %% tags=["parameters"]
@@ -50,6 +50,7 @@ ties: str = "pessimistic"  # rank convention: pessimistic (paper), optimistic (g
 
 # %%
 # The parameters above as values (batch runs hand lists as text) and the study they name.
+typed_parameters(globals())  # flags and numbers given as text (papermill -p) typed, or refused
 params = NotebookParameters.read(globals())
 study, ks, ns = params.open_study(), params.ks, params.ns
 

@@ -29,7 +29,7 @@ from typing import Optional
 from rbplab import report
 from rbplab.study import distribution
 from rbplab.viz import headlines, plots
-from rbplab.viz.parameters import NotebookParameters
+from rbplab.viz.parameters import NotebookParameters, typed_parameters
 from rbplab.viz.widgets import RankDistributionView, show
 
 # %% tags=["parameters"]
@@ -47,6 +47,7 @@ n_boot: int = 100  # document-bootstrap replicates for the intervals on mu and s
 
 # %%
 # The parameters above as values (batch runs hand lists as text) and the study they name.
+typed_parameters(globals())  # flags and numbers given as text (papermill -p) typed, or refused
 params = NotebookParameters.read(globals())
 study = params.open_study()
 exponents = report.save_table(distribution.ce_exponents(study), "ce_exponents", output_dir)

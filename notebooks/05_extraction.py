@@ -35,7 +35,7 @@ from rbplab.runner import run_study
 from rbplab.store import list_entries
 from rbplab.study import load_study
 from rbplab.viz import headlines
-from rbplab.viz.parameters import NotebookParameters
+from rbplab.viz.parameters import NotebookParameters, typed_parameters
 
 # %% tags=["parameters"]
 families: list[str] = ["micro"]  # model families of the registry (`rbplab families`)
@@ -50,6 +50,7 @@ progress: bool = True  # progress bars with tokens/s
 
 # %%
 # The parameters above as values (batch runs hand lists as text); models, when given, replace families.
+typed_parameters(globals())  # flags and numbers given as text (papermill -p) typed, or refused
 params = NotebookParameters.read(globals())
 grid = (
     params.grid()

@@ -32,7 +32,7 @@ from rbplab.analysis import data_scaling
 from rbplab.report.checkpoints import cached_checkpoints
 from rbplab.study import default_corpora
 from rbplab.viz import headlines, plots
-from rbplab.viz.parameters import NotebookParameters
+from rbplab.viz.parameters import NotebookParameters, typed_parameters
 from rbplab.viz.widgets import TrainingView, show
 
 # %% tags=["parameters"]
@@ -51,6 +51,7 @@ n_boot: int = 200  # bootstrap replicates over checkpoints for the joint fits an
 
 # %%
 # The parameters above as values (batch runs hand lists and tables as text).
+typed_parameters(globals())  # flags and numbers given as text (papermill -p) typed, or refused
 params = NotebookParameters.read(globals())
 ks, checkpoints = params.ks, params.checkpoints
 if checkpoints is None and study_file is None and not synthetic:

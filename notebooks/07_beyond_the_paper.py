@@ -35,7 +35,7 @@ from rbplab import report
 from rbplab.analysis import fit
 from rbplab.study import decomposition
 from rbplab.viz import headlines, plots
-from rbplab.viz.parameters import NotebookParameters
+from rbplab.viz.parameters import NotebookParameters, typed_parameters
 from rbplab.viz.widgets import show
 
 # %% tags=["parameters"]
@@ -55,6 +55,7 @@ n_boot: int = 200  # document-bootstrap replicates of the terms' exponents (read
 
 # %%
 # The parameters above as values (batch runs hand lists as text) and the study they name.
+typed_parameters(globals())  # flags and numbers given as text (papermill -p) typed, or refused
 params = NotebookParameters.read(globals())
 study, ks, holdouts = params.open_study(), params.ks, params.holdouts
 # Size laws compare models at one training step: a study of checkpoints keeps each model's last.

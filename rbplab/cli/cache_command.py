@@ -57,7 +57,9 @@ def configure_cache(p: argparse.ArgumentParser) -> None:
     rm.add_argument("--all-matching", action="store_true", help="remove every entry a prefix matches")
     rm.add_argument("--all", action="store_true", help="remove every entry")
     verify = sub.add_parser(
-        "verify", help="check every entry; reports problems, deletes nothing (but --fix-litter's litter)"
+        "verify",
+        help="check every entry (each shard read, each summary derived again from its shards and "
+        "compared); reports problems, deletes nothing (but --fix-litter's litter)",
     )
     verify.add_argument("keys", nargs="*", metavar="KEY_PREFIX", help="entries to check (default: all)")
     verify.add_argument(
@@ -136,7 +138,7 @@ def _verify(root, args: argparse.Namespace) -> int:
             audit = audit_entry(entry, counts=not args.no_derive, rederive=rederive)
             problems, notes, unchecked = audit.problems, audit.notes, audit.unchecked
         if entry is not None and entry.is_complete():
-            problems = problems + entry.summary_problems()
+            problems = problems + entry.summary_problems(derive=True)
         for problem in problems:
             print(f"CORRUPT  {path.name[:12]}  {problem}")
         for reason in unchecked:
@@ -194,10 +196,20 @@ def _repair(root, prefixes: list[str], progress: bool) -> int:
         print(f"rbplab: error: no cache entry matches key prefix {prefix!r}", file=sys.stderr)
     for path in dirs:
         entry = entry_at(path, root)
-        if not prefixes and entry is not None and entry.is_complete() and not entry.problems():
+        summary_fixed = None
+        if entry is not None and entry.is_complete() and not entry.problems():
+            from rbplab.extraction.repair import repair_summary
             from rbplab.extraction.verify import audit_entry
 
-            if not audit_entry(entry).problems:  # sound, or its counts cannot be derived here
+            try:  # sound shards: a summary that is not theirs needs no model to be derived again
+                summary_fixed = repair_summary(entry)
+            except USER_ERRORS as err:
+                failed += 1
+                print(f"rbplab: error: {one_line(err)}", file=sys.stderr)
+                continue
+            if summary_fixed is not None:
+                print(f"repaired {path.name[:12]}  {summary_fixed}; derived again from its shards")
+            if not prefixes and not audit_entry(entry).problems:  # sound, or its counts cannot be derived
                 continue
         try:
             result = repair_entry(path, root, progress=progress)
@@ -206,7 +218,8 @@ def _repair(root, prefixes: list[str], progress: bool) -> int:
             print(f"rbplab: error: {one_line(err)}", file=sys.stderr)
             continue
         if result.from_cache:
-            print(f"ok       {path.name[:12]}  nothing to repair")
+            if summary_fixed is None:
+                print(f"ok       {path.name[:12]}  nothing to repair")
             continue
         computed = result.manifest.get("provenance", {}).get("tokens_computed")
         print(f"repaired {path.name[:12]}  {result.n_tokens} tokens ({computed} recomputed)")

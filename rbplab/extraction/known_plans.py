@@ -13,6 +13,11 @@ Derive, never trust: a record is used only when its request equals the one deriv
 entry it names is then checked against everything the request fixes (the spec's weights
 fingerprint, corpus identity and every setting it pins). A record that fails any check is
 ignored, and the caller plans the run the slow way (and writes a fresh record).
+
+The model's size S that the record also holds is never used on the record's word: S is what the
+entry's manifest records (written by the process that scored the weights the spec's fingerprint
+names), and a record whose S differs from it is ignored with a warning, the run planned again (S
+derived from the model's config) and the record written again.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import platform
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,7 +50,8 @@ _UNKEYED = ("batch_tokens",)
 
 @dataclass(frozen=True)
 class KnownPlan:
-    """A request's entry, found through its plan record: key and the model's non-embedding size."""
+    """A request's entry, found through its plan record: key and the model's non-embedding size S
+    (the entry's manifest's, which the record agrees with)."""
 
     key: str
     n_nonembedding: float
@@ -187,4 +194,27 @@ def known_plan(
             shard_tokens=settings.shard_tokens or DEFAULT_SHARD_TOKENS,
         )
     )
-    return KnownPlan(entry.key, float(n_nonembedding), typed) if agrees else None
+    if not agrees:
+        return None
+    recorded = _manifest_size(entry)
+    if recorded != n_nonembedding:
+        said = "records none" if recorded is None else f"records S = {recorded:,}"
+        warnings.warn(
+            f"plan record {path.name[:12]} gives S = {n_nonembedding:,} for cache entry {entry.key[:12]}, "
+            f"whose manifest {said}; the record is ignored, the run planned again and its record rewritten",
+            stacklevel=2,
+        )
+        return None
+    return KnownPlan(entry.key, float(recorded), typed)
+
+
+def _manifest_size(entry: CacheEntry) -> int | None:
+    """S as the entry's manifest records it (model.n_nonembedding), None when it records none; the
+    manifest's own rules are applied when its summary is read."""
+    try:
+        manifest = entry.load_manifest()
+    except (OSError, ValueError):
+        return None
+    model = manifest.get("model") if isinstance(manifest, dict) else None
+    size = model.get("n_nonembedding") if isinstance(model, dict) else None
+    return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -111,7 +112,9 @@ def replan(entry: CacheEntry, purpose: str = "repair") -> Plan:
 
 
 def repair_entry(key: str | Path, root: str | Path | None = None, *, progress: bool = False) -> ExtractResult:
-    """Recompute whatever is damaged or missing in one entry (a key prefix or an entry directory)."""
+    """Recompute whatever is damaged or missing in one entry (a key prefix or an entry directory); a
+    sound entry whose summary is not the one its shards give gets its summary derived again
+    (`repair_summary`, with a warning)."""
     root = cache_root(root)
     path = Path(key) if isinstance(key, Path) else None
     if path is None:
@@ -133,4 +136,23 @@ def repair_entry(key: str | Path, root: str | Path | None = None, *, progress: b
     with entry.lock():
         if entry.is_complete() and (entry.problems() or count_problems(plan, entry.manifest())):
             entry.manifest_path.unlink()  # the entry is damaged: recompute, reusing sound shards
+        elif entry.is_complete():
+            mismatch = repair_summary(entry)
+            if mismatch is not None:
+                warnings.warn(
+                    f"cache entry {entry.key[:12]}: {mismatch}; its summary was derived again from its "
+                    "shards",
+                    stacklevel=2,
+                )
     return extract_plan(plan, cache_dir=root, progress=progress)  # the very plan whose key matched
+
+
+def repair_summary(entry: CacheEntry) -> str | None:
+    """Derive again the summary of a complete entry whose shards are sound but whose summary, though
+    it keeps its own rules, is not the one they give (`summary_problems(derive=True)`); no model is
+    needed. Returns that problem, None when the summary was theirs (nothing written)."""
+    with entry.lock():
+        mismatch = entry.summary_problems(derive=True)
+        if mismatch:
+            entry.derive_summary()
+    return mismatch[0] if mismatch else None

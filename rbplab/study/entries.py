@@ -160,7 +160,8 @@ def absent_runs(grid: Grid, cache_dir: str | Path | None = None) -> MissingRunsE
 class ResolvedEntry:
     """A grid run and the cache entry that holds it (complete or not yet). `plan` is its
     extraction plan when the run was planned, None when a plan record named the entry (then no
-    model code was imported for it); `described_S` is S from the model's description."""
+    model code was imported for it); `described_S` is S from the model's description, or the one
+    the entry's manifest records when a plan record named it (never the record's own)."""
 
     run: GridRun
     entry: CacheEntry

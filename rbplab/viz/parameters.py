@@ -7,11 +7,21 @@ raise a one-line `ParameterError` for anything else, so a batch fails with a sen
 a corpus lookup of '["prose", ...]'. `NotebookParameters` reads a whole parameter cell with them
 and opens the study it names, the one opening every analysis notebook shares. `read_params_file`
 and `check_names` serve `rbplab report`.
+
+papermill's `-p` types only True, False, None and numbers: `-p extract false` hands over the text
+'false', which Python takes as true. `typed_parameters`, called right after each notebook's
+parameters cell, types every flag and number that cell declares (by its annotation, as
+`papermill --help-notebook` shows it) in place: true/false, yes/no, 1/0 in any case for a bool,
+numeric text for an int or a float, and a one-line `ParameterError` naming the parameter, its
+value and the type expected for anything else.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import math
+import types
+import typing
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -79,6 +89,98 @@ def as_numbers(value: Any, name: str = "value", kind: type = int) -> list | None
     raise ParameterError(f"parameter {name!r} must be a list of numbers, e.g. [1, 10, 100]; got {value!r}")
 
 
+_TRUE = frozenset({"true", "yes", "1"})
+_FALSE = frozenset({"false", "no", "0"})
+_NONE = frozenset({"none", "null", ""})
+
+
+def as_flag(value: Any, name: str = "value") -> bool:
+    """A bool from a bool, 1 or 0, or the text true/false, yes/no, 1/0 in any case (papermill's
+    `-p extract false` hands over the text 'false', which Python would take as true)."""
+    __tracebackhide__ = True  # a notebook shows the one-line error, not this frame
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in _TRUE or text in _FALSE:
+            return text in _TRUE
+    raise ParameterError(f"parameter {name!r} is {value!r}, not a bool (true/false, yes/no or 1/0)")
+
+
+def as_number(value: Any, name: str = "value", kind: type = int) -> int | float:
+    """An int (`kind` int) or a float (`kind` float) from a number or numeric text; an int must be
+    whole, either finite."""
+    __tracebackhide__ = True
+    what = "an int (a whole number)" if kind is int else "a float (a number)"
+    number: Any = value
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            number = int(text)
+        except ValueError:
+            try:
+                number = float(text)
+            except ValueError:
+                number = None
+    if isinstance(number, bool) or not isinstance(number, (int, float)) or not math.isfinite(number):
+        raise ParameterError(f"parameter {name!r} is {value!r}, not {what}")
+    if kind is int:
+        if isinstance(number, float) and not number.is_integer():
+            raise ParameterError(f"parameter {name!r} is {value!r}, not {what}")
+        return int(number)
+    return float(number)
+
+
+def _scalar_reader(hint: Any) -> Callable[[Any, str], Any] | None:
+    """The reader of a parameter annotated `hint` when it is bool, int or float, or Optional of one
+    (None, or the text none/null, stays None); None for any other annotation."""
+    optional = False
+    if typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in typing.get_args(hint):
+        rest = [arg for arg in typing.get_args(hint) if arg is not type(None)]
+        if len(rest) != 1:
+            return None
+        hint, optional = rest[0], True
+    names = {"bool": bool, "int": int, "float": float}  # annotations kept as text
+    hint = names.get(hint, hint) if isinstance(hint, str) else hint
+    if hint is bool:
+        reader: Callable[[Any, str], Any] = as_flag
+    elif hint in (int, float):
+        kind = hint
+
+        def reader(value: Any, name: str) -> Any:
+            __tracebackhide__ = True
+            return as_number(value, name, kind)
+
+    else:
+        return None
+    if not optional:
+        return reader
+
+    def maybe(value: Any, name: str) -> Any:
+        __tracebackhide__ = True
+        if value is None or (isinstance(value, str) and value.strip().lower() in _NONE):
+            return None
+        return reader(value, name)
+
+    return maybe
+
+
+def typed_parameters(namespace: MutableMapping[str, Any]) -> None:
+    """Type in place every parameter of a notebook's parameters cell that is annotated bool, int or
+    float (or Optional of one), reading the annotations in `namespace` (the notebook's
+    ``globals()``) after papermill's injected cell: `as_flag` and `as_number`. Later cells read the
+    typed values; a value of another type is a one-line `ParameterError`. Other parameters are left
+    to `NotebookParameters.read`."""
+    __tracebackhide__ = True  # IPython then shows the notebook's line and the one-line error
+    annotations = namespace.get("__annotations__")
+    for name, hint in (annotations or {}).items():
+        reader = _scalar_reader(hint)
+        if reader is not None and name in namespace:
+            namespace[name] = reader(namespace[name], name)
+
+
 def as_mapping(value: Any, name: str = "value") -> dict:
     """A dict from a dict, YAML/JSON mapping text ("{max_tokens: 2000}") or None (empty)."""
     if value is None:
@@ -139,6 +241,8 @@ _READERS: dict[str, Callable[[Any, str], Any]] = {
     "ns": as_numbers,
     "holdouts": as_numbers,
     "large_fractions": _floats,
+    "synthetic": as_flag,
+    "extract": as_flag,
 }
 
 

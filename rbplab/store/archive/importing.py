@@ -5,8 +5,9 @@ member headers are checked before anything is created (`rbplab.store.archive.mem
 members are unpacked into a temporary folder within the cache root
 (`rbplab.store.archive.staging`), every entry is checked with every rule of
 `rbplab.store.cache.verify` (key derived from spec.json, shard names, records, row counts, mirrored
-settings, checksums, shard metadata, the summary's relations), and the entries are installed all
-or none (`rbplab.store.archive.install`). A refused archive leaves the cache as it was, byte for
+settings, checksums, shard metadata, the summary's relations, and the summary against the one its
+shards give: a summary that differs is derived again, with a warning), and the entries are
+installed all or none (`rbplab.store.archive.install`). A refused archive leaves the cache as it was, byte for
 byte: the temporary folder and its lock file are removed, so are the folders the import created
 (the ``locks`` folder, the cache folder) while empty.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import warnings
 from pathlib import Path
 
 from rbplab.store.archive.install import install
@@ -93,3 +95,18 @@ def _check_staged(staging: Path, key: str, archive: Path) -> None:
     problems = entry.problems()
     if problems:
         raise ArchiveError(f"refusing archive {archive}: entry {key[:12]} is damaged: {problems[0]}")
+    # A summary is derived data: one that passes its own rules but is not what the verified shards
+    # give (a forgery, consistent in every relation) is replaced before the entry becomes visible.
+    mismatch = entry.summary_problems(derive=True)
+    if mismatch:
+        warnings.warn(
+            f"archive {archive}: entry {key[:12]}: {mismatch[0]}; its summary was derived again from its "
+            "shards",
+            stacklevel=3,
+        )
+        entry.derive_summary()
+        if entry.summary_problems(derive=True):  # not stored after all (a full disk): never install it
+            raise ArchiveError(
+                f"refusing archive {archive}: entry {key[:12]}: {mismatch[0]}, and the summary derived "
+                "again could not be stored"
+            )

@@ -132,7 +132,8 @@ def _destination_state(root: Path, key: str, archive: Path) -> str:
             f"refusing archive {archive}: entry {key[:12]}: {entry_dir_problem(dest)}; nothing was imported"
         )
     existing = entry_at(dest, root)
-    if existing is not None and existing.is_complete() and not existing.problems():
+    # derive: a copy whose summary is not its shards' is replaced by the archive's, checked the same way
+    if existing is not None and existing.is_complete() and not existing.problems(derive=True):
         return "already present"
     foreign = foreign_items(dest)
     if foreign:

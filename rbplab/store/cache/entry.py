@@ -24,7 +24,6 @@ import pyarrow.parquet as pq
 from filelock import FileLock, Timeout
 
 from rbplab.core.entry_spec import EntrySpec
-from rbplab.core.stats import TokenStats
 from rbplab.core.summary import SUMMARY_VERSION, EntrySummary, summarize
 from rbplab.store.cache.entry_rules import SHARD_IDENTITY
 from rbplab.store.cache.layout import (
@@ -356,7 +355,7 @@ class CacheEntry(EntryReader):
             shards.append({"index": index, "file": shard_name(index), **record})
         # The summary is derived here, by whoever completes the entry (a Ray worker, a SLURM task),
         # from the shards just verified; the manifest records its checksum.
-        summary_record = self._write_summary(self._stats_of(pa.concat_tables(tables), manifest))
+        summary_record = self._write_summary(summarize(self._stats_of(pa.concat_tables(tables), manifest)))
         del tables
         producers = sorted({s["producer"] for s in shards if s.get("producer")})
         provenance = {**_versions(), **manifest.get("provenance", {}), "producers": producers}
@@ -374,10 +373,10 @@ class CacheEntry(EntryReader):
         atomic_write(self.manifest_path, json_bytes(full))
         return full
 
-    def _write_summary(self, stats: TokenStats) -> dict:
-        """Write the summary of `stats` into this entry (whose lock the caller holds), then its record;
-        returns the record."""
-        data = summary_bytes(summarize(stats), self.key)
+    def _write_summary(self, summary: EntrySummary) -> dict:
+        """Write `summary` (of tokens in memory) into this entry (whose lock the caller holds), then
+        its record; returns the record."""
+        data = summary_bytes(summary, self.key)
         record = {"sha256": sha256_hex(data), "bytes": len(data), "version": SUMMARY_VERSION}
         checksum = self.path / checksum_name(SUMMARY_FILE)
         checksum.unlink(missing_ok=True)  # a summary being replaced must never verify against it
@@ -405,12 +404,18 @@ class CacheEntry(EntryReader):
             warnings.warn(
                 f"cache entry {self.key[:12]}: {problem}; deriving it again from the shards", stacklevel=2
             )
-        stats = self.read_stats()
-        derived = summarize(stats).complete()
+        return self.derive_summary(manifest)
+
+    def derive_summary(self, manifest: dict | None = None) -> EntrySummary:
+        """The summary of the entry's verified shards, derived now and stored in place of whatever
+        summary it had (the manifest's record written again); in a read-only cache it is kept in
+        memory, with a one-line notice. `manifest`: the checked one, when the caller has it."""
+        manifest = self.manifest() if manifest is None else manifest
+        derived = summarize(self.read_stats()).complete()
         try:
             check_writable(self.root)
             with self.lock():
-                record = self._write_summary(stats)
+                record = self._write_summary(derived)
                 if manifest.get("summary") != record:  # the derived summary is the truth: record it
                     atomic_write(self.manifest_path, json_bytes({**manifest, "summary": record}))
         except (OSError, Timeout) as err:

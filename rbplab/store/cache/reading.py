@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 from rbplab.core.entry_spec import EntrySpec
 from rbplab.core.errors import RbplabError
 from rbplab.core.stats import TokenStats
-from rbplab.core.summary import EntrySummary
+from rbplab.core.summary import EntrySummary, summarize
 from rbplab.store.cache import verify
 from rbplab.store.cache.entry_rules import (
     SHARD_CHECKSUM,
@@ -53,8 +53,8 @@ from rbplab.store.cache.layout import (
     shard_index,
     shard_name,
 )
-from rbplab.store.cache.summary_file import SummaryError, parse_summary
-from rbplab.store.cache.summary_rules import SummaryFile
+from rbplab.store.cache.summary_file import SummaryError, parse_summary, summary_bytes, summary_table
+from rbplab.store.cache.summary_rules import SummaryDerivation, SummaryFile
 from rbplab.store.files import (
     UnsafeFileError,
     cache_root,
@@ -311,10 +311,11 @@ class EntryReader:
                 raise self._corrupted(problem + ("" if data is None else "; the shard was removed"))
             yield data
 
-    def problems(self, summary: bool = True) -> list[str]:
+    def problems(self, summary: bool = True, *, derive: bool = False) -> list[str]:
         """Everything wrong with this entry, complete or not, one line each (what `rbplab cache
-        verify` prints; the summary's too unless `summary` is false); deletes nothing and follows no
-        link (a linked entry or prefix folder is reported, never read through)."""
+        verify` prints; the summary's too unless `summary` is false, compared with the one its
+        shards give with `derive`: `summary_problems`); deletes nothing and follows no link (a
+        linked entry or prefix folder is reported, never read through)."""
         folder = entry_dir_problem(self.path)
         if folder is not None:
             return [folder]
@@ -336,7 +337,7 @@ class EntryReader:
                 if problem is not None and problem not in found:
                     found.append(problem)
             if summary and not found:
-                found += self.summary_problems(manifest)
+                found += self.summary_problems(manifest, derive=derive)
             return found
         spec_problem = self.spec_problem()
         if spec_problem and spec_problem not in found:
@@ -434,10 +435,37 @@ class EntryReader:
         """Whether a summary file is present (checked only when read)."""
         return os.path.lexists(self.summary_path)
 
-    def summary_problems(self, manifest: dict | None = None) -> list[str]:
-        """What is wrong with the summary of a complete entry (every table checked), one line."""
-        problem, _ = self._stored_summary(manifest or self.manifest(), full=True)
+    def summary_problems(self, manifest: dict | None = None, *, derive: bool = False) -> list[str]:
+        """What is wrong with the summary of a complete entry (every table checked), one line. With
+        `derive`, a summary whose own rules hold is also compared with the one its verified shards
+        give, derived now (every shard read and its tokens summarised: what `rbplab cache verify`,
+        `cache repair` and `cache import` do; a plain read never does)."""
+        manifest = manifest or self.manifest()
+        problem, summary = self._stored_summary(manifest, full=True)
+        if problem is None and summary is not None and derive:
+            problem = self._derivation_problem(manifest)
         return [] if problem is None else [problem]
+
+    def _derivation_problem(self, manifest: dict) -> str | None:
+        """Why the stored summary (its own rules checked) is not the one the entry's shards give, or
+        None. Deletes nothing: a shard that fails now is named, not discarded."""
+        tables = []
+        for record in manifest["shards"]:
+            problem, data = self.shard_problem(record)
+            if problem is not None:
+                return problem
+            tables.append(pq.read_table(pa.BufferReader(data), columns=list(TOKEN_COLUMNS)))
+        empty = SHARD_SCHEMA.empty_table().select(list(TOKEN_COLUMNS))
+        stats = self._stats_of(pa.concat_tables(tables) if tables else empty, manifest)
+        derived = summary_bytes(summarize(stats), self.key)
+        try:
+            stored = read_entry_file(
+                self.summary_path, self.path, max_summary_bytes(int(manifest["n_tokens"]))
+            )
+            subject = SummaryDerivation(summary_table(stored), summary_table(derived))
+        except (OSError, SummaryError) as err:
+            return f"its summary cannot be read ({err})"
+        return verify.first_problem(subject)
 
     def _stored_summary(self, manifest: dict, full: bool = False) -> tuple[str | None, EntrySummary | None]:
         """(None, summary) when the summary file of this entry (complete, `manifest` checked) passes every

@@ -109,6 +109,15 @@ def summary_bytes(summary: EntrySummary, key: str) -> bytes:
 _DOCUMENT_COLUMNS = ("hits_", "doc_run_")  # prefixes of the per-document tables' columns
 
 
+def summary_table(data: bytes) -> pa.Table:
+    """Every column of the summary file `data`, with its metadata (for comparing two summaries:
+    `summary_rules.SummaryDerivation`); SummaryError when it is not a readable parquet file."""
+    try:
+        return pq.read_table(pa.BufferReader(data))
+    except (pa.ArrowException, OSError, ValueError) as err:
+        raise SummaryError(f"the summary is not a readable parquet file ({err})") from None
+
+
 def _check(subject: Summary | SummaryDocuments) -> None:
     problem = verify.first_problem(subject)
     if problem is not None:

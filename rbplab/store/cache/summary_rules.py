@@ -1,4 +1,5 @@
-"""The rules of an entry's summary: its file, its pooled tables and its per-document tables.
+"""The rules of an entry's summary: its file, its pooled tables, its per-document tables, and the
+summary against the one its verified shards give (`SummaryDerivation`: verify, repair and import).
 
 The summary file's subject (its bytes against its records), the checks of it and of the tables
 (`Summary`, `SummaryDocuments`: `rbplab.store.cache.summary_tables`), and their rows of the cache's
@@ -13,10 +14,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from rbplab.core.summary import SUMMARY_VERSION, summary_ks
 from rbplab.store.cache.layout import (
     ENTRY_KEY_META,
+    SUMMARY_NLL_SQ_META,
     SUMMARY_TOKENS_META,
     SUMMARY_VERSION_META,
     SUMMARY_VOCAB_META,
@@ -43,6 +46,16 @@ class SummaryFile:
     data: bytes
     record: Any
     listed: Any
+
+
+@dataclass(frozen=True)
+class SummaryDerivation:
+    """A stored summary (whose own rules hold) and the summary its verified shards give now, each
+    read whole (`summary_file.summary_table`): checked by `rbplab cache verify`, `cache repair` and
+    `cache import`, which read every shard anyway, never by a plain read."""
+
+    stored: pa.Table
+    derived: pa.Table
 
 
 # ---------------------------------------------------------------------------------------------
@@ -257,6 +270,42 @@ def _runs_hold_hits(s: SummaryTables) -> Iterator[str]:
             return
 
 
+# Floats derived again on another machine may differ in their last bits (a BLAS dot product); a
+# summary of other tokens differs by far more.
+_DERIVED_RTOL = 1e-9
+
+
+def _flat(table: pa.Table, name: str) -> np.ndarray:
+    column = table.column(name).combine_chunks()
+    if pa.types.is_list(column.type):
+        column = column.values
+    return column.to_numpy(zero_copy_only=False)
+
+
+def _summary_derived(s: SummaryDerivation) -> Iterator[str]:
+    what = "its summary is not the one its shards give"
+    stored, derived = s.stored, s.derived
+    if stored.num_rows != derived.num_rows or set(stored.column_names) != set(derived.column_names):
+        yield f"{what} (other columns)"
+        return
+    for name in derived.column_names:
+        a, b = _flat(stored, name), _flat(derived, name)
+        if a.dtype.kind == "f" or b.dtype.kind == "f":
+            same = a.shape == b.shape and np.allclose(a, b, rtol=_DERIVED_RTOL, atol=0.0)
+        else:
+            same = np.array_equal(a, b)
+        if not same:
+            yield f"{what} ({name} differs)"
+            return
+    moments = [(t.schema.metadata or {}).get(SUMMARY_NLL_SQ_META, b"") for t in (stored, derived)]
+    try:
+        a, b = (float.fromhex(m.decode()) for m in moments)
+    except ValueError:
+        a, b = 0.0, 1.0  # unreadable: differs
+    if not np.isclose(a, b, rtol=_DERIVED_RTOL, atol=0.0):
+        yield f"{what} (its nll moment differs)"
+
+
 # ---------------------------------------------------------------------------------------------
 # The rows
 
@@ -312,4 +361,6 @@ SUMMARY_RULES: tuple[Rule, ...] = (
     Rule("hit-run lengths and counts are positive", SummaryDocuments, _run_values, final=True),
     Rule("hit runs name known documents", SummaryDocuments, _run_documents, final=True),
     Rule("hit runs hold the hits", SummaryDocuments, _runs_hold_hits, final=True),
+    # The summary against the tokens of its verified shards (read whole: verify, repair, import).
+    Rule("summary is the one its shards give", SummaryDerivation, _summary_derived, final=True),
 )

@@ -2,11 +2,12 @@
 
 A rule has a name, the kind of thing it checks (its scope: a spec file, a checksum record, a
 manifest, a shard's bytes, a shard file as listed, a summary file, a summary's pooled tables and its
-per-document tables) and a check that yields what is wrong, one line each, in the words
-`rbplab cache verify` prints. Verification is `problems(subject)`: the rules of the subject's scope
-in table order; a rule marked `final` stops its scope when broken, because the rules after it
-assume it holds. Reading files is the entry's job (`rbplab.store.cache.reading`), parsing the
-summary's parquet is `rbplab.store.cache.summary_file`'s; the rules only judge what was read.
+per-document tables, a summary against the one its shards give) and a check that yields what is
+wrong, one line each, in the words `rbplab cache verify` prints. Verification is
+`problems(subject)`: the rules of the subject's scope in table order; a rule marked `final` stops
+its scope when broken, because the rules after it assume it holds. Reading files is the entry's
+job (`rbplab.store.cache.reading`), parsing the summary's parquet is
+`rbplab.store.cache.summary_file`'s; the rules only judge what was read.
 
 The rows are kept beside the subjects they check: `rbplab.store.cache.entry_rules` (spec.json,
 checksum records, the manifest, the shards) and `rbplab.store.cache.summary_rules` (the summary's
