@@ -56,12 +56,16 @@ def _as_config(config: Any):
             raise InvalidArgumentError(
                 "a config dict needs a 'model_type' key (e.g. 'gpt2', 'gpt_neox', 'opt', 'qwen2')"
             )
-        return AutoConfig.for_model(model_type, **fields)
+        try:
+            return AutoConfig.for_model(model_type, **fields)
+        except (ValueError, TypeError) as err:  # an unknown model_type, a field of the wrong type
+            reason = " ".join(str(err).split())
+            raise InvalidArgumentError(f"not a config transformers can build: {reason[:300]}") from None
     if isinstance(config, (str, Path)):
         path = Path(config)
         if path.is_dir():
             path = path / "config.json"
-        if not path.is_file():
+        if not path.exists():
             raise MissingFileError(
                 f"no config.json at {path}; pass a transformers config, a dict or a local model directory"
             )

@@ -15,6 +15,7 @@ from rbplab.catalog.models import ModelLoadError, ResolvedModel
 from rbplab.core.documents import read_json
 from rbplab.core.errors import BadFileError
 from rbplab.extraction.config_checks import check_config_fields, config_label
+from rbplab.extraction.gguf_header import check_gguf_header
 from rbplab.extraction.gguf_vocab import embedded_vocabulary
 
 
@@ -104,6 +105,8 @@ def load_config(model: ResolvedModel, revision: str | None = None) -> Any:
     kwargs: dict[str, Any] = {"revision": revision} if revision else {}
     if model.gguf_file:
         kwargs["gguf_file"] = model.gguf_file
+        if model.local:  # transformers' own GGUF reader believes every count the header declares
+            check_gguf_header(Path(model.location) / model.gguf_file)
     try:
         if not model.gguf_file:  # a GGUF's config is converted from its metadata, checked below
             raw, _ = PretrainedConfig.get_config_dict(model.location, **kwargs)

@@ -74,7 +74,7 @@ def local_weight_shapes(folder: Path) -> dict[str, tuple[int, ...]] | None:
     """Shapes of every tensor of a local model folder's safetensors weights (one file or an index
     and its shards); None when it has none (pickle checkpoints are not read here)."""
     index = folder / "model.safetensors.index.json"
-    if index.is_file():
+    if os.path.lexists(index):  # anything by that name is read, and refused unless a regular file
         shape = Fields({"weight_map": MapOf(str)}, required=("weight_map",))
         try:
             weight_map = read_json(index, "safetensors index", MAX_INDEX_BYTES, shape=shape)["weight_map"]
