@@ -172,6 +172,9 @@ _TOML_SKIPPED = re.compile(
     rb'"""(?:[^\\]|\\.)*?"""|\'\'\'.*?\'\'\'|"[^"\\\n]*(?:\\.[^"\\\n]*)*"|\'[^\'\n]*\'|#[^\n]*', re.DOTALL
 )
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+# What a bare TOML key is made of, and blanks: deleted, a dotted key of n parts leaves n - 1 dots
+# in a row (quoted parts are gone with the strings; a number leaves at most one dot).
+_KEY_PARTS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_- \t"
 
 
 def bracket_depth(text: bytes) -> int:
@@ -250,7 +253,12 @@ def parse_toml(
         import tomli as tomllib  # type: ignore[no-redef]
 
     raw = _as_bytes(data)
-    _check_depth(bracket_depth(_TOML_SKIPPED.sub(b"", raw)), max_depth, source)
+    text = _TOML_SKIPPED.sub(b"", raw)
+    _check_depth(bracket_depth(text), max_depth, source)
+    # tomllib keeps every prefix of a dotted key: a key of 100,000 parts takes gigabytes.
+    dots = re.search(rb"\.{%d,}" % max_depth, text.translate(None, _KEY_PARTS))
+    if dots is not None:
+        _check_depth(len(dots.group()) + 1, max_depth, source)
     try:
         value = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as err:
