@@ -77,7 +77,7 @@ def _has_auto_map(path: Path, model: ResolvedModel) -> bool:
     except FileNotFoundError:
         return False
     except BadFileError as err:
-        raise ModelLoadError(f"{err}; {model.model} cannot be loaded from it") from None
+        raise ModelLoadError(f"cannot check {path.name} of {model.model} for custom code: {err}") from None
     except OSError as err:
         if not path.exists():
             return False
