@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from rbplab.core.documents import parse_json
+from rbplab.core.errors import BadFileError
 from rbplab.store.cache import CacheError
 from rbplab.store.cache.layout import (
     MAX_RECORD_BYTES,
@@ -124,6 +125,12 @@ def check_members(
         for item, member in files.items()
         if shard_index(item[1]) is None
     }
+    for (key, name), data in small.items():
+        if name == "manifest.json":  # read for the sizes below: one that cannot be is refused here
+            try:
+                parse_json(data, f"member {key}/{name}")
+            except BadFileError as err:
+                raise refuse(str(err)) from None
     for (key, name), member in files.items():
         if name == SUMMARY_FILE:
             expected = _recorded_summary_bytes(small.get((key, "manifest.json")))
