@@ -90,8 +90,10 @@ class _Walk:
                 self.need(left * _SCALAR_BYTES[kind], f"the value of {key!r}")
                 self.pos += left * _SCALAR_BYTES[kind]
             elif kind == _STRING:
-                for _ in range(left):
-                    self.string(f"a string of {key!r}")
+                for _ in range(left):  # skipped, not copied: a vocabulary holds 10^5 of them
+                    length = self.unpack("Q", f"the length of a string of {key!r}")
+                    self.need(length, f"a string of {key!r} of {length:,} bytes")
+                    self.pos += length
             elif kind == _ARRAY:
                 if len(stack) >= MAX_ARRAY_NESTING:
                     raise _Broken(f"metadata {key!r} nests arrays more than {MAX_ARRAY_NESTING} deep")
