@@ -13,6 +13,7 @@ A local model directory may hold training checkpoints (the micro-suite, scripts/
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ import pandas as pd
 
 from rbplab.catalog import registry
 from rbplab.catalog.schedules import CHECKPOINTS_DIR, Schedule, directory_schedule, member_schedule
+from rbplab.core.documents import file_kind
 from rbplab.core.errors import RbplabError
 from rbplab.core.names import natural_sorted
 from rbplab.core.runs import run_label
@@ -230,6 +232,11 @@ def _locate(spec: ModelSpec, name: str) -> ResolvedModel:
         raise ModelLoadError(
             f"{directory} is not a model directory: it has no config.json and no .gguf file "
             "(expected a Hugging Face model directory saved with save_pretrained, or a GGUF file)"
+        )
+    if os.path.lexists(path):  # a device, a FIFO, a dangling link: never a hub id
+        kind = file_kind(os.lstat(path).st_mode) if not path.is_symlink() else "a link to nothing"
+        raise ModelLoadError(
+            f"{path} is {kind}, not a model: pass a GGUF file, a model directory or a hub id"
         )
     return at(name, spec.gguf_file, False, keyed_revision=spec.revision)
 

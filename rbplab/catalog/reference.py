@@ -9,12 +9,12 @@ their own runs use their own tie convention and corpus, which the figure states.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from rbplab.core.documents import read_json
 from rbplab.store.paths import data_dir
 
 PAPER_GPT2 = "paper_gpt2_wikipedia"
@@ -35,4 +35,4 @@ def paper_reference(name: str = PAPER_GPT2) -> pd.DataFrame:
 
 def paper_reference_meta(name: str = PAPER_GPT2) -> dict:
     """Where the reference table comes from: repository, commit, paths, fields, setup, licence."""
-    return json.loads(_reference_path(name, ".meta.json").read_text())
+    return read_json(_reference_path(name, ".meta.json"), "reference metadata", 1 << 20, shape=dict)

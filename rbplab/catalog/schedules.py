@@ -31,6 +31,7 @@ import pandas as pd
 
 from rbplab.catalog import registry
 from rbplab.core.compute import training_compute
+from rbplab.core.documents import Fields, ListOf, read_json
 from rbplab.core.errors import InvalidArgumentError, RbplabError
 
 PYTHIA_TOKENS_PER_STEP = 2_097_152  # 1024 sequences x 2048 tokens
@@ -175,12 +176,19 @@ def write_local_schedule(model_dir: str | Path, steps: Sequence[int], tokens_per
     return path
 
 
+MAX_SCHEDULE_BYTES = 16 << 20  # a schedule lists a few hundred steps
+_SCHEDULE_SHAPE = Fields(
+    {"steps": ListOf(int), "tokens_per_step": int}, required=("steps", "tokens_per_step")
+)
+_SUMMARY_SHAPE = Fields({"models": ListOf(Fields({"name": str, "steps": int}))}, required=("models",))
+
+
 def local_schedule(model_dir: str | Path, name: str | None = None) -> Schedule | None:
     """The schedule of a local model directory from its ``checkpoints/schedule.json``, if it has one."""
     path = Path(model_dir) / CHECKPOINTS_DIR / SCHEDULE_FILE
     if not path.is_file():
         return None
-    data = json.loads(path.read_text())
+    data = read_json(path, "checkpoint schedule", MAX_SCHEDULE_BYTES, shape=_SCHEDULE_SHAPE)
     return micro_schedule(data["steps"], data["tokens_per_step"], name or Path(model_dir).name)
 
 
@@ -188,7 +196,7 @@ def _trained_steps(model_dir: Path) -> int | None:
     """Final step of a micro model trained before checkpoints were kept (data/models/micro.json)."""
     summary = model_dir.parent / "micro.json"
     try:
-        models = json.loads(summary.read_text())["models"]
+        models = read_json(summary, "micro-suite summary", MAX_SCHEDULE_BYTES, shape=_SUMMARY_SHAPE)["models"]
     except (OSError, ValueError, KeyError):
         return None
     for entry in models:

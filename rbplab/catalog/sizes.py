@@ -16,15 +16,18 @@ hand-maintained formula per architecture.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rbplab.core.documents import read_json
 from rbplab.core.errors import InvalidArgumentError, InvalidTypeError, MissingFileError
 
 if TYPE_CHECKING:
     import torch
+
+
+MAX_CONFIG_FILE_BYTES = 64 << 20  # a config.json is a few KB; the bound keeps /dev/zero out
 
 
 @dataclass(frozen=True)
@@ -53,16 +56,20 @@ def _as_config(config: Any):
             raise InvalidArgumentError(
                 "a config dict needs a 'model_type' key (e.g. 'gpt2', 'gpt_neox', 'opt', 'qwen2')"
             )
-        return AutoConfig.for_model(model_type, **fields)
+        try:
+            return AutoConfig.for_model(model_type, **fields)
+        except (ValueError, TypeError) as err:  # an unknown model_type, a field of the wrong type
+            reason = " ".join(str(err).split())
+            raise InvalidArgumentError(f"not a config transformers can build: {reason[:300]}") from None
     if isinstance(config, (str, Path)):
         path = Path(config)
         if path.is_dir():
             path = path / "config.json"
-        if not path.is_file():
+        if not path.exists():
             raise MissingFileError(
                 f"no config.json at {path}; pass a transformers config, a dict or a local model directory"
             )
-        return _as_config(json.loads(path.read_text()))
+        return _as_config(read_json(path, "model config", MAX_CONFIG_FILE_BYTES, shape=dict))
     raise InvalidTypeError(
         f"expected a transformers config, dict, path or torch module, got {type(config).__name__}"
     )

@@ -64,16 +64,16 @@ def configure_report(p: argparse.ArgumentParser) -> None:
 
 def _report_parameters(args: argparse.Namespace) -> dict:
     """--params FILE.yaml, then each -p NAME VALUE over it."""
-    import yaml
-
+    from rbplab.core.documents import parse_yaml
+    from rbplab.core.errors import BadFileError
     from rbplab.viz.parameters import ParameterError, read_params_file
 
     values = read_params_file(args.params) if args.params else {}
     for name, text in args.param:
         try:
-            values[name] = yaml.safe_load(text)
-        except yaml.YAMLError:
-            raise ParameterError(f"-p {name}: cannot read {text!r} as a YAML value") from None
+            values[name] = parse_yaml(text, "the value")
+        except BadFileError as err:
+            raise ParameterError(f"-p {name}: cannot read {text!r} as a YAML value ({err})") from None
     return values
 
 

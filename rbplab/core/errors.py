@@ -38,3 +38,9 @@ class MissingDependencyError(RbplabError, ImportError):
 
 class RunFailedError(RbplabError, RuntimeError):
     """Work that could not be completed (failed extraction units, a view used the wrong way)."""
+
+
+class BadFileError(RbplabError, ValueError):
+    """A file handed in that rbplab will not take (`rbplab.core.documents`): not a regular file,
+    larger than its kind may be, nested too deeply, not valid JSON/TOML/YAML, or a field of the
+    wrong type; the message names the file and the field."""

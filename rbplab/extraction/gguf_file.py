@@ -27,6 +27,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from rbplab.extraction.gguf_header import check_gguf_header
+
 _MEMO_SIZE = 2  # readers kept (each maps its file, reading nothing until asked)
 _memo: OrderedDict[tuple, Any] = OrderedDict()
 _lock = threading.RLock()
@@ -49,6 +51,7 @@ def gguf_reader(path: str | Path) -> Any:
         if identity in _memo:
             _memo.move_to_end(identity)
             return _memo[identity]
+        check_gguf_header(identity[0])  # counts and lengths bounded before the library believes them
         reader = _reader_class()(identity[0])
         _memo[identity] = reader
         while len(_memo) > _MEMO_SIZE:

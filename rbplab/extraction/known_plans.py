@@ -32,6 +32,7 @@ from typing import Any
 
 from rbplab.catalog.corpora import Corpus, LazyCorpus
 from rbplab.catalog.models import ModelLoadError, ResolvedModel
+from rbplab.core.documents import parse_json
 from rbplab.core.entry_spec import EntrySpec
 from rbplab.core.settings import ExtractionSettings
 from rbplab.core.versions import installed_versions
@@ -169,7 +170,7 @@ def known_plan(
     root = cache_root(cache_dir)
     path = _record_path(root, req)
     try:
-        record = json.loads(read_entry_file(path, path.parent, MAX_RECORD_BYTES))
+        record = parse_json(read_entry_file(path, path.parent, MAX_RECORD_BYTES), f"plan record {path}")
         if not isinstance(record, dict) or record.get("request") != req:
             return None
         n_nonembedding = record.get("n_nonembedding")

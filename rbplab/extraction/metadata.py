@@ -8,12 +8,14 @@ builds anything from them.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from rbplab.catalog.models import ModelLoadError, ResolvedModel
+from rbplab.core.documents import read_json
+from rbplab.core.errors import BadFileError
 from rbplab.extraction.config_checks import check_config_fields, config_label
+from rbplab.extraction.gguf_header import check_gguf_header
 from rbplab.extraction.gguf_vocab import embedded_vocabulary
 
 
@@ -33,6 +35,7 @@ _REMOTE_CODE_FILES = ("config.json", "tokenizer_config.json")
 
 
 _MAX_CONFIG_BYTES = 64 << 20  # a tokenizer_config.json with a large added-token table is a few MB
+_CONFIG_KINDS = {"config.json": "model config", "tokenizer_config.json": "tokenizer config"}
 
 
 def check_remote_code(model: ResolvedModel) -> None:
@@ -40,12 +43,11 @@ def check_remote_code(model: ResolvedModel) -> None:
     anywhere the config or tokenizer loader can reach: the model folder (a GGUF file's folder
     too), the tokenizer folder it uses (a checkpoint's base folder), a tokenizer override folder,
     and for a checkpoint (``<base>/checkpoints/step-<n>``) every folder up to its base. Only the
-    JSON is read (bounded, regular files only); no code runs to find out."""
-    if model.trust_remote_code:
-        return
+    JSON is read (bounded, regular files only); no code runs to find out. The files are read even
+    when custom code is allowed: one that cannot be read safely is refused either way."""
     for folder in _loader_folders(model):
         for name in _REMOTE_CODE_FILES:
-            if _has_auto_map(folder / name, model):
+            if _has_auto_map(folder / name, model) and not model.trust_remote_code:
                 where = "its directory" if str(folder) == model.location else f"{folder}"
                 raise remote_code_error(model.model, f"{where} ({name} has an auto_map)")
 
@@ -67,30 +69,22 @@ def _loader_folders(model: ResolvedModel) -> list[Path]:
 
 
 def _has_auto_map(path: Path, model: ResolvedModel) -> bool:
-    """Whether the JSON file `path` carries an auto_map (False when it is missing or not JSON: the
-    loader then fails on it with its own error); a file that cannot be read safely is refused."""
-    from rbplab.store.files import open_regular_file
-
+    """Whether the JSON file `path` carries an auto_map (False when it is missing). It is read by
+    the bounded reader, so a config that is not a JSON object, is nested too deeply, is huge or is
+    not a regular file is a one-line ModelLoadError here, before transformers parses it."""
     try:
-        with open_regular_file(path) as handle:
-            data = handle.read(_MAX_CONFIG_BYTES + 1)
+        parsed = read_json(path, _CONFIG_KINDS[path.name], _MAX_CONFIG_BYTES, shape=dict)
     except FileNotFoundError:
         return False
+    except BadFileError as err:
+        raise ModelLoadError(f"cannot check {path.name} of {model.model} for custom code: {err}") from None
     except OSError as err:
         if not path.exists():
             return False
         raise ModelLoadError(
             f"cannot check {path} of {model.model} for custom code: {err.strerror or err}"
         ) from None
-    if len(data) > _MAX_CONFIG_BYTES:
-        raise ModelLoadError(
-            f"{path} of {model.model} is larger than {_MAX_CONFIG_BYTES >> 20} MiB; not a model config"
-        )
-    try:
-        parsed = json.loads(data)
-    except ValueError:
-        return False
-    return isinstance(parsed, dict) and bool(parsed.get("auto_map"))
+    return bool(parsed.get("auto_map"))
 
 
 def is_remote_code_refusal(err: BaseException) -> bool:
@@ -111,6 +105,8 @@ def load_config(model: ResolvedModel, revision: str | None = None) -> Any:
     kwargs: dict[str, Any] = {"revision": revision} if revision else {}
     if model.gguf_file:
         kwargs["gguf_file"] = model.gguf_file
+        if model.local:  # transformers' own GGUF reader believes every count the header declares
+            check_gguf_header(Path(model.location) / model.gguf_file)
     try:
         if not model.gguf_file:  # a GGUF's config is converted from its metadata, checked below
             raw, _ = PretrainedConfig.get_config_dict(model.location, **kwargs)

@@ -28,8 +28,8 @@ def select_device(device: str = "auto") -> torch.device:
             raise ModelLoadError(
                 f"unknown device {device!r}; use 'auto', 'cpu', 'cuda', 'cuda:1', 'mps'"
             ) from err
-        if chosen.type == "cuda" and not torch.cuda.is_available():
-            raise ModelLoadError(f"device {device!r} requested but CUDA is not available; use device='auto'")
+        if chosen.type != "cpu":
+            _check_present(chosen, device)
         return chosen
     if torch.cuda.is_available():
         return torch.device("cuda")
@@ -37,6 +37,32 @@ def select_device(device: str = "auto") -> torch.device:
     if mps is not None and mps.is_available():
         return torch.device("mps")
     return torch.device("cpu")
+
+
+def _check_present(chosen: torch.device, device: str) -> None:
+    """Refuse a device this machine does not have, before a model is placed on it (torch would
+    fail there with a multi-line error, or not until the first tensor moves)."""
+    if chosen.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise ModelLoadError(f"device {device!r} requested but CUDA is not available; use device='auto'")
+        if chosen.index is not None and chosen.index >= count:
+            raise ModelLoadError(
+                f"device {device!r} requested but this machine has {count} CUDA device(s) (cuda:0 to "
+                f"cuda:{count - 1})"
+            )
+        return
+    backend = (
+        getattr(torch.backends, chosen.type, None)
+        if chosen.type == "mps"
+        else getattr(torch, chosen.type, None)
+    )
+    available = getattr(backend, "is_available", None)
+    if not callable(available) or not available():
+        raise ModelLoadError(
+            f"device {device!r} requested but this machine has no {chosen.type} device; use device='auto' "
+            "or 'cpu'"
+        )
 
 
 def resolve_dtype(dtype: str, device: torch.device, config: Any = None) -> str:

@@ -189,7 +189,7 @@ def _make_windows(plan: Plan) -> list[Window]:
     tokenizer = plan.described.tokenizer
     texts = [doc.text for doc in plan.corpus.documents]
     windows = make_windows(
-        tokenize_documents(tokenizer, texts),
+        tokenize_documents(tokenizer, texts, names=[doc.id for doc in plan.corpus.documents]),
         plan.policy,
         plan.bos,
         special_ids=getattr(tokenizer, "all_special_ids", ()),

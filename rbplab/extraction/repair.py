@@ -12,13 +12,13 @@ too, though the store alone cannot tell.
 from __future__ import annotations
 
 import contextlib
-import json
 import warnings
 from pathlib import Path
 from typing import Any
 
 from rbplab.catalog.corpora import load_corpus
 from rbplab.catalog.models import ModelSpec
+from rbplab.core.documents import parse_json
 from rbplab.core.entry_spec import EntrySpec
 from rbplab.extraction.hits import ExtractResult
 from rbplab.extraction.pipeline import extract_plan
@@ -49,7 +49,7 @@ def replan(entry: CacheEntry, purpose: str = "repair") -> Plan:
     spec = entry.spec
     hints: dict = {}
     with contextlib.suppress(OSError, ValueError):
-        loaded = json.loads(entry.read_file("manifest.json", max_manifest_bytes(spec)))
+        loaded = parse_json(entry.read_file("manifest.json", max_manifest_bytes(spec)), "manifest.json")
         hints = loaded if isinstance(loaded, dict) else {}
     model_names = _unique(
         [_get(hints, "model", "source"), _get(hints, "model", "name"), _get(spec, "model", "name")]

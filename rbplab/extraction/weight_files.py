@@ -6,15 +6,19 @@ holds them against the architecture the config builds.
 
 from __future__ import annotations
 
-import json
+import os
 import struct
 from pathlib import Path
 from typing import Any
 
 from rbplab.catalog.models import ModelLoadError, ResolvedModel
+from rbplab.core.documents import Fields, MapOf, parse_json, read_json
+from rbplab.core.errors import BadFileError
 from rbplab.extraction.gguf_file import gguf_reader
+from rbplab.store.files import open_regular_file
 
 MAX_HEADER_BYTES = 100 << 20  # a safetensors header (JSON) of a large model is a few MB
+MAX_INDEX_BYTES = 64 << 20  # an index maps each tensor name to its file: a few hundred KB
 
 
 def weight_shapes(model: ResolvedModel, config: Any) -> dict[str, tuple[int, ...]] | None:
@@ -37,8 +41,8 @@ def safetensors_shapes(path: Path) -> dict[str, tuple[int, ...]]:
             f"a safetensors file is broken or truncated ({path}: {why}); download or save the model again"
         )
 
-    size = path.stat().st_size
-    with open(path, "rb") as handle:
+    with open_regular_file(path) as handle:  # a FIFO or device is refused, never waited on
+        size = os.fstat(handle.fileno()).st_size
         head = handle.read(8)
         if len(head) < 8:
             raise broken("shorter than its header length")
@@ -46,11 +50,9 @@ def safetensors_shapes(path: Path) -> dict[str, tuple[int, ...]]:
         if length > MAX_HEADER_BYTES or 8 + length > size:
             raise broken(f"a header of {length:,} bytes in a file of {size:,}")
         try:
-            header = json.loads(handle.read(length))
-        except (UnicodeDecodeError, ValueError) as err:
-            raise broken(f"its header is not JSON: {err}") from None
-    if not isinstance(header, dict):
-        raise broken("its header is not a JSON object")
+            header = parse_json(handle.read(length), "its header", shape=dict)
+        except BadFileError as err:
+            raise broken(str(err)) from None
     shapes: dict[str, tuple[int, ...]] = {}
     data = size - 8 - length
     for name, record in header.items():
@@ -72,13 +74,14 @@ def local_weight_shapes(folder: Path) -> dict[str, tuple[int, ...]] | None:
     """Shapes of every tensor of a local model folder's safetensors weights (one file or an index
     and its shards); None when it has none (pickle checkpoints are not read here)."""
     index = folder / "model.safetensors.index.json"
-    if index.is_file():
+    if os.path.lexists(index):  # anything by that name is read, and refused unless a regular file
+        shape = Fields({"weight_map": MapOf(str)}, required=("weight_map",))
         try:
-            weight_map = json.loads(index.read_text()).get("weight_map")
-        except (OSError, UnicodeDecodeError, ValueError, AttributeError) as err:
+            weight_map = read_json(index, "safetensors index", MAX_INDEX_BYTES, shape=shape)["weight_map"]
+        except BadFileError as err:
+            raise ModelLoadError(str(err)) from None
+        except OSError as err:
             raise ModelLoadError(f"{index} is not a readable safetensors index ({err})") from None
-        if not isinstance(weight_map, dict):
-            raise ModelLoadError(f"{index} has no weight_map")
         files = sorted(set(weight_map.values()))
         if not all(isinstance(f, str) and f == Path(f).name and f.endswith(".safetensors") for f in files):
             raise ModelLoadError(f"{index} names weight files outside its folder")

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from rbplab.catalog.corpora import CorpusError
 from rbplab.core.errors import InvalidArgumentError
 from rbplab.extraction.bos import BOS_CHOICES, BosDecision
 
@@ -55,18 +56,54 @@ class WindowPolicy:
         return self.stride if self.stride is not None else self.context_length - 1
 
 
-def tokenize_documents(tokenizer: Any, texts: Sequence[str], batch: int = 64) -> Iterator[np.ndarray]:
+def tokenize_documents(
+    tokenizer: Any, texts: Sequence[str], batch: int = 64, names: Sequence[str] | None = None
+) -> Iterator[np.ndarray]:
     """Token ids of each document on its own, special-token strings in the text treated as text.
-    Lazy, in batches, so a token budget does not tokenize a whole large corpus."""
+    Lazy, in batches, so a token budget does not tokenize a whole large corpus. A tokenizer that
+    fails (a Rust tokenizer panics with a BaseException) is a one-line CorpusError naming the
+    document (`names`, else its index) it failed on."""
     for start in range(0, len(texts), batch):
-        encoded = tokenizer(
-            list(texts[start : start + batch]),
-            add_special_tokens=False,
-            split_special_tokens=True,
-            return_attention_mask=False,
-            verbose=False,
-        )["input_ids"]
+        chunk = list(texts[start : start + batch])
+        try:
+            encoded = _encode(tokenizer, chunk)
+        except _NOT_FAILURES:
+            raise
+        except BaseException as err:  # noqa: BLE001 - pyo3's PanicException is a BaseException
+            raise _failure(tokenizer, chunk, start, names, err) from None
         yield from (np.asarray(ids, dtype=np.int64) for ids in encoded)
+
+
+_NOT_FAILURES = (KeyboardInterrupt, SystemExit, GeneratorExit)
+
+
+def _encode(tokenizer: Any, texts: list[str]) -> list[list[int]]:
+    return tokenizer(
+        texts,
+        add_special_tokens=False,
+        split_special_tokens=True,
+        return_attention_mask=False,
+        verbose=False,
+    )["input_ids"]
+
+
+def _failure(
+    tokenizer: Any, chunk: list[str], start: int, names: Sequence[str] | None, err: BaseException
+) -> CorpusError:
+    """The error naming the first document of `chunk` the tokenizer fails on alone (the batch's
+    range when none fails alone)."""
+    culprit = f"documents {start} to {start + len(chunk) - 1}"
+    for i, text in enumerate(chunk):
+        try:
+            _encode(tokenizer, [text])
+        except _NOT_FAILURES:
+            raise
+        except BaseException as alone:  # noqa: BLE001 - as above
+            err = alone
+            culprit = f"document {names[start + i]!r}" if names is not None else f"document {start + i}"
+            break
+    reason = " ".join(str(err).split())[:300] or type(err).__name__
+    return CorpusError(f"the tokenizer failed on {culprit} ({type(err).__name__}: {reason}); check it")
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,6 @@ schedule (other hub models) take revision names as given; they are checked when 
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -34,14 +33,9 @@ import pandas as pd
 from rbplab.catalog import registry, schedules
 from rbplab.catalog.corpora import Corpus, LazyCorpus, canonical_corpus, list_corpora, open_corpus
 from rbplab.catalog.models import ResolvedModel, resolve_family, resolve_member
-from rbplab.core.errors import RbplabError
+from rbplab.core.documents import read_toml
+from rbplab.core.errors import BadFileError, MissingFileError, RbplabError
 from rbplab.core.settings import ExtractionSettings, resolve_settings
-from rbplab.store.files import UnsafeFileError, open_regular_file
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
 
 KEYS = ("families", "models", "corpora", "revisions", "settings")
 
@@ -308,42 +302,18 @@ class Grid:
         """A study TOML file, read and validated: a regular file of at most MAX_STUDY_FILE_BYTES
         of UTF-8 text (a device, a FIFO, a huge or binary file is a one-line StudyFileError)."""
         path = Path(path).expanduser()
-        text = _study_text(path)
         try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as err:
-            raise StudyFileError(f"{path}: not valid TOML ({err})") from None
+            data = read_toml(path, "study file", MAX_STUDY_FILE_BYTES)
+        except (MissingFileError, BadFileError) as err:
+            raise StudyFileError(str(err)) from None
+        except OSError as err:
+            raise StudyFileError(f"cannot read study file {path} ({err.strerror or err})") from None
         return cls.from_mapping(data, path.resolve())
 
 
 # A study file names models, corpora and a few settings: a few KB. The bound keeps /dev/zero or a
 # multi-GB file from being read whole.
 MAX_STUDY_FILE_BYTES = 1 << 20
-
-
-def _study_text(path: Path) -> str:
-    """The text of study file `path`, refusing anything but a bounded regular UTF-8 text file."""
-    try:
-        with open_regular_file(path) as handle:
-            data = handle.read(MAX_STUDY_FILE_BYTES + 1)
-    except FileNotFoundError:
-        raise StudyFileError(f"study file {path} not found") from None
-    except UnsafeFileError as err:
-        raise StudyFileError(f"study file {err.strerror}; a study file is a TOML text file") from None
-    except OSError as err:
-        raise StudyFileError(f"cannot read study file {path} ({err.strerror or err})") from None
-    if len(data) > MAX_STUDY_FILE_BYTES:
-        raise StudyFileError(
-            f"study file {path} is larger than {MAX_STUDY_FILE_BYTES // 2**20} MiB; a study file is a short "
-            "TOML text file"
-        )
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise StudyFileError(
-            f"{path}: not a UTF-8 text file (byte {err.start} is {data[err.start : err.start + 1]!r}); a "
-            "study file is a TOML text file"
-        ) from None
 
 
 def _resolve_members(families: list[str], names: list[str], where: str) -> list[ResolvedModel]:

@@ -7,7 +7,6 @@ and the error, never raised.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from rbplab.core.documents import Fields, ListOf, read_json
 from rbplab.core.errors import InvalidArgumentError, MissingFileError
 from rbplab.report.handoff import BANNER_FILE, FIGURE_SUFFIX, HEADLINE, SENTENCE_FILE, headline_text
 from rbplab.report.pages import export_html, notebook_title
@@ -66,6 +66,10 @@ def select_notebooks(paths: list[Path], wanted: str | Iterable[str] | None) -> l
     return list(dict.fromkeys(chosen))
 
 
+MAX_NOTEBOOK_BYTES = 256 << 20  # a notebook with its outputs (figures) is a few MB
+_NOTEBOOK = Fields({"cells": ListOf(Fields({"cell_type": str, "metadata": Fields({"tags": ListOf(str)})}))})
+
+
 def declared_parameters(paths: Iterable[str | Path]) -> set[str]:
     """The union of the names the notebooks' `parameters` cells assign (as papermill reads them),
     read from the files' JSON: no papermill (whose import alone takes seconds) before a report
@@ -75,7 +79,7 @@ def declared_parameters(paths: Iterable[str | Path]) -> set[str]:
     names: set[str] = set()
     for path in paths:
         try:
-            cells = json.loads(Path(path).read_text(encoding="utf-8")).get("cells", [])
+            cells = read_json(path, "notebook", MAX_NOTEBOOK_BYTES, shape=_NOTEBOOK).get("cells", [])
         except (OSError, ValueError) as err:
             raise MissingFileError(f"cannot read notebook {path}: {err}") from None
         for cell in cells:

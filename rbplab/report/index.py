@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from rbplab.core.documents import read_json
 from rbplab.core.settings import ExtractionSettings
 from rbplab.report.execution import EXTRACTION_NOTEBOOK, TRAINING_NOTEBOOK, NotebookResult
 from rbplab.report.pages import PLOTLY_JS, figure_div, write_assets
@@ -57,9 +58,12 @@ def _headline_table_html(path: str | Path) -> str:
     return table + "".join(f'<p class="missing">{html.escape(n)}</p>' for n in notes)
 
 
+MAX_FIGURE_BYTES = 512 << 20  # a figure's JSON holds its points: a few MB, more for large grids
+
+
 def _headline_figure_html(path: str | Path) -> str:
     try:
-        return figure_div(json.loads(Path(path).read_text(encoding="utf-8")))
+        return figure_div(read_json(path, "figure", MAX_FIGURE_BYTES, shape=dict))
     except (OSError, ValueError) as err:
         name = html.escape(Path(path).name)
         return f'<p class="missing">figure {name} unreadable: {html.escape(str(err))}</p>'

@@ -8,7 +8,6 @@ notebook and an HTML page each (`rbplab.report.pages`), the tables and figures e
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from rbplab.core.documents import parse_json
 from rbplab.report.execution import (
     EXTRACTION_NOTEBOOK,
     TRAINING_NOTEBOOK,
@@ -223,7 +223,7 @@ def export_figures(
             name = source.name[: -len(FIGURE_SUFFIX)]
             if name == HEADLINE and any(t == texts[source] for s, t in texts.items() if s != source):
                 continue  # the headline figure saved under its own name too: exported once
-            figure = json.loads(texts[source])
+            figure = parse_json(texts[source], f"figure {source}", shape=dict)
             for fmt in formats:
                 figs.append(figure)
                 paths.append(output_dir / FIGURES_DIR / result.notebook / f"{name}.{fmt}")

@@ -28,6 +28,7 @@ import uuid
 from pathlib import Path
 from typing import BinaryIO
 
+from rbplab.core.documents import file_kind
 from rbplab.core.errors import RbplabError
 
 MIN_FREE_BYTES = 64 * 2**20  # refuse to start writing with less free space than this
@@ -51,20 +52,6 @@ class UnsafeFileError(RbplabError, OSError):
 
 
 _NO_FOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
-_KINDS = {
-    stat.S_IFLNK: "a symbolic link",
-    stat.S_IFIFO: "a FIFO",
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-    stat.S_IFSOCK: "a socket",
-    stat.S_IFDIR: "a directory",
-    stat.S_IFREG: "a regular file",
-}
-
-
-def file_kind(mode: int) -> str:
-    """What an `st_mode` describes, in words ("a FIFO", "a symbolic link", ...)."""
-    return _KINDS.get(stat.S_IFMT(mode), "a special file")
 
 
 def _link_target(path: Path) -> str:

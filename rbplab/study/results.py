@@ -34,13 +34,31 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rbplab.core.errors import InvalidArgumentError, NotFoundError, RbplabError
+from rbplab.core.documents import Fields, ListOf, MapOf, read_json
+from rbplab.core.errors import BadFileError, InvalidArgumentError, NotFoundError, RbplabError
 from rbplab.core.settings import ExtractionSettings, resolve_settings
 from rbplab.core.versions import installed_versions
 from rbplab.study import size
 
 RESULTS_FORMAT = "rbplab-results"
 RESULTS_VERSION = 1
+# A results file holds a study's tables and headlines: a few MB at most. The bound keeps /dev/zero
+# or a multi-GB file from being read whole.
+MAX_RESULTS_FILE_BYTES = 256 << 20
+_TABLE = Fields({"columns": ListOf(str), "rows": ListOf(list)}, required=("columns", "rows"))
+RESULTS_SHAPE = Fields(
+    {
+        "format": str,
+        "version": int,
+        "created": str,
+        "grid": dict,
+        "settings": (dict, type(None)),
+        "versions": MapOf((str, type(None))),
+        "runs": _TABLE,
+        "tables": MapOf(_TABLE),
+        "headlines": MapOf(str),
+    }
+)
 VERSIONED_PACKAGES = (
     "rbplab",
     "numpy",
@@ -288,12 +306,14 @@ def load_results(path: str | Path) -> Results:
     versions, runs and tables as DataFrames, headline sentences."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json(path, "results file", MAX_RESULTS_FILE_BYTES, shape=RESULTS_SHAPE)
+    except FileNotFoundError:
+        raise ResultsError(f"cannot read results file {path}: it does not exist") from None
     except OSError as err:
         raise ResultsError(f"cannot read results file {path}: {err.strerror or err}") from None
-    except ValueError as err:
-        raise ResultsError(f"{path} is not JSON ({err})") from None
-    if not isinstance(data, dict) or data.get("format") != RESULTS_FORMAT:
+    except BadFileError as err:
+        raise ResultsError(str(err)) from None
+    if data.get("format") != RESULTS_FORMAT:
         raise ResultsError(f'{path} is not an rbplab results file (no "format": "{RESULTS_FORMAT}")')
     version = data.get("version")
     if not isinstance(version, int) or version > RESULTS_VERSION:
@@ -301,8 +321,6 @@ def load_results(path: str | Path) -> Results:
             f"{path} is results format version {version!r}; this rbplab reads up to {RESULTS_VERSION}"
         )
     tables = data.get("tables") or {}
-    if not isinstance(tables, dict):
-        raise ResultsError(f"{path}: 'tables' must be an object")
     return Results(
         created=str(data.get("created", "")),
         grid=dict(data.get("grid") or {}),

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rbplab.core.errors import RbplabError
+from rbplab.core.documents import parse_yaml, read_yaml
+from rbplab.core.errors import BadFileError, RbplabError
 from rbplab.core.names import did_you_mean
 
 if TYPE_CHECKING:
@@ -39,14 +40,15 @@ class ParameterError(RbplabError, ValueError):
     """A notebook parameter that cannot be used as given."""
 
 
-def _parsed(text: str, name: str) -> Any:
-    import yaml
+# A parameters file names a few values: a few KB. The bound keeps /dev/zero or a huge file out.
+MAX_PARAMS_FILE_BYTES = 1 << 20
 
+
+def _parsed(text: str, name: str) -> Any:
     try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        problem = " ".join(str(err).split())
-        raise ParameterError(f"parameter {name!r}: cannot read {text!r} ({problem})") from None
+        return parse_yaml(text, "the value")
+    except BadFileError as err:
+        raise ParameterError(f"parameter {name!r}: cannot read {text!r} ({err})") from None
 
 
 def as_names(value: Any, name: str = "value") -> list[str] | None:
@@ -197,10 +199,13 @@ def read_params_file(path: str | Path) -> dict[str, Any]:
     """The parameters of a YAML (or JSON) file: one mapping of parameter name to value."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = read_yaml(path, "parameters file", MAX_PARAMS_FILE_BYTES)
+    except FileNotFoundError:
+        raise ParameterError(f"cannot read parameters file {path}: it does not exist") from None
     except OSError as err:
         raise ParameterError(f"cannot read parameters file {path}: {err.strerror or err}") from None
-    data = _parsed(text, str(path))
+    except BadFileError as err:
+        raise ParameterError(str(err)) from None
     if data is None:
         return {}
     if not isinstance(data, Mapping) or not all(isinstance(k, str) for k in data):

@@ -86,7 +86,7 @@ def test_missing_fields_and_bad_json(tmp_path):
         load_corpus(bad)
     broken = tmp_path / "broken.jsonl"
     broken.write_text('{"id": "1", "text": "ok"}\n{not json\n')
-    with pytest.raises(CorpusError, match=r"broken.jsonl:2: not valid JSON"):
+    with pytest.raises(CorpusError, match=r"broken.jsonl:2 is not JSON"):
         load_corpus(broken)
     notgz = tmp_path / "fake.jsonl.gz"
     notgz.write_text("plain text")

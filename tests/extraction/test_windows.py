@@ -7,6 +7,7 @@ import pytest
 from tokenizers import Tokenizer, processors
 from transformers import PreTrainedTokenizerFast
 
+from rbplab.catalog.corpora import CorpusError
 from rbplab.extraction.bos import BosDecision, resolve_bos
 from rbplab.extraction.windows import WindowPolicy, make_windows, tokenize_documents
 
@@ -129,3 +130,26 @@ def test_tokenize_documents_treats_special_strings_as_text(tiny_tokenizer):
     assert len(ids) == 2
     assert tiny_tokenizer.eos_token_id not in ids[1].tolist()
     assert tiny_tokenizer.decode(ids[1]) == texts[1]
+
+
+class Panic(BaseException):
+    """What a Rust tokenizer's panic reaches Python as (pyo3's PanicException is no Exception)."""
+
+
+def test_a_tokenizer_failure_is_one_line_naming_the_document(tiny_tokenizer):
+    def failing(texts, **kwargs):
+        if any("poison" in t for t in texts):
+            raise Panic("called `Option::unwrap()` on a `None` value")
+        return tiny_tokenizer(texts, **kwargs)
+
+    texts = ["fine words"] * 70 + ["poison"] + ["fine"]
+    ids = tokenize_documents(failing, texts, names=[f"doc-{i}" for i in range(len(texts))])
+    assert len([next(ids) for _ in range(64)]) == 64  # the first batch holds no poison
+    with pytest.raises(CorpusError) as err:
+        next(ids)
+    assert str(err.value) == (
+        "the tokenizer failed on document 'doc-70' "
+        "(Panic: called `Option::unwrap()` on a `None` value); check it"
+    )
+    with pytest.raises(KeyboardInterrupt):  # an interrupt is no tokenizer failure
+        list(tokenize_documents(lambda texts, **kwargs: (_ for _ in ()).throw(KeyboardInterrupt()), ["a"]))

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 from importlib import metadata
 
 import numpy as np
 import pandas as pd
 import pytest
+from helpers.hostile import no_hang
 
 import rbplab
 from rbplab.store.cache import CacheEntry
@@ -64,6 +67,44 @@ def test_bad_files_are_one_line_errors(tmp_path):
     (tmp_path / "newer.json").write_text('{"format": "rbplab-results", "version": 99}')
     with pytest.raises(ResultsError, match="version 99"):
         load_results(tmp_path / "newer.json")
+
+
+GOOD = {"format": "rbplab-results", "version": 1}
+
+
+@pytest.mark.parametrize(
+    ("how", "told"),
+    [
+        ("deep", "is nested more than 64 levels deep"),
+        ("/dev/zero", "is a character device, not a regular file"),
+        ("fifo", "is a FIFO, not a regular file"),
+        ("sparse 2 GiB", r"is larger than 256 MiB \(2,147,483,648 bytes\)"),
+        ({**GOOD, "grid": [1]}, "field 'grid' is a list, expected an object"),
+        ({**GOOD, "versions": "2.0"}, "field 'versions' is a string, expected an object"),
+        ({**GOOD, "runs": {"columns": ["a"], "rows": "x"}}, "field 'runs.rows' is a string, expected a list"),
+        ({**GOOD, "tables": {"fits": {"rows": []}}}, "field 'tables.fits.columns' is missing"),
+        ({**GOOD, "headlines": {"a": 1}}, "field 'headlines.a' is an integer, expected a string"),
+    ],
+)
+def test_a_hostile_results_file_is_one_line(how, told, tmp_path):
+    """Each was a RecursionError, a MemoryError, a hang, an AttributeError, or accepted."""
+    path = tmp_path / "results.json"
+    if how == "deep":
+        path.write_text(
+            '{"format": "rbplab-results", "version": 1, "grid": ' + "[" * 100_000 + "]" * 100_000 + "}"
+        )
+    elif how == "/dev/zero":
+        path.symlink_to("/dev/zero")
+    elif how == "fifo":
+        os.mkfifo(path)
+    elif how == "sparse 2 GiB":
+        with open(path, "wb") as handle:
+            handle.truncate(2 << 30)
+    else:
+        path.write_text(json.dumps(how))
+    with no_hang(20), pytest.raises(ResultsError) as err:
+        load_results(path)
+    assert re.search(told, str(err.value)) and str(path) in str(err.value) and "\n" not in str(err.value)
 
 
 def _entry(root, model, corpus, revision=None, max_tokens=None):

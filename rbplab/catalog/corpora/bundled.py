@@ -6,11 +6,11 @@ simply has none.
 from __future__ import annotations
 
 import gzip
-import json
 from pathlib import Path
 
 from rbplab.catalog.corpora.corpus import Corpus, build_corpus
 from rbplab.catalog.corpora.files import jsonl_rows
+from rbplab.core.documents import read_json
 from rbplab.store.paths import data_dir
 
 
@@ -31,7 +31,7 @@ def bundled_names() -> list[str]:
 
 def _meta(name: str) -> dict:
     meta_file = corpora_dir() / f"{name}.meta.json"
-    return json.loads(meta_file.read_text()) if meta_file.is_file() else {}
+    return read_json(meta_file, "corpus metadata", 1 << 20, shape=dict) if meta_file.is_file() else {}
 
 
 def load_bundled(name: str, max_documents: int | None) -> Corpus:

@@ -9,6 +9,7 @@ different text.
 from __future__ import annotations
 
 import hashlib
+import re
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -19,6 +20,33 @@ from rbplab.store.hub import COMMIT_RE
 
 class CorpusError(RbplabError, ValueError):
     """A corpus that cannot be loaded: unknown name, bad file format, no documents."""
+
+
+# What a document may hold, checked before it reaches a tokenizer (a Rust tokenizer aborts the whole
+# process on a document of a few hundred million characters and panics on one "word" of tens of
+# millions): at most MAX_DOCUMENT_CHARS characters (a book is a few million), and no run of more
+# than MAX_WORD_CHARS characters without whitespace (a long URL or a base64 line is a few thousand).
+MAX_DOCUMENT_CHARS = 1 << 26
+MAX_WORD_CHARS = 1 << 20
+# A run is matched only from its first character (the lookbehind), so the search is linear.
+_LONG_WORD = re.compile(rf"(?<!\S)\S{{{MAX_WORD_CHARS + 1}}}")
+
+
+def document_problem(text: str) -> str | None:
+    """Why a document's text cannot be tokenized safely (too long, or a run too long without
+    whitespace), or None."""
+    if len(text) > MAX_DOCUMENT_CHARS:
+        return (
+            f"holds {len(text):,} characters, more than the {MAX_DOCUMENT_CHARS:,} a document may; "
+            "split it into smaller documents"
+        )
+    word = _LONG_WORD.search(text)
+    if word is not None:
+        return (
+            f"has more than {MAX_WORD_CHARS:,} characters without whitespace (from character "
+            f"{word.start():,}); no tokenizer takes such a word whole, break it with whitespace"
+        )
+    return None
 
 
 @dataclass(frozen=True)
@@ -129,6 +157,9 @@ def build_corpus(
             continue
         if doc_id in seen:
             raise CorpusError(f"corpus {name!r}: duplicate document id {doc_id!r}; ids must be unique")
+        problem = document_problem(text)
+        if problem is not None:
+            raise CorpusError(f"corpus {name!r}: document {doc_id!r} {problem}")
         seen.add(doc_id)
         documents.append(Document(doc_id, text))
         if max_documents is not None and len(documents) >= max_documents:

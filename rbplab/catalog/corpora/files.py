@@ -8,33 +8,54 @@ relative path, so ids stay unique and stable across machines.
 from __future__ import annotations
 
 import gzip
+import io
 import itertools
-import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from rbplab.catalog.corpora.corpus import Corpus, CorpusError, build_corpus
+from rbplab.catalog.corpora.corpus import MAX_DOCUMENT_CHARS, Corpus, CorpusError, build_corpus
+from rbplab.core.documents import parse_json, read_bytes
+from rbplab.core.errors import BadFileError
+from rbplab.store.files import UnsafeFileError, open_regular_file
+
+# A UTF-8 character takes at most four bytes (a JSON escape six, rare): a .txt file or a .jsonl line
+# longer than this cannot be a document `build_corpus` takes, and is refused before it is read.
+MAX_DOCUMENT_BYTES = 4 * MAX_DOCUMENT_CHARS
 
 
 def _read_text(path: Path) -> str:
     try:
-        return path.read_text(encoding="utf-8")
+        data = read_bytes(path, "corpus document", MAX_DOCUMENT_BYTES)
+    except BadFileError as err:
+        raise CorpusError(f"{err}; split it into smaller documents") from None
+    try:
+        return data.decode("utf-8")
     except UnicodeDecodeError as err:
         raise CorpusError(f"{path} is not UTF-8 text ({err.reason} at byte {err.start})") from err
 
 
 def jsonl_rows(path: Path) -> Iterator[tuple[str, str]]:
     """(id, text) of each non-blank line of a .jsonl or .jsonl.gz file, checked line by line."""
-    opener = gzip.open if path.name.endswith(".gz") else open
     try:
-        with opener(path, "rt", encoding="utf-8") as handle:
-            for lineno, line in enumerate(handle, start=1):
+        raw = open_regular_file(path)  # a FIFO or a device is refused, never waited on
+    except UnsafeFileError as err:
+        raise CorpusError(f"corpus file {err.strerror}") from None
+    binary = gzip.GzipFile(fileobj=raw, mode="rb") if path.name.endswith(".gz") else raw
+    try:
+        with raw, binary, io.TextIOWrapper(binary, encoding="utf-8") as handle:
+            # Lines are read with a bound, so a multi-GB line (or a gzip bomb) is refused unread.
+            for lineno, line in enumerate(iter(lambda: handle.readline(MAX_DOCUMENT_BYTES + 1), ""), start=1):
+                if len(line) > MAX_DOCUMENT_BYTES:
+                    raise CorpusError(
+                        f"{path}:{lineno}: the line holds more than {MAX_DOCUMENT_BYTES:,} characters; "
+                        "split the document into smaller ones"
+                    )
                 if not line.strip():
                     continue
                 try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as err:
-                    raise CorpusError(f"{path}:{lineno}: not valid JSON ({err.msg})") from err
+                    row = parse_json(line, f"{path}:{lineno}")
+                except BadFileError as err:
+                    raise CorpusError(str(err)) from None
                 if not isinstance(row, dict) or "id" not in row or "text" not in row:
                     keys = sorted(row) if isinstance(row, dict) else type(row).__name__
                     raise CorpusError(

@@ -12,11 +12,12 @@ declared size, to paths built from those validated parts (`unpack`).
 from __future__ import annotations
 
 import contextlib
-import json
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from rbplab.core.documents import parse_json
+from rbplab.core.errors import BadFileError
 from rbplab.store.cache import CacheError
 from rbplab.store.cache.layout import (
     MAX_RECORD_BYTES,
@@ -124,6 +125,12 @@ def check_members(
         for item, member in files.items()
         if shard_index(item[1]) is None
     }
+    for (key, name), data in small.items():
+        if name == "manifest.json":  # read for the sizes below: one that cannot be is refused here
+            try:
+                parse_json(data, f"member {key}/{name}")
+            except BadFileError as err:
+                raise refuse(str(err)) from None
     for (key, name), member in files.items():
         if name == SUMMARY_FILE:
             expected = _recorded_summary_bytes(small.get((key, "manifest.json")))
@@ -166,7 +173,7 @@ def unpack(
 def _recorded_summary_bytes(manifest: bytes | None) -> int | None:
     """The summary size a manifest records, None when it records none (older entries)."""
     try:
-        record = json.loads(manifest or b"{}").get("summary")
+        record = parse_json(manifest or b"{}", "manifest.json").get("summary")
     except (ValueError, AttributeError):
         return None
     size = record.get("bytes") if isinstance(record, dict) else None
@@ -199,7 +206,7 @@ def _copy_member(tar: tarfile.TarFile, member: tarfile.TarInfo, out, refuse) -> 
 def _recorded_bytes(manifest_bytes: bytes | None, index: int) -> int | None:
     """The byte count the manifest records for shard `index`, None when it records none."""
     try:
-        shards = json.loads(manifest_bytes or b"")["shards"]
+        shards = parse_json(manifest_bytes or b"", "manifest.json")["shards"]
         record = next(r for r in shards if isinstance(r, dict) and r.get("index") == index)
     except (ValueError, TypeError, KeyError, StopIteration):
         return None

@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 from filelock import FileLock, Timeout
 
+from rbplab.core.documents import parse_json
 from rbplab.store.cache.entry import entry_at, remove_entry_dir
 from rbplab.store.cache.layout import entry_dirs, matching_dirs, max_manifest_bytes, shard_index
 from rbplab.store.cache.reading import CacheError, read_spec
@@ -123,7 +124,7 @@ def list_entries(root: str | Path | None = None) -> pd.DataFrame:
         if status == "complete":  # a complete entry's manifest passed its rules just now
             with contextlib.suppress(OSError, ValueError, AttributeError):
                 raw = read_entry_file(path / "manifest.json", path, max_manifest_bytes(spec))
-                manifest = json.loads(raw)
+                manifest = parse_json(raw, "manifest.json")
                 created = manifest.get("created")
                 step = (manifest.get("training") or {}).get("step")
         model = spec.get("model") if isinstance(spec.get("model"), dict) else {}

@@ -17,6 +17,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rbplab.core.documents import file_kind
 from rbplab.store.cache.layout import (
     ENTRY_KEY_META,
     MIRRORED,
@@ -35,7 +36,6 @@ from rbplab.store.cache.layout import (
     shard_name,
 )
 from rbplab.store.cache.rule import Rule, judge
-from rbplab.store.files import file_kind
 
 # ---------------------------------------------------------------------------------------------
 # What each scope's rules look at

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import os
 import warnings
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rbplab.core.documents import parse_json
 from rbplab.core.entry_spec import EntrySpec
 from rbplab.core.errors import RbplabError
 from rbplab.core.stats import TokenStats
@@ -120,7 +120,7 @@ class EntryReader:
     def spec_problem(self) -> str | None:
         """Why spec.json is not this entry's spec, or None."""
         try:
-            on_disk = json.loads(self.read_file("spec.json", MAX_SPEC_BYTES))
+            on_disk = parse_json(self.read_file("spec.json", MAX_SPEC_BYTES), "spec.json")
         except FileNotFoundError:
             return "spec.json is missing"
         except UnsafeFileError as err:
@@ -133,7 +133,7 @@ class EntryReader:
         """(record, None) of shard `index`'s .sha256 file, or (None, why it has no usable one)."""
         name = checksum_name(shard_name(index))
         try:
-            record = json.loads(self.read_file(name, MAX_RECORD_BYTES))
+            record = parse_json(self.read_file(name, MAX_RECORD_BYTES), name)
         except FileNotFoundError:
             return None, f"shard {index} has no checksum file"
         except UnsafeFileError as err:
@@ -197,7 +197,7 @@ class EntryReader:
     def load_manifest(self) -> Any:
         """The parsed manifest.json, unchecked; FileNotFoundError, UnsafeFileError, OSError or
         ValueError."""
-        return json.loads(self.read_file("manifest.json", max_manifest_bytes(self.spec)))
+        return parse_json(self.read_file("manifest.json", max_manifest_bytes(self.spec)), "manifest.json")
 
     def _raw_manifest(self, mark_damaged: bool = True) -> dict:
         problem = entry_dir_problem(self.path)
@@ -393,7 +393,7 @@ class EntryReader:
             checksum = checksum_name(shard_name(index))
             yield checksum, self.read_file(checksum, MAX_RECORD_BYTES)
         yield from self._verified_summary_files(manifest)
-        if json.loads(manifest_bytes) != manifest:
+        if parse_json(manifest_bytes, "manifest.json") != manifest:
             raise self._corrupted("manifest.json changed while being read")
         yield "manifest.json", manifest_bytes
 
@@ -477,7 +477,7 @@ class EntryReader:
         limit = max_summary_bytes(int(manifest["n_tokens"]))
         try:
             data = read_entry_file(path, self.path, limit)
-            record = json.loads(read_entry_file(checksum, self.path, 4096))
+            record = parse_json(read_entry_file(checksum, self.path, 4096), checksum.name)
         except (OSError, ValueError) as err:
             return f"its summary cannot be read ({err})", None
         problem = verify.first_problem(SummaryFile(data, record, manifest.get("summary")))
@@ -506,7 +506,9 @@ class EntryReader:
             return
         data = self.read_file(SUMMARY_FILE, max_summary_bytes(int(manifest["n_tokens"])))
         record = self.read_file(checksum_name(SUMMARY_FILE), MAX_RECORD_BYTES)
-        if json.loads(record).get("sha256") == sha256_hex(data):  # the bytes checked are the bytes shared
+        if parse_json(record, checksum_name(SUMMARY_FILE)).get("sha256") == sha256_hex(
+            data
+        ):  # the bytes checked are the bytes shared
             yield SUMMARY_FILE, data
             yield checksum_name(SUMMARY_FILE), record
 
@@ -530,7 +532,7 @@ def read_spec(path: Path) -> dict | None:
     manifest) that hashes to the directory name; None if neither does (or the folder is a link)."""
     for name, limit in (("spec.json", MAX_SPEC_BYTES), ("manifest.json", max_manifest_bytes(None))):
         with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
-            data = json.loads(read_entry_file(path / name, path, limit))
+            data = parse_json(read_entry_file(path / name, path, limit), name)
             spec = data["spec"] if name == "manifest.json" else data
             if isinstance(spec, dict) and cache_key(spec) == path.name:
                 return spec
