@@ -99,7 +99,11 @@ def loop(monkeypatch):
             return pd.DataFrame({"doc_index": [0]})
 
         monkeypatch.setattr(shard_loop, "shard_frame", frame)
-        plan = SimpleNamespace(shards=shards, settings=SimpleNamespace(batch_tokens=None))
+        plan = SimpleNamespace(
+            shards=shards,
+            settings=SimpleNamespace(batch_tokens=None),
+            described=SimpleNamespace(weights=None),  # no weight files to re-check between shards
+        )
         shard_loop.compute_shards(plan, entry, range(n), get_scorer=lambda _plan: object())
         return scored
 

@@ -66,9 +66,9 @@ def test_a_worker_loads_each_model_once(study_path, tmp_path, monkeypatch):
         loads[described.model.model] += 1
         return load_weights(described)
 
-    def counting_tokenize(tokenizer, texts):
+    def counting_tokenize(tokenizer, texts, **options):
         tokenised.append(len(texts))
-        return tokenize(tokenizer, texts)
+        return tokenize(tokenizer, texts, **options)
 
     monkeypatch.setattr(pipeline, "load_weights", counting_load)
     monkeypatch.setattr(plan_module, "tokenize_documents", counting_tokenize)
