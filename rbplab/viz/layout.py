@@ -523,8 +523,9 @@ def _log_ticks(lo: float, hi: float, most: int, fewest: int = MIN_LOG_TICKS) -> 
         ticks = within(mantissas)
         if fewest <= len(ticks) <= most:
             return ticks
-    if len(ticks) > most:  # decades alone are too many: every n-th
-        return ticks[:: math.ceil(len(ticks) / most)]
+    if len(ticks) > most:  # decades alone are too many: every n-th, or as evenly as `fewest` allow
+        every = ticks[:: math.ceil(len(ticks) / most)]
+        return every if len(every) >= fewest else _spread(ticks, most)
     ticks = within(range(1, 10))
     if len(ticks) < fewest:  # under a factor of two or so: a round linear step
         step = _round_step((hi - lo) / (most - 1))

@@ -691,3 +691,92 @@ def test_a_log_axis_of_one_value_is_labelled(value):
     ticks = fig.layout.yaxis.tickvals
     assert len(ticks) >= 2 and min(ticks) < value * 1.0001 and max(ticks) > value / 1.0001
     assert all(math.isfinite(t) and t > 0 for t in ticks) and all(fig.layout.yaxis.ticktext)
+
+
+# ---- what a reviewer reads: ticks, legend entries, corpus and models named ---------------------
+
+
+def _paper_and_screen(fig, size):
+    from rbplab.viz.layout import for_page, paper_page
+
+    return fig if size == "screen" else for_page(fig, paper_page(size))
+
+
+@pytest.mark.parametrize("size", ["screen", "full", "column"])
+@pytest.mark.parametrize("name", FIGURES)
+def test_every_log_axis_labels_three_ticks_where_they_fit(figures, name, size):
+    """Figure 8ab's 1.5-5.5 log axis had two labels (2 and 5), the audit's 0.2-5 axes no label
+    below 0.5 or above 2: two labels do not show an axis is logarithmic. Three where three labels
+    of four characters (one line and a half up a y axis) fit, each on the axis' span."""
+    fig = _paper_and_screen(figures[name], size)
+    page = Page(fig)
+    font = fig.layout.font.size or 12
+    for xname, yname in page.axes():
+        for axis_name in (xname, yname):
+            axis = fig.layout[axis_name]
+            if axis.type != "log" or axis.tickvals is None:
+                continue
+            room = (4 * 0.56 + 0.6) * font if axis_name[0] == "x" else 1.5 * font
+            domain = axis.domain or (0, 1)
+            length = (domain[1] - domain[0]) * (page.plot_w if axis_name[0] == "x" else page.plot_h)
+            if length < 3 * room:
+                continue
+            assert len(axis.tickvals) >= 3 and all(axis.ticktext), (name, size, axis_name, axis.tickvals)
+
+
+@pytest.mark.parametrize("name", FIGURES)
+def test_legend_entries_differ_in_look_not_only_in_text(figures, name):
+    """Figures 4 and 5 listed six dashed lines of one colour, told apart only by their text (a
+    quarter of the page): an entry per look (a family's colour, a line style), the rest written
+    in the panels."""
+    looks = {}
+    for trace in figures[name].data:
+        if trace.showlegend is False or not trace.name or trace.type != "scatter":
+            continue
+        line, marker = trace.line or {}, trace.marker or {}
+        look = (
+            trace.mode,
+            trace.fill,
+            line.color,
+            line.dash or "solid",
+            line.width,
+            marker.color if isinstance(marker.color, str) else None,
+            marker.symbol if isinstance(marker.symbol, str) else None,
+            trace.opacity,
+        )
+        assert look not in looks, f"{name}: {trace.name!r} looks like {looks[look]!r}"
+        looks[look] = trace.name
+
+
+def test_the_audits_legend_shows_an_open_marker_for_a_miss(figures):
+    keys = {t.name: t.marker.symbol for t in figures["prediction audit"].data if t.meta == "key"}
+    open_keys = [name for name in keys if name.startswith("open")]
+    filled = [name for name in keys if name.startswith("filled")]
+    assert open_keys and filled, keys
+    assert keys[open_keys[0]].endswith("-open") and not keys[filled[0]].endswith("-open"), keys
+
+
+def test_figures_3_to_5_state_each_panels_fit_in_the_panel(figures, study):
+    fig = figures["figure 4"]
+    notes = [a for a in fig.layout.annotations if a.name == "fit note"]
+    assert len(notes) == 3 * len(CORPORA)  # k = 1, 10, 100 on every corpus
+    assert all("α = " in a.text and "R² = " in a.text and a.xref.endswith("domain") for a in notes)
+    assert not [t for t in fig.data if t.meta == "fit" and t.showlegend is not False]
+
+
+UNNAMED = {"paper reference"}  # the paper's own GPT-2 numbers: its subtitle names their corpus
+
+
+@pytest.mark.parametrize("name", [n for n in FIGURES if n not in UNNAMED])
+def test_each_paper_figure_names_its_corpus_and_models_without_its_title(figures, name):
+    """A paper figure drops its title (a paper has a caption): 06's figures then named their
+    corpus nowhere. Panel titles, legend entries and the caption line must."""
+    from rbplab.viz.layout import for_page, paper_page, plain_text
+
+    fig = for_page(figures[name], paper_page("full"))
+    texts = [a.text for a in fig.layout.annotations if a.name != "subtitle"] + [
+        t.name for t in fig.data if t.name and t.showlegend is not False
+    ]
+    text = " ".join(plain_text(t) for t in texts)
+    assert any(c in text for c in (*CORPORA, "synthetic")), f"{name}: no corpus in {text[:300]!r}"
+    assert re.search(r"synthetic|\d+ models", text), f"{name}: no models in {text[:300]!r}"

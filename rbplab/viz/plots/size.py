@@ -348,6 +348,7 @@ def reference_vs_size(
         fig,
         Panels(cols=len(ks), panel_height=320),
         title=title or "The paper's GPT-2 measurements (its code repository)",
+        caption=grid_note(own) if own is not None and len(own) else None,
         subtitle="1,000 Wikipedia sequences × 512 tokens, fp32, special-token positions dropped",
         panel_titles=[f"k={format_k(k)}" for k in ks],
         x_title=S_TITLE,
