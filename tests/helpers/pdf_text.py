@@ -21,6 +21,7 @@ import numpy as np
 DPI = 216
 INK = 170  # grey level (0-255) below which a pixel is ink: text is #2a3f5f or #444, grid lines paler
 TOOLS = ("pdftotext", "pdftoppm")
+WORD = re.compile(r'<word xMin="([-\d.]+)" yMin="([-\d.]+)" xMax="([-\d.]+)" yMax="([-\d.]+)">(.*?)</word>')
 
 
 def have_poppler() -> bool:
@@ -39,9 +40,7 @@ def words(pdf: Path) -> tuple[list[Word], tuple[float, float]]:
     page = re.search(r'<page width="([\d.]+)" height="([\d.]+)"', out.stdout)
     found = [
         Word(html.unescape(m[5]), (float(m[1]), float(m[2]), float(m[3]), float(m[4])))
-        for m in re.finditer(
-            r'<word xMin="([-\d.]+)" yMin="([-\d.]+)" xMax="([-\d.]+)" yMax="([-\d.]+)">(.*?)</word>', out.stdout
-        )
+        for m in re.finditer(WORD, out.stdout)
     ]
     return found, (float(page[1]), float(page[2]))
 
@@ -68,7 +67,8 @@ def extended(fig: dict) -> dict:
     margin = dict(layout.get("margin") or {})
     margin["r"] = (margin.get("r") or 0) + EXTRA
     margin["b"] = (margin.get("b") or 0) + EXTRA
-    return {**fig, "layout": {**layout, "width": layout["width"] + EXTRA, "height": layout["height"] + EXTRA, "margin": margin}}
+    size = {"width": layout["width"] + EXTRA, "height": layout["height"] + EXTRA}
+    return {**fig, "layout": {**layout, **size, "margin": margin}}
 
 
 def _ink(pixels: np.ndarray, box: tuple[float, ...]) -> tuple[float, float] | None:
@@ -78,6 +78,11 @@ def _ink(pixels: np.ndarray, box: tuple[float, ...]) -> tuple[float, float] | No
     x0, y0, x1, y1 = (int(max(0.0, v) * scale) for v in (box[0], box[1] - 2, box[2], box[3] + 2))
     rows = np.where((pixels[y0:y1, x0:x1] < INK).any(1))[0]
     return None if not len(rows) else ((y0 + rows[0]) / scale, (y0 + rows[-1]) / scale)
+
+
+def _at(cols: np.ndarray, rows: np.ndarray) -> str:
+    scale = DPI / 72
+    return f"({cols.min() / scale:.0f}, {rows.min() / scale:.0f}) pt"
 
 
 def _fit(pairs: list[tuple[float, float]]) -> tuple[float, float]:
@@ -92,8 +97,9 @@ def _fit(pairs: list[tuple[float, float]]) -> tuple[float, float]:
 def cut_words(page: Path, larger: Path) -> list[str]:
     """Each word that is not whole in `page` (an exported PDF) judged against `larger` (the same
     figure exported `extended`), as "word (why)": missing from the page or cut (its ink differs),
-    or drawn beyond the page's edge (a cut shows as ink ending higher). Chrome sets the two pages' text a fraction of a percent apart,
-    so positions in `larger` are mapped onto `page` by a line fitted through the words both share."""
+    or drawn beyond the page's edge (a cut shows as ink ending higher). Chrome sets the two pages'
+    text a fraction of a percent apart, so positions in `larger` are mapped onto `page` by a line
+    fitted through the words both share."""
     on_page, (width, height) = words(page)
     drawn, _ = words(larger)
     pixels, reference = render(page), render(larger)
@@ -103,13 +109,13 @@ def cut_words(page: Path, larger: Path) -> list[str]:
     beyond[: int(height * scale) - 1, : int(width * scale) - 1] = 255
     if (beyond < INK).any():
         rows, cols = np.where(beyond < INK)
-        bad.append(f"ink beyond the page's edge, from ({cols.min() / scale:.0f}, {rows.min() / scale:.0f}) pt")
+        bad.append(f"ink beyond the page's edge, from {_at(cols, rows)}")
 
     edge = np.zeros_like(pixels, dtype=bool)
     edge[-int(scale) - 1 :, :] = edge[:, -int(scale) - 1 :] = True  # the last point below and right
     if (pixels[edge] < INK).any():
         rows, cols = np.where(edge & (pixels < INK))
-        bad.append(f"ink on the page's edge (cut there), from ({cols.min() / scale:.0f}, {rows.min() / scale:.0f}) pt")
+        bad.append(f"ink on the page's edge (cut there), from {_at(cols, rows)}")
 
     def near(w: Word, box: tuple[float, ...], slack: float) -> bool:
         return all(abs(a - b) <= slack + 0.02 * b for a, b in zip(w.box, box, strict=True))
@@ -143,30 +149,21 @@ def cut_words(page: Path, larger: Path) -> list[str]:
         # differ (a faint line crossing a tick label), so only the bottom is compared.
         if got is None or got[1] < want[1] - TOLERANCE:
             shown = "none" if got is None else ", ".join(f"{v:.1f}" for v in got)
-            bad.append(f"{word.text} (cut: ink at {shown} where whole at {', '.join(f'{v:.1f}' for v in want)})")
+            whole = ", ".join(f"{v:.1f}" for v in want)
+            bad.append(f"{word.text} (cut: ink at {shown} where whole at {whole})")
     return bad
 
 
-def unreadable_words(pdf: Path) -> list[str]:
-    """Each word of `pdf` that is not whole on its page: off the page, or drawn where the rendered
-    page shows no ink (clipped), as "word (why)"."""
+def invisible_words(pdf: Path) -> list[str]:
+    """Each word of `pdf` off its page or without any ink in its box (clipped away whole, as
+    plotly clips a legend to a scroll box on both renderings `cut_words` compares)."""
     found, (width, height) = words(pdf)
     pixels = render(pdf)
-    scale = DPI / 72
     bad = []
     for word in found:
         x0, y0, x1, y1 = word.box
         if x0 < -0.5 or y0 < -0.5 or x1 > width + 0.5 or y1 > height + 0.5:
             bad.append(f"{word.text} (beyond the page at {word.box})")
-            continue
-        if not any(c.isalnum() for c in word.text):
-            continue  # "·", "−": marks with no ink near the baseline
-        # Just above the baseline, where every letter and digit has ink (the box spans the font's
-        # ascent and descent): a word cut through its middle shows none there.
-        cols = slice(int(x0 * scale), max(int(x0 * scale) + 1, int(x1 * scale)))
-        top, bottom = y0 + 0.55 * (y1 - y0), y0 + 0.78 * (y1 - y0)
-        rows = slice(int(top * scale), max(int(top * scale) + 1, int(bottom * scale)))
-        inked = pixels[rows, cols] < INK
-        if not inked.any():
-            bad.append(f"{word.text} (no ink above its baseline: clipped, at {word.box})")
+        elif any(c.isalnum() for c in word.text) and _ink(pixels, word.box) is None:
+            bad.append(f"{word.text} (no ink: clipped, at {word.box})")
     return bad
