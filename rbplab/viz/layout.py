@@ -511,6 +511,7 @@ def _log_ticks(lo: float, hi: float, most: int, fewest: int = MIN_LOG_TICKS) -> 
     1-3, decades, every n-th decade; under a decade or so, round values (1, 2, ... 9 per decade,
     else a round linear step) spread evenly in log."""
     most = max(most, fewest)
+    lo, hi = min(lo, hi), max(lo, hi)
     if hi <= lo * 1.0001:  # one value (every model equal, e.g. -log RBP_|V|): a range around it
         lo, hi = lo / 2, hi * 2
     first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))

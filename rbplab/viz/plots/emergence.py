@@ -119,7 +119,9 @@ def _p_ranges(pending: list) -> dict[tuple[int, int], tuple[float, float]]:
         ours = np.concatenate(measured.get(cell, [np.empty(0)]))
         if len(ours):
             floor = max(floor, float(ours.min()) / MEASURED_REACH)
-        ranges[cell] = (max(float(p.min()), floor) / 1.6, min(float(p.max()) * 1.6, 1.05))
+        lo = max(float(p.min()), floor) / 1.6
+        # Everything below the floor (N = 32 at k = 1, nothing measured): a decade above it, empty.
+        ranges[cell] = (lo, max(min(float(p.max()) * 1.6, 1.05), lo * 10))
     return ranges
 
 
