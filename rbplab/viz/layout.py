@@ -535,7 +535,18 @@ def _log_ticks(lo: float, hi: float, most: int, fewest: int = MIN_LOG_TICKS) -> 
             if len(ticks) >= fewest:
                 break
             step /= 2
-    return _spread(ticks, min(most, len(ticks)))
+    # Round values crowd at the top of each decade (5, 6, 7 ...): keep those a label's room apart.
+    kept = _apart(ticks, math.log(hi / lo) / most)
+    return kept if len(kept) >= fewest else _spread(ticks, fewest)
+
+
+def _apart(values: Sequence[float], gap: float) -> list[float]:
+    """The sorted `values`, each kept at least `gap` (in natural log) above the one kept before."""
+    kept = [values[0]]
+    for v in values[1:]:
+        if math.log(v / kept[-1]) >= gap * 0.999:
+            kept.append(v)
+    return kept
 
 
 def _spread(values: Sequence[float], n: int) -> list[float]:

@@ -121,8 +121,11 @@ def test_every_exported_figure_names_its_corpus_and_models(reports, case):
     unnamed = {}
     for pdf in sorted((reports[case] / "figures").rglob("*.pdf")):
         text = {w.text.strip("(),;:") for w in words(pdf)[0]}
-        corpus = text & {*CASES[case], "Wikipedia"}  # the paper's own GPT-2 figure: its corpus
-        models = "micro" in text or "GPT-2" in text or any(w.startswith("micro-") for w in text)
+        # The paper's own GPT-2 figure names its corpus, Wikipedia; notebook 06 falls back to
+        # checkpoints drawn from a known law ("known law · synthetic") where the cache holds none
+        # on every corpus of the grid.
+        corpus = text & {*CASES[case], "Wikipedia", "known"}
+        models = bool(text & {"micro", "GPT-2", "synthetic"}) or any(w.startswith("micro-") for w in text)
         if not corpus or not models:
             unnamed[f"{pdf.parent.name}/{pdf.name}"] = sorted(text)[:40]
     assert not unnamed, unnamed
