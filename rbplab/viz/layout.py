@@ -500,6 +500,10 @@ def label_log_axes(fig: go.Figure, page: Page = SCREEN, plot_size: tuple[float, 
         labels = [magnitude_label(float(f"{t:.6g}")) for t in ticks]
         for name in members:
             updates[name] |= {"tickmode": "array", "dtick": None, "tickvals": ticks, "ticktext": labels}
+            if hi <= lo * 1.0001:
+                # One value: plotly's autorange around it is not the factor of two the ticks
+                # were spaced for (Figure 5's labels at k near |V| overprinted), so it is set.
+                updates[name] |= {"range": [math.log10(lo / 2), math.log10(hi * 2)], "autorange": False}
     fig.update_layout(updates)
 
 

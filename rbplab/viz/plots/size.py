@@ -172,8 +172,10 @@ def _fit_note(row: int, col: int, cols: int, fits: list, *, several_families: bo
     lines = []
     for family, colour, fit in fits:
         r2 = f"{fit['r2']:.3f}" if pd.notna(fit.get("r2")) else "n/a"
-        text = f"α = {with_interval(fit, 'alpha')}, R² = {r2}"
-        lines.append(f'<span style="color:{colour}">{family + ": " if several_families else ""}{text}</span>')
+        # Two short lines, not one long one: a paper column's panel is ~120 px wide.
+        head = f"{family}: " if several_families else ""
+        for text in (f"{head}α = {with_interval(fit, 'alpha')}", f"R² = {r2}"):
+            lines.append(f'<span style="color:{colour}">{text}</span>')
     xref, yref = axis_refs((row - 1) * cols + col)
     return {
         "text": "<br>".join(lines),
