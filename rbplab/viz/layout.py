@@ -527,7 +527,7 @@ def _log_ticks(lo: float, hi: float, most: int, fewest: int = MIN_LOG_TICKS) -> 
     for mantissas in ((1, 2, 5), (1, 3), (1,)):
         ticks = within(mantissas)
         if fewest <= len(ticks) <= most:
-            return ticks
+            return _reach_ends(ticks, within(range(1, 10)), lo, hi, most)
     if len(ticks) > most:  # decades alone are too many: every n-th, or as evenly as `fewest` allow
         every = ticks[:: math.ceil(len(ticks) / most)]
         return every if len(every) >= fewest else _spread(ticks, most)
@@ -542,6 +542,20 @@ def _log_ticks(lo: float, hi: float, most: int, fewest: int = MIN_LOG_TICKS) -> 
     # Round values crowd at the top of each decade (5, 6, 7 ...): keep those a label's room apart.
     kept = _apart(ticks, math.log(hi / lo) / most)
     return kept if len(kept) >= fewest else _spread(ticks, fewest)
+
+
+def _reach_ends(ticks: list[float], candidates: list[float], lo: float, hi: float, most: int) -> list[float]:
+    """`ticks` with a round value added beyond either end when the data reach well past it (the
+    audit's 0.2-4.3 axis stopped at 2): the farthest candidate a label's room from the end tick,
+    while the labels stay at most `most`."""
+    gap = math.log(hi / lo) / most
+    above = [c for c in candidates if math.log(c / ticks[-1]) >= gap * 0.999]
+    if above and len(ticks) < most:
+        ticks = [*ticks, above[-1]]
+    below = [c for c in candidates if math.log(ticks[0] / c) >= gap * 0.999]
+    if below and len(ticks) < most:
+        ticks = [below[0], *ticks]
+    return ticks
 
 
 def _apart(values: Sequence[float], gap: float) -> list[float]:

@@ -53,8 +53,8 @@ def grid_note(frame: pd.DataFrame) -> str:
         n_models = frame["model"].nunique()
     elif "n_models" in frame.columns and frame["n_models"].notna().any():
         n_models = int(frame["n_models"].max())
-    else:
-        n_models = frame["S"].nunique() if "S" in frame.columns else 0
+    else:  # S alone may be a selection (the audit's held-out sizes): no count
+        n_models = 0
     grid = ", ".join(families + ([f"{n_models} models"] if n_models else []))
     return " · ".join(part for part in (", ".join(corpora), grid) if part)
 
