@@ -42,12 +42,14 @@ lint: $(STAMP)
 format: $(STAMP)
 	$(BIN)/ruff format rbplab tests benchmarks scripts notebooks
 
-# The browser test drives Debian's chromium; install it when missing and we are allowed to.
+# The browser and figure tests drive Debian's chromium and read exported PDFs back with poppler
+# (pdftotext, pdftoppm); install them when missing and we are allowed to.
 browser-deps:
-	@command -v chromium >/dev/null 2>&1 || { \
+	@{ command -v chromium && command -v pdftoppm && command -v pdftotext; } >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
-	  else echo "chromium not found: the browser test will be skipped (apt-get install chromium)"; fi; }
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium poppler-utils >/dev/null; \
+	  else echo "chromium or poppler-utils not found: the browser and figure tests will be skipped" \
+	    "(apt-get install chromium poppler-utils)"; fi; }
 
 clean:
 	rm -rf $(VENV) reports site .pytest_cache .ruff_cache

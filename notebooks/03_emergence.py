@@ -66,8 +66,9 @@ em_fits
 
 # %% [markdown]
 # ## $p_{N,k}$ against S: the sigmoid view
-# Markers: empirical $p_{N,k}$; solid lines: $\mathrm{RBP}_k^N$; dashed: $\exp(-C N S^{-\alpha})$ from
-# the RBP_k power law, over the measured sizes. With `extrapolate = True` the fitted law also runs
+# Markers: empirical $p_{N,k}$; thin dotted lines: $\mathrm{RBP}_k^N$; broad faint dashed:
+# $\exp(-C N S^{-\alpha})$ from the RBP_k power law, over the measured sizes. With
+# `extrapolate = True` the fitted law also runs
 # beyond them, faded: an extrapolation, not data, that shows where the sigmoid would go if the law
 # held (a small α stretches it over many decades).
 

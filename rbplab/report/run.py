@@ -27,6 +27,7 @@ from rbplab.report.execution import (
     select_notebooks,
     static_figures,
 )
+from rbplab.report.folder import one_report
 from rbplab.report.handoff import FIGURE_SUFFIX, HEADLINE
 from rbplab.report.index import write_index, write_report_results
 from rbplab.report.pages import notebook_title
@@ -87,7 +88,9 @@ def run_report(
     progress: Callable[[str], None] | None = print,
 ) -> pd.DataFrame:
     """Execute the notebooks on `grid` and write executed notebooks, HTML pages, index.html and
-    results.json (`rbplab.load_results`) into `output_dir` (relative to the current directory).
+    results.json (`rbplab.load_results`) into `output_dir` (relative to the current directory),
+    after removing the files a previous report there wrote (`rbplab.report.folder`: files it did
+    not write stay).
 
     grid: what the notebooks analyse, an `rbplab.grid.Grid` or anything `Grid.build` takes (a
     study file, family names: "micro" is its models on every bundled corpus), handed to every
@@ -139,14 +142,14 @@ def run_report(
     if training and params.get("checkpoints"):
         stated = {**stated, "checkpoints": params["checkpoints"]}
     stated = {**stated, "extract": bool(extract)}
-    out.mkdir(parents=True, exist_ok=True)
     say = progress or (lambda _line: None)
-    results = _execute_all(paths, out, params, options, say)
-    if options.figures:
-        written = export_figures(results, out, options.figures, size=options.figure_size)
-        say(f"figures: {written} files under {out / FIGURES_DIR}")
-    write_report_results(results, out, stated, analysed.settings, cache_dir)
-    index = write_index(results, out, stated)
+    with one_report(out):  # the previous report's files go; this one's are listed
+        results = _execute_all(paths, out, params, options, say)
+        if options.figures:
+            written = export_figures(results, out, options.figures, size=options.figure_size)
+            say(f"figures: {written} files under {out / FIGURES_DIR}")
+        write_report_results(results, out, stated, analysed.settings, cache_dir)
+        index = write_index(results, out, stated)
     n_failed = sum(not r.ok for r in results)
     say(f"report: {index}" + (f"  ({n_failed} of {len(results)} notebooks failed)" if n_failed else ""))
     return pd.DataFrame([asdict(r) for r in results])

@@ -28,11 +28,11 @@ WIDTH = 960  # px: every figure fits a 1,000 px wide screen or report column
 MAX_HEIGHT = 800  # px: and a laptop screen's height
 FONT_SIZE = 12
 CHAR_WIDTH = 0.56  # glyph width of plotly's sans-serif font, in font sizes: measured ~0.48, with room
-LEGEND_ROW = 22  # px per legend entry (vertical) or row (horizontal)
 LEGEND_SWATCH = 56  # px a legend entry takes besides its text (symbol, gap and padding)
 TICK_ROOM = 24  # px below a panel for its x tick labels
 AXIS_TITLE_ROOM = 26  # px for an axis title beyond its tick labels
 PANEL_TITLE_ROOM = 24  # px above a panel for its title
+CAPTION_ROOM = 20  # px for the caption line under the x title
 Y_TICK_ROOM = 48  # px left of a panel for its y tick labels
 
 TITLE_SIZE = 14  # px of axis titles (panel titles one smaller)
@@ -113,15 +113,25 @@ def sequential(values: Sequence[float], *, log: bool = True) -> dict[float, str]
     return dict(zip(distinct, colours, strict=True))
 
 
-def legend_key(name: str, *, mode: str, dash: str = "solid", opacity: float = 1.0, group: str | None = None):
-    """A legend-only trace that explains a line or marker style (grey, no data)."""
+def legend_key(
+    name: str,
+    *,
+    mode: str,
+    dash: str = "solid",
+    opacity: float = 1.0,
+    group: str | None = None,
+    symbol: str = "circle",
+    width: float = 2,
+) -> go.Scatter:
+    """A legend-only trace that explains a line or marker style (grey, no data): its `dash` and
+    `width`, or its marker `symbol` ("circle-open" for an open marker)."""
     return go.Scatter(
         x=EMPTY,
         y=EMPTY,
         mode=mode,
         name=name,
-        line={"color": "#555", "dash": dash},
-        marker={"color": "#555", "size": 8},
+        line={"color": "#555", "dash": dash, "width": width},
+        marker={"color": "#555", "size": 8, "symbol": symbol, "line": {"color": "#555", "width": 2}},
         opacity=opacity,
         legendgroup=group or f"key:{name}",
         legendrank=2000,
@@ -199,6 +209,12 @@ def legend_rows(entries: Sequence[str], available: float, size: float = FONT_SIZ
     return math.ceil(len(entries) / per_row), text
 
 
+def legend_height(rows: int, size: float = FONT_SIZE) -> float:
+    """Height in px plotly gives a legend of `rows` one-line rows (or entries, stacked) at text size
+    `size`: each row max(16, 1.3 x size) + 3 px, and 5 px of padding above and below."""
+    return rows * (max(16.0, 1.3 * size) + 3) + 10 if rows else 0.0
+
+
 ARRANGED = "rbplab.arrange"  # where `arrange` records its arguments in layout.meta (`for_page` reads them)
 
 
@@ -213,6 +229,7 @@ def arrange(
     y_title: str | None = None,
     legend: str = "bottom",
     colorbar: bool = False,
+    caption: str | None = None,
     page: Page = SCREEN,
 ) -> go.Figure:
     """Give `fig` (made by make_subplots with panels.rows x panels.cols, or one panel) the shared page
@@ -220,9 +237,10 @@ def arrange(
     panel's title above it, one x title under the panels and one y title left of it (or the axes'
     own titles when `panels.per_axis_y_titles`), the legend below the panels ("bottom", horizontal, as
     many rows as its entries need) or right of it ("right"; below on a page too narrow for that),
-    and log axes labelled with their magnitudes. On a narrower page each panel keeps the shape it
-    has on the screen. The arguments are recorded in the figure (`for_page` lays it out again for
-    another page). Returns `fig`."""
+    and log axes labelled with their magnitudes. `caption`: one line under the x title naming what
+    the figure shows (corpus, models), kept on an untitled paper page. On a narrower page each
+    panel keeps the shape it has on the screen. The arguments are recorded in the figure
+    (`for_page` lays it out again for another page). Returns `fig`."""
     rows, cols = panels.rows, panels.cols
     k = page.scale
     entries = _legend_entries(fig) if legend != "none" else []
@@ -232,12 +250,17 @@ def arrange(
     left, right, plot_width, hgap, panel_width = _columns(panels, page, entries, place, colorbar, titled)
     vgap = (panel_room if panel_titles else 8 * k) + (8 * k if panels.shared_x else tick_room + 8 * k)
     below = tick_room + (axis_room if x_title or _has_axis_titles(fig, "x") else 0)
+    caption_top = below
+    if caption:
+        below += CAPTION_ROOM * k
     n_rows, entry_text = (
         legend_rows(entries, page.width - 16 * k, page.font_size) if place == "bottom" else (0, 0.0)
     )
     heading = (44 + (20 if subtitle else 0)) * k if page.titled else 4 * k
     top = heading + (panel_room if panel_titles else 8 * k)
-    bottom = below + (n_rows * LEGEND_ROW * k + 16 * k if n_rows else 12 * k)
+    # The legend starts 8 px below the x titles and gets its full height and 8 px more (the
+    # descenders of its last row): plotly clips a legend that reaches the figure's edge.
+    bottom = below + (legend_height(n_rows, page.font_size) + 16 * k if n_rows else 12 * k)
     screen_place = _legend_place(panels, SCREEN, entries, legend, colorbar, titled)
     screen_width = _columns(panels, SCREEN, entries, screen_place, colorbar, titled)[4]
     panel_height = panels.panel_height * min(1.0, panel_width / screen_width)
@@ -245,8 +268,12 @@ def arrange(
     if fixed + rows * panel_height > page.max_height:
         panel_height = max(80 * k, (page.max_height - fixed) // rows)
     plot_height = rows * panel_height + (rows - 1) * vgap
+    if place == "right" and entries:
+        # A legend right of the panels runs from their top down into the bottom margin at most.
+        panel_height = max(panel_height, (legend_height(len(entries), page.font_size) - bottom) / rows)
+        plot_height = rows * panel_height + (rows - 1) * vgap
 
-    names = ("panel title", "x title", "y title", "subtitle")
+    names = ("panel title", "x title", "y title", "subtitle", "caption")
     annotations = [a for a in fig.layout.annotations if a.name not in names]
     for r in range(rows):
         for c in range(cols):
@@ -273,6 +300,13 @@ def arrange(
             _label(
                 y_title, "y title", 0, 0.5, "right", "middle", page.title_size,
                 xshift=-Y_TICK_ROOM * k, textangle=-90,
+            )
+        )  # fmt: skip
+    if caption:
+        annotations.append(
+            _label(
+                caption, "caption", -(left - 8 * k) / plot_width, -caption_top / plot_height, "left", "top",
+                page.font_size, colour="#444",
             )
         )  # fmt: skip
     if subtitle and page.titled:
@@ -308,6 +342,7 @@ def arrange(
                 "y_title": y_title,
                 "legend": legend,
                 "colorbar": colorbar,
+                "caption": caption,
             }
         },
     }
@@ -321,6 +356,9 @@ def arrange(
             "entrywidth": entry_text,
             "entrywidthmode": "pixels",
             "tracegroupgap": 0,
+            # In px: plotly's default (half the figure) cuts a taller legend to a scroll box, which
+            # an exported file cannot scroll.
+            "maxheight": legend_height(n_rows, page.font_size) + 8 * k,
         }
     elif place == "right" and entries:
         layout["legend"] = {
@@ -330,6 +368,7 @@ def arrange(
             "y": 1,
             "yanchor": "top",
             "tracegroupgap": 0,
+            "maxheight": legend_height(len(entries), page.font_size) + 8 * k,
         }
     if _TEMPLATED.get():
         layout["template"] = TEMPLATE
@@ -450,34 +489,92 @@ def label_log_axes(fig: go.Figure, page: Page = SCREEN, plot_size: tuple[float, 
         for name in members:
             domain = axes[name].get("domain") or (0, 1)
             lengths.append((domain[1] - domain[0]) * (width if name[0] == "x" else height))
-        # A label's room: ~5 characters across an x axis, two lines' height up a y axis.
-        room = (5 * CHAR_WIDTH + 1.2) * page.font_size if members[0][0] == "x" else 2.2 * page.font_size
-        ticks = _log_ticks(lo, hi, max(2, int(min(lengths) // room)))
+        # A label's room: ~5 characters across an x axis, two lines' height up a y axis; packed
+        # tightly (for the three labels every log axis gets when they fit at all), ~4 characters
+        # and one line and a half.
+        x_axis = members[0][0] == "x"
+        room = (5 * CHAR_WIDTH + 1.2) * page.font_size if x_axis else 2.2 * page.font_size
+        tight = (4 * CHAR_WIDTH + 0.6) * page.font_size if x_axis else 1.5 * page.font_size
+        fewest = MIN_LOG_TICKS if min(lengths) >= MIN_LOG_TICKS * tight else 2
+        ticks = _log_ticks(lo, hi, int(min(lengths) // room), fewest)
         labels = [magnitude_label(float(f"{t:.6g}")) for t in ticks]
         for name in members:
             updates[name] |= {"tickmode": "array", "dtick": None, "tickvals": ticks, "ticktext": labels}
+            if hi <= lo * 1.0001:
+                # One value: plotly's autorange around it is not the factor of two the ticks
+                # were spaced for (Figure 5's labels at k near |V| overprinted), so it is set.
+                updates[name] |= {"range": [math.log10(lo / 2), math.log10(hi * 2)], "autorange": False}
     fig.update_layout(updates)
 
 
-def _log_ticks(lo: float, hi: float, most: int) -> list[float]:
-    """At most `most` (and at least two) ticks between `lo` and `hi`, as dense as allowed: 1-2-5
-    per decade, 1-3, decades, every n-th decade; else evenly spaced round values."""
+MIN_LOG_TICKS = 3  # a log axis with two labels does not say where it is log (1.5-5.5: "2" and "5")
+
+
+def _log_ticks(lo: float, hi: float, most: int, fewest: int = MIN_LOG_TICKS) -> list[float]:
+    """Between `fewest` and `most` ticks from `lo` to `hi`, as dense as allowed: 1-2-5 per decade,
+    1-3, decades, every n-th decade; under a decade or so, round values (1, 2, ... 9 per decade,
+    else a round linear step) spread evenly in log."""
+    most = max(most, fewest)
+    lo, hi = min(lo, hi), max(lo, hi)
     if hi <= lo * 1.0001:  # one value (every model equal, e.g. -log RBP_|V|): a range around it
         lo, hi = lo / 2, hi * 2
     first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+
+    def within(mantissas: Sequence[float]) -> list[float]:
+        ticks = [float(m * 10.0**e) for e in range(first, last + 1) for m in mantissas]
+        return [t for t in ticks if lo / 1.0001 <= t <= hi * 1.0001]
+
     for mantissas in ((1, 2, 5), (1, 3), (1,)):
-        ticks = [m * 10.0**e for e in range(first, last + 1) for m in mantissas]
-        ticks = [t for t in ticks if lo / 1.0001 <= t <= hi * 1.0001]
-        if 2 <= len(ticks) <= most:
-            return ticks
-    if len(ticks) > most:  # decades alone are too many: every n-th
-        return ticks[:: math.ceil(len(ticks) / most)]
-    step = _round_step((hi - lo) / max(2, min(most, 6) - 1))
-    ticks = [float(t) for t in np.arange(math.ceil(lo / step) * step, hi * 1.0001, step)]
-    while len(ticks) < 2:  # a round step wider than half the range: halve it
-        step /= 2
-        ticks = [float(t) for t in np.arange(math.ceil(lo / step) * step, hi * 1.0001, step)]
+        ticks = within(mantissas)
+        if fewest <= len(ticks) <= most:
+            return _reach_ends(ticks, within(range(1, 10)), lo, hi, most)
+    if len(ticks) > most:  # decades alone are too many: every n-th, or as evenly as `fewest` allow
+        every = ticks[:: math.ceil(len(ticks) / most)]
+        return every if len(every) >= fewest else _spread(ticks, most)
+    ticks = within(range(1, 10))
+    if len(ticks) < fewest:  # under a factor of two or so: a round linear step
+        step = _round_step((hi - lo) / (most - 1))
+        while True:
+            ticks = [float(t) for t in np.arange(math.ceil(lo / step) * step, hi * 1.0001, step)]
+            if len(ticks) >= fewest:
+                break
+            step /= 2
+    # Round values crowd at the top of each decade (5, 6, 7 ...): keep those a label's room apart.
+    kept = _apart(ticks, math.log(hi / lo) / most)
+    return kept if len(kept) >= fewest else _spread(ticks, fewest)
+
+
+def _reach_ends(ticks: list[float], candidates: list[float], lo: float, hi: float, most: int) -> list[float]:
+    """`ticks` with a round value added beyond either end when the data reach well past it (the
+    audit's 0.2-4.3 axis stopped at 2): the farthest candidate a label's room from the end tick,
+    while the labels stay at most `most`."""
+    gap = math.log(hi / lo) / most
+    above = [c for c in candidates if math.log(c / ticks[-1]) >= gap * 0.999]
+    if above and len(ticks) < most:
+        ticks = [*ticks, above[-1]]
+    below = [c for c in candidates if math.log(ticks[0] / c) >= gap * 0.999]
+    if below and len(ticks) < most:
+        ticks = [below[0], *ticks]
     return ticks
+
+
+def _apart(values: Sequence[float], gap: float) -> list[float]:
+    """The sorted `values`, each kept at least `gap` (in natural log) above the one kept before."""
+    kept = [values[0]]
+    for v in values[1:]:
+        if math.log(v / kept[-1]) >= gap * 0.999:
+            kept.append(v)
+    return kept
+
+
+def _spread(values: Sequence[float], n: int) -> list[float]:
+    """`n` of the sorted `values`: the two ends and those nearest to evenly spaced in log between
+    them (tick labels on a log axis crowd where round values do)."""
+    if len(values) <= n:
+        return list(values)
+    logs = np.log(values)
+    chosen = sorted({int(np.argmin(np.abs(logs - target))) for target in np.linspace(logs[0], logs[-1], n)})
+    return [values[i] for i in chosen]
 
 
 def _round_step(raw: float) -> float:
@@ -487,11 +584,13 @@ def _round_step(raw: float) -> float:
 
 
 def _log_axis_extent(fig: go.Figure, name: str, axis: dict) -> tuple[float, float] | None:
-    """(low, high) drawn on log axis `name`: its explicit range, else the positive values of the
-    traces on it."""
+    """(low, high) drawn on log axis `name`: its explicit range (less 8 % at each end), else the
+    positive values of the traces on it."""
     if axis.get("range") is not None and axis.get("autorange") in (None, False):
         lo, hi = axis["range"]
-        return 10.0**lo, 10.0**hi
+        # Ticks keep off the axis' ends, where a y label would meet the x labels at the corner.
+        inset = 0.08 * (hi - lo)
+        return 10.0 ** (lo + inset), 10.0 ** (hi - inset)
     letter, suffix = name[0], name[5:]
     ref = letter + suffix
     values = []

@@ -11,6 +11,7 @@ from rbplab.viz.layout import Panels, arrange, categorical
 from rbplab.viz.plots.traces import (
     S_TITLE,
     add_pending,
+    grid_note,
     require_columns,
     si,
     subplots,
@@ -56,6 +57,7 @@ def decomposition_vs_size(dec: pd.DataFrame, *, title: str | None = None) -> go.
         fig,
         Panels(cols=3, panel_height=340, per_axis_y_titles=True),
         title=title or "Cross-entropy decomposition vs model size: CE = EE + SA − Conf",
+        caption=grid_note(dec) or None,
         subtitle="SA and Conf grow with the number of tokens: compare them at equal token counts",
         panel_titles=list(DECOMPOSITION_TITLES.values()),
         x_title=S_TITLE,
@@ -125,6 +127,7 @@ def decomposition_bars(dec: pd.DataFrame, *, title: str | None = None) -> go.Fig
         fig,
         Panels(rows=rows, cols=cols, panel_height=260),
         title=title or "Cross-entropy decomposed per model",
+        caption=grid_note(dec) or None,
         panel_titles=[str(c) for c in corpora],
         x_title="model (non-embedding parameters S)",
         y_title="nats per token",

@@ -12,6 +12,7 @@ from rbplab.viz.plots.traces import (
     S_TITLE,
     add_pending,
     error_bars,
+    grid_note,
     line_trace,
     marker_trace,
     require_columns,
@@ -58,6 +59,7 @@ def rank_distribution(pmf: pd.DataFrame, *, title: str | None = None) -> go.Figu
         fig,
         Panels(panel_height=420),
         title=title or "Rank distribution and lognormal fit",
+        caption=grid_note(pmf) or None,
         subtitle="markers: measured frequency of each rank bin; lines: fitted discretised lognormal",
         y_title="frequency",
     )
@@ -102,6 +104,7 @@ def lognormal_params(params: pd.DataFrame, *, title: str | None = None) -> go.Fi
         fig,
         Panels(cols=3, panel_height=340, per_axis_y_titles=True),
         title=title or "Lognormal parameters vs model size",
+        caption=grid_note(params) or None,
         subtitle=None if has_intervals else "maximum-likelihood fits per model (no interval available)",
         panel_titles=["location μ", "scale σ", "μ/σ"],
         x_title=S_TITLE,
@@ -152,6 +155,7 @@ def ce_vs_rbp(ce: pd.DataFrame, *, title: str | None = None) -> go.Figure:
         fig,
         Panels(cols=2, panel_height=360, per_axis_y_titles=True),
         title=title or "Cross-entropy vs −log RBP<sub>1</sub>",
+        caption=grid_note(ce) or None,
         panel_titles=["measured", "lognormal theory (appendix B)"],
         x_title=S_TITLE,
     )

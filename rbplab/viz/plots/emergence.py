@@ -14,6 +14,7 @@ from rbplab.viz.plots.traces import (
     add_pending,
     axis_refs,
     format_k,
+    grid_note,
     line_trace,
     marker_trace,
     require_columns,
@@ -23,6 +24,9 @@ from rbplab.viz.plots.traces import (
 
 P_NK = "p<sub>N,k</sub>"
 INDEPENDENCE_DASH, LAW_DASH = "dot", "dash"  # Figure 7's two predictions, told apart by pattern
+# and by width: the fitted law is a broad faint stroke under the thin dotted independence line, so
+# where the two agree both stay visible (two thin patterns on one path read as one line).
+INDEPENDENCE_WIDTH, LAW_WIDTH, LAW_OPACITY = 1.5, 5.0, 0.45
 P_FLOOR = 1e-6  # Figure 7's log axis reaches no lower than this (a measured p of one run in 10⁶)
 
 
@@ -54,7 +58,8 @@ def _law_traces(sel: pd.DataFrame, n: int, colour: str, lo: float, hi: float) ->
             x=inside,
             y=law(inside),
             mode="lines",
-            line={"color": colour, "dash": LAW_DASH},
+            line={"color": colour, "dash": LAW_DASH, "width": LAW_WIDTH},
+            opacity=LAW_OPACITY,
             name=f"N={n} fitted law",
             legendgroup=f"N{n}",
             showlegend=False,
@@ -74,8 +79,8 @@ def _law_traces(sel: pd.DataFrame, n: int, colour: str, lo: float, hi: float) ->
                 x=xs,
                 y=law(xs),
                 mode="lines",
-                line={"color": colour, "dash": LAW_DASH, "width": 1.5},
-                opacity=0.55,
+                line={"color": colour, "dash": LAW_DASH, "width": LAW_WIDTH},
+                opacity=LAW_OPACITY / 2,
                 connectgaps=False,
                 name=f"N={n} fitted law, extrapolated beyond the measured S",
                 legendgroup=f"N{n}",
@@ -87,12 +92,46 @@ def _law_traces(sel: pd.DataFrame, n: int, colour: str, lo: float, hi: float) ->
     return traces
 
 
+MEASURED_REACH = 6.0  # a panel's p axis reaches at most this factor below its smallest measurement
+
+
+def _p_ranges(pending: list) -> dict[tuple[int, int], tuple[float, float]]:
+    """The y range (low, high) of each panel: from the smallest to the largest positive p any of
+    its markers or lines draws, with a margin of a factor 1.6, but no lower than P_FLOOR nor than
+    MEASURED_REACH below the smallest measurement (a prediction of p = 10⁻²⁰ for N = 32 would
+    leave the measurements in a sliver at the top)."""
+    drawn: dict[tuple[int, int], list[np.ndarray]] = {}
+    measured: dict[tuple[int, int], list[np.ndarray]] = {}
+    for trace, r, c in pending:
+        if trace.y is None:
+            continue
+        y = np.asarray([np.nan if v is None else v for v in trace.y], dtype=float)
+        y = y[np.isfinite(y) & (y > 0)]
+        drawn.setdefault((r, c), []).append(y)
+        if trace.meta == "empirical":
+            measured.setdefault((r, c), []).append(y)
+    ranges = {}
+    for cell, parts in drawn.items():
+        p = np.concatenate(parts)
+        if not len(p):
+            continue
+        floor = P_FLOOR
+        ours = np.concatenate(measured.get(cell, [np.empty(0)]))
+        if len(ours):
+            floor = max(floor, float(ours.min()) / MEASURED_REACH)
+        lo = max(float(p.min()), floor) / 1.6
+        # Everything below the floor (N = 32 at k = 1, nothing measured): a decade above it, empty.
+        ranges[cell] = (lo, max(min(float(p.max()) * 1.6, 1.05), lo * 10))
+    return ranges
+
+
 def emergence(em: pd.DataFrame, *, title: str | None = None, extrapolate: bool = False) -> go.Figure:
     """Sequence success p_{N,k} against S (the sigmoid view of paper Figure 7): one panel per
     (corpus, k), N on a sequential colour scale; markers are the empirical fraction of N-token
-    runs all within the top k, solid lines the independence prediction RBP_k^N, dashed lines the
-    fitted exp(-C N S^-α) (needs columns alpha and prefactor; otherwise p_fit at the measured
-    sizes). The S axis spans the measured sizes.
+    runs all within the top k, thin dotted lines the independence prediction RBP_k^N, broad faint
+    dashed lines the fitted exp(-C N S^-α) (needs columns alpha and prefactor; otherwise p_fit at
+    the measured sizes). The S axis spans the measured sizes; each panel's p axis spans all it
+    draws, down to P_FLOOR or MEASURED_REACH below the measurements, where the lines end.
 
     With `extrapolate`, the fitted law also runs beyond the measured sizes (as far as
     `rbplab.analysis.emergence.sequence_law_range` says: until the sigmoid has flattened, at most
@@ -137,6 +176,7 @@ def emergence(em: pd.DataFrame, *, title: str | None = None, extrapolate: bool =
                     "independence",
                     dash=INDEPENDENCE_DASH,
                 )
+                independence.line.width = INDEPENDENCE_WIDTH
                 pending += [(dots, r, c), (independence.update(showlegend=False), r, c)]
                 if lo is not None and len(sel):
                     pending.extend((t, r, c) for t in _law_traces(sel, n, colour, lo, hi))
@@ -144,18 +184,40 @@ def emergence(em: pd.DataFrame, *, title: str | None = None, extrapolate: bool =
                     law = line_trace(
                         sel["S"], sel["p_fit"], colour, f"N={n} fitted law", f"N{n}", "law", dash=LAW_DASH
                     )
-                    pending.append((law.update(showlegend=False), r, c))
+                    law.update(showlegend=False, opacity=LAW_OPACITY, line_width=LAW_WIDTH)
+                    pending.append((law, r, c))
     keys = [
         legend_key(f"markers: measured {P_NK}", mode="markers"),
-        legend_key("dotted: independence RBP<sub>k</sub><sup>N</sup>", mode="lines", dash=INDEPENDENCE_DASH),
-        legend_key("dashed: fitted law exp(−C N S<sup>−α</sup>)", mode="lines", dash=LAW_DASH),
+        legend_key(
+            "thin dotted: independence RBP<sub>k</sub><sup>N</sup>",
+            mode="lines",
+            dash=INDEPENDENCE_DASH,
+            width=INDEPENDENCE_WIDTH,
+        ),
+        legend_key(
+            "broad dashed: fitted law exp(−C N S<sup>−α</sup>)",
+            mode="lines",
+            dash=LAW_DASH,
+            width=LAW_WIDTH,
+            opacity=LAW_OPACITY,
+        ),
     ]
     if extrapolated:
         keys.append(
             legend_key(
-                "faded: law extrapolated beyond the measured S", mode="lines", dash=LAW_DASH, opacity=0.55
+                "faded: law extrapolated beyond the measured S",
+                mode="lines",
+                dash=LAW_DASH,
+                width=LAW_WIDTH,
+                opacity=LAW_OPACITY / 2,
             )
         )
+    ranges = _p_ranges(pending)
+    for trace, r, c in pending:
+        if trace.mode == "lines" and (r, c) in ranges and trace.y is not None:
+            # A prediction below the panel's range ends at its floor instead of leaving the panel.
+            y = np.asarray([np.nan if v is None else v for v in trace.y], dtype=float)
+            trace.y = np.where(y >= ranges[r, c][0], y, np.nan)
     pending.extend((key, 1, 1) for key in keys)
     add_pending(fig, pending)
     fig.update_xaxes(type="log")
@@ -179,15 +241,10 @@ def emergence(em: pd.DataFrame, *, title: str | None = None, extrapolate: bool =
         )
     if shapes:
         fig.update_layout(shapes=shapes, annotations=labels)
-    # p spans decades across N and k: a log axis fitted to each panel's measurements (a linear
+    # p spans decades across N and k: a log axis fitted to all that each panel draws (a linear
     # 0-1 axis left k = 1 and N >= 4 flat on 0).
-    for r, corpus in enumerate(corpora, start=1):
-        for c, k in enumerate(ks, start=1):
-            p = _cell(em, corpus, k)["p_emp"].to_numpy(dtype=float)
-            p = p[np.isfinite(p) & (p > 0)]
-            if len(p):
-                lo, hi = max(float(p.min()), P_FLOOR) / 1.6, min(float(p.max()) * 1.6, 1.05)
-                fig.update_yaxes(type="log", range=[np.log10(lo), np.log10(hi)], row=r, col=c)
+    for (r, c), (lo, hi) in ranges.items():
+        fig.update_yaxes(type="log", range=[np.log10(lo), np.log10(hi)], row=r, col=c)
     default = f"Emergence: sequence success {P_NK} vs size"
     subtitle = (
         "faded dashed: fitted law extrapolated beyond the measured sizes (shaded)"
@@ -198,6 +255,7 @@ def emergence(em: pd.DataFrame, *, title: str | None = None, extrapolate: bool =
         fig,
         Panels(rows=len(corpora), cols=len(ks), panel_height=230, shared_x=True),
         title=title or default + " (log scale)",
+        caption=grid_note(em) or None,
         subtitle=subtitle,
         panel_titles=titles,
         x_title=S_TITLE,
@@ -244,6 +302,7 @@ def emergence_linearised(em: pd.DataFrame, *, title: str | None = None) -> go.Fi
         fig,
         Panels(rows=len(corpora), cols=len(ks), panel_height=230),
         title=title or f"Emergence, linearised: −log {P_NK} vs N · S<sup>−α</sup>",
+        caption=grid_note(em) or None,
         panel_titles=titles,
         x_title="N · S<sup>−α</sup>",
         y_title=f"−log {P_NK}",

@@ -13,9 +13,11 @@ from rbplab.viz.plots.traces import (
     NEG_LOG_RBP,
     S_TITLE,
     add_pending,
+    axis_refs,
     band_trace,
     error_bars,
     format_k,
+    grid_note,
     require_columns,
     subplots,
     with_interval,
@@ -37,8 +39,10 @@ def rbp_vs_size(
     """-log RBP_k against non-embedding size S on log-log axes (paper Figures 3-5).
 
     One panel per (k, corpus), one colour per family: markers for models (with error bars
-    when the points carry bootstrap intervals), the fitted power law as a dashed line whose
-    legend entry names its panel with α, its interval and R², and its confidence band shaded.
+    when the points carry bootstrap intervals), the fitted power law as a dashed line (named by
+    its panel, α, its interval and R² when hovered) and its confidence band shaded. The legend
+    has one entry per family and one per line style; each panel states its fits (α with its
+    interval, R²) in its upper right corner, in the family's colour.
 
     Examples
     --------
@@ -46,7 +50,7 @@ def rbp_vs_size(
     >>> study = synthetic_study(n_tokens=2000)
     >>> fig = rbp_vs_size(study.points(1), size.fits(study, 1), size.bands(study, 1))
     >>> type(fig).__name__, len(fig.data)
-    ('Figure', 7)
+    ('Figure', 8)
     """
     require_columns(points, ["family", "corpus", "model", "S", "k", "neg_log_rbp"], "points")
     ks = sorted(points["k"].unique())
@@ -57,6 +61,7 @@ def rbp_vs_size(
     pending: list = []
     has_bands = bands is not None and len(bands) > 0
     intervals = {"neg_log_rbp_low", "neg_log_rbp_high"} <= set(points.columns)
+    labels: dict[tuple[int, int], list] = {}  # each panel's fits, stated in the panel
     for r, k in enumerate(ks, start=1):
         for c, corpus in enumerate(corpora, start=1):
             first = r == 1 and c == 1
@@ -98,14 +103,19 @@ def rbp_vs_size(
                                     y=b["fit"],
                                     mode="lines",
                                     line={"color": colour, "dash": "dash"},
+                                    # The name is for hovering: the legend has one entry for every
+                                    # dashed line, and each panel states its own fits as text.
                                     name=_fit_label(fit_row, where) if fit_row is not None else where,
                                     legendgroup=f"{family}|{corpus}|{k}",
+                                    showlegend=False,
                                     meta="fit",
                                 ),
                                 r,
                                 c,
                             )
                         )
+                        if fit_row is not None:
+                            labels.setdefault((r, c), []).append((family, colour, fit_row))
                 error_y = error_bars(sel, "neg_log_rbp", "neg_log_rbp_low", "neg_log_rbp_high")
                 pending.append(
                     (
@@ -128,20 +138,58 @@ def rbp_vs_size(
                         c,
                     )
                 )
+    if labels:
+        pending.append(
+            (legend_key("dashed: fitted power law (α and R² in each panel)", mode="lines", dash="dash"), 1, 1)
+        )
     if has_bands:
         pending.append((legend_key("shaded: 95 % confidence band of the fit", mode="lines"), 1, 1))
         pending[-1][0].update(fill="toself", fillcolor="rgba(85,85,85,0.15)", line={"width": 0})
     add_pending(fig, pending)
     fig.update_xaxes(type="log")
     fig.update_yaxes(type="log")
+    if labels:
+        fig.update_layout(
+            annotations=[
+                _fit_note(r, c, len(corpora), fits, several_families=len(families) > 1)
+                for (r, c), fits in labels.items()
+            ]
+        )
     return arrange(
         fig,
         Panels(rows=len(ks), cols=len(corpora), panel_height=300, shared_x=True),
         title=title or "Relative-based scaling: −log RBP<sub>k</sub> vs model size",
+        caption=grid_note(points) or None,
         panel_titles=[f"{c} · k={format_k(k)}" for k in ks for c in corpora],
         x_title=S_TITLE,
         y_title=NEG_LOG_RBP,
     )
+
+
+def _fit_note(row: int, col: int, cols: int, fits: list, *, several_families: bool) -> dict:
+    """The fits of panel (row, col) as text in its upper right corner (the law falls with S, so
+    its points lie low there): α with its interval and R², one line per family in its colour."""
+    lines = []
+    for family, colour, fit in fits:
+        r2 = f"{fit['r2']:.3f}" if pd.notna(fit.get("r2")) else "n/a"
+        # Two short lines, not one long one: a paper column's panel is ~120 px wide.
+        head = f"{family}: " if several_families else ""
+        for text in (f"{head}α = {with_interval(fit, 'alpha')}", f"R² = {r2}"):
+            lines.append(f'<span style="color:{colour}">{text}</span>')
+    xref, yref = axis_refs((row - 1) * cols + col)
+    return {
+        "text": "<br>".join(lines),
+        "name": "fit note",
+        "xref": f"{xref} domain",
+        "yref": yref,
+        "x": 0.98,
+        "y": 0.98,
+        "xanchor": "right",
+        "yanchor": "top",
+        "align": "right",
+        "showarrow": False,
+        "bgcolor": "rgba(255,255,255,0.7)",
+    }
 
 
 def _audit_label(row: pd.Series) -> str:
@@ -219,7 +267,8 @@ def prediction_audit(audit: pd.DataFrame, *, title: str | None = None, level: fl
                     c,
                 )
             )
-    pending.append((legend_key("open marker: outside its interval", mode="markers"), 1, 1))
+    pending.append((legend_key("filled: measurement inside its interval", mode="markers"), 1, 1))
+    pending.append((legend_key("open: outside it", mode="markers", symbol="circle-open"), 1, 1))
     add_pending(fig, pending)
     fig.update_xaxes(type="log")
     fig.update_yaxes(type="log")
@@ -228,6 +277,7 @@ def prediction_audit(audit: pd.DataFrame, *, title: str | None = None, level: fl
         fig,
         Panels(cols=len(holdouts), panel_height=360),
         title=title or "Does the law predict the next model? Predicted vs measured loss",
+        caption=grid_note(audit) or None,
         subtitle=f"error bars: {level:.0%} prediction intervals of the law fitted on the smaller models",
         panel_titles=[f"{n} {n_models if n > 1 else 'largest size'} held out" for n in holdouts],
         x_title="measured loss",
@@ -300,6 +350,7 @@ def reference_vs_size(
         fig,
         Panels(cols=len(ks), panel_height=320),
         title=title or "The paper's GPT-2 measurements (its code repository)",
+        caption=grid_note(own) if own is not None and len(own) else None,
         subtitle="1,000 Wikipedia sequences × 512 tokens, fp32, special-token positions dropped",
         panel_titles=[f"k={format_k(k)}" for k in ks],
         x_title=S_TITLE,

@@ -41,6 +41,24 @@ def si(value: float) -> str:
     return f"{value:.3g}"
 
 
+def grid_note(frame: pd.DataFrame) -> str:
+    """What a figure of `frame` was measured on, for its caption: "prose, humaneval · micro,
+    6 models" (the corpora, the families and how many models, from the columns it has)."""
+
+    def distinct(column: str) -> list[str]:
+        return [str(v) for v in dict.fromkeys(frame[column].dropna())] if column in frame.columns else []
+
+    corpora, families = distinct("corpus"), distinct("family")
+    if "model" in frame.columns:
+        n_models = frame["model"].nunique()
+    elif "n_models" in frame.columns and frame["n_models"].notna().any():
+        n_models = int(frame["n_models"].max())
+    else:  # S alone may be a selection (the audit's held-out sizes): no count
+        n_models = 0
+    grid = ", ".join(families + ([f"{n_models} models"] if n_models else []))
+    return " · ".join(part for part in (", ".join(corpora), grid) if part)
+
+
 def with_interval(row: pd.Series | dict, name: str, digits: int = 3) -> str:
     """ "0.036 [0.030, 0.043]": a value with its interval when the row has one."""
     value = row[name]

@@ -13,6 +13,7 @@ from rbplab.viz.layout import Panels, arrange, html_label, sequential
 from rbplab.viz.plots.traces import (
     S_TITLE,
     add_pending,
+    grid_note,
     require_columns,
     si,
     subplots,
@@ -124,6 +125,7 @@ def training_dynamics(
         fig,
         Panels(cols=2, panel_height=380),
         title=title or f"{y_label} over training",
+        caption=grid_note(points) or None,
         panel_titles=["vs tokens seen D", "vs size S" + ("" if step is None else f" at step {step:,.0f}")],
         y_title=y_label,
     )
@@ -197,6 +199,7 @@ def iso_loss(
         fig,
         Panels(panel_height=440),
         title=title or f"Fitted {loss_label}: iso-loss contours and the compute-optimal frontier",
+        caption=grid_note(points) if points is not None and len(points) else None,
         subtitle=f"the frontier of {', '.join(outside)} lies outside the fitted range" if outside else None,
         colorbar=True,
     )
