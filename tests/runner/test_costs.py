@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 from contextlib import redirect_stdout
 from pathlib import Path
@@ -191,8 +192,8 @@ def test_gpu_workers_planned_from_a_cpu_driver(tmp_path, cpu_only):
 
 def test_probe_reads_the_corpus_the_cheapest_model_has_most_to_score(tmp_path, cpu_only, monkeypatch):
     """The probe's windows come from the cheapest model's largest corpus, whatever the grid's
-    corpus order, and it scores one batch of the run by default: a probe on HumanEval's short first
-    documents (the demo's first corpus) measured half the throughput the run then had."""
+    corpus order, in batches of the run's size: a probe on HumanEval's short first documents (the
+    demo's first corpus) measured half the throughput the run then had."""
     from rbplab.runner import costs
 
     probed = []
@@ -211,4 +212,46 @@ def test_probe_reads_the_corpus_the_cheapest_model_has_most_to_score(tmp_path, c
         )
         used, (tokens, _) = probed[-1]
         assert (used.described.model.keyed_name, used.corpus.name) == ("micro-1-25K", "prose")
-        assert tokens is None and 512 <= plan.totals.throughput.tokens < 512 + 256  # one batch (+ a window)
+        # probe_seconds=0: one timed batch of the run's 512 padded tokens
+        assert tokens is None and 0 < plan.totals.throughput.tokens <= 512
+
+
+def test_probe_scores_in_the_workers_setup(tmp_path, cpu_only, monkeypatch):
+    """`--workers 2` runs its units in 2 single-threaded processes (here, 2 CPUs): the probe scores in
+    2 such processes at once and times their start; `--workers 1` scores in this process, with its
+    own threads. On a machine where another job kept a core busy, a probe with torch's default
+    threads measured 23,411 tok/s where a single-threaded worker scored 75,421."""
+    from rbplab.runner import costs
+    from rbplab.runner.executors import worker_threads
+
+    monkeypatch.setattr(costs.os, "cpu_count", lambda: 2)
+    grid = Grid.build(["micro-1-25K", "micro-2-85K"], ["prose"], max_tokens=2000, context_length=256)
+    before = torch.get_num_threads()
+    one = estimate_costs(grid, tmp_path / "cache", probe_seconds=0.2).totals
+    assert (one.throughput.processes, one.throughput.threads) == (1, before)
+    assert one.throughput.startup_seconds == 0
+    status, text = _cli(
+        "plan", "-m", "micro-1-25K", "micro-2-85K", "-c", "prose", "--max-tokens", "2000",
+        "--context-length", "256", "--cache-dir", str(tmp_path / "cache"), "--workers", "2",
+        "--probe-seconds", "0.2", "--format", "json",
+    )  # fmt: skip
+    totals = json.loads(text)["totals"]
+    rate = totals["throughput"]
+    assert status == 0 and rate["measured"] and rate["processes"] == 2
+    assert rate["threads"] == worker_threads(2) == max(1, (os.cpu_count() or 2) // 2)
+    # each process scored for its 0.2 s, after starting as a worker does (imports, planning)
+    assert rate["seconds"] >= 0.2 and rate["tokens"] > 0 and rate["startup_seconds"] > 0
+    assert totals["wall_seconds"] >= totals["planning_seconds"] + rate["startup_seconds"]
+    assert torch.get_num_threads() == before  # the driver's own setting is left as it was
+
+
+def test_probe_in_this_process_uses_the_threads_asked(tmp_path, cpu_only):
+    from rbplab.extraction.plan import plan_extraction
+    from rbplab.runner.probe import probe_throughput
+
+    before = torch.get_num_threads()
+    plan = plan_extraction("micro-1-25K", "prose", max_tokens=2000, context_length=256)
+    asked = 2 if before == 1 else 1
+    rate = probe_throughput(plan, min_seconds=0.1, threads=asked)
+    assert rate.threads == asked and rate.processes == 1 and rate.tokens > 0
+    assert torch.get_num_threads() == before
