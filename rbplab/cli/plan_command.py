@@ -178,7 +178,11 @@ def totals_lines(t) -> list[str]:
     bound = "" if t.tokens_exact else " (an upper bound: some corpora could not be read here)"
     lines = [
         f"{t.entries} entries: {t.cached} cached, {t.partial} partial, {t.missing} missing"
-        + (f", {t.unknown} unknown (corpus not reachable)" if t.unknown else ""),
+        + (
+            f", {t.unknown} unknown ({'corpus or config' if t.registry_sized else 'corpus'} not reachable)"
+            if t.unknown
+            else ""
+        ),
         f"to score: {t.tokens_to_score:,} tokens{bound}, {t.flops:.3g} forward FLOPs",
         _memory_line(t),
     ]
