@@ -433,24 +433,55 @@ def _throughput(
     processes: int,
     threads: int | None,
 ) -> Throughput | None:
-    """The throughput the times scale from: given for, or measured on, the cheapest model, on the
-    corpus it has the most tokens to score of (the probe reads that corpus's first windows, and a
-    corpus of short documents, HumanEval's, scores about half as fast per token as Wikipedia's: a
-    probe on whichever corpus came first put the demo's estimate at 2.5x its time)."""
+    """The throughput the times scale from: given for the cheapest model, or measured on the model
+    `_probed_model` picks, on the corpus it has the most tokens to score of (the probe reads that
+    corpus's first windows, and a corpus of short documents, HumanEval's, scores about half as fast
+    per token as Wikipedia's: a probe on whichever corpus came first put the demo's estimate at 2.5x
+    its time)."""
     candidates = [r for r in rows if r.plan is not None] or rows
     if not candidates:
         return None
-    least = min(r.values["flops_per_token"] for r in candidates)
-    cheapest = max(
-        (r for r in candidates if r.values["flops_per_token"] == least),
-        key=lambda r: r.values["tokens_to_score"],
-    )
-    per_token = float(cheapest.values["flops_per_token"])
     if tokens_per_second is not None:
+        least = min(r.values["flops_per_token"] for r in candidates)
+        cheapest = next(r for r in candidates if r.values["flops_per_token"] == least)
+        per_token = float(cheapest.values["flops_per_token"])
         return Throughput(cheapest.values["model"], float(tokens_per_second), per_token, device, False)
-    if cheapest.plan is None:
+    probed = _probed_model(candidates, device)
+    row = max(probed, key=lambda r: r.values["tokens_to_score"])
+    if row.plan is None:
         return None  # nothing readable to probe with: the caller gives a throughput
-    return probe_throughput(cheapest.plan, probe_tokens, probe_seconds, processes=processes, threads=threads)
+    return probe_throughput(row.plan, probe_tokens, probe_seconds, processes=processes, threads=threads)
+
+
+# The most FLOPs one batch of the probed model may take (one batch of the run's size): a few
+# seconds on one CPU thread, a fraction of a second on a GPU.
+PROBE_BATCH_FLOPS = {"cpu": 2e10}
+PROBE_BATCH_FLOPS_ACCELERATOR = 2e13
+
+
+def _probed_model(candidates: list[_Row], device: str) -> list[_Row]:
+    """The rows of the model the probe scores: of the models whose batch stays within
+    PROBE_BATCH_FLOPS, the one with the most FLOPs to score (the cheapest model when none is).
+    A tiny model's time is mostly the cost of each call, not its FLOPs, so its FLOP rate understates
+    a larger model's: the micro-suite's smallest put the demo's largest at half its speed, and
+    the largest carries most of the demo's work."""
+    by_model: dict[tuple, list[_Row]] = {}
+    for r in candidates:
+        by_model.setdefault((r.values["model"], r.values["revision"]), []).append(r)
+    per_token = {m: float(rs[0].values["flops_per_token"]) for m, rs in by_model.items()}
+    cheapest = min(by_model, key=lambda m: per_token[m])
+    limit = PROBE_BATCH_FLOPS.get(device.split(":")[0], PROBE_BATCH_FLOPS_ACCELERATOR)
+    planned = {m: next((r.plan for r in rs if r.plan is not None), None) for m, rs in by_model.items()}
+    affordable = [
+        m
+        for m, plan in planned.items()
+        if plan is not None
+        and per_token[m] * (plan.settings.batch_tokens or default_batch_tokens(device)) <= limit
+    ]
+    if not affordable:
+        return by_model[cheapest]
+    work = {m: sum(r.values["flops"] for r in by_model[m]) for m in affordable}
+    return by_model[max(affordable, key=lambda m: (work[m], -per_token[m]))]
 
 
 def makespan(durations: Iterable[float], workers: int) -> float:

@@ -94,11 +94,13 @@ def test_makespan_longest_first():
     assert makespan([], 4) == 0
 
 
-def test_probe_measures_the_cheapest_model(study_path, tmp_path):
+def test_probe_measures_the_model_with_the_most_work(study_path, tmp_path):
     plan = estimate_costs(read_study_file(study_path), tmp_path / "cache", probe_tokens=64, probe_seconds=0.5)
     rate = plan.totals.throughput
     assert rate.measured and rate.tokens >= 64 and rate.seconds >= 0.5
-    assert rate.flops_per_token == plan.table["flops_per_token"].min()
+    work = plan.table.groupby("model")["flops"].sum()  # every model's batch is cheap: the largest share
+    assert rate.model == Path(work.idxmax()).name or rate.model == work.idxmax()
+    assert rate.flops_per_token == plan.table.set_index("model").loc[work.idxmax(), "flops_per_token"].max()
     assert plan.table["seconds"].notna().all() and plan.totals.seconds > 0
     # The probe's model loaded in measurable time; every model's load counts once, on its first entry.
     assert rate.load_seconds_per_byte > 0
@@ -191,7 +193,7 @@ def test_gpu_workers_planned_from_a_cpu_driver(tmp_path, cpu_only):
 
 
 def test_probe_reads_the_corpus_the_cheapest_model_has_most_to_score(tmp_path, cpu_only, monkeypatch):
-    """The probe's windows come from the cheapest model's largest corpus, whatever the grid's
+    """The probe's windows come from the probed model's largest corpus, whatever the grid's
     corpus order, in batches of the run's size: a probe on HumanEval's short first documents (the
     demo's first corpus) measured half the throughput the run then had."""
     from rbplab.runner import costs
@@ -207,11 +209,12 @@ def test_probe_reads_the_corpus_the_cheapest_model_has_most_to_score(tmp_path, c
         plan = estimate_costs(grid, tmp_path / "cache", probe_seconds=0)
         table = plan.table.set_index(["model", "corpus"])
         assert (
-            table.loc[("micro-1-25K", "prose"), "tokens_to_score"]
-            > table.loc[("micro-1-25K", "humaneval"), "tokens_to_score"]
+            table.loc[("micro-2-85K", "prose"), "tokens_to_score"]
+            > table.loc[("micro-2-85K", "humaneval"), "tokens_to_score"]
         )
         used, (tokens, _) = probed[-1]
-        assert (used.described.model.keyed_name, used.corpus.name) == ("micro-1-25K", "prose")
+        # micro-2-85K: the most FLOPs to score, and its batch is cheap (see the next test)
+        assert (used.described.model.keyed_name, used.corpus.name) == ("micro-2-85K", "prose")
         # probe_seconds=0: one timed batch of the run's 512 padded tokens
         assert tokens is None and 0 < plan.totals.throughput.tokens <= 512
 
@@ -255,3 +258,23 @@ def test_probe_in_this_process_uses_the_threads_asked(tmp_path, cpu_only):
     rate = probe_throughput(plan, min_seconds=0.1, threads=asked)
     assert rate.threads == asked and rate.processes == 1 and rate.tokens > 0
     assert torch.get_num_threads() == before
+
+
+def test_probe_scores_the_largest_share_of_work_its_batches_allow(tmp_path, cpu_only, monkeypatch):
+    """A tiny model's time is mostly per-call cost, so its FLOP rate understates a larger model's:
+    the probe scores the model with the most FLOPs to score whose batch stays within
+    PROBE_BATCH_FLOPS (micro-6-2.7M, most of the demo's work), else the cheapest."""
+    from rbplab.runner import costs
+
+    probed = []
+    monkeypatch.setattr(
+        costs, "probe_throughput", lambda plan, *a, **k: probed.append(plan.described.model.keyed_name)
+    )
+    grid = Grid.build(["micro-1-25K", "micro-6-2.7M"], ["prose"], max_tokens=3000, context_length=256)
+    estimate_costs(grid, tmp_path / "cache")
+    assert probed[-1] == "micro-6-2.7M"
+    table = estimate_costs(grid, tmp_path / "cache", probe=False).table.set_index("model")
+    big = table.loc["micro-6-2.7M", "flops_per_token"] * 2_048  # one CPU batch
+    monkeypatch.setitem(costs.PROBE_BATCH_FLOPS, "cpu", big - 1)
+    estimate_costs(grid, tmp_path / "cache")
+    assert probed[-1] == "micro-1-25K"
