@@ -146,8 +146,9 @@ def estimate_costs(
     """The cost of every (checkpoint, corpus) entry of `grid`, and totals.
 
     tokens_per_second: the throughput of one worker scoring the grid's cheapest model (fewest
-    FLOPs per token) on the device the run uses; without it a probe measures it here (loading that
-    model's weights: the only weights a plan reads) in the configuration of the run's workers (their
+    FLOPs per token) on the device the run uses; without it a probe measures one model here
+    (`_probed_model`; loading its weights: the only weights a plan reads) in the configuration of
+    the run's workers (their
     torch threads, and as many processes scoring at once as `rbplab run --workers` starts), scoring
     batches drawn from `probe_tokens` of its corpus (default: one shard) for `probe_seconds`
     (longer on a busy machine). probe=False skips it: no times.
