@@ -93,11 +93,9 @@ def _torch_threads(threads: int | None) -> Iterator[None]:
 
 def _probe_here(plan: Plan, tokens: int | None, min_seconds: float, barrier: Any = None) -> Throughput:
     import torch
-    from transformers.utils import logging
 
     from rbplab.extraction.plan import plan_windows
 
-    logging.disable_progress_bar()  # the plan's table is the output; no weight-loading bar
     loading = time.perf_counter()
     scorer = load_scorer(plan)
     loading = time.perf_counter() - loading
