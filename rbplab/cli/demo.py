@@ -162,5 +162,6 @@ def plan_line(totals: CostTotals) -> str:
         when = f", about {totals.wall_seconds:.0f} s at {totals.workers} workers"
         rate = totals.throughput
         if rate is not None and rate.measured:
-            when += f" (probe: {rate.tokens_per_second:,.0f} tok/s per worker, {probe_setup(rate)})"
+            probe = f"{rate.tokens_per_second:,.0f} tok/s per worker of {rate.model}, {probe_setup(rate)}"
+            when += f" (probe: {probe})"
     return f"{head}, {totals.missing + totals.partial} to score ({totals.tokens_to_score:,} tokens){when}"

@@ -278,3 +278,23 @@ def test_probe_scores_the_largest_share_of_work_its_batches_allow(tmp_path, cpu_
     monkeypatch.setitem(costs.PROBE_BATCH_FLOPS, "cpu", big - 1)
     estimate_costs(grid, tmp_path / "cache")
     assert probed[-1] == "micro-1-25K"
+
+
+def test_the_demos_plan_line_says_how_the_probe_measured():
+    """`make demo` opens with this line: the rate, the model and the workers' setup it was measured in."""
+    from rbplab.cli.demo import plan_line
+    from rbplab.runner.costs import CostTotals
+    from rbplab.runner.probe import Throughput
+
+    rate = Throughput("micro-6-2.7M", 466.0, 7e6, "cpu", True, 4080, 4.4, 1e-9, threads=1, processes=2)
+    totals = CostTotals(
+        entries=24, cached=0, partial=0, missing=24, unknown=0, tokens_to_score=9_197_550,
+        tokens_exact=True, flops=6e13, seconds=7000.0, workers=2, wall_seconds=3500.0,
+        memory_bytes=1, device="cpu (RAM)", device_bytes=2, fits=True, throughput=rate,
+        planning_seconds=30.0, unreachable={},
+    )  # fmt: skip
+    assert plan_line(totals) == (
+        "plan: 24 entries, 0 cached, 24 to score (9,197,550 tokens), about 3500 s at 2 workers "
+        "(probe: 466 tok/s per worker of micro-6-2.7M, 1 torch thread in each of 2 worker processes "
+        "scoring at once)"
+    )
