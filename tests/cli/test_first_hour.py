@@ -127,7 +127,12 @@ def test_loading_a_model_shows_no_second_bar(capfd):
     from rbplab.extraction.models import describe_model
     from rbplab.extraction.weights import load_weights
 
-    assert logging.is_progress_bar_enabled()
-    load_weights(describe_model("micro-1-25K"))
-    assert "Loading weights" not in capfd.readouterr().err
-    assert logging.is_progress_bar_enabled()  # as it was: the hub's download bars stay
+    was = logging.is_progress_bar_enabled()  # an earlier test's worker code may have turned it off
+    logging.enable_progress_bar()
+    try:
+        load_weights(describe_model("micro-1-25K"))
+        assert "Loading weights" not in capfd.readouterr().err
+        assert logging.is_progress_bar_enabled()  # as it was: the hub's download bars stay
+    finally:
+        if not was:
+            logging.disable_progress_bar()
