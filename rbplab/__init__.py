@@ -19,12 +19,13 @@ from importlib import import_module
 from typing import Any
 
 from rbplab.core.errors import RbplabError
-from rbplab.core.stats import TokenStats
 
 # Imported on first use: torch and transformers take seconds to import, which
-# `rbplab cache ls` and the analysis-only modules should not pay. No name here is also
-# the name of a submodule, so `rbplab.extract` is always the function.
+# `rbplab cache ls` and the analysis-only modules should not pay, and pandas a third of a
+# second, which `rbplab --help` should not. No name here is also the name of a submodule, so
+# `rbplab.extract` is always the function.
 _LAZY = {
+    "TokenStats": "rbplab.core.stats",
     "Corpus": "rbplab.catalog",
     "Document": "rbplab.catalog",
     "load_corpus": "rbplab.catalog",
@@ -41,11 +42,19 @@ _LAZY = {
     "ResolvedModel": "rbplab.catalog",
 }
 
-__all__ = ["RbplabError", "TokenStats", *_LAZY]
+# The subpackages, loaded on first use as well: after `import rbplab` alone,
+# `rbplab.extraction.extract_many(...)` works as the README writes it.
+_SUBPACKAGES = frozenset(
+    ("analysis", "catalog", "cli", "core", "extraction", "grid", "report", "runner", "store", "study", "viz")
+)
+
+__all__ = ["RbplabError", *_LAZY]
 __version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
         return getattr(import_module(_LAZY[name]), name)
+    if name in _SUBPACKAGES:
+        return import_module(f"rbplab.{name}")
     raise AttributeError(f"module 'rbplab' has no attribute {name!r}")

@@ -21,6 +21,7 @@ import pandas as pd
 
 from rbplab.catalog.registry import COLUMNS, registry_path
 from rbplab.catalog.sizes import parameter_counts
+from rbplab.runner.cost_model import architecture
 from rbplab.store.paths import data_dir
 
 # Tokenizer vocabulary sizes |V| (len(tokenizer)): what ranks are taken over. The output
@@ -130,6 +131,10 @@ def _max_context(config: dict) -> int | None:
 
 def _row(family: str, model: str, source: str, config: dict, vocab_size: int) -> dict:
     counts = parameter_counts(config)
+    # The shapes `rbplab plan` needs for FLOPs and memory, so a catalogued model is planned
+    # without its config (offline, nothing cached): the head's width d, the body's hidden size, the
+    # widest projection of a layer and the attention heads.
+    shapes = architecture(config)
     return {
         "family": family,
         "model": model,
@@ -141,6 +146,10 @@ def _row(family: str, model: str, source: str, config: dict, vocab_size: int) ->
         "max_context": _max_context(config),
         "tied": counts.tied,
         "architecture": counts.architecture,
+        "d": shapes.d,
+        "hidden": shapes.hidden,
+        "widest": shapes.widest,
+        "heads": shapes.heads,
     }
 
 

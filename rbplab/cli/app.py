@@ -104,9 +104,33 @@ EXAMPLES = {
 _INVALID_CHOICE = re.compile(r"invalid choice: '?(?P<value>[^'\s]*)'? \(choose from (?P<choices>.*)\)$")
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions and examples as written, and each option's default at the end of its help
+    unless the help already names it (or there is none to name: no value, a flag, a list)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (
+            "default" in text.lower()
+            or default is None
+            or default is False  # a flag (0, a number, is shown)
+            or default == argparse.SUPPRESS
+            or default == []
+            or action.option_strings == []  # a positional: required, or its help says what it is
+        ):
+            return text
+        shown = ", ".join(map(str, default)) if isinstance(default, (list, tuple)) else "%(default)s"
+        return f"{text} (default: {shown})" if text else f"default: {shown}"
+
+
 class Parser(argparse.ArgumentParser):
-    """argparse with a "did you mean" for a mistyped choice (a subcommand, a --format, ...);
-    subparsers are made of the same class."""
+    """argparse with a "did you mean" for a mistyped choice (a subcommand, a --format, ...), and
+    defaults in the help (`HelpFormatter`); subparsers are made of the same class."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):  # type: ignore[override]
         match = _INVALID_CHOICE.search(message)
@@ -155,7 +179,6 @@ def build_parser() -> argparse.ArgumentParser:
             help=command.help,
             description=command.help,
             epilog=EXAMPLES.get(name),
-            formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         command.configure(child)
         child.set_defaults(_run=command.run)

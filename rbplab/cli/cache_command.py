@@ -12,14 +12,16 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import sys
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from rbplab.cli.extract_command import positive_int
-from rbplab.cli.output import USER_ERRORS, one_line, print_table
+from rbplab.cli.output import USER_ERRORS, add_format_argument, one_line, print_table
 from rbplab.cli.units import human_bytes
 from rbplab.core.errors import InvalidArgumentError
 from rbplab.core.names import did_you_mean
+
+if TYPE_CHECKING:  # pandas loads with the commands that list: `rbplab --help` does without it
+    import pandas as pd
 
 CACHE_HELP = "list, remove, verify, repair, export or import cache entries"
 CACHE_EXAMPLES = """examples:
@@ -271,7 +273,7 @@ def run_cache(args: argparse.Namespace) -> int:
 
 
 def _configure_ls(ls: argparse.ArgumentParser) -> None:
-    ls.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    add_format_argument(ls)
     filters = ls.add_argument_group("filters (shell-style patterns such as micro-*, case-insensitive)")
     filters.add_argument("--model", "-m", nargs="+", metavar="PATTERN", help="model names")
     filters.add_argument("--family", "-f", nargs="+", metavar="FAMILY", help="members of registry families")
@@ -314,6 +316,8 @@ def _warn_unmatched(what: str, patterns: list[str], values: pd.Series) -> None:
 def filter_entries(table: pd.DataFrame, args: argparse.Namespace) -> pd.DataFrame:
     """The rows of a `list_entries` table the command line's filters keep (all when none is given);
     each pattern that matches no entry at all is named on stderr with the closest names."""
+    import pandas as pd
+
     keep = pd.Series(True, index=table.index)
     revision = table["revision"].fillna("final")
     max_tokens = table["max_tokens"].astype("object").where(table["max_tokens"].notna(), "all").astype(str)
@@ -337,6 +341,8 @@ def filter_entries(table: pd.DataFrame, args: argparse.Namespace) -> pd.DataFram
 
 
 def _count(value: object) -> str:
+    import pandas as pd
+
     return "" if pd.isna(value) else f"{int(value):,}"
 
 
@@ -365,6 +371,8 @@ def group_entries(table: pd.DataFrame, by: list[str]) -> pd.DataFrame:
 def _table_view(table: pd.DataFrame) -> pd.DataFrame:
     """The listing as a person reads it: short keys, 'final' and 'all' for missing revision and
     cap, thousands separators, sizes in KB/MB."""
+    import pandas as pd
+
     return pd.DataFrame(
         {
             "key": table["key"].str[:12],
@@ -382,6 +390,8 @@ def _table_view(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def _group_view(grouped: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    import pandas as pd
+
     view = grouped[by].copy()
     if "max_tokens" in view:
         view["max_tokens"] = view["max_tokens"].map(lambda v: "all" if pd.isna(v) else f"{int(v):,}")

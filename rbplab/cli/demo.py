@@ -14,6 +14,8 @@ from pathlib import Path
 import pandas as pd
 import transformers
 
+from rbplab.cli.output import readable
+from rbplab.cli.plan_command import probe_setup
 from rbplab.core.errors import RunFailedError
 from rbplab.core.settings import ExtractionSettings
 from rbplab.report import run_report
@@ -86,12 +88,12 @@ def run_demo(
         "display.width", 160, "display.max_columns", 20, "display.float_format", "{:.4g}".format
     ):
         print("\nPer model and corpus (RBP_k, pessimistic ties; CE in nats/token):")
-        print(per_model.sort_values(["corpus", "S"]).to_string(index=False))
+        print(readable(per_model.sort_values(["corpus", "S"])).to_string(index=False))
         print("\nScaling fits  -log RBP_k = A * S^-alpha  (OLS in log-log, 95% CI):")
-        print(fits.to_string(index=False))
+        print(readable(fits).to_string(index=False))
         if ce_fits is not None:
             print("\nCross-entropy versus -log RBP_1 exponents:")
-            print(ce_fits.to_string(index=False))
+            print(readable(ce_fits).to_string(index=False))
 
     out = Path(output_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -156,9 +158,11 @@ def plan_line(totals: CostTotals) -> str:
     to_score = totals.missing + totals.partial + totals.damaged
     if not to_score:
         return head + ", nothing to score"
-    when = (
-        ""
-        if totals.wall_seconds is None
-        else f", about {totals.wall_seconds:.0f} s at {totals.workers} workers"
-    )
+    when = ""
+    if totals.wall_seconds is not None:
+        when = f", about {totals.wall_seconds:.0f} s at {totals.workers} workers"
+        rate = totals.throughput
+        if rate is not None and rate.measured:
+            probe = f"{rate.tokens_per_second:,.0f} tok/s per worker of {rate.model}, {probe_setup(rate)}"
+            when += f" (probe: {probe})"
     return f"{head}, {to_score} to score ({totals.tokens_to_score:,} tokens){when}"

@@ -10,6 +10,16 @@ import argparse
 
 from rbplab.core.errors import InvalidArgumentError
 
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+# The short names people type (PyTorch's and most papers'), for the names the settings take.
+DTYPE_ALIASES = {"fp32": "float32", "f32": "float32", "bf16": "bfloat16", "fp16": "float16", "f16": "float16"}
+
+
+def dtype_name(text: str) -> str:
+    """--dtype's value, an alias (fp32, bf16, fp16) read as its full name; anything else is left
+    for argparse's choices check, which suggests the closest name."""
+    return DTYPE_ALIASES.get(text.strip().lower(), text)
+
 
 def positive_int(text: str) -> int:
     value = int(text)
@@ -93,7 +103,14 @@ def add_settings_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="rank over the padded output rows too (default: the tokenizer's vocabulary)",
     )
-    g.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
+    g.add_argument(
+        "--dtype",
+        type=dtype_name,
+        default="auto",
+        choices=DTYPES,
+        help="weights' dtype; fp32, bf16 and fp16 name float32, bfloat16 and float16 (default: auto, "
+        "the config's dtype on an accelerator, float32 on a CPU)",
+    )
     g.add_argument("--device", default="auto", help="auto (cuda > mps > cpu), cpu, cuda, cuda:1, mps, ...")
     g.add_argument("--device-map", help="e.g. auto, to spread a large model over several devices")
     g.add_argument(

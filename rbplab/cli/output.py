@@ -1,12 +1,17 @@
-"""What every `rbplab` command prints the same way: tables, and user errors in one line."""
+"""What every `rbplab` command prints the same way: tables, and user errors in one line.
+
+pandas is not imported here: `rbplab --help` and the parser load this module, and a command that
+prints a table has its frame, so pandas, already."""
 
 from __future__ import annotations
 
 import argparse
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from rbplab.core.errors import RbplabError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # Errors a user can cause and fix, printed as one line: rbplab's own (`RbplabError`: every check
 # of what the user passed, asked for or pointed at), and OSError, the machine's answer about files,
@@ -15,13 +20,25 @@ from rbplab.core.errors import RbplabError
 USER_ERRORS: tuple[type[BaseException], ...] = (RbplabError, OSError)
 
 
+FORMATS = ("table", "csv", "json")
+FORMAT_HELP = "table to read (sizes rounded), or csv or json with every column and exact numbers"
+
+
 def add_format_argument(p: argparse.ArgumentParser) -> None:
     """--format, which `print_table` takes."""
-    p.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    p.add_argument("--format", choices=FORMATS, default="table", help=FORMAT_HELP)
+
+
+def readable(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` as a person reads it: columns with no value at all left out (a `note` column of
+    None on every row says nothing), and a missing value in a text column shown as blank."""
+    shown = frame.loc[:, frame.notna().any(axis=0)] if len(frame) else frame
+    text = [c for c in shown.columns if shown[c].dtype == object]
+    return shown.assign(**{c: shown[c].where(shown[c].notna(), "") for c in text})
 
 
 def print_table(frame: pd.DataFrame, fmt: str = "table") -> None:
-    """`frame` as csv, json records or an aligned table ("(none)" when empty)."""
+    """`frame` as csv, json records or an aligned table ("(none)" when empty; `readable`)."""
     if fmt == "csv":
         print(frame.to_csv(index=False), end="")
     elif fmt == "json":
@@ -29,7 +46,7 @@ def print_table(frame: pd.DataFrame, fmt: str = "table") -> None:
     elif frame.empty:
         print("(none)")
     else:
-        print(frame.to_string(index=False))
+        print(readable(frame).to_string(index=False))
 
 
 def one_line(err: BaseException) -> str:

@@ -13,7 +13,8 @@ import math
 from dataclasses import asdict
 
 from rbplab.cli.extract_command import add_settings_arguments, grid_from_args, positive_int
-from rbplab.cli.units import human_bytes, human_seconds
+from rbplab.cli.output import FORMAT_HELP, FORMATS
+from rbplab.cli.units import human_bytes, human_count, human_seconds
 from rbplab.core.errors import InvalidArgumentError
 
 
@@ -33,13 +34,13 @@ def add_cost_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--tokens-per-second",
         type=positive_float,
-        help="throughput of the grid's cheapest model on the run's device (default: measured by a "
-        "short probe here, which loads that model's weights)",
+        help="throughput of one worker on the grid's cheapest model on the run's device (default: "
+        "measured by a short probe here in the workers' setup, which loads that model's weights)",
     )
     g.add_argument(
         "--probe-tokens",
         type=positive_int,
-        help="tokens the probe scores (default: one batch of the run, --batch-tokens)",
+        help="tokens of the corpus the probe draws its batches from (default: one shard, 65,536)",
     )
     g.add_argument(
         "--probe-seconds",
@@ -68,7 +69,7 @@ def configure_plan(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--shards-per-unit", type=positive_int, default=4, help="shards per work unit (default 4)")
     add_cost_arguments(p)
-    p.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    p.add_argument("--format", choices=FORMATS, default="table", help=FORMAT_HELP)
 
 
 def run_plan(args: argparse.Namespace) -> int:
@@ -135,7 +136,7 @@ def format_table(table) -> str:
             for n, exact in zip(table["tokens"], table["tokens_exact"], strict=True)
         ],
         tokens_to_score=table["tokens_to_score"].map(lambda n: f"{n:,}"),
-        S=table["S"].map(lambda n: f"{n:,}"),
+        S=table["S"].map(human_count),
         flops=table["flops"].map(lambda f: f"{f:.3g}"),
         memory=[
             human_bytes(m)
@@ -165,17 +166,34 @@ def _memory_line(t) -> str:
     return line
 
 
+def probe_setup(rate) -> str:
+    """How the probe ran: the workers' thread count, and how many scored at once."""
+    threads = f"{rate.threads} torch thread{'s' if rate.threads != 1 else ''}"
+    if rate.processes > 1:
+        return f"{threads} in each of {rate.processes} worker processes scoring at once"
+    return f"{threads}, one worker"
+
+
 def totals_lines(t) -> list[str]:
     bound = "" if t.tokens_exact else " (an upper bound: some corpora could not be read here)"
     lines = [
         f"{t.entries} entries: {t.cached} cached, {t.partial} partial, {t.missing} missing"
         + (f", {t.damaged} damaged (the run repairs them)" if t.damaged else "")
-        + (f", {t.unknown} unknown (corpus not reachable)" if t.unknown else ""),
+        + (
+            f", {t.unknown} unknown ({'corpus or config' if t.registry_sized else 'corpus'} not reachable)"
+            if t.unknown
+            else ""
+        ),
         f"to score: {t.tokens_to_score:,} tokens{bound}, {t.flops:.3g} forward FLOPs",
         _memory_line(t),
     ]
     for corpus, why in t.unreachable.items():
         lines.append(f"{corpus}: not readable here ({why}); its tokens are the max_tokens bound")
+    if t.registry_sized:
+        lines.append(
+            f"sized from families.csv (config not here, offline?): {', '.join(t.registry_sized)}; "
+            "FLOPs and memory from the registry's shapes, tokens the max_tokens bound, keys unknown"
+        )
     rate = t.throughput
     if rate is None:
         lines.append(
@@ -184,17 +202,20 @@ def totals_lines(t) -> list[str]:
         )
         return lines
     how = (
-        f"measured here: {rate.tokens} tokens in {rate.seconds:.2f} s"
+        f"measured here: {rate.tokens:,} tokens in {rate.seconds:.2f} s, {probe_setup(rate)}"
         if rate.measured
         else "given by --tokens-per-second"
     )
     lines.append(
-        f"throughput: {rate.tokens_per_second:,.0f} tok/s of {rate.model} on {rate.device} ({how}), "
-        f"{rate.flops_per_second:.3g} FLOP/s"
+        f"throughput: {rate.tokens_per_second:,.0f} tok/s per worker of {rate.model} on {rate.device} "
+        f"({how}), {rate.flops_per_second:.3g} FLOP/s"
+    )
+    start = (
+        f", starting worker processes {human_seconds(rate.startup_seconds)}" if rate.startup_seconds else ""
     )
     line = (
         f"time: {human_seconds(t.seconds)} on one worker ({(t.seconds or 0) / 3600:.3g} worker-hours; "
-        f"planning {human_seconds(t.planning_seconds)}, then loading and scoring)"
+        f"planning {human_seconds(t.planning_seconds)}{start}, then loading and scoring)"
     )
     if t.workers > 1:
         line += f", {human_seconds(t.wall_seconds)} at {t.workers} workers"

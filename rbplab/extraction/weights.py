@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import pickle
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -19,6 +20,31 @@ from rbplab.extraction.gguf_file import shared_gguf_reader
 from rbplab.extraction.metadata import is_remote_code_refusal, remote_code_error
 from rbplab.extraction.models import ModelDescription, ModelInfo, describe_model
 from rbplab.extraction.placement import DEVICE_MAP_PREFIX, DTYPES
+
+
+@contextlib.contextmanager
+def _no_loading_bar() -> Iterator[None]:
+    """transformers' own bars (its "Loading weights") off while a model loads: the command's bar
+    is the one progress report of a step, and a second bar beside it breaks it up. The hub's
+    download bars stay (a first download can take minutes). transformers before 5 has no tqdm
+    hook: its bars, and the hub's, are off for the load and back as they were after."""
+    from transformers.utils import logging
+
+    set_hook = getattr(logging, "set_tqdm_hook", None)
+    if set_hook is None:
+        enabled = logging.is_progress_bar_enabled()
+        logging.disable_progress_bar()
+        try:
+            yield
+        finally:
+            if enabled:
+                logging.enable_progress_bar()
+        return
+    previous = set_hook(lambda factory, args, kwargs: factory(*args, **{**kwargs, "disable": True}))
+    try:
+        yield
+    finally:
+        set_hook(previous)
 
 
 def load_weights(described: ModelDescription) -> torch.nn.Module:
@@ -43,7 +69,7 @@ def load_weights(described: ModelDescription) -> torch.nn.Module:
     name = resolved.model
     try:
         # the GGUF header describe_model parsed: transformers reads config and tensors through it
-        with shared_gguf_reader() if resolved.gguf_file else contextlib.nullcontext():
+        with shared_gguf_reader() if resolved.gguf_file else contextlib.nullcontext(), _no_loading_bar():
             model, loading = AutoModelForCausalLM.from_pretrained(
                 resolved.location, output_loading_info=True, **kwargs
             )

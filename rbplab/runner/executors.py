@@ -80,6 +80,12 @@ def worker_devices(workers: int, gpus: list[str], settings: ExtractionSettings) 
     return [gpus[i % len(gpus)] for i in range(workers)]
 
 
+def worker_threads(workers: int) -> int:
+    """Torch threads of each of `workers` local worker processes (`run_processes`): this
+    machine's CPUs split between them, at least one each."""
+    return max(1, (os.cpu_count() or workers) // workers)
+
+
 def _init_process(threads: int, devices: Any, parent: int) -> None:
     # Runs first in each worker, before anything touches CUDA (torch reads CUDA_VISIBLE_DEVICES
     # when it creates its CUDA context, at the first CUDA call, not at import).
@@ -137,7 +143,7 @@ def run_processes(
     import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
-    threads = max(1, (os.cpu_count() or workers) // workers)
+    threads = worker_threads(workers)
     context = multiprocessing.get_context("spawn")  # a clean interpreter: no forked torch state
     devices = context.Queue()
     for device in worker_devices(workers, visible_gpus(), units[0].settings):

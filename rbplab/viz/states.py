@@ -157,7 +157,10 @@ def explorer(
     layouts = [
         {k: copy.deepcopy(v) for k, v in f["layout"].items() if k not in _FRAME_LAYOUT_SKIP} for f in figures
     ]
-    block = _SLIDER_ROW + (0 if second is None else _SLIDER_ROW if second.slider else _DROPDOWN_ROW)
+    # The last control's copies are sliders, or menus for a control of a few named choices (a
+    # corpus): a slider of two stops clipped its end label and looked like a range.
+    kind, last_row = ("sliders", _SLIDER_ROW) if last.slider else ("updatemenus", _DROPDOWN_ROW)
+    block = last_row + (0 if second is None else _SLIDER_ROW if second.slider else _DROPDOWN_ROW)
     grid_text = note(varied, fixed)
     note_px = _NOTE_LINE * (grid_text.count("<br>") + 1) + 10
     for layout in [*layouts, base["layout"]]:
@@ -179,8 +182,8 @@ def explorer(
             if "annotations" in relayout:
                 relayout["annotations"] = [*varying["annotations"][i], grid_note]
             for j in range(len(seconds)):
-                relayout[f"sliders[{j}].visible"] = j == s
-            relayout[f"sliders[{s}].active"] = p0
+                relayout[f"{kind}[{j}].visible"] = j == s
+            relayout[f"{kind}[{s}].active"] = p0
             steps.append({"label": label, "method": "update", "args": [_restyle(data[i]), relayout]})
         y = -y_px / plot_h
         if second.slider:
@@ -200,9 +203,10 @@ def explorer(
             {"label": label, "method": "animate", "args": [[_frame_name(s, p, len(last.values))], _ANIMATE]}
             for p, label in enumerate(last.labels)
         ]
-        copies.append(_slider(last, steps, p0, -y_px / plot_h) | {"visible": s == s0})
-    # The second control's slider (if any) is the last entry, after the copies its steps index.
-    layout["sliders"] = copies + layout.get("sliders", [])
+        draw = _slider if last.slider else _menu
+        copies.append(draw(last, steps, p0, -y_px / plot_h) | {"visible": s == s0})
+    # The second control's slider or menu (if any) is the last entry, after the copies its steps index.
+    layout[kind] = copies + layout.get(kind, [])
     layout["annotations"] = [
         *_padded(layout.get("annotations", []), _longest(layouts, "annotations")),
         grid_note,
@@ -225,6 +229,23 @@ def explorer(
 
 def _frame_name(s: int, p: int, n: int) -> str:
     return str(s * n + p)
+
+
+def _menu(control: Control, steps: list[dict], active: int, y: float) -> dict:
+    """A dropdown of `control`'s choices (its buttons are `steps`, labelled "name: label")."""
+    buttons = [b | {"label": f"{control.name}: {b['label']}"} for b in steps]
+    return {
+        "type": "dropdown",
+        "direction": "down",
+        "active": active,
+        "buttons": buttons,
+        "x": 0.0,
+        "xanchor": "left",
+        "y": y,
+        "yanchor": "top",
+        "showactive": True,
+        "name": control.name,
+    }
 
 
 def _slider(control: Control, steps: list[dict], active: int, y: float) -> dict:

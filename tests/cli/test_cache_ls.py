@@ -89,6 +89,28 @@ def test_columns_tell_revisions_and_settings_apart(capsys, cache):
     assert ["m-large", "final", "prose", "all", "3"] in [r[1:3] + r[3:6] for r in rows]
 
 
+def test_entries_are_listed_by_model_corpus_and_settings(capsys, cache):
+    """Not by creation time (the fixture makes m-small's first): one model's entries stand together,
+    its corpora in order, each cap's checkpoints in training order with the final weights last."""
+    status, out, _ = ls(capsys, cache, "--format", "json")
+    table = as_json(out)
+    assert status == 0
+    listed = list(
+        zip(table["model"], table["corpus"], table["max_tokens"].fillna(-1).astype(int), strict=True)
+    )
+    assert [
+        (m, c, cap, r) for (m, c, cap), r in zip(listed, table["revision"].fillna("final"), strict=True)
+    ] == [
+        ("m-large", "code", -1, "final"),
+        ("m-large", "prose", -1, "final"),
+        ("m-large", "wiki", -1, "final"),
+        ("m-small", "prose", 2, "step-10"),
+        ("m-small", "prose", 2, "step-200"),
+        ("m-small", "prose", 2, "final"),
+        ("m-small", "prose", -1, "final"),
+    ]
+
+
 def test_filters_are_patterns_and_combine(capsys, cache):
     status, out, _ = ls(capsys, cache, "--model", "M-S*", "--revision", "step*", "--format", "json")
     table = as_json(out)

@@ -204,3 +204,44 @@ def test_paper_plan_command_says_counts_are_bounds(offline, tmp_path):
     assert "<=512,000" in text
     assert "hub:auslegal: not readable here (the hub cannot be reached (offline?" in text
     assert "does not hold dataset isaacus/open-australian-legal-corpus" in text
+
+
+def test_paper_plan_offline_with_nothing_cached_sizes_models_from_the_registry(tmp_path):
+    """HF_HUB_OFFLINE=1 and an empty HF_HOME: no config, tokenizer or dataset of the paper's models
+    here. Every model is planned from families.csv (S, parameters, vocabulary, head rows and the
+    shapes the cost model needs), marked as such; FLOPs and memory are those its config gives."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    home = tmp_path / "hf"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+    env |= {"HF_HOME": str(home), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    command = [sys.executable, "-m", "rbplab", "plan", str(PAPER), "--cache-dir", str(tmp_path / "cache")]
+    command += ["--tokens-per-second", "500", "--device", "cpu"]
+    done = subprocess.run(
+        [*command, "--format", "json"], capture_output=True, text=True, env=env, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    plan = json.loads(done.stdout)
+    entries, totals = plan["entries"], plan["totals"]
+    assert len(entries) == 96 and {e["sized_from"] for e in entries} == {"families.csv"}
+    assert totals["registry_sized"] == list(MODELS)
+    assert all(
+        e["state"] == "unknown" and e["key"] is None and e["tokens_to_score"] == 512_000 for e in entries
+    )
+    gpt2 = next(e for e in entries if e["model"] == "gpt2")
+    S, n_params, d, V, heads, mlp = 85_056_000, 124_439_808, 768, 50_257, 12, 3072
+    assert gpt2["flops_per_token"] == 2 * S + 2 * d * V
+    windows, length = 2_048 // 512, 512  # one CPU batch at the paper's 512-token windows
+    tokens = windows * length
+    assert gpt2["weight_bytes"] == 4 * n_params  # float32, tied head of exactly |V| rows: no copy
+    assert gpt2["activation_bytes"] == 4 * (tokens * (2 * d + mlp) + windows * heads * length**2)
+    assert gpt2["head_chunk_bytes"] == 4 * (V * (512 + 16) + 512 * d + tokens * d)
+    opt = next(e for e in entries if e["model"] == "opt-350m")
+    assert opt["d"] == 512 and opt["vocab"] == 50_265  # its head reads word_embed_proj_dim
+    text = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path).stdout
+    assert "sized from families.csv (config not here, offline?): gpt2, gpt2-medium" in text
+    assert "85.1M" in text  # S as people say it

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 from contextlib import redirect_stdout
 from pathlib import Path
@@ -93,11 +94,13 @@ def test_makespan_longest_first():
     assert makespan([], 4) == 0
 
 
-def test_probe_measures_the_cheapest_model(study_path, tmp_path):
+def test_probe_measures_the_model_with_the_most_work(study_path, tmp_path):
     plan = estimate_costs(read_study_file(study_path), tmp_path / "cache", probe_tokens=64, probe_seconds=0.5)
     rate = plan.totals.throughput
     assert rate.measured and rate.tokens >= 64 and rate.seconds >= 0.5
-    assert rate.flops_per_token == plan.table["flops_per_token"].min()
+    work = plan.table.groupby("model")["flops"].sum()  # every model's batch is cheap: the largest share
+    assert rate.model == Path(work.idxmax()).name or rate.model == work.idxmax()
+    assert rate.flops_per_token == plan.table.set_index("model").loc[work.idxmax(), "flops_per_token"].max()
     assert plan.table["seconds"].notna().all() and plan.totals.seconds > 0
     # The probe's model loaded in measurable time; every model's load counts once, on its first entry.
     assert rate.load_seconds_per_byte > 0
@@ -190,9 +193,9 @@ def test_gpu_workers_planned_from_a_cpu_driver(tmp_path, cpu_only):
 
 
 def test_probe_reads_the_corpus_the_cheapest_model_has_most_to_score(tmp_path, cpu_only, monkeypatch):
-    """The probe's windows come from the cheapest model's largest corpus, whatever the grid's
-    corpus order, and it scores one batch of the run by default: a probe on HumanEval's short first
-    documents (the demo's first corpus) measured half the throughput the run then had."""
+    """The probe's windows come from the probed model's largest corpus, whatever the grid's
+    corpus order, in batches of the run's size: a probe on HumanEval's short first documents (the
+    demo's first corpus) measured half the throughput the run then had."""
     from rbplab.runner import costs
 
     probed = []
@@ -206,9 +209,92 @@ def test_probe_reads_the_corpus_the_cheapest_model_has_most_to_score(tmp_path, c
         plan = estimate_costs(grid, tmp_path / "cache", probe_seconds=0)
         table = plan.table.set_index(["model", "corpus"])
         assert (
-            table.loc[("micro-1-25K", "prose"), "tokens_to_score"]
-            > table.loc[("micro-1-25K", "humaneval"), "tokens_to_score"]
+            table.loc[("micro-2-85K", "prose"), "tokens_to_score"]
+            > table.loc[("micro-2-85K", "humaneval"), "tokens_to_score"]
         )
         used, (tokens, _) = probed[-1]
-        assert (used.described.model.keyed_name, used.corpus.name) == ("micro-1-25K", "prose")
-        assert tokens is None and 512 <= plan.totals.throughput.tokens < 512 + 256  # one batch (+ a window)
+        # micro-2-85K: the most FLOPs to score, and its batch is cheap (see the next test)
+        assert (used.described.model.keyed_name, used.corpus.name) == ("micro-2-85K", "prose")
+        # probe_seconds=0: one timed batch of the run's 512 padded tokens
+        assert tokens is None and 0 < plan.totals.throughput.tokens <= 512
+
+
+def test_probe_scores_in_the_workers_setup(tmp_path, cpu_only, monkeypatch):
+    """`--workers 2` runs its units in 2 single-threaded processes (here, 2 CPUs): the probe scores in
+    2 such processes at once and times their start; `--workers 1` scores in this process, with its
+    own threads. On a machine where another job kept a core busy, a probe with torch's default
+    threads measured 23,411 tok/s where a single-threaded worker scored 75,421."""
+    from rbplab.runner import costs
+    from rbplab.runner.executors import worker_threads
+
+    monkeypatch.setattr(costs.os, "cpu_count", lambda: 2)
+    grid = Grid.build(["micro-1-25K", "micro-2-85K"], ["prose"], max_tokens=2000, context_length=256)
+    before = torch.get_num_threads()
+    one = estimate_costs(grid, tmp_path / "cache", probe_seconds=0.2).totals
+    assert (one.throughput.processes, one.throughput.threads) == (1, before)
+    assert one.throughput.startup_seconds == 0
+    status, text = _cli(
+        "plan", "-m", "micro-1-25K", "micro-2-85K", "-c", "prose", "--max-tokens", "2000",
+        "--context-length", "256", "--cache-dir", str(tmp_path / "cache"), "--workers", "2",
+        "--probe-seconds", "0.2", "--format", "json",
+    )  # fmt: skip
+    totals = json.loads(text)["totals"]
+    rate = totals["throughput"]
+    assert status == 0 and rate["measured"] and rate["processes"] == 2
+    assert rate["threads"] == worker_threads(2) == max(1, (os.cpu_count() or 2) // 2)
+    # each process scored for its 0.2 s, after starting as a worker does (imports, planning)
+    assert rate["seconds"] >= 0.2 and rate["tokens"] > 0 and rate["startup_seconds"] > 0
+    assert totals["wall_seconds"] >= totals["planning_seconds"] + rate["startup_seconds"]
+    assert torch.get_num_threads() == before  # the driver's own setting is left as it was
+
+
+def test_probe_in_this_process_uses_the_threads_asked(tmp_path, cpu_only):
+    from rbplab.extraction.plan import plan_extraction
+    from rbplab.runner.probe import probe_throughput
+
+    before = torch.get_num_threads()
+    plan = plan_extraction("micro-1-25K", "prose", max_tokens=2000, context_length=256)
+    asked = 2 if before == 1 else 1
+    rate = probe_throughput(plan, min_seconds=0.1, threads=asked)
+    assert rate.threads == asked and rate.processes == 1 and rate.tokens > 0
+    assert torch.get_num_threads() == before
+
+
+def test_probe_scores_the_largest_share_of_work_its_batches_allow(tmp_path, cpu_only, monkeypatch):
+    """A tiny model's time is mostly per-call cost, so its FLOP rate understates a larger model's:
+    the probe scores the model with the most FLOPs to score whose batch stays within
+    PROBE_BATCH_FLOPS (micro-6-2.7M, most of the demo's work), else the cheapest."""
+    from rbplab.runner import costs
+
+    probed = []
+    monkeypatch.setattr(
+        costs, "probe_throughput", lambda plan, *a, **k: probed.append(plan.described.model.keyed_name)
+    )
+    grid = Grid.build(["micro-1-25K", "micro-6-2.7M"], ["prose"], max_tokens=3000, context_length=256)
+    estimate_costs(grid, tmp_path / "cache")
+    assert probed[-1] == "micro-6-2.7M"
+    table = estimate_costs(grid, tmp_path / "cache", probe=False).table.set_index("model")
+    big = table.loc["micro-6-2.7M", "flops_per_token"] * 2_048  # one CPU batch
+    monkeypatch.setitem(costs.PROBE_BATCH_FLOPS, "cpu", big - 1)
+    estimate_costs(grid, tmp_path / "cache")
+    assert probed[-1] == "micro-1-25K"
+
+
+def test_the_demos_plan_line_says_how_the_probe_measured():
+    """`make demo` opens with this line: the rate, the model and the workers' setup it was measured in."""
+    from rbplab.cli.demo import plan_line
+    from rbplab.runner.costs import CostTotals
+    from rbplab.runner.probe import Throughput
+
+    rate = Throughput("micro-6-2.7M", 466.0, 7e6, "cpu", True, 4080, 4.4, 1e-9, threads=1, processes=2)
+    totals = CostTotals(
+        entries=24, cached=0, partial=0, missing=24, unknown=0, tokens_to_score=9_197_550,
+        tokens_exact=True, flops=6e13, seconds=7000.0, workers=2, wall_seconds=3500.0,
+        memory_bytes=1, device="cpu (RAM)", device_bytes=2, fits=True, throughput=rate,
+        planning_seconds=30.0, unreachable={},
+    )  # fmt: skip
+    assert plan_line(totals) == (
+        "plan: 24 entries, 0 cached, 24 to score (9,197,550 tokens), about 3500 s at 2 workers "
+        "(probe: 466 tok/s per worker of micro-6-2.7M, 1 torch thread in each of 2 worker processes "
+        "scoring at once)"
+    )

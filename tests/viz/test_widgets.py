@@ -263,3 +263,19 @@ def test_redraws_keep_the_house_template_and_drop_stale_layout(study: Study, liv
         shown = v.figure.layout.to_plotly_json()
         assert set(shown) - {"template"} == set(fresh) - {"template"}  # no stale property left
     assert "N=5" in view.figure.layout.title.text and "k=10" in scaling.figure.layout.title.text
+
+
+def test_rank_distribution_explorer_picks_the_corpus_from_a_menu(study: Study) -> None:
+    """Offline (the report's 04) the corpus is a menu, as in the lab: a slider of two stops read as
+    a range and clipped its end label. Each choice animates to that corpus's state."""
+    view = widgets.RankDistributionView(study, live=False)
+    explorer = view.explorer()
+    assert not explorer["layout"].get("sliders")
+    (menu,) = [m for m in explorer["layout"]["updatemenus"] if m.get("name") == "corpus"]
+    assert menu["type"] == "dropdown" and menu["visible"]
+    assert [b["label"] for b in menu["buttons"]] == [f"corpus: {c}" for c in study.corpora]
+    frames = {f["name"]: f for f in explorer["frames"]}
+    for corpus, button in zip(study.corpora, menu["buttons"], strict=True):
+        assert button["method"] == "animate"
+        (name,) = button["args"][0]
+        assert corpus in frames[name]["layout"]["title"]["text"]

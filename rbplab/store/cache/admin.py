@@ -114,8 +114,10 @@ def list_entries(root: str | Path | None = None) -> pd.DataFrame:
     checkpoint's training step when its manifest records one), corpus, max_tokens and
     context_length (the settings it was scored with; None: no cap, the model's maximum), n_tokens
     (so far, for incomplete entries; none for damaged ones), complete, status ("complete",
-    "incomplete", "damaged"), size_bytes, created (UTC), path. Oldest first. A damaged entry never
-    stops the listing."""
+    "incomplete", "damaged"), size_bytes, created (UTC), path. Ordered by model, corpus and
+    settings (max_tokens, context_length), then checkpoints in training order (the final weights
+    last) and key, so one model's entries stand together however they were made. A damaged entry
+    never stops the listing."""
     rows = []
     for path in entry_dirs(cache_root(root)):
         status, n_tokens, _ = entry_status(path)
@@ -164,7 +166,14 @@ def list_entries(root: str | Path | None = None) -> pd.DataFrame:
     table["complete"] = table["complete"].astype(bool)
     table["size_bytes"] = table["size_bytes"].astype("int64")
     table["created"] = pd.to_datetime(table["created"], utc=True)
-    return table.sort_values("created", kind="stable").reset_index(drop=True)
+    order = ["model", "corpus", "max_tokens", "context_length", "step", "revision", "key"]
+    folded = {"model": table["model"].str.lower(), "corpus": table["corpus"].str.lower()}
+    return (
+        table.assign(**{f"_{c}": v for c, v in folded.items()})
+        .sort_values([f"_{c}" if c in folded else c for c in order], kind="stable", na_position="last")
+        .drop(columns=[f"_{c}" for c in folded])
+        .reset_index(drop=True)
+    )
 
 
 def remove_entries(

@@ -3,7 +3,6 @@ Figure 8)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import ipywidgets as w
@@ -37,8 +36,7 @@ class RankDistributionView(CorpusMixin, View):
         return {**self._family_values(), "corpus": self.corpus_dropdown.value}
 
     def controls(self) -> list[Control]:
-        corpus = self._corpus_control()
-        return [*self._family_controls(), replace(corpus, slider=True)]  # the last control is a slider
+        return [*self._family_controls(), self._corpus_control()]  # a menu of corpora, as live
 
     def state(self, corpus: str, family: str | None = None) -> go.Figure:
         study = self.family_study(family)
