@@ -179,15 +179,24 @@ def emergence(em: pd.DataFrame, *, title: str | None = None, extrapolate: bool =
         )
     if shapes:
         fig.update_layout(shapes=shapes, annotations=labels)
-    # p spans decades across N and k: a log axis fitted to each panel's measurements (a linear
-    # 0-1 axis left k = 1 and N >= 4 flat on 0).
-    for r, corpus in enumerate(corpora, start=1):
-        for c, k in enumerate(ks, start=1):
-            p = _cell(em, corpus, k)["p_emp"].to_numpy(dtype=float)
-            p = p[np.isfinite(p) & (p > 0)]
-            if len(p):
-                lo, hi = max(float(p.min()), P_FLOOR) / 1.6, min(float(p.max()) * 1.6, 1.05)
-                fig.update_yaxes(type="log", range=[np.log10(lo), np.log10(hi)], row=r, col=c)
+    # p spans decades across N and k: a log axis per panel (a linear 0-1 axis left k = 1 and
+    # N >= 4 flat on 0) fitted to all it draws, markers and lines, down to P_FLOOR; a line's
+    # values below the floor are left out (it leaves the panel there), so every point drawn
+    # lies inside the axis at any N (the lines once fell below a range fitted to the markers).
+    for r in range(1, len(corpora) + 1):
+        for c in range(1, len(ks) + 1):
+            drawn = []
+            for trace in fig.select_traces(row=r, col=c):
+                if trace.y is None:
+                    continue
+                p = np.array([np.nan if v is None else v for v in trace.y], dtype=float)
+                low = p < P_FLOOR
+                if low.any():
+                    trace.y = np.where(low, np.nan, p)
+                drawn.append(p[np.isfinite(p) & ~low])
+            p = np.concatenate(drawn) if drawn else np.array([])
+            lo, hi = (float(p.min()) / 1.6, min(float(p.max()) * 1.6, 1.05)) if len(p) else (P_FLOOR, 1.05)
+            fig.update_yaxes(type="log", range=[np.log10(lo), np.log10(hi)], row=r, col=c)
     default = f"Emergence: sequence success {P_NK} vs size"
     subtitle = (
         "faded dashed: fitted law extrapolated beyond the measured sizes (shaded)"
