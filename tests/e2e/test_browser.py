@@ -252,18 +252,22 @@ def _file_only_context(browser, viewport: dict, remote: list[str]):
 def test_report_renders_offline(offline_report: Path) -> None:
     """With every non-file request refused, the page typesets its equations with the report's
     own MathJax and draws its figure with the shared plotly.min.js; the index draws the
-    headline figure. No page asks for a remote URL, and no local asset is missing."""
+    headline figure. No page asks for a remote URL, no local asset is missing, and neither page
+    logs a console error."""
     from playwright.sync_api import sync_playwright
 
     SHOTS.mkdir(parents=True, exist_ok=True)
     remote: list[str] = []
     failed: list[str] = []
+    errors: list[str] = []  # MathJax's font test once logged a CORS error on every page with math
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         try:
             context = _file_only_context(browser, {"width": 1200, "height": 900}, remote)
             page = context.new_page()
             page.on("requestfailed", lambda request: failed.append(request.url))
+            page.on("console", lambda message: message.type == "error" and errors.append(message.text))
+            page.on("pageerror", lambda error: errors.append(str(error)))
             page.goto((offline_report / "eq.html").as_uri())
             typeset_js = "document.querySelectorAll('.MathJax, .MathJax_Display').length >= 2"
             page.wait_for_function(f"window.MathJax && MathJax.Hub && {typeset_js}", timeout=60_000)
@@ -289,6 +293,7 @@ def test_report_renders_offline(offline_report: Path) -> None:
 
             index = context.new_page()
             index.on("requestfailed", lambda request: failed.append(request.url))
+            index.on("console", lambda message: message.type == "error" and errors.append(message.text))
             index.goto((offline_report / "index.html").as_uri())
             index.wait_for_selector("#eq .js-plotly-plot .scatterlayer .trace", timeout=30_000)
             assert "0.0423" in index.locator("#eq table.headline").inner_text()
@@ -298,6 +303,7 @@ def test_report_renders_offline(offline_report: Path) -> None:
     assert remote == [], f"the report asked for remote URLs: {remote}"
     missing = [url for url in failed if url.startswith("file:")]
     assert missing == [], f"local assets missing: {missing}"
+    assert errors == [], f"the offline pages logged errors: {errors}"
 
 
 def test_lab_opens_notebook_06_on_the_checkpoints_the_demo_scored(tmp_path: Path) -> None:
