@@ -33,7 +33,7 @@ from rbplab.catalog import paper_reference
 from rbplab.study import size
 from rbplab.viz import headlines, plots
 from rbplab.viz.parameters import NotebookParameters
-from rbplab.viz.tables import readable
+from rbplab.viz.readable import readable
 from rbplab.viz.widgets import ScalingView, show
 
 # %% tags=["parameters"]

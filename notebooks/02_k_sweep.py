@@ -29,7 +29,7 @@ from rbplab.analysis import ksweep
 from rbplab.study import size
 from rbplab.viz import headlines, plots
 from rbplab.viz.parameters import NotebookParameters
-from rbplab.viz.tables import readable
+from rbplab.viz.readable import readable
 from rbplab.viz.widgets import KSweepView, show
 
 # %% tags=["parameters"]

@@ -29,7 +29,7 @@ from rbplab import report
 from rbplab.study import emergence
 from rbplab.viz import headlines, plots
 from rbplab.viz.parameters import NotebookParameters
-from rbplab.viz.tables import readable
+from rbplab.viz.readable import readable
 from rbplab.viz.widgets import EmergenceView, show
 
 # %% tags=["parameters"]

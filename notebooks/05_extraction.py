@@ -36,7 +36,7 @@ from rbplab.store import list_entries
 from rbplab.study import load_study
 from rbplab.viz import headlines
 from rbplab.viz.parameters import NotebookParameters
-from rbplab.viz.tables import readable
+from rbplab.viz.readable import readable
 
 # %% tags=["parameters"]
 families: list[str] = ["micro"]  # model families of the registry (`rbplab families`)

@@ -33,7 +33,7 @@ from rbplab.report.checkpoints import cached_checkpoints
 from rbplab.study import default_corpora
 from rbplab.viz import headlines, plots
 from rbplab.viz.parameters import NotebookParameters
-from rbplab.viz.tables import readable
+from rbplab.viz.readable import readable
 from rbplab.viz.widgets import TrainingView, show
 
 # %% tags=["parameters"]

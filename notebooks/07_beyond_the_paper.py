@@ -36,7 +36,7 @@ from rbplab.analysis import fit
 from rbplab.study import decomposition
 from rbplab.viz import headlines, plots
 from rbplab.viz.parameters import NotebookParameters
-from rbplab.viz.tables import readable
+from rbplab.viz.readable import readable
 from rbplab.viz.widgets import show
 
 # %% tags=["parameters"]

@@ -66,9 +66,9 @@ def banner(text: str, output_dir: str | Path | None) -> None:
 
 def headline_text(frame: pd.DataFrame) -> str:
     """One line from a headline table: the identifying text columns, then name=value pairs, the
-    values as the report's tables show them (`rbplab.viz.tables.text_table`: an estimate with its
+    values as the report's tables show them (`rbplab.viz.readable.text_table`: an estimate with its
     interval, sizes as 85.1M, whole numbers as integers, others to 3 significant digits)."""
-    from rbplab.viz.tables import text_table
+    from rbplab.viz.readable import text_table
 
     shown = text_table(frame)
     text = [c for c in shown.columns if frame[c].map(lambda v: isinstance(v, str)).all()]

@@ -22,10 +22,10 @@ RESULTS_FILE = "results.json"
 
 
 def _headline_table_html(path: str | Path) -> str:
-    """The headline table as the notebooks show theirs (`rbplab.viz.tables.readable`: estimates
+    """The headline table as the notebooks show theirs (`rbplab.viz.readable.readable`: estimates
     with their intervals, sizes as 85.1M, 3 significant digits), in a box that scrolls sideways
     rather than run past the page's edge."""
-    from rbplab.viz.tables import table_html
+    from rbplab.viz.readable import table_html
 
     return f'<div class="table-box">{table_html(pd.read_csv(path), classes="headline")}</div>'
 

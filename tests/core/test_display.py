@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from rbplab.core.display import interval, number, size
-from rbplab.viz.tables import readable, text_table
+from rbplab.viz.readable import readable, text_table
 
 
 def test_numbers_read_as_people_write_them() -> None:
