@@ -38,6 +38,7 @@ MAX_STATES = 400  # ~4-10 kB of traces each: a page of a few MB at most
 # A frame switch is a redraw without transition: the figure follows the control at once.
 _ANIMATE = {"mode": "immediate", "frame": {"duration": 0, "redraw": True}, "transition": {"duration": 0}}
 _DROPDOWN_ROW = 46  # px below the figure for the dropdowns
+_MENU_ITEM = 35  # px per option of an opened dropdown
 _SLIDER_ROW = 100  # px per slider (the current value above it, the track, its step labels)
 _NOTE_LINE = 15  # px per line of the note stating the precomputed grid
 _NOTE_WIDTH = 120  # characters per line of that note
@@ -195,8 +196,13 @@ def explorer(
             for b in steps:
                 if not b["label"].startswith(second.name):
                     b["label"] = f"{second.name}: {b['label']}"
+            # Opened downwards, a menu longer than the room under it (the slider and the note)
+            # becomes a scroll box whose first options hide behind its header: it opens upwards
+            # over the plot instead.
+            room = _SLIDER_ROW + note_px
+            direction = "down" if _MENU_ITEM * (len(steps) + 1) <= room else "up"
             layout["updatemenus"] = [
-                {"type": "dropdown", "direction": "down", "active": s0, "buttons": steps, "x": 0.0,
+                {"type": "dropdown", "direction": direction, "active": s0, "buttons": steps, "x": 0.0,
                  "xanchor": "left", "y": y, "yanchor": "top", "showactive": True, "name": second.name}
             ]  # fmt: skip
         y_px += _SLIDER_ROW if second.slider else _DROPDOWN_ROW

@@ -58,11 +58,9 @@ def test_fitted_law_is_extrapolated_beyond_the_measured_sizes(study: Study) -> N
 
 @pytest.mark.parametrize("n", [1, 10, 277])
 def test_every_line_drawn_lies_inside_its_panels_log_axis(study: Study, n: int) -> None:
-    """03 in the lab at N = 277: the independence and fitted lines fell below a y range fitted
-    to the markers alone. Each panel's log axis spans all it draws, down to P_FLOOR; a line's
-    values below the floor are not drawn."""
-    from rbplab.viz.plots.emergence import P_FLOOR
-
+    """03 in the lab at N = 277: the independence and fitted lines ran below a y range fitted to
+    the markers. The axis still fits the markers (or, none drawn, the lines, down to P_FLOOR),
+    and a line's values outside it are not drawn: every point drawn lies inside its axis."""
     fig = plots.emergence(emergence.table(study, [1, 10], [n]), extrapolate=True)
     drawn = 0
     for trace in fig.data:
@@ -74,6 +72,5 @@ def test_every_line_drawn_lies_inside_its_panels_log_axis(study: Study, n: int) 
         y = np.array([np.nan if v is None else v for v in trace.y], dtype=float)
         y = np.log10(y[np.isfinite(y) & (y > 0)])
         assert np.all((y >= lo) & (y <= hi)), (n, trace.name, y, (lo, hi))
-        assert np.all(y >= np.log10(P_FLOOR))
         drawn += len(y)
     assert drawn > 0

@@ -180,23 +180,30 @@ def emergence(em: pd.DataFrame, *, title: str | None = None, extrapolate: bool =
     if shapes:
         fig.update_layout(shapes=shapes, annotations=labels)
     # p spans decades across N and k: a log axis per panel (a linear 0-1 axis left k = 1 and
-    # N >= 4 flat on 0) fitted to all it draws, markers and lines, down to P_FLOOR; a line's
-    # values below the floor are left out (it leaves the panel there), so every point drawn
-    # lies inside the axis at any N (the lines once fell below a range fitted to the markers).
+    # N >= 4 flat on 0) fitted to the measurements (markers) and the extrapolated law, or with
+    # none drawn (all p = 0 at large N) to the predictions (lines), no lower than P_FLOOR. A
+    # line's values outside the axis are left out, so it ends where it leaves the panel and
+    # every point drawn lies inside the axis at any N (at N = 277 the lines once ran below a
+    # range fitted to the markers).
     for r in range(1, len(corpora) + 1):
         for c in range(1, len(ks) + 1):
-            drawn = []
-            for trace in fig.select_traces(row=r, col=c):
-                if trace.y is None:
-                    continue
-                p = np.array([np.nan if v is None else v for v in trace.y], dtype=float)
-                low = p < P_FLOOR
-                if low.any():
-                    trace.y = np.where(low, np.nan, p)
-                drawn.append(p[np.isfinite(p) & ~low])
-            p = np.concatenate(drawn) if drawn else np.array([])
-            lo, hi = (float(p.min()) / 1.6, min(float(p.max()) * 1.6, 1.05)) if len(p) else (P_FLOOR, 1.05)
-            fig.update_yaxes(type="log", range=[np.log10(lo), np.log10(hi)], row=r, col=c)
+            traces = [t for t in fig.select_traces(row=r, col=c) if t.y is not None and len(t.y)]
+            values = [np.array([np.nan if v is None else v for v in t.y], dtype=float) for t in traces]
+            # The extrapolated law is drawn to show its sigmoid: asked for, it widens the axis too.
+            asked = ("empirical", "extrapolation")
+            marks = [v for t, v in zip(traces, values, strict=True) if t.meta in asked]
+            shown = np.concatenate(marks) if marks else np.array([])
+            shown = shown[np.isfinite(shown) & (shown >= P_FLOOR)]
+            if not len(shown):
+                shown = np.concatenate(values) if values else np.array([])
+                shown = shown[np.isfinite(shown) & (shown >= P_FLOOR)]
+            lo, hi = (float(shown.min()), float(shown.max())) if len(shown) else (P_FLOOR, 1.0)
+            bottom, top = lo / 1.6, min(hi * 1.6, 1.05)
+            for trace, v in zip(traces, values, strict=True):
+                outside = (v < bottom) | (v > top)
+                if outside.any():
+                    trace.y = np.where(outside, np.nan, v)
+            fig.update_yaxes(type="log", range=[np.log10(bottom), np.log10(top)], row=r, col=c)
     default = f"Emergence: sequence success {P_NK} vs size"
     subtitle = (
         "faded dashed: fitted law extrapolated beyond the measured sizes (shaded)"

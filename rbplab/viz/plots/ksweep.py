@@ -7,13 +7,13 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from rbplab.core.display import size
 from rbplab.viz.layout import Panels, arrange, categorical, sequential
 from rbplab.viz.plots.traces import (
     add_pending,
     band_trace,
     format_k,
     require_columns,
-    si,
     subplots,
     vline,
     vrect,
@@ -42,7 +42,7 @@ def rbp_curves(curves: pd.DataFrame, *, title: str | None = None, marker_k: floa
                         y=sel["rbp"],
                         mode="lines",
                         line={"color": colours[float(S)]},
-                        name=f"{model} (S = {si(S)})",
+                        name=f"{model} (S = {size(S)})",
                         legendgroup=model,
                         showlegend=c == 1,
                         meta="model",
