@@ -2,13 +2,6 @@
 tables, figure labels): 3 significant digits, whole numbers with thousands separators, sizes as
 85.1M, an estimate with its interval as "0.123 [0.101, 0.145]", and a value too small for 3
 significant digits to mean anything (a fitted E of 3.5e-121) as "< 1e-6".
-
-Examples
---------
->>> number(0.0423), number(25472.0), number(3.5e-121), number(float("nan"))
-('0.0423', '25,472', '< 1e-6', 'n/a')
->>> size(85_056_000), size(25472), interval(0.1234, 0.1011, 0.1452)
-('85.1M', '25.5K', '0.123 [0.101, 0.145]')
 """
 
 from __future__ import annotations
@@ -46,7 +39,15 @@ def significant(value: float) -> tuple[str, int | None]:
 def number(value: object) -> str:
     """A value as text: a whole number as one with thousands separators (25,472, not 25472.0),
     else 3 significant digits ("0.0200", "1.29e-17"), "< 1e-6" below display precision, "n/a"
-    when missing; text and booleans as they are."""
+    when missing; text and booleans as they are; `size` and `interval` write the rest.
+
+    Examples
+    --------
+    >>> number(0.0423), number(25472.0), number(3.5e-121), number(float("nan"))
+    ('0.0423', '25,472', '< 1e-6', 'n/a')
+    >>> size(85_056_000), size(25472), interval(0.1234, 0.1011, 0.1452)
+    ('85.1M', '25.5K', '0.123 [0.101, 0.145]')
+    """
     if _missing(value):
         return MISSING
     if isinstance(value, str) or type(value).__name__ in ("bool", "bool_"):

@@ -4,14 +4,6 @@ numbers: an estimate and its interval columns as one "0.123 [0.101, 0.145]" colu
 85.1M, whole numbers with thousands separators, 3 significant digits otherwise. The notebooks
 show their tables through `readable` and the report's index its headline tables through
 `table_html`.
-
-Examples
---------
->>> import pandas as pd
->>> frame = pd.DataFrame({"corpus": ["prose"], "S": [25472.0], "alpha": [0.04231],
-...                       "alpha_low": [0.0301], "alpha_high": [0.0544], "n_models": [6]})
->>> text_table(frame).to_dict("records")
-[{'corpus': 'prose', 'S': '25.5K', 'alpha': '0.0423 [0.0301, 0.0544]', 'n_models': '6'}]
 """
 
 from __future__ import annotations
@@ -46,7 +38,15 @@ def text_table(frame: pd.DataFrame) -> pd.DataFrame:
     """`frame` as text, one column per quantity: each estimate X with its interval (X_low, X_high,
     or X_boot_low, X_boot_high) in one column, sizes (S, D, S_min, ...) as 85.1M, other numbers
     by `rbplab.core.display.number`, missing values as "n/a", and a column missing in every row
-    left out. The index is dropped (the notebooks number their rows 0, 1, ...: it says nothing)."""
+    left out. The index is dropped (the notebooks number their rows 0, 1, ...: it says nothing).
+
+    Examples
+    --------
+    >>> frame = pd.DataFrame({"corpus": ["prose"], "S": [25472.0], "alpha": [0.04231],
+    ...                       "alpha_low": [0.0301], "alpha_high": [0.0544], "n_models": [6]})
+    >>> text_table(frame).to_dict("records")
+    [{'corpus': 'prose', 'S': '25.5K', 'alpha': '0.0423 [0.0301, 0.0544]', 'n_models': '6'}]
+    """
     merged = interval_columns(frame)
     dropped = {end for ends in merged.values() for end in ends}
     out = {}
