@@ -164,7 +164,7 @@ body {{ font-family: system-ui, sans-serif; margin: 2em; max-width: 1100px; }}
 table {{ border-collapse: collapse; }}
 td, th {{ border: 1px solid #ccc; padding: 0.4em 0.8em; text-align: left; vertical-align: top; }}
 tr.failed td {{ background: #fde8e8; }}
-table.headline td {{ text-align: right; font-variant-numeric: tabular-nums; }}
+table.headline td {{ text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }}
 div.table-box {{ overflow-x: auto; max-width: 100%; }}
 section {{ margin-top: 2.5em; border-top: 1px solid #ddd; }}
 dl.grid {{ display: grid; grid-template-columns: max-content auto; gap: 0.2em 1em; }}

@@ -87,8 +87,11 @@ class Readable:
         self.frame = frame
 
     def _repr_html_(self) -> str:
+        # One line per cell (an interval wrapped over three lines read as three numbers); the
+        # box scrolls instead.
+        style = "<style>.rbplab-table td, .rbplab-table th { white-space: nowrap; }</style>"
         box = "overflow-x: auto; max-width: 100%;"
-        return f'<div class="rbplab-table" style="{box}">{table_html(self.frame)}</div>'
+        return f'{style}<div class="rbplab-table" style="{box}">{table_html(self.frame)}</div>'
 
     def __repr__(self) -> str:
         return text_table(self.frame).to_string(index=False)
