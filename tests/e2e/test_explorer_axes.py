@@ -172,11 +172,8 @@ def _explore(page, plot, where: str) -> list[str]:
     plot.scroll_into_view_if_needed()
     plot.evaluate(WATCH)
     problems: list[str] = []
-    seen = 0
 
     def check(what: str) -> None:
-        nonlocal seen
-        seen += 1
         state = plot.evaluate(OUTSIDE)
         problems.extend(f"{where}, {what} ({state['title']}): {p}" for p in state["problems"])
 
@@ -192,8 +189,8 @@ def _explore(page, plot, where: str) -> list[str]:
     copies = sliders[:-1] if second_is_slider else sliders
     choices = menus[0] if menus else (sliders[-1][0] if second_is_slider else 1)
     opening = next(i for i, (_, visible) in enumerate(copies) if visible)
-    for choice in [opening, *_positions(choices, opening)]:
-        if seen > 1:
+    for i, choice in enumerate([opening, *_positions(choices, opening)]):
+        if i:  # the opening choice is drawn already
             try:
                 if menus:
                     _choose(page, plot, choice)
