@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers.plotly_axes import OUTSIDE
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "test-output" / "browser"
@@ -189,12 +190,15 @@ def test_notebook_runs_and_k_slider_updates_figure(lab: tuple[str, Path]) -> Non
                 timeout=30_000,
             )
             after = json.loads(widget_plot.evaluate(PLOT_STATE))
+            # The live view autoranges: the new k's points, fit and band lie inside its axes.
+            outside = widget_plot.evaluate(OUTSIDE)["problems"]
             page.screenshot(path=str(SHOTS / "02_after_k_slider.png"))
         finally:
             browser.close()
     k_after = int(readout.replace(",", ""))
     assert k_after > 1 and f"k={k_after:,}" in after["title"]
     assert after["y"] != before["y"]  # the points moved: RBP_k was looked up for the new k
+    assert outside == [], outside
     assert (SHOTS / "02_after_k_slider.png").stat().st_size > 10_000
 
 
