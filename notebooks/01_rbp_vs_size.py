@@ -33,6 +33,7 @@ from rbplab.catalog import paper_reference
 from rbplab.study import size
 from rbplab.viz import headlines, plots
 from rbplab.viz.parameters import NotebookParameters, typed_parameters
+from rbplab.viz.readable import readable
 from rbplab.viz.widgets import ScalingView, show
 
 # %% tags=["parameters"]
@@ -63,13 +64,13 @@ runs = report.save_table(study.run_table(), "runs", output_dir)
 
 # %%
 fits = report.save_table(size.fits(study, ks), "fits", output_dir)
-fits
+readable(fits)
 
 # %% [markdown]
 # The runs: one model on one corpus each, with its tokens, cross-entropy (nats per token) and RBP_1.
 
 # %%
-runs
+readable(runs)
 
 # %% [markdown]
 # ## Figure 3: k = 1
@@ -104,14 +105,14 @@ show(report.save_figure(figure4, "figure4", output_dir))
 # is evaluated on the same resample.
 
 # %%
-report.save_table(size.bootstrap(study, ks, n_boot=n_boot), "bootstrap", output_dir)
+readable(report.save_table(size.bootstrap(study, ks, n_boot=n_boot), "bootstrap", output_dir))
 
 # %% [markdown]
 # ## Does the law extrapolate?
 # Fit all models but the largest and predict the largest one's RBP_k.
 
 # %%
-report.save_table(size.extrapolation(study, ks), "extrapolation", output_dir)
+readable(report.save_table(size.extrapolation(study, ks), "extrapolation", output_dir))
 
 # %% [markdown]
 # ## The paper's own GPT-2 numbers
@@ -132,9 +133,11 @@ reference_fits = fit.scaling_fits(
     reference.assign(loss=reference["neg_log_rbp"], metric="rbp"), by=["family", "corpus", "ties", "k"]
 )
 show(report.save_figure(plots.reference_vs_size(reference, own), "paper_reference", output_dir))
-report.save_table(reference_fits, "paper_reference_fits", output_dir)[
-    ["family", "corpus", "ties", "k", "alpha", "alpha_low", "alpha_high", "r2", "n_models"]
-]
+readable(
+    report.save_table(reference_fits, "paper_reference_fits", output_dir)[
+        ["family", "corpus", "ties", "k", "alpha", "alpha_low", "alpha_high", "r2", "n_models"]
+    ]
+)
 
 # %% [markdown]
 # This study's exponents beside the paper's, k by k (none unless the study holds GPT-2). The
@@ -144,7 +147,7 @@ report.save_table(reference_fits, "paper_reference_fits", output_dir)[
 # %%
 versus_paper = report.save_table(fit.compare_fits(fits, reference_fits), "versus_paper", output_dir)
 report.headline(headlines.size_law(fits, k=min(ks), level=study.level, paper=versus_paper), output_dir)
-versus_paper
+readable(versus_paper)
 
 # %% [markdown]
 # ## Explore
@@ -156,4 +159,4 @@ ScalingView(study, k=1)
 
 # %%
 columns = ["family", "corpus", "alpha", "alpha_low", "alpha_high", "r2", "n_models"]
-report.save_table(fits.loc[fits["k"] == min(ks), columns], "headline", output_dir)
+readable(report.save_table(fits.loc[fits["k"] == min(ks), columns], "headline", output_dir))

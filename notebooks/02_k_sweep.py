@@ -29,6 +29,7 @@ from rbplab.analysis import ksweep
 from rbplab.study import size
 from rbplab.viz import headlines, plots
 from rbplab.viz.parameters import NotebookParameters, typed_parameters
+from rbplab.viz.readable import readable
 from rbplab.viz.widgets import KSweepView, show
 
 # %% tags=["parameters"]
@@ -72,7 +73,7 @@ show(report.save_figure(figure6, "headline", output_dir))
 # the law's range only.
 
 # %%
-summary
+readable(summary)
 
 # %% [markdown]
 # ## Figure 5: k near |V|
@@ -83,7 +84,7 @@ figure5 = plots.rbp_vs_size(
     study.points(large), size.fits(study, large), size.bands(study, large), title="Figure 5: k → |V|"
 )
 show(report.save_figure(figure5, "figure5", output_dir))
-report.save_table(size.fits(study, large), "fits_large_k", output_dir)
+readable(report.save_table(size.fits(study, large), "fits_large_k", output_dir))
 
 # %% [markdown]
 # ## RBP_k against k for every model
@@ -102,4 +103,4 @@ KSweepView(study, k=100, sweep=sweep)
 
 # %%
 headline_columns = ["family", "corpus", "k_max_law", "alpha_k1", "alpha_k100"]
-report.save_table(summary[headline_columns], "headline", output_dir)
+readable(report.save_table(summary[headline_columns], "headline", output_dir))

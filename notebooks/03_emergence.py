@@ -29,6 +29,7 @@ from rbplab import report
 from rbplab.study import emergence
 from rbplab.viz import headlines, plots
 from rbplab.viz.parameters import NotebookParameters, typed_parameters
+from rbplab.viz.readable import readable
 from rbplab.viz.widgets import EmergenceView, show
 
 # %% tags=["parameters"]
@@ -62,7 +63,7 @@ study, ks, ns = params.open_study(), params.ks, params.ns
 # %%
 em_fits = report.save_table(emergence.fits(study, ks, ns), "emergence_fits", output_dir)
 report.headline(headlines.emergence(em_fits, k=min(ks)), output_dir)
-em_fits
+readable(em_fits)
 
 # %% [markdown]
 # ## $p_{N,k}$ against S: the sigmoid view
@@ -98,7 +99,7 @@ show(report.save_figure(plots.emergence_linearised(em), "figure7_linearised", ou
 # %%
 ratio_cols = [f"{r}{end}" for r in ("ratio", "ratio_position", "ratio_doc") for end in ("", "_low", "_high")]
 ratio = em[["family", "model", "corpus", "S", "k", "N"] + [c for c in ratio_cols if c in em]]
-report.save_table(ratio, "independence_ratio", output_dir)
+readable(report.save_table(ratio, "independence_ratio", output_dir))
 
 # %% [markdown]
 # ## Explore
@@ -114,6 +115,8 @@ view
 
 # %%
 headline = em_fits[em_fits["k"] == min(ks)].drop_duplicates(["family", "corpus"])
-report.save_table(
-    headline[["family", "corpus", "alpha_token", "alpha_joint", "r2_joint"]], "headline", output_dir
+readable(
+    report.save_table(
+        headline[["family", "corpus", "alpha_token", "alpha_joint", "r2_joint"]], "headline", output_dir
+    )
 )

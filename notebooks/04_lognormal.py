@@ -30,6 +30,7 @@ from rbplab import report
 from rbplab.study import distribution
 from rbplab.viz import headlines, plots
 from rbplab.viz.parameters import NotebookParameters, typed_parameters
+from rbplab.viz.readable import readable
 from rbplab.viz.widgets import RankDistributionView, show
 
 # %% tags=["parameters"]
@@ -60,19 +61,21 @@ report.headline(headlines.lognormal(exponents), output_dir)
 
 # %%
 ln = report.save_table(distribution.lognormal(study), "lognormal", output_dir)
-ln[
-    [
-        "family",
-        "corpus",
-        "model",
-        "S",
-        "mu",
-        "sigma",
-        "mu_over_sigma",
-        "llr_vs_power_law",
-        "llr_vs_loglogistic",
+readable(
+    ln[
+        [
+            "family",
+            "corpus",
+            "model",
+            "S",
+            "mu",
+            "sigma",
+            "mu_over_sigma",
+            "llr_vs_power_law",
+            "llr_vs_loglogistic",
+        ]
     ]
-]
+)
 
 # %% [markdown]
 # ## Figure 8c: the rank distribution and its lognormal fit
@@ -92,7 +95,7 @@ params = (
     else ln
 )
 show(report.save_figure(plots.lognormal_params(params), "figure8d", output_dir))
-report.save_table(distribution.lognormal_scaling(study), "lognormal_scaling", output_dir)
+readable(report.save_table(distribution.lognormal_scaling(study), "lognormal_scaling", output_dir))
 
 # %% [markdown]
 # ## Figures 8a and 8b: cross-entropy and -log RBP_1, measured and predicted
@@ -111,9 +114,9 @@ report.save_figure(figure8ab, "figure8ab", output_dir)
 show(report.save_figure(figure8ab, "headline", output_dir))
 
 # %%
-exponents
+readable(exponents)
 
 # %%
 headline = exponents.pivot_table(index=["family", "corpus"], columns=["source", "quantity"], values="alpha")
 headline.columns = [f"alpha {quantity} ({source})" for source, quantity in headline.columns]
-report.save_table(headline.reset_index(), "headline", output_dir)
+readable(report.save_table(headline.reset_index(), "headline", output_dir))

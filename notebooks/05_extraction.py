@@ -36,6 +36,7 @@ from rbplab.store import list_entries
 from rbplab.study import load_study
 from rbplab.viz import headlines
 from rbplab.viz.parameters import NotebookParameters, typed_parameters
+from rbplab.viz.readable import readable
 
 # %% tags=["parameters"]
 families: list[str] = ["micro"]  # model families of the registry (`rbplab families`)
@@ -66,7 +67,7 @@ elif study_file:
     runs = run_study(grid, cache_dir=cache_dir, progress=progress).table
 else:
     runs = extract_grid(grid, cache_dir=cache_dir, progress=progress)
-report.save_table(runs, "runs", output_dir)
+readable(report.save_table(runs, "runs", output_dir))
 
 # %% [markdown]
 # ## The cache after the run
@@ -74,12 +75,12 @@ report.save_table(runs, "runs", output_dir)
 # %%
 entries = list_entries(cache_dir)
 entries["new"] = ~entries["key"].isin(before["key"])
-report.headline(headlines.extraction(entries), output_dir)
-report.save_table(entries.drop(columns=["path"]), "cache", output_dir)
+report.headline(headlines.extraction(runs, entries), output_dir)
+readable(report.save_table(entries.drop(columns=["path"]), "cache", output_dir))
 
 # %%
 complete = entries[entries["complete"]]
 headline = complete.groupby("model", as_index=False).agg(
     corpora=("corpus", "nunique"), tokens=("n_tokens", "sum")
 )
-report.save_table(headline, "headline", output_dir)
+readable(report.save_table(headline, "headline", output_dir))

@@ -33,6 +33,7 @@ from rbplab.report.checkpoints import cached_checkpoints
 from rbplab.study import default_corpora
 from rbplab.viz import headlines, plots
 from rbplab.viz.parameters import NotebookParameters, typed_parameters
+from rbplab.viz.readable import readable
 from rbplab.viz.widgets import TrainingView, show
 
 # %% tags=["parameters"]
@@ -68,7 +69,7 @@ k_low, k_high = min(ks), max(ks)
 # OLS in log-log space per size: $L = a D^{-\beta}$, with the t-interval of $\beta$ over checkpoints.
 
 # %%
-report.save_table(training.data_fits(), "data_fits", output_dir)
+readable(report.save_table(training.data_fits(), "data_fits", output_dir))
 
 # %%
 corpus = table["corpus"].iloc[0]
@@ -93,7 +94,7 @@ for k, y, label in (
 laws = training.joint_laws(n_boot)
 joint = report.save_table(laws.table(), "joint_fits", output_dir)
 report.headline(headlines.training(joint, synthetic=training.source == "synthetic"), output_dir)
-joint
+readable(joint)
 
 # %% [markdown]
 # ## Iso-loss contours and the compute-optimal frontier
@@ -118,7 +119,7 @@ show(report.save_figure(surface_figure, "headline", output_dir))
 # the size ratio is the fitted laws' extrapolation rather than a measurement.
 
 # %%
-report.save_table(laws.frontiers(reference="CE", source=training.source), "frontiers", output_dir)
+readable(report.save_table(laws.frontiers(reference="CE", source=training.source), "frontiers", output_dir))
 
 # %% [markdown]
 # ## Explore
@@ -129,4 +130,4 @@ report.save_table(laws.frontiers(reference="CE", source=training.source), "front
 TrainingView(table, k=k_low)
 
 # %%
-report.save_table(laws.headline(source=training.source), "headline", output_dir)
+readable(report.save_table(laws.headline(source=training.source), "headline", output_dir))

@@ -36,6 +36,7 @@ from rbplab.analysis import fit
 from rbplab.study import decomposition
 from rbplab.viz import headlines, plots
 from rbplab.viz.parameters import NotebookParameters, typed_parameters
+from rbplab.viz.readable import readable
 from rbplab.viz.widgets import show
 
 # %% tags=["parameters"]
@@ -78,7 +79,7 @@ report.headline(
 # EE, `mrr` the mean reciprocal rank, `residual` = CE − (EE + SA − Conf), zero up to rounding.
 
 # %%
-terms
+readable(terms)
 
 # %% [markdown]
 # ## EE, SA and Conf against model size
@@ -86,7 +87,7 @@ terms
 
 # %%
 show(report.save_figure(plots.decomposition_vs_size(terms), "decomposition_vs_size", output_dir))
-decomposition_fits[["family", "corpus", "metric", "alpha", "alpha_low", "alpha_high", "r2", "note"]]
+readable(decomposition_fits[["family", "corpus", "metric", "alpha", "alpha_low", "alpha_high", "r2", "note"]])
 
 # %% [markdown]
 # Uncertainty from the corpus: the document bootstrap of each term's exponent, every model of a
@@ -94,9 +95,11 @@ decomposition_fits[["family", "corpus", "metric", "alpha", "alpha_low", "alpha_h
 # RBE values), so read their intervals as spread, not as intervals around the estimate.
 
 # %%
-report.save_table(decomposition.bootstrap(final, n_boot), "decomposition_bootstrap", output_dir)[
-    ["family", "corpus", "metric", "alpha", "alpha_boot_low", "alpha_boot_high", "n_boot_valid"]
-]
+readable(
+    report.save_table(decomposition.bootstrap(final, n_boot), "decomposition_bootstrap", output_dir)[
+        ["family", "corpus", "metric", "alpha", "alpha_boot_low", "alpha_boot_high", "n_boot_valid"]
+    ]
+)
 
 # %% [markdown]
 # ## The decomposition of cross-entropy, model by model
@@ -114,10 +117,10 @@ show(report.save_figure(plots.decomposition_bars(terms), "decomposition_bars", o
 # %%
 figure = plots.prediction_audit(audit, level=study.level)
 show(report.save_figure(figure, "headline", output_dir))
-audit_summary
+readable(audit_summary)
 
 # %%
-audit
+readable(audit)
 
 # %%
-report.save_table(audit_summary, "headline", output_dir)
+readable(report.save_table(audit_summary, "headline", output_dir))

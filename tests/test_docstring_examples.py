@@ -22,6 +22,8 @@ DOCUMENTED = {
     "rbplab.grid.grid": ["Grid.from_names"],
     "rbplab.core.settings": ["ExtractionSettings"],
     "rbplab.viz.plots.size": ["rbp_vs_size"],
+    "rbplab.core.display": ["number"],
+    "rbplab.viz.readable": ["text_table"],
 }
 
 

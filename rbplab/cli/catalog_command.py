@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from rbplab.cli.output import add_format_argument, print_table
-from rbplab.cli.units import human_count
+from rbplab.core.display import size
 from rbplab.core.errors import InvalidArgumentError
 
 
@@ -39,7 +39,7 @@ def run_families(args: argparse.Namespace) -> int:
         table = table[["family", "model", "source", "S", "n_params", "vocab_size", "max_context", "tied"]]
     if args.format == "table":  # sizes as a person reads them; csv and json keep the exact counts
         sizes = [c for c in ("S", "n_params", "S_min", "S_max") if c in table.columns]
-        table = table.assign(**{c: table[c].map(human_count) for c in sizes})
+        table = table.assign(**{c: table[c].map(size) for c in sizes})
     print_table(table, args.format)
     return 0
 

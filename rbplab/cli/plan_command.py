@@ -14,7 +14,8 @@ from dataclasses import asdict
 
 from rbplab.cli.extract_command import add_settings_arguments, grid_from_args, positive_int
 from rbplab.cli.output import FORMAT_HELP, FORMATS
-from rbplab.cli.units import human_bytes, human_count, human_seconds
+from rbplab.cli.units import human_bytes, human_seconds
+from rbplab.core.display import size
 from rbplab.core.errors import InvalidArgumentError
 
 
@@ -136,7 +137,7 @@ def format_table(table) -> str:
             for n, exact in zip(table["tokens"], table["tokens_exact"], strict=True)
         ],
         tokens_to_score=table["tokens_to_score"].map(lambda n: f"{n:,}"),
-        S=table["S"].map(human_count),
+        S=table["S"].map(size),
         flops=table["flops"].map(lambda f: f"{f:.3g}"),
         memory=[
             human_bytes(m)

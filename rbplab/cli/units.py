@@ -23,22 +23,3 @@ def human_seconds(s: float | None) -> str:
     if s < 3600:
         return f"{s / 60:.1f} min"
     return f"{s / 3600:.2f} h"
-
-
-def human_count(n: float | None) -> str:
-    """A count in three significant digits with K, M, B or T: "25.5K", "85.1M", "1.48B"; below
-    1,000 as it is; "-" when unknown. (Parameter counts S read this way; the exact number is in
-    --format csv/json.)"""
-    if n is None or not math.isfinite(n):
-        return "-"
-    if abs(n) < 1000:
-        return f"{n:g}"
-    for power, unit in ((4, "T"), (3, "B"), (2, "M"), (1, "K")):
-        scaled = n / 1000**power
-        # rounding may carry into the next unit up (999,950 -> "1000K" is "1M")
-        if abs(float(f"{scaled:.3g}")) >= 1 or unit == "K":
-            text = f"{scaled:.3g}"
-            if "e" in text:  # 1,000T and more
-                text = f"{scaled:,.0f}"
-            return f"{text}{unit}"
-    raise AssertionError("unreachable")

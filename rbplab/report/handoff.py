@@ -65,18 +65,17 @@ def banner(text: str, output_dir: str | Path | None) -> None:
 
 
 def headline_text(frame: pd.DataFrame) -> str:
-    """One line from a headline table: the identifying text columns, then name=value pairs (whole
-    numbers as integers, others to 3 significant digits: `rbplab.viz.headlines.number`)."""
-    from rbplab.viz.headlines import number
+    """One line from a headline table: the identifying text columns, then name=value pairs, the
+    values as the report's tables show them (`rbplab.viz.readable.text_table`: an estimate with its
+    interval, sizes as 85.1M, whole numbers as integers, others to 3 significant digits)."""
+    from rbplab.viz.readable import text_table
 
+    shown = text_table(frame)
+    text = [c for c in shown.columns if frame[c].map(lambda v: isinstance(v, str)).all()]
     parts = []
-    for row in frame.to_dict("records"):
-        labels = [str(v) for k, v in row.items() if isinstance(v, str)]
-        values = [
-            f"{k}={number(v)}" if isinstance(v, (int, float)) and not isinstance(v, bool) else f"{k}={v}"
-            for k, v in row.items()
-            if not isinstance(v, str)
-        ]
+    for row in shown.to_dict("records"):
+        labels = [row[c] for c in text]
+        values = [f"{k}={v}" for k, v in row.items() if k not in text]
         parts.append(f"{'/'.join(labels)}: {', '.join(values)}" if labels else ", ".join(values))
     return "; ".join(parts)
 

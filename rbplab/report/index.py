@@ -23,39 +23,12 @@ RESULTS_FILE = "results.json"
 
 
 def _headline_table_html(path: str | Path) -> str:
-    """The headline table: whole numbers as integers, others to 3 significant digits; an interval
-    (X_low, X_high) that does not contain its estimate X is not shown but noted under the table
-    (a fit at a bound of its range, e.g. E = 0, whose resamples all land inside it)."""
-    from rbplab.viz.headlines import number
+    """The headline table as the notebooks show theirs (`rbplab.viz.readable.readable`: estimates
+    with their intervals, sizes as 85.1M, 3 significant digits), in a box that scrolls sideways
+    rather than run past the page's edge."""
+    from rbplab.viz.readable import table_html
 
-    frame = pd.read_csv(path)
-    notes = []
-    shown = frame.astype(object)
-    for column in frame.columns:
-        low, high = f"{column}_low", f"{column}_high"
-        if low not in frame.columns or high not in frame.columns:
-            continue
-        values = pd.to_numeric(frame[column], errors="coerce")
-        lo, hi = pd.to_numeric(frame[low], errors="coerce"), pd.to_numeric(frame[high], errors="coerce")
-        outside = values.notna() & lo.notna() & hi.notna() & ~((lo <= values) & (values <= hi))
-        if outside.any():
-            shown.loc[outside, [low, high]] = "—"
-            notes.append(
-                f"{column}: {int(outside.sum())} estimate(s) at a bound of the fit, outside every resample's "
-                "range: no interval shown"
-            )
-    table = shown.to_html(
-        index=False,
-        border=0,
-        classes="headline",
-        na_rep="n/a",
-        formatters={
-            c: (lambda v: v if isinstance(v, str) else number(v))
-            for c in frame.columns
-            if pd.api.types.is_numeric_dtype(frame[c])
-        },
-    )
-    return table + "".join(f'<p class="missing">{html.escape(n)}</p>' for n in notes)
+    return f'<div class="table-box">{table_html(pd.read_csv(path), classes="headline")}</div>'
 
 
 MAX_FIGURE_BYTES = 512 << 20  # a figure's JSON holds its points: a few MB, more for large grids
@@ -72,7 +45,7 @@ def _headline_figure_html(path: str | Path) -> str:
 def _grid_html(grid: Mapping[str, object]) -> str:
     """The resolved grid as a definition list: study file, families with their models and sizes,
     corpora, settings that differ from the defaults (and a note that the rest are defaults)."""
-    from rbplab.viz.plots import si
+    from rbplab.core.display import size
 
     items = []
     if grid.get("study_file"):
@@ -81,7 +54,7 @@ def _grid_html(grid: Mapping[str, object]) -> str:
     for family in grid.get("families") or []:
         members = [m for m in models if m.get("family") == family]
         sizes = ", ".join(
-            f"{html.escape(str(m['model']))} (S = {si(m['S'])})"
+            f"{html.escape(str(m['model']))} (S = {size(m['S'])})"
             if m.get("S")
             else html.escape(str(m["model"]))
             for m in members
@@ -195,7 +168,8 @@ body {{ font-family: system-ui, sans-serif; margin: 2em; max-width: 1100px; }}
 table {{ border-collapse: collapse; }}
 td, th {{ border: 1px solid #ccc; padding: 0.4em 0.8em; text-align: left; vertical-align: top; }}
 tr.failed td {{ background: #fde8e8; }}
-table.headline td {{ text-align: right; font-variant-numeric: tabular-nums; }}
+table.headline td {{ text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }}
+div.table-box {{ overflow-x: auto; max-width: 100%; }}
 section {{ margin-top: 2.5em; border-top: 1px solid #ddd; }}
 dl.grid {{ display: grid; grid-template-columns: max-content auto; gap: 0.2em 1em; }}
 dl.grid dt {{ font-weight: 600; }}

@@ -110,9 +110,14 @@ def write_assets(folder: str | Path, *, mathjax: bool = True) -> dict[str, Path]
 
 # jupyter-server-mathjax ships the STIX-Web fonts only (as the classic notebook configured them),
 # so MathJax is told so before it loads; otherwise it asks for the TeX fonts that are not there.
+# Its font test measures text in "MathJax_Blank", a font it declares at url('about:blank'): a
+# page opened from disk (origin null) may not load a font from there, and the browser logs a
+# CORS error on every page with an equation. Declared as a local font that no system has, it
+# is just as missing (what the test needs) and asks for nothing.
 _MATHJAX_CONFIG = (
     "<script>window.MathJax = {"
-    '"HTML-CSS": {availableFonts: [], preferredFont: null, webFont: "STIX-Web", imageFont: null}, '
+    '"HTML-CSS": {availableFonts: [], preferredFont: null, webFont: "STIX-Web", imageFont: null, '
+    'styles: {"@font-face": {"font-family": "MathJax_Blank", src: "local(\'MathJax_Blank\')"}}}, '
     'SVG: {font: "STIX-Web"}};</script>\n'
 )
 
@@ -127,6 +132,8 @@ _EMPTY_SCRIPT = re.compile(r'<script src="">\s*</script>\s*')
 _CODE_TOGGLE = """<style>
 body.rbplab-hide-code .jp-CodeCell .jp-Cell-inputWrapper { display: none; }
 body.rbplab-hide-code .jp-CodeCell.jp-mod-noOutputs { display: none; }
+/* A table wider than the page scrolls sideways in its output rather than run past the edge. */
+.jp-OutputArea-output { overflow-x: auto; }
 #rbplab-code-toggle { position: fixed; top: 0.6em; right: 0.8em; z-index: 10; padding: 0.3em 0.8em;
   font: 13px system-ui, sans-serif; background: #fff; border: 1px solid #999; border-radius: 4px;
   cursor: pointer; }

@@ -2,64 +2,22 @@
 report's index and the results file.
 
 Each function reads the table the notebook already computed (no statistics here) and writes
-plain text: estimates as "0.036 [0.030, 0.043]" (the table's interval), subscripts as
+plain text with `rbplab.core.display`'s numbers: estimates as "0.036 [0.030, 0.043]" (the
+table's interval), values too small to show as "< 1e-6", subscripts as
 "RBP_1" (rendered as HTML by `rbplab.viz.layout.html_label` where the sentence is shown).
 """
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
+
+from rbplab.core.display import interval, number, size
 
 LAW = "−log RBP_k(S) = A · S^−α"  # the relative-based scaling law, as the index states it
 JOINT_LAW = "L(S, D) = E + A · S^−α + B · D^−β"
 
 
 MAX_ESTIMATES = 4  # estimates one sentence states; the rest are in the notebook's table
-SIGNIFICANT = 3
-
-
-def number(value: float) -> str:
-    """A table value as text: a whole number as one (25472, not 25472.0), else 3 significant
-    digits ("0.0200", "1.29e-17")."""
-    if pd.isna(value):
-        return "n/a"
-    value = float(value)
-    if value.is_integer() and abs(value) < 1e15:
-        return str(int(value))
-    text, _ = _significant(value)
-    return text
-
-
-def _significant(value: float) -> tuple[str, int | None]:
-    """`value` to 3 significant digits, trailing zeros kept, and its number of decimals (None in
-    scientific notation, for values below 0.001 or from 100,000 on)."""
-    size = abs(value)
-    if size == 0:
-        return "0", SIGNIFICANT - 1
-    if size < 1e-3 or size >= 1e5:
-        return f"{value:.{SIGNIFICANT - 1}e}", None
-    decimals = max(0, SIGNIFICANT - 1 - math.floor(math.log10(size)))
-    text = f"{value:.{decimals}f}"
-    if decimals and len(text.lstrip("-").replace(".", "").lstrip("0")) > SIGNIFICANT:
-        decimals -= 1  # rounding carried into the next power of ten (0.09996 -> 0.100)
-        text = f"{value:.{decimals}f}"
-    return text, decimals
-
-
-def interval(value: float, low: float, high: float) -> str:
-    """ "0.0200 [0.0130, 0.0255]": the estimate and its interval with the estimate's decimals; a
-    note instead of an interval that does not contain its estimate (a fit at a bound of its
-    range, e.g. E = 0, whose resamples all land inside it)."""
-    text, decimals = _significant(float(value))
-    if pd.isna(low) or pd.isna(high):
-        return text
-    if not low <= value <= high:
-        return f"{text} (at a bound of its fit: no interval)"
-    if decimals is None:
-        return f"{text} [{low:.{SIGNIFICANT - 1}e}, {high:.{SIGNIFICANT - 1}e}]"
-    return f"{text} [{low:.{decimals}f}, {high:.{decimals}f}]"
 
 
 def _estimate(row: pd.Series | dict, name: str) -> str:
@@ -70,13 +28,6 @@ def _estimate(row: pd.Series | dict, name: str) -> str:
     if lo is None or hi is None:
         return interval(value, float("nan"), float("nan"))
     return interval(value, lo, hi)
-
-
-def _size(S: float) -> str:
-    for threshold, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
-        if S >= threshold:
-            return f"{S / threshold:.3g}{suffix}"
-    return f"{S:.3g}"
 
 
 def _corpus_list(parts: list[str]) -> str:
@@ -112,7 +63,7 @@ def size_law(fits: pd.DataFrame, k: int = 1, level: float = 0.95, paper: pd.Data
     n = int(rows["n_models"].max()) if "n_models" in rows else None
     sizes = ""
     if {"S_min", "S_max"} <= set(rows.columns):
-        sizes = f", S = {_size(rows['S_min'].min())} to {_size(rows['S_max'].max())}"
+        sizes = f", S = {size(rows['S_min'].min())} to {size(rows['S_max'].max())}"
     models = f" over {n} models{sizes}" if n else ""
     r2 = rows["r2"].dropna()
     fit = ""
@@ -201,15 +152,21 @@ def lognormal(exponents: pd.DataFrame) -> str:
     )
 
 
-def extraction(entries: pd.DataFrame) -> str:
-    """Notebook 05: what the cache holds after the run."""
+def extraction(runs: pd.DataFrame, entries: pd.DataFrame) -> str:
+    """Notebook 05: the grid's runs (its runs table: models × corpora, scored tokens) and what the
+    cache holds in all (its cache table: final models and checkpoints, new in this run)."""
     complete = entries[entries["complete"]]
-    new = int(entries["new"].sum()) if "new" in entries else 0
-    tokens = int(complete["n_tokens"].sum()) if len(complete) else 0
+    new = int(complete["new"].sum()) if "new" in complete else 0
+    checkpoints = int(complete["revision"].notna().sum()) if "revision" in complete else 0
+    # Tables differ by path: load_study's n_tokens, run_study's tokens and revision column.
+    tokens = int(runs["n_tokens" if "n_tokens" in runs else "tokens"].sum()) if len(runs) else 0
+    models = len(runs[[c for c in ("model", "revision") if c in runs]].drop_duplicates())
+    corpora = runs["corpus"].nunique()
+    held = f"{len(complete) - checkpoints} of final models, {checkpoints} of checkpoints"
+    grid = f"{models} model{'' if models == 1 else 's'} × {corpora} {'corpus' if corpora == 1 else 'corpora'}"
     return (
-        f"The cache holds {len(complete)} complete entries ({new} new in this run): "
-        f"{complete['model'].nunique()} models × {complete['corpus'].nunique()} corpora, "
-        f"{tokens:,} scored tokens."
+        f"The grid's {len(runs)} runs ({grid}, {tokens:,} scored tokens) are in the cache; it holds "
+        f"{len(complete)} complete entries in all ({held}), {new} new in this run."
     )
 
 

@@ -20,8 +20,10 @@ is thinned evenly on the last control, and a note under the figure says what it 
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -36,11 +38,14 @@ MAX_STATES = 400  # ~4-10 kB of traces each: a page of a few MB at most
 # A frame switch is a redraw without transition: the figure follows the control at once.
 _ANIMATE = {"mode": "immediate", "frame": {"duration": 0, "redraw": True}, "transition": {"duration": 0}}
 _DROPDOWN_ROW = 46  # px below the figure for the dropdowns
+_MENU_ITEM = 35  # px per option of an opened dropdown
 _SLIDER_ROW = 100  # px per slider (the current value above it, the track, its step labels)
 _NOTE_LINE = 15  # px per line of the note stating the precomputed grid
 _NOTE_WIDTH = 120  # characters per line of that note
 _LABELLED_STEPS = 12  # sliders with more steps show only the current value (labels would overlap)
 _FRAME_LAYOUT_SKIP = ("template", "meta")  # not drawn, or not changed by a state
+_AXIS = re.compile(r"[xy]axis\d*")
+_PAD = 0.05  # of the data's span (in decades on a log axis), each side, as plotly pads an autorange
 
 
 @dataclass(frozen=True)
@@ -153,6 +158,8 @@ def explorer(
     base = figure(s0, p0)
     with untemplated():  # the base figure holds the template; frames need none
         figures = [base if combo == (s0, p0) else figure(*combo) for combo in combos]
+    for f in figures:
+        fit_axes(f)
     data = _aligned_data([f["data"] for f in figures])
     layouts = [
         {k: copy.deepcopy(v) for k, v in f["layout"].items() if k not in _FRAME_LAYOUT_SKIP} for f in figures
@@ -192,8 +199,13 @@ def explorer(
             for b in steps:
                 if not b["label"].startswith(second.name):
                     b["label"] = f"{second.name}: {b['label']}"
+            # Opened downwards, a menu longer than the room under it (the slider and the note)
+            # becomes a scroll box whose first options hide behind its header: it opens upwards
+            # over the plot instead.
+            room = _SLIDER_ROW + note_px
+            direction = "down" if _MENU_ITEM * (len(steps) + 1) <= room else "up"
             layout["updatemenus"] = [
-                {"type": "dropdown", "direction": "down", "active": s0, "buttons": steps, "x": 0.0,
+                {"type": "dropdown", "direction": direction, "active": s0, "buttons": steps, "x": 0.0,
                  "xanchor": "left", "y": y, "yanchor": "top", "showactive": True, "name": second.name}
             ]  # fmt: skip
         y_px += _SLIDER_ROW if second.slider else _DROPDOWN_ROW
@@ -225,6 +237,99 @@ def explorer(
                 frame_layout["annotations"] = _padded(own["annotations"][p], len(layout["annotations"]) - 1)
             frames.append({"name": _frame_name(s, p, n), "data": changing[p], "layout": frame_layout})
     return {"data": data[combos.index((s0, p0))], "layout": layout, "frames": frames}
+
+
+def fit_axes(figure: dict) -> dict:
+    """Give each axis of `figure` (a figure's JSON, changed in place and returned) that has no
+    range of its own the range its visible traces span (points, error bars, a bar's base at 0),
+    padded as plotly pads an autorange, in decades on a log axis. A frame or a relayout that
+    switches to another state keeps the axis' old range unless the state names its own
+    (`Plotly.animate` does not autorange): with this every state carries the range it needs.
+    Axes that match another share their group's range; a categorical axis is left to plotly."""
+    layout = figure.setdefault("layout", {})
+    spans: dict[str, list[np.ndarray]] = {}
+    for trace in figure.get("data", []):
+        if trace.get("visible", True) is not True:
+            continue
+        for letter, values in _drawn(trace).items():
+            ref = trace.get(f"{letter}axis") or letter
+            spans.setdefault(f"{letter}axis{ref[1:]}", []).append(values)
+    names = {n for n in layout if _AXIS.fullmatch(n) and isinstance(layout[n], dict)} | set(spans)
+    groups: dict[str, list[str]] = {}
+    for name in sorted(names):
+        root = (layout.get(name) or {}).get("matches")
+        groups.setdefault(f"{root[0]}axis{root[1:]}" if root else name, []).append(name)
+    for members in groups.values():
+        axes = [layout.get(n) or {} for n in members]
+        if any(a.get("range") is not None and a.get("autorange") in (None, False) for a in axes):
+            continue  # the state set its own range
+        values = [v for n in members for v in spans.get(n, [])]
+        if not values or any(v is None for v in values):
+            continue  # nothing drawn, or categories: plotly's autorange places them
+        log = any(a.get("type") == "log" for a in axes)
+        span = _span(np.concatenate(values), log)
+        if span is None:
+            continue
+        for name in members:
+            layout[name] = {**(layout.get(name) or {}), "range": span, "autorange": False}
+    return figure
+
+
+def _drawn(trace: dict) -> dict[str, np.ndarray | None]:
+    """The x and y values a trace draws (None for categories): its points, their error bars,
+    and for bars the base at 0 they rise from."""
+    out: dict[str, np.ndarray | None] = {}
+    for letter in "xy":
+        raw = trace.get(letter)
+        if raw is None:
+            continue
+        values = _numbers(raw)
+        if values is None:
+            out[letter] = None
+            continue
+        error = trace.get(f"error_{letter}") or {}
+        if error.get("visible", True) and error.get("type") == "data" and error.get("array") is not None:
+            plus = _numbers(error["array"])
+            minus = plus if error.get("symmetric", True) else _numbers(error.get("arrayminus"))
+            extra = [values + plus if plus is not None and len(plus) == len(values) else None]
+            extra.append(values - minus if minus is not None and len(minus) == len(values) else None)
+            values = np.concatenate([values, *(e for e in extra if e is not None)])
+        out[letter] = values
+    if trace.get("type") == "bar":
+        value_axis = "x" if trace.get("orientation") == "h" else "y"
+        if out.get(value_axis) is not None:
+            out[value_axis] = np.r_[out[value_axis], 0.0]
+    return out
+
+
+def _numbers(raw: object) -> np.ndarray | None:
+    """An array of a figure's JSON as floats (None as NaN); None when it holds text."""
+    if raw is None:
+        return None
+    if isinstance(raw, dict) and "bdata" in raw:
+        decoded = np.frombuffer(base64.b64decode(raw["bdata"]), dtype=np.dtype(raw.get("dtype", "f8")))
+        return decoded.astype(float).ravel()
+    items = raw if isinstance(raw, (list, tuple)) else [raw]
+    if any(isinstance(v, str) for v in items):
+        return None
+    return np.asarray([np.nan if v is None else v for v in items], dtype=float).ravel()
+
+
+def _span(values: np.ndarray, log: bool) -> list[float] | None:
+    """The padded [low, high] of `values` as an axis range (log10 of it on a log axis)."""
+    values = values[np.isfinite(values)]
+    if log:
+        values = np.log10(values[values > 0])
+    if not len(values):
+        return None
+    lo, hi = float(values.min()), float(values.max())
+    if hi - lo < 1e-9 * max(1.0, abs(hi)):
+        # One value (every model equal): a range around it, as wide as the ticks drawn for it
+        # (`rbplab.viz.layout.label_log_axes` spans a factor of 2 each way).
+        width = np.log10(2) if log else (abs(hi) / 2 or 1.0)
+        return [lo - width, hi + width]
+    pad = _PAD * (hi - lo)
+    return [lo - pad, hi + pad]
 
 
 def _frame_name(s: int, p: int, n: int) -> str:

@@ -90,9 +90,9 @@ def test_every_default_is_in_the_help():
 
 
 def test_sizes_read_as_people_say_them(capsys):
-    from rbplab.cli.units import human_count
+    from rbplab.core.display import size
 
-    assert [human_count(n) for n in (512, 25_472, 85_056_000, 1_475_561_600, 999_950)] == [
+    assert [size(n) for n in (512, 25_472, 85_056_000, 1_475_561_600, 999_950)] == [
         "512",
         "25.5K",
         "85.1M",

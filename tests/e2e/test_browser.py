@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers.plotly_axes import OUTSIDE
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "test-output" / "browser"
@@ -189,12 +190,15 @@ def test_notebook_runs_and_k_slider_updates_figure(lab: tuple[str, Path]) -> Non
                 timeout=30_000,
             )
             after = json.loads(widget_plot.evaluate(PLOT_STATE))
+            # The live view autoranges: the new k's points, fit and band lie inside its axes.
+            outside = widget_plot.evaluate(OUTSIDE)["problems"]
             page.screenshot(path=str(SHOTS / "02_after_k_slider.png"))
         finally:
             browser.close()
     k_after = int(readout.replace(",", ""))
     assert k_after > 1 and f"k={k_after:,}" in after["title"]
     assert after["y"] != before["y"]  # the points moved: RBP_k was looked up for the new k
+    assert outside == [], outside
     assert (SHOTS / "02_after_k_slider.png").stat().st_size > 10_000
 
 
@@ -252,18 +256,22 @@ def _file_only_context(browser, viewport: dict, remote: list[str]):
 def test_report_renders_offline(offline_report: Path) -> None:
     """With every non-file request refused, the page typesets its equations with the report's
     own MathJax and draws its figure with the shared plotly.min.js; the index draws the
-    headline figure. No page asks for a remote URL, and no local asset is missing."""
+    headline figure. No page asks for a remote URL, no local asset is missing, and neither page
+    logs a console error."""
     from playwright.sync_api import sync_playwright
 
     SHOTS.mkdir(parents=True, exist_ok=True)
     remote: list[str] = []
     failed: list[str] = []
+    errors: list[str] = []  # MathJax's font test once logged a CORS error on every page with math
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         try:
             context = _file_only_context(browser, {"width": 1200, "height": 900}, remote)
             page = context.new_page()
             page.on("requestfailed", lambda request: failed.append(request.url))
+            page.on("console", lambda message: message.type == "error" and errors.append(message.text))
+            page.on("pageerror", lambda error: errors.append(str(error)))
             page.goto((offline_report / "eq.html").as_uri())
             typeset_js = "document.querySelectorAll('.MathJax, .MathJax_Display').length >= 2"
             page.wait_for_function(f"window.MathJax && MathJax.Hub && {typeset_js}", timeout=60_000)
@@ -289,6 +297,7 @@ def test_report_renders_offline(offline_report: Path) -> None:
 
             index = context.new_page()
             index.on("requestfailed", lambda request: failed.append(request.url))
+            index.on("console", lambda message: message.type == "error" and errors.append(message.text))
             index.goto((offline_report / "index.html").as_uri())
             index.wait_for_selector("#eq .js-plotly-plot .scatterlayer .trace", timeout=30_000)
             assert "0.0423" in index.locator("#eq table.headline").inner_text()
@@ -298,6 +307,7 @@ def test_report_renders_offline(offline_report: Path) -> None:
     assert remote == [], f"the report asked for remote URLs: {remote}"
     missing = [url for url in failed if url.startswith("file:")]
     assert missing == [], f"local assets missing: {missing}"
+    assert errors == [], f"the offline pages logged errors: {errors}"
 
 
 def test_lab_opens_notebook_06_on_the_checkpoints_the_demo_scored(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from rbplab.report.execution import execute_notebook
 from rbplab.report.pages import MATHJAX_URL
 from rbplab.store.paths import notebooks_dir
 from rbplab.study.results import load_results
+from rbplab.viz.readable import text_table
 
 MAX_TOKENS = 2000
 CORPORA = ["humaneval", "wikipedia"]
@@ -175,7 +176,8 @@ def test_index_shows_headline_figures_and_tables(run) -> None:
         section = index[index.index(f'<section id="{name}"') :]
         section = section[: section.index("</section>")]
         assert '<table class="dataframe headline">' in section, name
-        headline = _table(out, name, "headline")
+        # As the tables are shown: each estimate with its interval in one column.
+        headline = text_table(_table(out, name, "headline"))
         for column in headline.columns:
             assert f"<th>{column}</th>" in section, (name, column)
         assert section.count("Plotly.newPlot") == (name in with_figure), name

@@ -201,7 +201,10 @@ def test_headline_text_and_save_table(tmp_path: Path) -> None:
     assert handoff.headline_text(frame) == "f/a: alpha=0.0512, r2=0.990; f/b: alpha=0.100, r2=n/a"
     # whole numbers as integers (a CSV column with a gap reads back as floats: k 1.0, S 25472.0)
     whole = pd.DataFrame({"corpus": ["a"], "k": [1.0], "S": [25472.0], "n": [np.int64(6)]})
-    assert handoff.headline_text(whole) == "a: k=1, S=25472, n=6"
+    assert handoff.headline_text(whole) == "a: k=1, S=25.5K, n=6"
+    # an estimate with its interval, as the tables show it; a value below display precision as such
+    fit = pd.DataFrame({"quantity": ["CE"], "alpha": [0.1234], "alpha_low": [0.1011], "alpha_high": [0.1452]})
+    assert handoff.headline_text(fit.assign(E=3.5e-121)) == "CE: alpha=0.123 [0.101, 0.145], E=< 1e-6"
     assert handoff.save_table(frame, "t", None) is frame and not any(tmp_path.iterdir())
     handoff.save_table(frame, "t", tmp_path / "sub")
     assert pd.read_csv(tmp_path / "sub" / "t.csv").shape == (2, 4)
@@ -366,22 +369,38 @@ def test_notebooks_are_chosen_by_name_or_number(tmp_path: Path) -> None:
         execution.select_notebooks(paths, ["02_k_swep"])
 
 
-def test_intervals_keep_the_estimates_digits_and_contain_it() -> None:
-    from rbplab.viz import headlines
-
-    assert headlines.interval(0.02, 0.013, 0.0255) == "0.0200 [0.0130, 0.0255]"
-    assert headlines.interval(0.0458, 0.03291, 0.05876) == "0.0458 [0.0329, 0.0588]"
-    assert headlines.interval(1.5, 1.25, 1.75) == "1.50 [1.25, 1.75]"
-    assert headlines.interval(0.09996, 0.09, 0.11) == "0.100 [0.090, 0.110]"
-    assert headlines.interval(2.5e-5, 1e-5, 4.25e-5) == "2.50e-05 [1.00e-05, 4.25e-05]"
-    # 06's E at the bound of its fit, with every resample elsewhere: no interval that excludes it
-    assert headlines.interval(1.29e-17, 9.36e-14, 9.36e-14) == "1.29e-17 (at a bound of its fit: no interval)"
-    assert headlines.number(25472.0) == "25472" and headlines.number(1.0) == "1"
-
-
 def _estimates(sentence: str) -> int:
     """Estimates a sentence states: each with its interval, or a coverage count (5/6)."""
     return sentence.count("[") + sentence.count("(at a bound") + len(re.findall(r"\d+/\d+", sentence))
+
+
+def test_the_extraction_headline_counts_the_grid_apart_from_the_rest_of_the_cache() -> None:
+    """05 said "144 complete entries ... 6 models × 4 corpora" of a 2-corpus grid whose cache held
+    the demo's 120 checkpoints too: the grid's runs and the cache's entries are counted apart."""
+    from rbplab.viz import headlines
+
+    models = [f"micro-{i}" for i in range(6)]
+    runs = pd.DataFrame(
+        [{"model": m, "corpus": c, "n_tokens": 300} for m in models for c in ("prose", "humaneval")]
+    )
+    corpora = ["humaneval", "legal-standin", "prose", "wikipedia"]
+    finals = [{"model": m, "corpus": c, "revision": None} for m in models for c in corpora]
+    steps = [
+        {"model": m, "corpus": c, "revision": f"step-{s}"} for m in models for c in corpora for s in range(5)
+    ]
+    entries = pd.DataFrame(finals + steps).assign(complete=True, new=False)
+    entries.loc[[0, 30], "new"] = True
+    entries.loc[len(entries)] = {
+        "model": "x",
+        "corpus": "prose",
+        "revision": None,
+        "complete": False,
+        "new": True,
+    }
+    assert headlines.extraction(runs, entries) == (
+        "The grid's 12 runs (6 models × 2 corpora, 3,600 scored tokens) are in the cache; it holds 144 "
+        "complete entries in all (24 of final models, 120 of checkpoints), 2 new in this run."
+    )
 
 
 def test_each_sentence_states_at_most_four_estimates() -> None:
@@ -434,16 +453,19 @@ def test_each_sentence_states_at_most_four_estimates() -> None:
     assert _estimates(one) == 4 and "R² 0.900 to 0.990" in one
 
 
-def test_index_table_shows_integers_and_no_interval_that_excludes_its_estimate(tmp_path: Path) -> None:
+def test_index_table_shows_sizes_intervals_and_no_interval_that_excludes_its_estimate(tmp_path: Path) -> None:
     path = tmp_path / "headline.csv"
     pd.DataFrame(
-        {"quantity": ["CE", "RBP_1"], "k": [1.0, None], "S": [25472.0, 85000.0], "E": [1.29e-17, 0.5]}
-        | {"E_low": [9.36e-14, 0.4], "E_high": [9.36e-14, 0.6]}
+        {"quantity": ["CE", "RBP_1"], "k": [1.0, None], "S": [25472.0, 85_056_000.0], "E": [1.29e-17, 0.5]}
+        | {"E_low": [9.36e-14, 0.4], "E_high": [9.36e-14, 0.6], "alpha": [0.1234, 3.5e-121]}
     ).to_csv(path, index=False)
     page = index._headline_table_html(path)
-    assert "<td>25472</td>" in page and "<td>1</td>" in page and "25472.0" not in page
-    assert "9.36e-14" not in page and "<td>—</td>" in page and "E: 1 estimate(s) at a bound" in page
-    assert "<td>0.400</td>" in page and "<td>0.600</td>" in page
+    assert (
+        "<td>25.5K</td>" in page and "<td>85.1M</td>" in page and "<td>1</td>" in page and "25472" not in page
+    )
+    assert "9.36e-14" not in page and "<td>&lt; 1e-6 (at a bound of its fit: no interval)</td>" in page
+    assert "<td>0.500 [0.400, 0.600]</td>" in page and "<td>&lt; 1e-6</td>" in page and "<td>n/a</td>" in page
+    assert 'class="table-box"' in page  # a wide table scrolls in its box, not past the page's edge
 
 
 def test_extraction_on_an_unreachable_hub_fails_once_before_any_notebook(

@@ -20,6 +20,7 @@ import pytest
 
 from rbplab.analysis import data_scaling
 from rbplab.catalog import paper_reference
+from rbplab.core import display
 from rbplab.study import Study, decomposition, distribution, emergence, size, synthetic_study
 from rbplab.study.synthetic import synthetic_training_table
 from rbplab.viz import plots, widgets
@@ -549,7 +550,7 @@ def test_rendered_decomposition_bars_name_every_model(rendered, study, size):
     for kind, text, _ in boxes:
         if kind.startswith("x"):
             labels.setdefault(kind, []).append(text)
-    expected = [plots.si(s) for s in sorted(study.models["S"])]
+    expected = [display.size(s) for s in sorted(study.models["S"])]
     assert len(labels) == len(CORPORA) and all(v == expected for v in labels.values()), labels
 
 

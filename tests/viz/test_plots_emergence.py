@@ -54,3 +54,23 @@ def test_fitted_law_is_extrapolated_beyond_the_measured_sizes(study: Study) -> N
     assert not [t for t in plain.data if t.meta == "extrapolation"] and not plain.layout.shapes
     drawn = np.concatenate([np.asarray(t.x, dtype=float) for t in plain.data if t.meta != "key"])
     assert np.nanmin(drawn) >= s_min and np.nanmax(drawn) <= s_max
+
+
+@pytest.mark.parametrize("n", [1, 10, 277])
+def test_every_line_drawn_lies_inside_its_panels_log_axis(study: Study, n: int) -> None:
+    """03 in the lab at N = 277: the independence and fitted lines ran below a y range fitted to
+    the markers. The axis still fits the markers (or, none drawn, the lines, down to P_FLOOR),
+    and a line's values outside it are not drawn: every point drawn lies inside its axis."""
+    fig = plots.emergence(emergence.table(study, [1, 10], [n]), extrapolate=True)
+    drawn = 0
+    for trace in fig.data:
+        if trace.meta == "key":
+            continue
+        axis = fig.layout[f"yaxis{trace.yaxis[1:]}"]
+        assert axis.type == "log" and axis.range is not None, (n, trace.name, axis.type)
+        lo, hi = axis.range
+        y = np.array([np.nan if v is None else v for v in trace.y], dtype=float)
+        y = np.log10(y[np.isfinite(y) & (y > 0)])
+        assert np.all((y >= lo) & (y <= hi)), (n, trace.name, y, (lo, hi))
+        drawn += len(y)
+    assert drawn > 0

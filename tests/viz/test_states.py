@@ -202,3 +202,64 @@ def test_emergence_explorer_on_cached_summaries_holds_the_summaries_k_grid(study
         labels = [s["label"] for s in slider["steps"]]
         assert labels == offered and set(labels) <= grid
     assert f"k: all {len(offered)} values" in explorer["layout"]["annotations"][-1]["text"]
+
+
+def _inside(figure: dict, layout: dict) -> list[str]:
+    """The visible traces of `figure` with a point outside the axis range `layout` gives it."""
+    out = []
+    for t in figure["data"]:
+        if t.get("visible") is False:
+            continue
+        for letter in "xy":
+            axis = layout[f"{letter}axis{(t.get(f'{letter}axis') or letter)[1:]}"]
+            values = _array(t.get(letter, []))
+            if axis.get("type") == "log":
+                values = np.log10(values[values > 0])  # what a log axis cannot draw is not drawn
+            values = values[np.isfinite(values)]
+            lo, hi = axis["range"]
+            if len(values) and (values.min() < lo or values.max() > hi):
+                out.append(f"{t.get('name')}: {letter} {values.min()}..{values.max()} outside [{lo}, {hi}]")
+    return out
+
+
+def test_every_frame_and_every_corpus_carries_the_axis_range_of_its_data(study: Study) -> None:
+    """Plotly.animate keeps the axis range a frame does not name: each frame (a k) and each
+    corpus choice (its relayout) names the range its own points, fit and band need."""
+    view = widgets.ScalingView(study, k=1, corpus="a", live=False)
+    explorer = view.explorer(max_states=30)
+    layout = explorer["layout"]
+    assert _inside(explorer, layout) == []
+    copy = next(i for i, s in enumerate(layout["sliders"]) if s["visible"])
+    ranges = set()
+    for step in layout["sliders"][copy]["steps"]:
+        frame = _frame(explorer, copy, step["label"])
+        shown = {**layout, **frame["layout"]}
+        if shown["yaxis"].get("range") is None:  # k = |V|: -log RBP = 0 for all, nothing on a log axis
+            assert all((_array(t["y"]) <= 0).all() for t in frame["data"] if t.get("visible") is True)
+            continue
+        assert shown["yaxis"]["autorange"] is False
+        assert _inside(frame, shown) == [], step["label"]
+        ranges.add(tuple(shown["yaxis"]["range"]))
+    assert len(ranges) > len(layout["sliders"][copy]["steps"]) // 2  # the range follows the data
+    menu = explorer["layout"]["updatemenus"][0]
+    for button in menu["buttons"]:
+        restyle, relayout = button["args"]
+        assert relayout["yaxis"]["autorange"] is False and len(relayout["yaxis"]["range"]) == 2
+
+
+def test_fit_axes_spans_points_error_bars_and_bars_and_leaves_set_ranges() -> None:
+    figure = {
+        "data": [
+            {"type": "scatter", "x": [1e3, 1e5], "y": [1.0, 2.0]}
+            | {"error_y": {"type": "data", "array": [0.5, 1]}},
+            {"type": "bar", "x": [1e4], "y": [3.0], "xaxis": "x2", "yaxis": "y2"},
+            {"type": "scatter", "x": [1.0], "y": [99.0], "visible": "legendonly"},
+        ],
+        "layout": {"xaxis": {"type": "log"}, "yaxis2": {"range": [0, 10], "autorange": False}},
+    }
+    states.fit_axes(figure)
+    layout = figure["layout"]
+    assert layout["xaxis"]["range"] == pytest.approx([3 - 0.1, 5 + 0.1])  # decades, padded 5 %
+    assert layout["yaxis"]["range"] == pytest.approx([0.5 - 0.125, 3.0 + 0.125])  # the error bars
+    assert layout["yaxis2"]["range"] == [0, 10]  # the state's own range stays
+    assert layout["xaxis2"]["range"] == pytest.approx([5e3, 1.5e4])  # one value: a range around it

@@ -27,7 +27,6 @@ from rbplab.viz.plots.distribution import ce_vs_rbp, lognormal_params, rank_dist
 from rbplab.viz.plots.emergence import emergence, emergence_linearised
 from rbplab.viz.plots.ksweep import ksweep, rbp_curves
 from rbplab.viz.plots.size import prediction_audit, rbp_vs_size, reference_vs_size
-from rbplab.viz.plots.traces import si
 from rbplab.viz.plots.training import iso_loss, training_dynamics
 
 __all__ = [
@@ -44,6 +43,5 @@ __all__ = [
     "rbp_curves",
     "rbp_vs_size",
     "reference_vs_size",
-    "si",  # the size format the figures use (2.7M), for text written beside them
     "training_dynamics",
 ]

@@ -7,13 +7,13 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from rbplab.core.display import size
 from rbplab.viz.layout import Panels, arrange, categorical
 from rbplab.viz.plots.traces import (
     S_TITLE,
     add_pending,
     grid_note,
     require_columns,
-    si,
     subplots,
 )
 
@@ -29,7 +29,7 @@ def decomposition_vs_size(dec: pd.DataFrame, *, title: str | None = None) -> go.
     pending: list = []
     for i, corpus in enumerate(dict.fromkeys(dec["corpus"])):
         sel = dec[dec["corpus"] == corpus].sort_values("S")
-        name = f"{corpus} ({si(sel['n_tokens'].iloc[0])} tokens)"
+        name = f"{corpus} ({size(sel['n_tokens'].iloc[0])} tokens)"
         for col, term in enumerate(DECOMPOSITION_TITLES, start=1):
             pending.append(
                 (
@@ -80,7 +80,7 @@ def decomposition_bars(dec: pd.DataFrame, *, title: str | None = None) -> go.Fig
     for c, corpus in enumerate(corpora, start=1):
         sel = dec[dec["corpus"] == corpus].sort_values("S")
         labels = np.arange(1, len(sel) + 1)  # numeric positions, named by S on the axis below
-        ticks[c] = (labels, [si(s) for s in sel["S"]])
+        ticks[c] = (labels, [size(s) for s in sel["S"]])
         for i, (term, name, sign) in enumerate(parts):
             pending.append(
                 (

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
+from rbplab.core.display import size
 from rbplab.viz.layout import Panels, arrange, categorical, sequential
 from rbplab.viz.plots.traces import (
     S_TITLE,
@@ -16,7 +17,6 @@ from rbplab.viz.plots.traces import (
     line_trace,
     marker_trace,
     require_columns,
-    si,
     subplots,
 )
 
@@ -50,7 +50,7 @@ def rank_distribution(pmf: pd.DataFrame, *, title: str | None = None) -> go.Figu
         )
         traces.append(measured.update(showlegend=False))
         traces.append(
-            line_trace(sel["rank"], sel["fitted"], colour, f"{model} (S = {si(S)})", model, "lognormal")
+            line_trace(sel["rank"], sel["fitted"], colour, f"{model} (S = {size(S)})", model, "lognormal")
         )
     fig.add_traces(traces)
     fig.update_xaxes(type="log", title_text="rank R of the ground-truth token")

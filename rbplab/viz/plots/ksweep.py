@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from rbplab.core.display import size
 from rbplab.viz.layout import Panels, arrange, categorical, sequential
 from rbplab.viz.plots.traces import (
     add_pending,
@@ -14,7 +15,6 @@ from rbplab.viz.plots.traces import (
     format_k,
     grid_note,
     require_columns,
-    si,
     subplots,
     vline,
     vrect,
@@ -43,7 +43,7 @@ def rbp_curves(curves: pd.DataFrame, *, title: str | None = None, marker_k: floa
                         y=sel["rbp"],
                         mode="lines",
                         line={"color": colours[float(S)]},
-                        name=f"{model} (S = {si(S)})",
+                        name=f"{model} (S = {size(S)})",
                         legendgroup=model,
                         showlegend=c == 1,
                         meta="model",

@@ -33,14 +33,6 @@ def format_k(k: float) -> str:
     return f"{int(k):,}" if float(k).is_integer() else f"{k:g}"
 
 
-def si(value: float) -> str:
-    """A size or count as people write it: 25.5K, 2.7M, 1.2B."""
-    for threshold, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
-        if abs(value) >= threshold:
-            return f"{value / threshold:.3g}{suffix}"
-    return f"{value:.3g}"
-
-
 def grid_note(frame: pd.DataFrame) -> str:
     """What a figure of `frame` was measured on, for its caption: "prose, humaneval · micro,
     6 models" (the corpora, the families and how many models, from the columns it has)."""

@@ -9,13 +9,13 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from rbplab.analysis.data_scaling import data_law_curves
+from rbplab.core.display import size
 from rbplab.viz.layout import Panels, arrange, html_label, sequential
 from rbplab.viz.plots.traces import (
     S_TITLE,
     add_pending,
     grid_note,
     require_columns,
-    si,
     subplots,
     vline,
     with_interval,
@@ -25,7 +25,7 @@ FRONTIER_COLOURS = ("#d62728", "#111111", "#ff7f0e", "#e377c2")  # all visible o
 
 
 def _size_label(S: float) -> str:
-    return f"S = {si(S)}"
+    return f"S = {size(S)}"
 
 
 def training_dynamics(

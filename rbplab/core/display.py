@@ -1,0 +1,102 @@
+"""Numbers as people read them, one way everywhere (report tables and headlines, the notebooks'
+tables, figure labels): 3 significant digits, whole numbers with thousands separators, sizes as
+85.1M, an estimate with its interval as "0.123 [0.101, 0.145]", and a value too small for 3
+significant digits to mean anything (a fitted E of 3.5e-121) as "< 1e-6".
+"""
+
+from __future__ import annotations
+
+import math
+
+SIGNIFICANT = 3
+FLOOR = 1e-6  # below this a value is shown as "< 1e-6": 3 significant digits of it say nothing
+FLOOR_TEXT = "1e-6"
+MISSING = "n/a"
+
+
+def _missing(value: object) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def significant(value: float) -> tuple[str, int | None]:
+    """`value` to 3 significant digits, trailing zeros kept, and its number of decimals (None in
+    scientific notation: values from 100,000 on, or below 0.001)."""
+    size_ = abs(value)
+    if size_ == 0:
+        return "0", 0
+    if size_ < FLOOR:
+        return ("< " if value > 0 else "> −") + FLOOR_TEXT, None
+    if size_ < 1e-3 or size_ >= 1e5:
+        return f"{value:.{SIGNIFICANT - 1}e}", None
+    decimals = max(0, SIGNIFICANT - 1 - math.floor(math.log10(size_)))
+    text = f"{value:.{decimals}f}"
+    if decimals and len(text.lstrip("-").replace(".", "").lstrip("0")) > SIGNIFICANT:
+        decimals -= 1  # rounding carried into the next power of ten (0.09996 -> 0.100)
+        text = f"{value:.{decimals}f}"
+    return text, decimals
+
+
+def number(value: object) -> str:
+    """A value as text: a whole number as one with thousands separators (25,472, not 25472.0),
+    else 3 significant digits ("0.0200", "1.29e-17"), "< 1e-6" below display precision, "n/a"
+    when missing; text and booleans as they are; `size` and `interval` write the rest.
+
+    Examples
+    --------
+    >>> number(0.0423), number(25472.0), number(3.5e-121), number(float("nan"))
+    ('0.0423', '25,472', '< 1e-6', 'n/a')
+    >>> size(85_056_000), size(25472), interval(0.1234, 0.1011, 0.1452)
+    ('85.1M', '25.5K', '0.123 [0.101, 0.145]')
+    """
+    if _missing(value):
+        return MISSING
+    if isinstance(value, str) or type(value).__name__ in ("bool", "bool_"):
+        return str(value)
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    if math.isnan(value):
+        return MISSING
+    if math.isinf(value):
+        return "∞" if value > 0 else "−∞"
+    if value.is_integer() and abs(value) < 1e15:
+        return f"{int(value):,}"
+    return significant(value)[0]
+
+
+def size(value: object) -> str:
+    """A parameter or token count as people write it: 25.5K, 85.1M, 1.2B (3 significant digits)."""
+    if _missing(value):
+        return MISSING
+    value = float(value)
+    if not math.isfinite(value):
+        return MISSING
+    if abs(value) < 1000:
+        return f"{value:.3g}"
+    for power, suffix in ((4, "T"), (3, "B"), (2, "M"), (1, "K")):
+        scaled = value / 1000**power
+        # Rounding may carry into the unit above: 999,950 is "1M", not "1e+03K".
+        if abs(float(f"{scaled:.3g}")) >= 1 or suffix == "K":
+            text = f"{scaled:.3g}"
+            return f"{scaled:,.0f}{suffix}" if "e" in text else f"{text}{suffix}"
+    raise AssertionError("unreachable")
+
+
+def interval(value: float, low: float | None, high: float | None) -> str:
+    """ "0.0200 [0.0130, 0.0255]": the estimate and its interval with the estimate's decimals; the
+    estimate alone when the interval is missing, and a note instead of an interval that does not
+    contain its estimate (a fit at a bound of its range, e.g. E = 0, whose resamples all land
+    inside it)."""
+    if _missing(value):
+        return MISSING
+    value = float(value)
+    text, decimals = significant(value)
+    if _missing(low) or _missing(high):
+        return text
+    low, high = float(low), float(high)
+    if not low <= value <= high:
+        return f"{text} (at a bound of its fit: no interval)"
+    if decimals is None:
+        return f"{text} [{significant(low)[0]}, {significant(high)[0]}]"
+    return f"{text} [{low:.{decimals}f}, {high:.{decimals}f}]"
