@@ -288,7 +288,7 @@ def test_the_demos_plan_line_says_how_the_probe_measured():
 
     rate = Throughput("micro-6-2.7M", 466.0, 7e6, "cpu", True, 4080, 4.4, 1e-9, threads=1, processes=2)
     totals = CostTotals(
-        entries=24, cached=0, partial=0, missing=24, unknown=0, tokens_to_score=9_197_550,
+        entries=24, cached=0, partial=0, missing=24, damaged=0, unknown=0, tokens_to_score=9_197_550,
         tokens_exact=True, flops=6e13, seconds=7000.0, workers=2, wall_seconds=3500.0,
         memory_bytes=1, device="cpu (RAM)", device_bytes=2, fits=True, throughput=rate,
         planning_seconds=30.0, unreachable={},
