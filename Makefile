@@ -20,7 +20,7 @@ demo: $(STAMP)
 test: $(STAMP) browser-deps docs
 	$(BIN)/ruff check rbplab tests benchmarks scripts notebooks
 	$(BIN)/lint-imports
-	RBPLAB_DOCS_SITE=site $(BIN)/pytest -q
+	RBPLAB_DOCS_SITE=site $(BIN)/pytest -q --durations=25
 
 test-fast: $(STAMP)
 	$(BIN)/pytest -q -m "not slow"

@@ -30,6 +30,7 @@ or "timed out") and the next approach runs; the exit status is 1 if any failed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import multiprocessing as mp
 import queue as queues
@@ -139,6 +140,8 @@ def _sync(device: torch.device) -> None:
 
 def _run(approach: str, name: str, args: argparse.Namespace, queue: Any) -> None:
     """One approach on one model, in a process of its own; puts (seconds, tokens, peak bytes, info)."""
+    if name not in MODELS:  # before the imports: a child that cannot run says so at once
+        raise KeyError(f"unknown model {name!r}; the benchmark builds {', '.join(MODELS)}")
     from rbplab.extraction import ranks
     from rbplab.extraction.plan import SHARD_TOKENS
     from rbplab.extraction.scoring import Scorer, batch_arrays
@@ -213,10 +216,16 @@ def run_approach(approach: str, name: str, args: argparse.Namespace, context: An
     queue = context.Queue()
     process = context.Process(target=_run, args=(approach, name, args, queue))
     process.start()
-    try:
-        result = queue.get(timeout=args.timeout)
-    except queues.Empty:
-        result = None
+    # Polled, so that a child that dies is seen at once rather than after the whole timeout.
+    deadline, result = time.monotonic() + args.timeout, None
+    while result is None and time.monotonic() < deadline:
+        try:
+            result = queue.get(timeout=1.0)
+        except queues.Empty:
+            if not process.is_alive():
+                with contextlib.suppress(queues.Empty):  # what it put just before it ended
+                    result = queue.get(timeout=1.0)
+                break
     process.join(timeout=30)
     if process.is_alive():
         process.kill()

@@ -134,6 +134,20 @@ def _choose(page, plot, option: int) -> None:
     _settle(page, plot, before)
 
 
+# A menu that is the only control: its button `i` run as plotly runs a clicked button (its method
+# with its args), since where a dropdown's buttons land varies with the room plotly finds for them.
+PRESS = """(el, i) => {
+    const button = el.layout.updatemenus[0].buttons[i];
+    Plotly[button.method](el, ...button.args);
+}"""
+
+
+def _press(page, plot, option: int) -> None:
+    before = plot.evaluate("el => el.__redraws")
+    plot.evaluate(PRESS, option)
+    _settle(page, plot, before)
+
+
 def _explore(page, plot, where: str) -> list[str]:
     """Every state the explorer `plot` reaches along the moves, checked: the problems seen."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
@@ -152,6 +166,18 @@ def _explore(page, plot, where: str) -> list[str]:
     )
     check("as it opens")
     menus, sliders = layout["menus"], layout["sliders"]
+    if not sliders:
+        # One control, a menu of a few named choices (04's corpus): each choice is a state.
+        assert len(menus) == 1, f"{where}: {len(menus)} menus and no slider"
+        opening = int(plot.evaluate("el => el._fullLayout.updatemenus[0].active || 0"))
+        for choice in _positions(menus[0], opening):
+            try:
+                _press(page, plot, choice)
+            except PlaywrightTimeout:
+                problems.append(f"{where}, choice {choice + 1} of {menus[0]}: the figure did not redraw")
+                continue
+            check(f"choice {choice + 1} of {menus[0]}")
+        return problems
     # The last control's slider, one copy per choice of the second control (only the chosen one
     # drawn); the second control is a dropdown, or a slider listed after the copies.
     second_is_slider = not menus and len(sliders) > 1

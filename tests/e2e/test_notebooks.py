@@ -310,11 +310,12 @@ def test_beyond_the_paper_tables(run) -> None:
 def test_executed_notebooks_can_be_kept(run, tmp_path: Path) -> None:
     """Executed notebooks are ordinary notebooks: small (no widget state) and re-readable. The
     explorers' precomputed states are what they hold most of: notebook 01's k slider x corpus menu
-    is ~2.8 MB of plotly JSON, ~4.3 MB as nbformat indents it."""
+    was ~4.3 MB as nbformat indents it, 5.35 MB since every state carries its own axis ranges and
+    each panel its fit note; 6 MB still keeps widget state (tens of MB) out."""
     _, out, _ = run
     for name in ORDER:
         path = out / f"{name}.ipynb"
-        assert path.stat().st_size < 5_000_000, name
+        assert path.stat().st_size < 6_000_000, name
         shutil.copy(path, tmp_path / path.name)
         assert json.loads((tmp_path / path.name).read_text())["nbformat"] == 4
 
