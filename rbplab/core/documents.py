@@ -323,17 +323,24 @@ def read_bytes(path: str | Path, what: str, max_bytes: int) -> bytes:
             raise BadFileError(f"{what} {path} is {file_kind(info.st_mode)}, not a regular file")
         if info.st_size > max_bytes:
             raise BadFileError(f"{what} {path} is larger than {_amount(max_bytes)} ({info.st_size:,} bytes)")
-        chunks, total = [], 0
-        while total <= max_bytes:  # one byte more than the bound: a file that grows is caught
-            chunk = os.read(fd, min(max_bytes + 1 - total, 1 << 24))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
+        data = read_up_to(fd, max_bytes + 1)  # one byte more than the bound: a file that grows is caught
     finally:
         os.close(fd)
-    if total > max_bytes:
+    if len(data) > max_bytes:
         raise BadFileError(f"{what} {path} grew larger than {_amount(max_bytes)} while being read")
+    return data
+
+
+def read_up_to(fd: int, limit: int) -> bytes:
+    """At most `limit` bytes from the open file `fd`, fewer at its end (the one bounded read loop
+    of the package: `read_bytes` here and the cache's `rbplab.store.files`)."""
+    chunks, total = [], 0
+    while total < limit:
+        chunk = os.read(fd, min(limit - total, 1 << 24))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
     return b"".join(chunks)
 
 

@@ -28,7 +28,7 @@ import uuid
 from pathlib import Path
 from typing import BinaryIO
 
-from rbplab.core.documents import file_kind
+from rbplab.core.documents import file_kind, read_up_to
 from rbplab.core.errors import RbplabError
 
 MIN_FREE_BYTES = 64 * 2**20  # refuse to start writing with less free space than this
@@ -171,20 +171,13 @@ def read_entry_file(path: Path, entry_dir: Path, max_bytes: int) -> bytes:
         now = os.fstat(fd)
         if (now.st_dev, now.st_ino) != (before.st_dev, before.st_ino) or not stat.S_ISREG(now.st_mode):
             raise UnsafeFileError(errno.EAGAIN, f"{path.name} was replaced while being opened", str(path))
-        limit = min(now.st_size, max_bytes) + 1  # one byte more: a file that grows is caught
-        chunks, total = [], 0
-        while total < limit:
-            chunk = os.read(fd, min(limit - total, 1 << 24))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
+        data = read_up_to(fd, min(now.st_size, max_bytes) + 1)  # one byte more: a file that grows is caught
     finally:
         os.close(fd)
-    if total > max_bytes:
+    if len(data) > max_bytes:
         problem = f"{path.name} grew beyond the {max_bytes} bytes it can hold while being read"
         raise UnsafeFileError(errno.EFBIG, problem, str(path))
-    return b"".join(chunks)
+    return data
 
 
 def open_regular_file(path: Path) -> BinaryIO:
