@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from helpers.plotly_axes import OUTSIDE
+from helpers.studies import micro_present
 
 from rbplab.grid import Grid, parse_study
 from rbplab.report import ReportOptions, run_report
@@ -44,23 +45,13 @@ pytestmark = [
 ]
 
 
-def _micro_present() -> bool:
-    from rbplab.catalog import registry
-
-    try:
-        members = registry.family_models("micro")
-    except (registry.UnknownFamilyError, FileNotFoundError):
-        return False
-    return bool(members["source"].map(lambda s: Path(registry.source_location(s)).exists()).all())
-
-
 @pytest.fixture(scope="module")
 def micro_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The micro-suite's final models on every bundled corpus and 3 checkpoints per size on two
     of them, scored on a few hundred tokens (what `make demo` scores, smaller): notebook 06
     analyses the checkpoints in the two-corpus report and falls back to its known law in the
     four-corpus one, so both of its explorers are seen."""
-    if not _micro_present():
+    if not micro_present():
         pytest.skip("the micro-suite's weights are not in data/")
     cache = tmp_path_factory.mktemp("micro-cache")
     finals = {"families": ["micro"], "corpora": default_corpora(), "settings": {"max_tokens": MAX_TOKENS}}

@@ -14,6 +14,7 @@ from pathlib import Path
 import plotly.io as pio
 import pytest
 from helpers.pdf_text import cut_words, extended, have_poppler, invisible_words, words
+from helpers.studies import micro_present
 
 from rbplab.grid import Grid, parse_study
 from rbplab.report import ReportOptions, run_report
@@ -34,21 +35,11 @@ pytestmark = [
 ]
 
 
-def _micro_present() -> bool:
-    from rbplab.catalog import registry
-
-    try:
-        members = registry.family_models("micro")
-    except (registry.UnknownFamilyError, FileNotFoundError):
-        return False
-    return bool(members["source"].map(lambda s: Path(registry.source_location(s)).exists()).all())
-
-
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The demo's grid, small: the micro-suite's final models on prose and humaneval and three
     checkpoints of each size on prose, reported with --figures pdf on one corpus and on both."""
-    if not _micro_present():
+    if not micro_present():
         pytest.skip("the micro-suite's weights are not in data/")
     cache = tmp_path_factory.mktemp("cache")
     for table in (

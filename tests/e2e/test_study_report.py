@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from helpers.studies import write_study
+from helpers.studies import micro_present, write_study
 
 from rbplab.grid import Grid
 from rbplab.report import ReportOptions, execution, run_report
@@ -52,19 +52,9 @@ CHECKPOINTS = {
 }
 
 
-def _micro_present() -> bool:
-    from rbplab.catalog import registry
-
-    try:
-        members = registry.family_models("micro")
-    except (registry.UnknownFamilyError, FileNotFoundError):
-        return False
-    return bool(members["source"].map(lambda s: Path(registry.source_location(s)).exists()).all())
-
-
 @pytest.fixture(scope="module")
 def micro_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if not _micro_present():
+    if not micro_present():
         pytest.skip("the micro-suite's weights are not in data/")
     from rbplab.grid import parse_study
 
@@ -173,7 +163,7 @@ def test_no_notebook_or_command_runs_a_model_on_an_empty_cache(
     """Every notebook (papermill, its defaults but one corpus) and `rbplab fit` / `rbplab report`
     on an empty cache: no model's weights are loaded (a sitecustomize in every kernel makes
     loading them raise and leave a mark); the notebooks that need runs fail naming them."""
-    if not _micro_present():
+    if not micro_present():
         pytest.skip("the micro-suite's weights are not in data/")
     from rbplab.cli import app as cli
     from rbplab.extraction import pipeline

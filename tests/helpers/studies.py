@@ -31,3 +31,15 @@ def shard_bytes(root: Path) -> dict[str, bytes]:
 def summary_bytes(root: Path) -> dict[str, bytes]:
     """Every entry's summary file, by path (the store writes one when an entry is finalised)."""
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("summary-v*.parquet"))}
+
+
+def micro_present() -> bool:
+    """Whether the micro-suite family is registered with its weights in data/ (the e2e reports
+    score it; without it they are skipped)."""
+    from rbplab.catalog import registry
+
+    try:
+        members = registry.family_models("micro")
+    except (registry.UnknownFamilyError, FileNotFoundError):
+        return False
+    return bool(members["source"].map(lambda s: Path(registry.source_location(s)).exists()).all())
