@@ -28,15 +28,13 @@ exact in any order; half-precision numerics are checked on a GPU (`benchmarks/gp
 
 from __future__ import annotations
 
-import os
-
 import torch
 import triton
 import triton.language as tl
 from torch import Tensor, nn
 
 from rbplab.core.errors import InvalidArgumentError, InvalidTypeError, RbplabError
-from rbplab.extraction.ranks import NonFiniteLogitsError
+from rbplab.extraction.ranks import NonFiniteLogitsError, triton_interpreted
 
 # Fixed tiles (no autotuning: a row's result must not depend on a tuning run). 128 x 128 output
 # tiles, as fast matrix products use (each streamed head tile serves 128 rows); K in steps of 64
@@ -50,7 +48,7 @@ NUM_WARPS = 8
 NUM_STAGES = 3
 LOG2E = 1.4426950408889634
 
-INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+INTERPRETED = triton_interpreted()  # as Triton read it when the kernel below was defined
 
 
 class HeadCertificateError(RbplabError, ArithmeticError):

@@ -133,11 +133,17 @@ class FloatHead(nn.Module):
         return nn.functional.linear(hidden.to(torch.float32), self.weight, self.bias)
 
 
+def triton_interpreted() -> bool:
+    """Whether TRITON_INTERPRET asks Triton to interpret kernels (on CPU tensors) instead of
+    compiling them."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
 def check_fused_head(device: str) -> None:
     """Refuse (one line) the fused head where its kernel cannot run: it is a Triton kernel for CUDA
     devices (a device map counts: its head sits on a GPU); `TRITON_INTERPRET=1` lets it run on CPU
     tensors through Triton's interpreter, for tests. Checked from names alone, importing nothing."""
-    interpreted = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+    interpreted = triton_interpreted()
     on_gpu = device.startswith("cuda") or device.startswith("device_map:")
     if not on_gpu and not interpreted:
         raise InvalidArgumentError(
