@@ -46,7 +46,8 @@ BLOCK_D_HALF = 64
 BLOCK_D_FP32 = 32
 NUM_WARPS = 8
 NUM_STAGES = 3
-LOG2E = 1.4426950408889634
+# A constexpr: compiled kernels may read no other kind of global (the interpreter does not check).
+LOG2E = tl.constexpr(1.4426950408889634)
 
 INTERPRETED = triton_interpreted()  # as Triton read it when the kernel below was defined
 
@@ -54,6 +55,48 @@ INTERPRETED = triton_interpreted()  # as Triton read it when the kernel below wa
 class HeadCertificateError(RbplabError, ArithmeticError):
     """The fused head's target logits did not equal, bit for bit, the in-tile values they were
     compared with: its ranks would not be exact, so nothing it computed is kept."""
+
+
+@triton.jit
+def _logits_tile(
+    H,
+    W,
+    B,
+    row_offsets,
+    row_ok,
+    cols,
+    col_offsets,
+    col_ok,
+    d,
+    softcap,
+    HAS_BIAS: tl.constexpr,
+    HAS_CAP: tl.constexpr,
+    IEEE: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_V: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):
+    """One [BLOCK_N, BLOCK_V] tile of logits: the K loop, bias and softcap. The gathered tile of
+    target logits and every main tile come from this one function, so their arithmetic is the
+    same by construction (and the certificate checks it)."""
+    acc = tl.zeros((BLOCK_N, BLOCK_V), dtype=tl.float32)
+    for k0 in range(0, d, BLOCK_D):
+        ks = k0 + tl.arange(0, BLOCK_D)
+        k_ok = ks < d
+        h = tl.load(H + row_offsets[:, None] + ks[None, :], mask=row_ok[:, None] & k_ok[None, :], other=0.0)
+        w = tl.load(W + col_offsets[None, :] + ks[:, None], mask=col_ok[None, :] & k_ok[:, None], other=0.0)
+        if IEEE:
+            acc = tl.dot(h, w, acc, input_precision="ieee")
+        else:
+            acc = tl.dot(h, w, acc)
+    if HAS_BIAS:
+        acc = acc + tl.load(B + cols, mask=col_ok, other=0.0)[None, :]
+    if HAS_CAP:
+        x = acc / softcap
+        e = tl.exp2(tl.abs(x) * (-2.0 * LOG2E))
+        th = (1.0 - e) / (1.0 + e)
+        acc = softcap * tl.where(x < 0, -th, th)
+    return acc
 
 
 @triton.jit
@@ -94,23 +137,11 @@ def _rank_kernel(
     gathered_ok = (lanes < BLOCK_N) & (pid * BLOCK_N + lanes < n)
     g_cols = tl.load(G + pid * BLOCK_N + lanes, mask=gathered_ok, other=0)
     g_offsets = g_cols.to(tl.int64) * stride_w
-    acc = tl.zeros((BLOCK_N, BLOCK_V), dtype=tl.float32)
-    for k0 in range(0, d, BLOCK_D):
-        ks = k0 + tl.arange(0, BLOCK_D)
-        k_ok = ks < d
-        h = tl.load(H + row_offsets[:, None] + ks[None, :], mask=row_ok[:, None] & k_ok[None, :], other=0.0)
-        w = tl.load(W + g_offsets[None, :] + ks[:, None], mask=k_ok[:, None], other=0.0)
-        if IEEE:
-            acc = tl.dot(h, w, acc, input_precision="ieee")
-        else:
-            acc = tl.dot(h, w, acc)
-    if HAS_BIAS:
-        acc = acc + tl.load(B + g_cols)[None, :]
-    if HAS_CAP:
-        x = acc / softcap
-        e = tl.exp2(-2.0 * LOG2E * tl.abs(x))
-        th = (1.0 - e) / (1.0 + e)
-        acc = softcap * tl.where(x < 0, -th, th)
+    # Every valid id: the mask is all true, so the tile's arithmetic is the main tiles' exactly.
+    acc = _logits_tile(
+        H, W, B, row_offsets, row_ok, g_cols, g_offsets, g_cols >= 0, d, softcap,
+        HAS_BIAS, HAS_CAP, IEEE, BLOCK_N, BLOCK_V, BLOCK_D,
+    )  # fmt: skip
     diagonal = lanes[None, :] == tl.arange(0, BLOCK_N)[:, None]
     z_t = tl.max(tl.where(diagonal, acc, float("-inf")), axis=1)
     z_t_bits = z_t.to(tl.int32, bitcast=True)
@@ -126,27 +157,10 @@ def _rank_kernel(
         cols = v0 + lanes
         col_ok = cols < V
         col_offsets = cols.to(tl.int64) * stride_w
-        acc = tl.zeros((BLOCK_N, BLOCK_V), dtype=tl.float32)
-        for k0 in range(0, d, BLOCK_D):
-            ks = k0 + tl.arange(0, BLOCK_D)
-            k_ok = ks < d
-            h = tl.load(
-                H + row_offsets[:, None] + ks[None, :], mask=row_ok[:, None] & k_ok[None, :], other=0.0
-            )
-            w = tl.load(
-                W + col_offsets[None, :] + ks[:, None], mask=col_ok[None, :] & k_ok[:, None], other=0.0
-            )
-            if IEEE:
-                acc = tl.dot(h, w, acc, input_precision="ieee")
-            else:
-                acc = tl.dot(h, w, acc)
-        if HAS_BIAS:
-            acc = acc + tl.load(B + cols, mask=col_ok, other=0.0)[None, :]
-        if HAS_CAP:
-            x = acc / softcap
-            e = tl.exp2(-2.0 * LOG2E * tl.abs(x))
-            th = (1.0 - e) / (1.0 + e)
-            acc = softcap * tl.where(x < 0, -th, th)
+        acc = _logits_tile(
+            H, W, B, row_offsets, row_ok, cols, col_offsets, col_ok, d, softcap,
+            HAS_BIAS, HAS_CAP, IEEE, BLOCK_N, BLOCK_V, BLOCK_D,
+        )  # fmt: skip
         valid = col_ok[None, :]
         # NaN compares unequal to itself; +inf would make the row's maximum (and nll) meaningless.
         bad += tl.sum((((acc != acc) | (acc == float("inf"))) & valid).to(tl.int32), axis=1)

@@ -269,3 +269,18 @@ def test_cli_refuses_the_fused_head_on_a_cpu_in_one_line(
     err = capsys.readouterr().err.strip()
     assert status == 1 and len(err.splitlines()) == 1 and "head='fp32'" in err
     assert not any(p.is_file() for p in cache.rglob("*") if "plans" not in p.parts and p.name != ".lock")
+
+
+def test_the_kernel_compiles_for_an_h100_without_a_gpu():
+    """The interpreter runs what the compiler refuses (a global that is not a constexpr raised
+    NameError only when compiled): the kernel goes through Triton's front end for sm_90 here."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    helper = Path(__file__).resolve().parents[1] / "helpers" / "fused_head_ttir.py"
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_DEFAULT_FP_FUSION"] = "1"
+    done = subprocess.run([sys.executable, str(helper)], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0 and "TTIR ok" in done.stdout, done.stderr[-2000:]
