@@ -14,9 +14,12 @@ callback from a library into rbplab is a call from the nearest rbplab caller. Th
 writer) are walked after the main thread, each from its first rbplab function.
 
 Usage: python scripts/module_trace.py [--stop NAME] -- extract -m micro-1-25K -c prose --max-tokens 300
+       python scripts/module_trace.py --stop '' -- extract ...        (the whole command)
+       python scripts/module_trace.py --python 'from rbplab import load_study; ...'
 Prints, per module, how many times it was entered (by calls and returns) and by calls alone, then
 the totals: modules passed, entries, and returns to a module already left (entries beyond the
-first of each module).
+first of each module); and last the machine's count: the rbplab files any of whose functions ran
+(module bodies excluded), in every thread, whatever the call tree.
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ class Tracer:
         self.stacks: dict[int, list[tuple[FrameType, Node]]] = {}
         self.lock = threading.Lock()
         self.modules: dict[str, str | None] = {}  # file name -> rbplab module (None: not rbplab's)
+        self.ran: set[str] = set()  # modules any of whose functions were called
 
     def module_of(self, frame: FrameType) -> str | None:
         if frame.f_code.co_name == "<module>":
@@ -84,6 +88,7 @@ class Tracer:
         module = self.module_of(frame)
         if module is None:
             return
+        self.ran.add(module)
         thread = threading.get_ident()
         with self.lock:
             stack = self.stacks.setdefault(thread, [])
@@ -100,7 +105,7 @@ class Tracer:
             site = parent_frame.f_lineno if parent_frame is not None else 0
             node = parent.children.setdefault((site, frame.f_code), Node(module))
             stack.append((frame, node))
-            if frame.f_code.co_name == self.stop:
+            if self.stop and frame.f_code.co_name == self.stop:
                 self.stopped = True
 
 
@@ -133,7 +138,10 @@ def entries(trees: list[Node]) -> list[tuple[str, str]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--stop", default="write_shard", help="function name that ends the trace")
+    parser.add_argument(
+        "--stop", default="write_shard", help="function name that ends the trace ('': none, the whole run)"
+    )
+    parser.add_argument("--python", help="trace this Python code instead of an rbplab command line")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="rbplab command line (after --)")
     args = parser.parse_args(argv)
     command = [a for a in args.command if a != "--"] if args.command[:1] == ["--"] else args.command
@@ -145,7 +153,11 @@ def main(argv: list[str] | None = None) -> int:
     threading.setprofile(tracer)
     sys.setprofile(tracer)
     try:
-        status = app.main(command)
+        if args.python is not None:
+            exec(compile(args.python, "<--python>", "exec"), {})  # noqa: S102 - the user's own snippet
+            status = 0
+        else:
+            status = app.main(command)
     finally:
         sys.setprofile(None)
         threading.setprofile(None)
@@ -157,7 +169,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{count:7d}  {calls[module]:5d}  {module}")
     returns = len(walk) - len(counts)
     print(f"{len(counts)} modules, {len(walk)} entries, {returns} returns to a module already left")
-    print(f"reached {args.stop}: {tracer.stopped}; command exit status {status}")
+    if args.stop:
+        print(f"reached {args.stop}: {tracer.stopped}; command exit status {status}")
+    else:
+        print(f"command exit status {status}")
+    ran = sorted({module for module in tracer.modules.values() if module} & tracer.ran)
+    print(f"files whose functions ran: {len(ran)} ({', '.join(ran)})")
     return 0 if tracer.stopped else 1
 
 
