@@ -14,7 +14,7 @@ import argparse
 import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from rbplab.cli.cache_command import CACHE_EXAMPLES, CACHE_HELP, configure_cache, run_cache
@@ -167,12 +167,15 @@ def _options(parser: argparse.ArgumentParser) -> list[str]:
     return [o for a in parser._actions if a.help != argparse.SUPPRESS for o in a.option_strings]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(configure: Iterable[str] | None = None) -> argparse.ArgumentParser:
+    """The `rbplab` parser. Every subcommand is listed; only those named in `configure` (default:
+    all) get their arguments, so a command line pays for its own subcommand's options alone."""
     parser = Parser(
         prog="rbplab", description="Measure and explore the Relative-Based Scaling Law of language models."
     )
     parser.add_argument("--traceback", action="store_true", help="show full tracebacks on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    chosen = set(COMMANDS if configure is None else configure)
     for name, command in COMMANDS.items():
         child = sub.add_parser(
             name,
@@ -180,14 +183,17 @@ def build_parser() -> argparse.ArgumentParser:
             description=command.help,
             epilog=EXAMPLES.get(name),
         )
-        command.configure(child)
+        if name in chosen:
+            command.configure(child)
         child.set_defaults(_run=command.run)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
+    # the subcommand is the first word that is not an option (the only top-level option is a flag)
+    named = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser([named] if named in COMMANDS else [])
     args = parser.parse_args(argv)
     args.argv = [a for a in argv if a != "--traceback"]
     if not getattr(args, "_run", None):

@@ -136,3 +136,21 @@ def test_loading_a_model_shows_no_second_bar(capfd):
     finally:
         if not was:
             logging.disable_progress_bar()
+
+
+def test_a_command_line_configures_only_its_own_subcommand(monkeypatch, capsys):
+    """`rbplab families` builds no other subcommand's options (each configure would raise here),
+    yet every subcommand is still listed by `rbplab --help`."""
+
+    def refuse(parser):
+        raise AssertionError("configured a subcommand that was not asked for")
+
+    for name, command in list(app.COMMANDS.items()):
+        if name != "families":
+            monkeypatch.setitem(app.COMMANDS, name, app.Command(command.help, refuse, command.run))
+    assert app.main(["families", "--format", "csv"]) == 0
+    assert "micro" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        app.main(["--help"])
+    listed = capsys.readouterr().out
+    assert all(name in listed for name in app.COMMANDS)
