@@ -69,7 +69,7 @@ def test_bad_files_are_one_line_errors(tmp_path):
         load_results(tmp_path / "newer.json")
 
 
-GOOD = {"format": "rbplab-results", "version": 1}
+GOOD = {"format": "rbplab-results", "version": RESULTS_VERSION}
 
 
 @pytest.mark.parametrize(
