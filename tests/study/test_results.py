@@ -15,7 +15,7 @@ from helpers.hostile import no_hang
 import rbplab
 from rbplab.store.cache import CacheEntry
 from rbplab.study import size, synthetic_study, tables
-from rbplab.study.results import ResultsError, load_results, matching_keys, save_results
+from rbplab.study.results import RESULTS_VERSION, ResultsError, load_results, matching_keys, save_results
 
 
 @pytest.fixture(scope="module")

@@ -337,7 +337,8 @@ class CacheEntry(EntryReader):
         """
         if lookup(self.spec, ("vocab", "size")) is MISSING and "vocab_size" not in manifest:
             raise CacheError(
-                f"cannot finalize cache entry {self.key[:12]}: neither its spec nor the manifest gives vocab_size"
+                f"cannot finalize cache entry {self.key[:12]}: neither its spec nor the manifest "
+                "gives vocab_size"
             )
         self._check_folders()
         done = sorted(self.completed_shards())
