@@ -59,12 +59,6 @@ def gguf_reader(path: str | Path) -> Any:
         return reader
 
 
-def forget_gguf_readers() -> None:
-    """Drop every memoised reader (their memory maps close once nothing else holds them)."""
-    with _lock:
-        _memo.clear()
-
-
 def _reader_class() -> Any:
     import gguf
 

@@ -74,6 +74,6 @@ def resolve_dtype(dtype: str, device: torch.device, config: Any = None) -> str:
         return dtype
     if device.type == "cpu" or config is None:
         return "float32"
-    stored = getattr(config, "dtype", None) or getattr(config, "torch_dtype", None)
+    stored = getattr(config, "dtype", None)  # transformers >= 4.56 reads a config's torch_dtype into dtype
     stored = str(stored).replace("torch.", "") if stored is not None else None
     return stored if stored in ("bfloat16", "float16") else "float32"

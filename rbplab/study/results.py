@@ -41,7 +41,9 @@ from rbplab.core.versions import installed_versions
 from rbplab.study import size
 
 RESULTS_FORMAT = "rbplab-results"
-RESULTS_VERSION = 1
+# 2: interval columns are `<q>_low`/`<q>_high` in every table. Version 1 files come only from
+# development builds before 0.1.0 (intervals as `alpha_ci_low`, `lo`/`hi`, ...) and are refused.
+RESULTS_VERSION = 2
 # A results file holds a study's tables and headlines: a few MB at most. The bound keeps /dev/zero
 # or a multi-GB file from being read whole.
 MAX_RESULTS_FILE_BYTES = 256 << 20
@@ -74,7 +76,7 @@ VERSIONED_PACKAGES = (
 
 
 class ResultsError(RbplabError, ValueError):
-    """A results file that cannot be read: not JSON, not rbplab's, or of a newer format."""
+    """A results file that cannot be read: not JSON, not rbplab's, or of another format version."""
 
 
 @dataclass(frozen=True)
@@ -130,47 +132,10 @@ def table_json(frame: pd.DataFrame) -> dict:
     }
 
 
-# interval columns as files written before the rename spell them -> today's `<q>_low`/`<q>_high`
-RENAMED_COLUMNS: dict[str, str] = {
-    "alpha_ci_low": "alpha_low",
-    "alpha_ci_high": "alpha_high",
-    "beta_ci_low": "beta_low",
-    "beta_ci_high": "beta_high",
-    "neg_log_rbp_lo": "neg_log_rbp_low",
-    "neg_log_rbp_hi": "neg_log_rbp_high",
-    "lo": "fit_low",
-    "hi": "fit_high",
-    "ci_low": "estimate_low",
-    "ci_high": "estimate_high",
-    "mu_ci_low": "mu_low",
-    "mu_ci_high": "mu_high",
-    "sigma_ci_low": "sigma_low",
-    "sigma_ci_high": "sigma_high",
-    "mu_over_sigma_ci_low": "mu_over_sigma_low",
-    "mu_over_sigma_ci_high": "mu_over_sigma_high",
-    "loss_pred_low": "loss_predicted_low",
-    "loss_pred_high": "loss_predicted_high",
-}
-
-
-def with_current_names(frame: pd.DataFrame) -> pd.DataFrame:
-    """`frame` with interval columns under their former names (`RENAMED_COLUMNS`) renamed. A name is
-    renamed only where the table has the quantity it bounds (`fit` for `lo`, `estimate` for
-    `ci_low`): a report's own headline table may have a column of its own called `lo` or `hi`."""
-    old = {
-        c: new
-        for c in frame.columns
-        if (new := RENAMED_COLUMNS.get(c)) is not None
-        and new not in frame.columns
-        and new.rsplit("_", 1)[0] in frame.columns
-    }
-    return frame.rename(columns=old) if old else frame
-
-
 def table_frame(data: Mapping) -> pd.DataFrame:
-    """A table read back; interval columns an older file names otherwise get today's names."""
+    """A table read back, its columns as written."""
     try:
-        return with_current_names(pd.DataFrame(list(data["rows"]), columns=list(data["columns"])))
+        return pd.DataFrame(list(data["rows"]), columns=list(data["columns"]))
     except (KeyError, TypeError, ValueError) as err:
         raise ResultsError(f"a table in the results file is malformed ({err})") from None
 
@@ -319,6 +284,12 @@ def load_results(path: str | Path) -> Results:
     if not isinstance(version, int) or version > RESULTS_VERSION:
         raise ResultsError(
             f"{path} is results format version {version!r}; this rbplab reads up to {RESULTS_VERSION}"
+        )
+    if version < RESULTS_VERSION:
+        raise ResultsError(
+            f"{path} is results format version {version}, written by a development build before 0.1.0 "
+            f"(its interval columns have former names); this rbplab reads version {RESULTS_VERSION}: "
+            "write it again with save_results or rbplab report"
         )
     tables = data.get("tables") or {}
     return Results(

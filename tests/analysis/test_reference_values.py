@@ -7,7 +7,6 @@ import pytest
 from scipy import stats as sps
 
 from rbplab.analysis import bootstrap, fit, lognormal_theory
-from rbplab.analysis.alternatives import pooled_fits
 from rbplab.core.stats import TokenStats
 from rbplab.study import distribution
 
@@ -52,32 +51,6 @@ def test_per_family_fit_se_r2_and_jackknife():
         jack = np.sqrt(4 / 5 * np.sum((loo - loo.mean()) ** 2))  # Efron's (n-1)/n scaling
         assert row["alpha_jackknife_se"] == pytest.approx(jack, rel=1e-10)
         assert (row["alpha_loo_min"], row["alpha_loo_max"]) == pytest.approx((loo.min(), loo.max()))
-
-
-def test_pooled_fit_se_dof_prefactors_and_within_r2():
-    out = pooled_fits(table(), by=[]).set_index("family")
-    x = np.log(np.r_[S, S])
-    z = np.log(np.r_[LOSS["a"], LOSS["b"]])
-    fam_b = np.r_[np.zeros(5), np.ones(5)]
-    X = np.column_stack([1 - fam_b, fam_b, x])  # one intercept per family, one shared slope
-    beta, se, rss, dof = ols_by_hand(X, z)
-    assert dof == 10 - 3
-    assert out["alpha"].iloc[0] == pytest.approx(-beta[2], rel=1e-10)
-    assert out["alpha_se"].iloc[0] == pytest.approx(se[2], rel=1e-10)
-    half = sps.t.ppf(0.975, dof) * se[2]
-    assert out["alpha_high"].iloc[0] - out["alpha"].iloc[0] == pytest.approx(half, rel=1e-10)
-    assert out.loc["a", "prefactor"] == pytest.approx(np.exp(beta[0]), rel=1e-10)
-    assert out.loc["b", "prefactor"] == pytest.approx(np.exp(beta[1]), rel=1e-10)
-    within = z - np.where(fam_b == 1, z[5:].mean(), z[:5].mean())
-    assert out["r2_within"].iloc[0] == pytest.approx(1 - rss / (within @ within), rel=1e-10)
-    assert out["r2"].iloc[0] == pytest.approx(1 - rss / np.sum((z - z.mean()) ** 2), rel=1e-10)
-    # F-test of the shared slope against separate slopes, from the two nested design matrices.
-    X_sep = np.column_stack([1 - fam_b, fam_b, x * (1 - fam_b), x * fam_b])
-    _, _, rss_sep, dof_sep = ols_by_hand(X_sep, z)
-    f_stat = (rss - rss_sep) / 1 / (rss_sep / dof_sep)
-    assert out["f_stat"].iloc[0] == pytest.approx(f_stat, rel=1e-9)
-    assert out["p_value"].iloc[0] == pytest.approx(sps.f.sf(f_stat, 1, dof_sep), rel=1e-9)
-    assert (out["df_num"].iloc[0], out["df_den"].iloc[0]) == (1, dof_sep)
 
 
 def test_bootstrap_percentile_levels():

@@ -7,6 +7,7 @@ import shutil
 import pytest
 import torch
 from helpers.models import PAD_ROWS, build_tokenizer
+from transformers import LlamaConfig
 
 from rbplab.catalog import registry
 from rbplab.catalog.models import ModelLoadError, ModelSpec
@@ -141,6 +142,8 @@ def test_device_and_dtype_selection():
 
     assert resolve_dtype("auto", cpu, Config()) == "float32"
     assert resolve_dtype("auto", gpu, Config()) == "bfloat16"
+    # a config.json that spells it torch_dtype (most checkpoints): transformers reads it as dtype
+    assert resolve_dtype("auto", gpu, LlamaConfig.from_dict({"torch_dtype": "float16"})) == "float16"
     assert resolve_dtype("float16", cpu) == "float16"
     with pytest.raises(ModelLoadError, match="unknown dtype"):
         resolve_dtype("float8", cpu)

@@ -200,18 +200,24 @@ def test_open_unknown_or_ambiguous_key(tmp_path):
         CacheEntry.open("", tmp_path)
 
 
-def test_vocab_size_falls_back_to_model_info(tmp_path):
-    entry = CacheEntry(tmp_path, SPEC)
-    with entry.lock():
-        entry.write_shard(0, shard_frame(0, 3))
-        entry.finalize({"model": {"vocab_size": 50, "head_rows": 64}})
+def test_a_manifest_without_vocab_size_is_refused_with_what_to_do(tmp_path):
+    entry = complete_entry(tmp_path)  # SPEC records no vocab: |V| is the manifest's
     assert entry.read_stats().vocab_size == 50
-    assert (
-        ranked_vocab_size(
-            {"model": {"vocab_size": 50, "head_rows": 64}, "settings": {"include_padded_vocab": True}}
-        )
-        == 64
-    )
-    with pytest.raises(CacheError, match="vocab_size"):
-        ranked_vocab_size({})
+    # as a development build before 0.1.0 wrote it: |V| only in the model info
+    manifest = json.loads(entry.manifest_path.read_text())
+    del manifest["vocab_size"]
+    manifest["model"] = {"vocab_size": 50, "head_rows": 64}
+    entry.manifest_path.write_text(json.dumps(manifest))
+    key = entry.key[:12]
+    with pytest.raises(CacheError, match=rf"^cache entry {key}: its manifest records no vocab_size") as info:
+        entry.read_stats()
+    assert f"rbplab cache rm {key}, then rbplab extract" in str(info.value) and "\n" not in str(info.value)
+    with pytest.raises(CacheError, match="records no vocab_size"):
+        ranked_vocab_size({"model": {"vocab_size": 50}, "settings": {"include_padded_vocab": True}})
+    writer = CacheEntry(tmp_path, {**SPEC, "ctx": 99})
+    with writer.lock():
+        writer.write_shard(0, shard_frame(0, 3))
+        with pytest.raises(CacheError, match="neither its spec nor the manifest gives vocab_size"):
+            writer.finalize({"model": {"vocab_size": 50, "head_rows": 64}})
+    assert not writer.is_complete()
     assert json.loads((entry.path / "spec.json").read_text()) == SPEC

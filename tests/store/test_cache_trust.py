@@ -8,11 +8,13 @@ import json
 import re
 import shutil
 
+import pyarrow.parquet as pq
 import pytest
 from helpers.factories import SPEC, complete_entry, shard_frame
 from helpers.untrusted import snapshot
 
 from rbplab.store.cache import CacheCorruptedError, CacheEntry, list_entries
+from rbplab.store.cache.layout import checksum_name, sha256_hex
 
 SPEC_V = {**SPEC, "vocab": {"size": 50, "include_padded": False, "head_rows": 50}}
 
@@ -173,3 +175,16 @@ def test_verify_style_check_reports_without_deleting(root):
     before = snapshot(root)
     assert entry.problems() == ["shard 1 failed its checksum"]
     assert snapshot(root) == before
+
+
+def test_a_shard_without_rbplab_metadata_is_refused(tmp_path, root):
+    """A shard as a development build before 0.1.0 wrote it (no entry key or shard index in its
+    parquet metadata), its checksums made to match: refused like any shard of another entry."""
+    entry = complete_entry(root, SPEC_V, shards=3)
+    table = pq.read_table(entry.shard_path(1))
+    pq.write_table(table.replace_schema_metadata({}), entry.shard_path(1))
+    data = entry.shard_path(1).read_bytes()
+    record = {"sha256": sha256_hex(data), "rows": table.num_rows, "bytes": len(data)}
+    (entry.shard_path(1).parent / checksum_name(entry.shard_path(1).name)).write_text(json.dumps(record))
+    edit_manifest(entry, lambda m: m["shards"][1].update(record))
+    assert_damaged(tmp_path, entry, r"shard 1 does not record which entry it belongs to \(.*before 0\.1\.0")

@@ -15,7 +15,7 @@ from helpers.hostile import no_hang
 import rbplab
 from rbplab.store.cache import CacheEntry
 from rbplab.study import size, synthetic_study, tables
-from rbplab.study.results import ResultsError, load_results, matching_keys, save_results
+from rbplab.study.results import RESULTS_VERSION, ResultsError, load_results, matching_keys, save_results
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +69,7 @@ def test_bad_files_are_one_line_errors(tmp_path):
         load_results(tmp_path / "newer.json")
 
 
-GOOD = {"format": "rbplab-results", "version": 1}
+GOOD = {"format": "rbplab-results", "version": RESULTS_VERSION}
 
 
 @pytest.mark.parametrize(

@@ -28,6 +28,7 @@ from rbplab.core.summary import SUMMARY_VERSION, EntrySummary, summarize
 from rbplab.store.cache.entry_rules import SHARD_IDENTITY
 from rbplab.store.cache.layout import (
     ENTRY_KEY_META,
+    MISSING,
     RANK_FORMAT_VERSION,
     SHA256_RE,
     SHARD_INDEX_META,
@@ -38,6 +39,7 @@ from rbplab.store.cache.layout import (
     checksum_name,
     is_cache_file,
     json_bytes,
+    lookup,
     matching_dirs,
     max_shard_rows,
     sha256_hex,
@@ -333,6 +335,11 @@ class CacheEntry(EntryReader):
         the cache adds key, spec, shard list with checksums, n_tokens, created and versions.
         Returns the manifest as written.
         """
+        if lookup(self.spec, ("vocab", "size")) is MISSING and "vocab_size" not in manifest:
+            raise CacheError(
+                f"cannot finalize cache entry {self.key[:12]}: neither its spec nor the manifest "
+                "gives vocab_size"
+            )
         self._check_folders()
         done = sorted(self.completed_shards())
         if not done:

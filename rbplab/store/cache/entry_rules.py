@@ -80,14 +80,12 @@ class Manifest:
 
 @dataclass(frozen=True)
 class Shard:
-    """The bytes read for shard `index` against its (checked) record. `legacy_ok`: a shard without
-    rbplab metadata (written before it existed) passes on its checksum alone."""
+    """The bytes read for shard `index` against its (checked) record."""
 
     key: str
     index: int
     record: dict
     data: bytes
-    legacy_ok: bool
 
 
 @dataclass(frozen=True)
@@ -301,8 +299,10 @@ def _shard_identity(s: Shard) -> Iterator[str]:
         return
     key, written_index = metadata.get(ENTRY_KEY_META), metadata.get(SHARD_INDEX_META)
     if key is None and written_index is None:
-        if not s.legacy_ok:
-            yield f"shard {s.index} does not record which entry it belongs to"
+        yield (
+            f"shard {s.index} does not record which entry it belongs to (no rbplab.entry_key metadata: "
+            "written by a development build before 0.1.0, or not by rbplab)"
+        )
         return
     key_text = (key or b"").decode(errors="replace")
     if key_text != s.key:

@@ -146,7 +146,7 @@ class EntryReader:
         return record, None
 
     def check_shard(
-        self, index: int, record: dict, *, through: str | None = None, legacy_ok: bool = False
+        self, index: int, record: dict, *, through: str | None = None
     ) -> tuple[bytes | None, str | None]:
         """(bytes, problem) of shard `index` against `record` (a checked record) by the shard rules
         of `verify` (up to the one named `through`); problem None when they hold. The bytes come
@@ -161,7 +161,7 @@ class EntryReader:
             return None, str(err)
         except OSError as err:
             return None, f"shard {index} is missing or unreadable ({err.strerror or err})"
-        return data, verify.first_problem(Shard(self.key, index, record, data, legacy_ok), through=through)
+        return data, verify.first_problem(Shard(self.key, index, record, data), through=through)
 
     def _checksummed_shard(self, index: int) -> tuple[dict, bytes] | None:
         """(record, bytes) of shard `index` if it has a valid checksum record and matches it."""
@@ -293,7 +293,7 @@ class EntryReader:
         The bytes come back whenever they were read and the shard itself is at fault, so a caller
         can discard it; a .sha256 record that disagrees leaves the sound shard in place."""
         index = record["index"]
-        data, problem = self.check_shard(index, record, legacy_ok=True)
+        data, problem = self.check_shard(index, record)
         if problem is None:
             problem = verify.first_problem(ShardRecords(index, record, self.checksum_record(index)))
             if problem is not None:
@@ -514,17 +514,16 @@ class EntryReader:
 
 
 def ranked_vocab_size(manifest: dict) -> int:
-    """|V| the ranks were taken over: manifest["vocab_size"], else derived from the model info
-    (head_rows when the padded vocabulary was included, the tokenizer's vocab_size otherwise)."""
-    if manifest.get("vocab_size"):
-        return int(manifest["vocab_size"])
-    model = manifest.get("model") or {}
-    settings = {**manifest.get("spec", {}), **manifest.get("settings", {})}
-    if settings.get("include_padded_vocab") and model.get("head_rows"):
-        return int(model["head_rows"])
-    if model.get("vocab_size"):
-        return int(model["vocab_size"])
-    raise CacheError("cache manifest records no vocab_size; the entry was written by an incompatible version")
+    """|V| the ranks were taken over, as manifest["vocab_size"] records it. A manifest without one
+    (a development build before 0.1.0 wrote such entries) is refused with what to do."""
+    vocab = manifest.get("vocab_size")
+    if isinstance(vocab, int) and not isinstance(vocab, bool) and vocab > 0:
+        return vocab
+    key = str(manifest.get("key") or "KEY")[:12]
+    raise CacheError(
+        f"cache entry {key}: its manifest records no vocab_size (written by a development build before "
+        f"0.1.0); re-extract it: rbplab cache rm {key}, then rbplab extract the same model and corpus"
+    )
 
 
 def read_spec(path: Path) -> dict | None:
