@@ -19,7 +19,7 @@ from typing import Any
 from rbplab.catalog.corpora import load_corpus
 from rbplab.catalog.models import ModelSpec
 from rbplab.core.documents import parse_json
-from rbplab.core.entry_spec import EntrySpec
+from rbplab.core.entry_spec import EntrySpec, EntrySpecError
 from rbplab.extraction.hits import ExtractResult
 from rbplab.extraction.pipeline import extract_plan
 from rbplab.extraction.plan import Plan, count_problems, plan_extraction
@@ -47,6 +47,15 @@ def replan(entry: CacheEntry, purpose: str = "repair") -> Plan:
     """The extraction plan whose key is `entry.key`, or CacheError saying what could not be found
     (as "cannot <purpose> cache entry ...")."""
     spec = entry.spec
+    try:
+        settings = EntrySpec.from_json(spec).settings()  # pins every setting, the BOS policy included
+    except EntrySpecError as err:
+        raise CacheError(
+            f"cannot {purpose} cache entry {entry.key[:12]}: its spec.json is not one this rbplab writes "
+            f"({err}); re-extract it: rbplab cache rm {entry.key[:12]}, then rbplab extract the same model "
+            "and corpus"
+        ) from None
+    bos = settings.pop("bos")
     hints: dict = {}
     with contextlib.suppress(OSError, ValueError):
         loaded = parse_json(entry.read_file("manifest.json", max_manifest_bytes(spec)), "manifest.json")
@@ -75,20 +84,6 @@ def replan(entry: CacheEntry, purpose: str = "repair") -> Plan:
             f"cannot {purpose} cache entry {entry.key[:12]}: corpus {corpus_name!r} cannot be re-resolved "
             f"to the content it was extracted from ({'; '.join(corpus_errors) or 'no name recorded'})"
         )
-    typed = EntrySpec.parse(spec)
-    if typed is not None:  # the spec pins every setting, the BOS policy included: nothing to try
-        settings = typed.settings()
-        policies = [settings.pop("bos")]
-    else:  # a spec of an older layout: its BOS policy is found by planning each until the key matches
-        settings = {
-            "context_length": _get(spec, "windows", "context_length"),
-            "stride": _get(spec, "windows", "stride"),
-            "max_tokens": _get(spec, "max_tokens"),
-            "include_padded_vocab": bool(_get(spec, "vocab", "include_padded")),
-            "dtype": _get(spec, "model", "dtype") or "auto",
-            "shard_tokens": _get(spec, "windows", "shard_tokens"),  # as keyed (None: the default then)
-        }
-        policies = _unique([_get(hints, "settings", "bos"), "auto", "always", "never"])
     model_errors = []
     for name in model_names:
         model = ModelSpec(
@@ -98,10 +93,9 @@ def replan(entry: CacheEntry, purpose: str = "repair") -> Plan:
             trust_remote_code=bool(_get(spec, "model", "trust_remote_code")),
         )
         try:
-            for bos in policies:
-                plan = plan_extraction(model, corpus, bos=bos, **settings)
-                if cache_key(plan.key_spec) == entry.key:
-                    return plan
+            plan = plan_extraction(model, corpus, bos=bos, **settings)
+            if cache_key(plan.key_spec) == entry.key:
+                return plan
             model_errors.append(f"{name}: loads, but with different weights or settings")
         except (OSError, ValueError, LookupError, ImportError, RuntimeError) as err:
             model_errors.append(f"{name}: {' '.join(str(err).split())}")

@@ -337,3 +337,18 @@ def test_extraction_and_repair_never_write_through_linked_folders(
     status, out, _ = run(capsys, "cache", "--cache-dir", root, "verify")
     assert status == 1 and f"CORRUPT  {result.key[:12]}  the {level} folder" in out
     assert snapshot(outside) == before
+
+
+def test_repair_refuses_a_spec_of_another_layout_in_one_line(built):
+    """A spec this rbplab does not write (a development build's, a hand-made one) is not planned by
+    trying settings until a key matches: it is refused, with what to do."""
+    from rbplab.extraction.repair import replan
+    from rbplab.store.cache import CacheError
+
+    _, entry = built
+    older = {k: v for k, v in entry.spec.items() if k != "tokenizer"}
+    with pytest.raises(CacheError) as caught:
+        replan(CacheEntry(entry.root, older))
+    message = str(caught.value)
+    assert "\n" not in message and "spec.json is not one this rbplab writes" in message
+    assert "rbplab cache rm" in message and "tokenizer" in message
