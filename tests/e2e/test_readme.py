@@ -11,6 +11,8 @@ copy of $RBPLAB_DEMO_CACHE when that names one `make demo` filled (copied: the e
 records, and a demo's cache is not the test's to change), else one built the same way (`rbplab demo
 --no-notebooks`: the micro-suite and its checkpoints through the runner) on a smaller data folder,
 the bundled models and the first few documents, cut short, of the two corpora the examples name.
+
+`.ci/run` runs the README's test command (`test_ci_runs_the_readme_test_command`).
 """
 
 from __future__ import annotations
@@ -101,6 +103,25 @@ def test_docs_pages_have_runnable_blocks_and_repeats_run_once() -> None:
     assert len({(b.language, b.code) for b in BLOCKS}) == len(BLOCKS)
     # every docs block runs, under the README's id while the README still carries it
     assert {(b.language, b.code) for b in docs_blocks} <= {(b.language, b.code) for b in BLOCKS}
+
+
+def setup_commands(text: str) -> list[str]:
+    """The commands of the README's first fenced bash block (its set-up), comments cut."""
+    block = re.search(r"^```bash\n(.*?)^```", text, re.MULTILINE | re.DOTALL)
+    assert block is not None, "README.md has no bash block"
+    lines = (line.split("#", 1)[0].strip() for line in block.group(1).splitlines())
+    return [line for line in lines if line]
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    """`.ci/run` ends by running the README's test command (the `make test` line of its set-up
+    block), so CI checks exactly what the README tells a fresh clone to run."""
+    commands = setup_commands(README.read_text(encoding="utf-8"))
+    tests = [c for c in commands if c.split()[:2] == ["make", "test"]]
+    assert len(tests) == 1, commands
+    script = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    ran = [line.strip() for line in script if line.strip() and not line.lstrip().startswith("#")]
+    assert ran[-1] == tests[0], (ran, tests)
 
 
 def _small_data(folder: Path) -> Path:
