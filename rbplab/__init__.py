@@ -43,7 +43,7 @@ _LAZY = {
 }
 
 # The subpackages, loaded on first use as well: after `import rbplab` alone,
-# `rbplab.extraction.extract_many(...)` works as the README writes it.
+# `rbplab.extraction.extract_many(...)` works as docs/python.md writes it.
 _SUBPACKAGES = frozenset(
     ("analysis", "catalog", "cli", "core", "extraction", "grid", "report", "runner", "store", "study", "viz")
 )

@@ -4,7 +4,7 @@
 table; `rule`: what a rule is; the rows: `entry_rules`, the entry's files, and `summary_rules`, the
 summary, whose tables `summary_tables` reads), `reading` (an entry as a reader sees it), `entry`
 (`CacheEntry`: lock, claims, writes, finalization), `summary_file` (the summary on disk), `admin`
-(listing and removal). What the cache guarantees is in the README ("What the cache guarantees").
+(listing and removal). What the cache guarantees is in docs/cache.md ("What the cache guarantees").
 """
 
 from rbplab.store.cache.admin import LISTING_COLUMNS, list_entries, remove_entries

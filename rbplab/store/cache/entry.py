@@ -3,7 +3,7 @@
 `CacheEntry` writes spec.json first, each shard and then its .sha256 record, the summary, and
 manifest.json last: its presence means the entry is complete. Writers hold a per-key file lock, so
 two processes on one key never interleave; removal deletes manifest.json first and spec.json last.
-What this guarantees is in the README ("What the cache guarantees").
+What this guarantees is in docs/cache.md ("What the cache guarantees").
 """
 
 from __future__ import annotations

@@ -2,8 +2,7 @@
 
 An entry is keyed by the sha256 of its spec (with RANK_FORMAT_VERSION) and lives in
 ``<root>/<key[:2]>/<key>/``; every bound here follows from the spec, so no read of an entry file is
-unbounded. The guarantees built on these names are listed in the README ("What the cache
-guarantees").
+unbounded. The guarantees built on these names are listed in docs/cache.md ("What the cache guarantees").
 """
 
 from __future__ import annotations

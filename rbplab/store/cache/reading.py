@@ -4,8 +4,7 @@
 entry through `rbplab.store.files.read_entry_file` and judges them by the rules of
 `rbplab.store.cache.verify`; a complete entry that breaks one is marked incomplete (its manifest
 dropped) and never returns numbers. `CacheEntry` (`rbplab.store.cache.entry`) adds the writer's
-side. What this guarantees, and what it cannot know, is in the README ("What the cache
-guarantees").
+side. What this guarantees, and what it cannot know, is in docs/cache.md ("What the cache guarantees").
 """
 
 from __future__ import annotations
