@@ -22,8 +22,9 @@ test: $(STAMP) browser-deps docs
 	$(BIN)/lint-imports
 	RBPLAB_DOCS_SITE=site $(BIN)/pytest -q --durations=25
 
+# The unmarked tests only: no wheel, no Jupyter kernel, no browser, no Ray (markers: pyproject.toml).
 test-fast: $(STAMP)
-	$(BIN)/pytest -q -m "not slow"
+	$(BIN)/pytest -q -m "not slow and not notebook and not browser and not ray and not install and not statistical"
 
 # The docs site into site/, strict (any warning fails: a broken link, a missing docstring target) and
 # offline (no CDN fonts or scripts; tests/e2e/test_docs_site.py checks the HTML). Open site/index.html.

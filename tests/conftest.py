@@ -108,3 +108,96 @@ def hub(hub_template, tmp_path, monkeypatch):
     monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
     monkeypatch.setattr(datasets.config, "HF_DATASETS_OFFLINE", True)
     return Hub(root, {repo: dict(branches) for repo, branches in hub_template.commits.items()})
+
+
+# The e2e suites' expensive inputs, each built once per session (in whatever order, under any -k,
+# the first test that asks builds it) and handed to tests as private copies, as `hub` copies
+# `hub_template`: scoring the micro-suite takes about a minute on two cores, a copy well under a second.
+
+
+@pytest.fixture(scope="session")
+def micro_cache_template(tmp_path_factory) -> Path:
+    """The micro-suite's final models on prose and humaneval and 3 checkpoints per size on prose,
+    300 tokens each (helpers.studies.MICRO_*). Read-only: take `micro_cache` or `copy_cache`."""
+    from helpers.studies import MICRO_CHECKPOINTS, MICRO_FINALS, micro_present, score
+
+    if not micro_present():
+        pytest.skip("the micro-suite's weights are not in data/")
+    return score(tmp_path_factory.mktemp("micro-cache-template"), MICRO_FINALS, MICRO_CHECKPOINTS)
+
+
+@pytest.fixture(scope="session")
+def micro_cache_wide_template(micro_cache_template, tmp_path_factory) -> Path:
+    """`micro_cache_template` plus the final models on every bundled corpus and checkpoints on
+    humaneval too (helpers.studies.wide_tables): the runner scores only what the copy lacks."""
+    from helpers.studies import copy_cache, score, wide_tables
+
+    cache = copy_cache(micro_cache_template, tmp_path_factory.mktemp("micro-cache-wide"))
+    return score(cache, *wide_tables())
+
+
+@pytest.fixture
+def micro_cache(micro_cache_template, tmp_path) -> Path:
+    """A private copy of `micro_cache_template`, the test's to write to."""
+    from helpers.studies import copy_cache
+
+    return copy_cache(micro_cache_template, tmp_path / "micro-cache")
+
+
+@pytest.fixture(scope="session")
+def demo_checkpoints_template(tmp_path_factory):
+    """(cache, table): the demo's own checkpoint scoring step (`score_checkpoints`, the demo's
+    revisions) on the bundled corpora at 96 tokens, run once; table is None when the micro-suite's
+    checkpoints are not in data/. Read-only: copy the cache (helpers.studies.copy_cache)."""
+    from rbplab.catalog import registry
+    from rbplab.cli.demo import score_checkpoints
+    from rbplab.core.settings import ExtractionSettings
+    from rbplab.study import default_corpora
+
+    cache = tmp_path_factory.mktemp("demo-checkpoints") / "cache"
+    try:
+        table = score_checkpoints("micro", default_corpora(), ExtractionSettings(max_tokens=96), cache, {})
+    except (registry.UnknownFamilyError, FileNotFoundError):  # the tests skip, naming what is missing
+        table = None
+    return cache, table
+
+
+# Markers that may start Jupyter kernels; `make test-fast` deselects them and must start none.
+KERNEL_MARKERS = ("notebook", "browser")
+# The kernels started while the current test ran (its module and session fixtures' setup included),
+# and whether its markers allow them.
+_kernels: dict = {"allowed": True, "started": []}
+
+
+def pytest_sessionstart(session):
+    try:
+        from jupyter_client.provisioning import local_provisioner
+    except ImportError:  # no notebook extras installed: nothing here can start a kernel
+        return
+    launch = local_provisioner.launch_kernel
+
+    def record(cmd, **kwargs):
+        _kernels["started"].append(cmd)
+        return launch(cmd, **kwargs)
+
+    local_provisioner.launch_kernel = record
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    _kernels["allowed"] = any(item.get_closest_marker(name) for name in KERNEL_MARKERS)
+    _kernels["started"] = []
+    yield
+
+
+@pytest.fixture(autouse=True)
+def _kernels_only_in_marked_tests(request):
+    """A test that starts a Jupyter kernel in this process (or whose module fixture does) without
+    a `notebook` or `browser` marker fails, so `make test-fast` stays free of kernels as tests are
+    added. Kernels started by a subprocess (a `papermill` command line) are not seen: mark those."""
+    yield
+    started = [] if _kernels["allowed"] else _kernels["started"]
+    assert not started, (
+        f"{request.node.nodeid} started {len(started)} Jupyter kernel(s) without a notebook or "
+        "browser marker: mark it @pytest.mark.notebook (make test-fast runs no kernel)"
+    )

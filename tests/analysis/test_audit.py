@@ -53,6 +53,7 @@ def test_interval_matches_the_textbook_formula():
         assert row["covered"] == (abs(row["interval_units"]) <= 1)
 
 
+@pytest.mark.statistical  # 600 simulated families
 def test_coverage_near_nominal_on_a_known_law():
     """Log-normal scatter around an exact power law: the t interval covers a new model with
     probability `level` exactly, so over 600 families coverage is 0.95 within binomial noise."""

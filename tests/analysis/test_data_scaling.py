@@ -39,6 +39,7 @@ CE_LIKE = {"E": 2.0, "A": 30.0, "B": 60.0, "alpha": 0.34, "beta": 0.28}
 
 
 @pytest.mark.slow  # ~1 minute per law on 2 busy cores
+@pytest.mark.statistical
 @pytest.mark.parametrize("truth", [TRUTH, CE_LIKE], ids=["rbp-like", "ce-like"])
 def test_intervals_cover_the_truth_at_about_the_nominal_rate(truth):
     # 40 independent draws from a known law with 1% multiplicative noise; 95% percentile intervals

@@ -19,6 +19,7 @@ def test_recovers_noiseless_power_law():
         fit.fit_power_law([1e8, 1e8], [1.0, 0.9])
 
 
+@pytest.mark.statistical
 def test_alpha_ci_covers_at_nominal_rate():
     # 200 seeded draws of 6 noisy models: the 95% t-interval should cover the true alpha
     # 95% of the time; 3 binomial standard deviations of 200 draws is about 0.046.

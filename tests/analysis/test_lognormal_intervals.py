@@ -41,6 +41,7 @@ def test_binned_fit_matches_an_independent_likelihood():
     assert pooled.sum() == len(data)
 
 
+@pytest.mark.statistical
 def test_intervals_cover_known_parameters_near_nominal():
     mu, sigma, draws = 2.0, 1.5, 60
     covered = {"mu": 0, "sigma": 0}

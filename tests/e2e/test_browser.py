@@ -39,6 +39,7 @@ TOKEN = "rbplab-browser-test"
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.browser,  # and JupyterLab's kernels
     pytest.mark.skipif(
         CHROMIUM is None, reason="chromium not installed (apt-get install chromium; make browser-deps)"
     ),
@@ -310,21 +311,25 @@ def test_report_renders_offline(offline_report: Path) -> None:
     assert errors == [], f"the offline pages logged errors: {errors}"
 
 
-def test_lab_opens_notebook_06_on_the_checkpoints_the_demo_scored(tmp_path: Path) -> None:
+def test_lab_opens_notebook_06_on_the_checkpoints_the_demo_scored(
+    tmp_path: Path, demo_checkpoints_template: tuple[Path, dict | None]
+) -> None:
     """`make demo` then `make lab`: notebook 06 with its own defaults (only a small bootstrap)
     finds the checkpoints the demo's scoring step put in the cache and analyses them, not the
     synthetic fallback; its explorer's step slider offers exactly the demo's checkpoints."""
     import papermill
+    from helpers.studies import copy_cache
     from playwright.sync_api import sync_playwright
 
     from rbplab.catalog.schedules import schedule_of
-    from rbplab.cli.demo import DEMO_REVISIONS, score_checkpoints
-    from rbplab.core.settings import ExtractionSettings
+    from rbplab.cli.demo import DEMO_REVISIONS
     from rbplab.study import default_corpora
 
-    cache = tmp_path / "cache"
-    if score_checkpoints("micro", default_corpora(), ExtractionSettings(max_tokens=96), cache, {}) is None:
+    # The demo's scoring step (`score_checkpoints` at 96 tokens), run once per session.
+    scored, table = demo_checkpoints_template
+    if table is None:
         pytest.skip("the micro-suite's checkpoints are not in data/")
+    cache = copy_cache(scored, tmp_path / "cache")
     schedule = schedule_of("micro-1-25K")
     steps = {f"{schedule.step_of(r):,}" for r in schedule.select(DEMO_REVISIONS)}
     work = tmp_path / "lab06"

@@ -17,11 +17,10 @@ from pathlib import Path
 
 import pytest
 from helpers.plotly_axes import OUTSIDE
-from helpers.studies import micro_present
+from helpers.studies import MICRO_MAX_TOKENS, MICRO_TWO_CORPORA, copy_cache
 
-from rbplab.grid import Grid, parse_study
+from rbplab.grid import Grid
 from rbplab.report import ReportOptions, run_report
-from rbplab.runner import run_study
 from rbplab.study import default_corpora
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
@@ -32,13 +31,15 @@ CHROMIUM_ARGS = [
     "--no-first-run",
     "--disable-background-networking",
 ]
-MAX_TOKENS = 300
-TWO_CORPORA = ["prose", "humaneval"]  # as the README's `rbplab report -c prose humaneval`
+MAX_TOKENS = MICRO_MAX_TOKENS
+TWO_CORPORA = list(MICRO_TWO_CORPORA)  # as the README's `rbplab report -c prose humaneval`
 EXPLORER_NOTEBOOKS = ("01", "02", "03", "04", "06")  # the notebooks that show a view
 SHOTS = Path(__file__).resolve().parents[2] / "test-output" / "browser"
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.notebook,
+    pytest.mark.browser,
     pytest.mark.skipif(
         CHROMIUM is None, reason="chromium not installed (apt-get install chromium; make browser-deps)"
     ),
@@ -46,19 +47,12 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def micro_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def micro_cache(micro_cache_wide_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The micro-suite's final models on every bundled corpus and 3 checkpoints per size on two
-    of them, scored on a few hundred tokens (what `make demo` scores, smaller): notebook 06
-    analyses the checkpoints in the two-corpus report and falls back to its known law in the
-    four-corpus one, so both of its explorers are seen."""
-    if not micro_present():
-        pytest.skip("the micro-suite's weights are not in data/")
-    cache = tmp_path_factory.mktemp("micro-cache")
-    finals = {"families": ["micro"], "corpora": default_corpora(), "settings": {"max_tokens": MAX_TOKENS}}
-    checkpoints = {**finals, "corpora": TWO_CORPORA, "revisions": "log:3"}
-    for table in (finals, checkpoints):
-        assert run_study(parse_study(table), cache_dir=cache, progress=False).ok
-    return cache
+    of them, scored on a few hundred tokens (what `make demo` scores, smaller; the session's
+    `micro_cache_wide_template`, copied): notebook 06 analyses the checkpoints in the two-corpus
+    report and falls back to its known law in the four-corpus one, so both of its explorers are seen."""
+    return copy_cache(micro_cache_wide_template, tmp_path_factory.mktemp("micro-cache"))
 
 
 @pytest.fixture(scope="module", params=[2, 4], ids=["2 corpora", "4 corpora"])

@@ -15,7 +15,7 @@ import pytest
 
 from rbplab.store.paths import notebooks_dir
 
-pytestmark = pytest.mark.slow  # each case starts a kernel
+pytestmark = [pytest.mark.slow, pytest.mark.notebook]  # each case starts a kernel (papermill)
 
 # notebook -> a parameter it declares, a value papermill hands over as text, and the error
 REFUSED = {

@@ -149,6 +149,7 @@ def _plotly_outputs(out: Path, notebook: str) -> list[dict]:
 
 
 @pytest.mark.slow
+@pytest.mark.notebook
 def test_every_notebook_ran(run) -> None:
     table, out, lines = run
     failures = table.loc[~table["ok"], ["notebook", "error"]].to_string(index=False)
@@ -160,6 +161,7 @@ def test_every_notebook_ran(run) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.notebook
 def test_index_shows_headline_figures_and_tables(run) -> None:
     table, out, _ = run
     index = (out / "index.html").read_text()
@@ -205,6 +207,7 @@ def test_index_shows_headline_figures_and_tables(run) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.notebook
 def test_extraction_filled_the_cache(run) -> None:
     _, out, _ = run
     cache = _table(out, "05_extraction", "cache")
@@ -219,6 +222,7 @@ def test_extraction_filled_the_cache(run) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.notebook
 def test_rbp_vs_size_fits_and_figures(run) -> None:
     _, out, _ = run
     fits = _table(out, "01_rbp_vs_size", "fits")
@@ -246,6 +250,7 @@ def test_rbp_vs_size_fits_and_figures(run) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.notebook
 def test_k_sweep_covers_the_three_regimes(run) -> None:
     _, out, _ = run
     sweep = _table(out, "02_k_sweep", "ksweep")
@@ -259,6 +264,7 @@ def test_k_sweep_covers_the_three_regimes(run) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.notebook
 def test_emergence_tables(run) -> None:
     _, out, _ = run
     em = _table(out, "03_emergence", "emergence")
@@ -269,6 +275,7 @@ def test_emergence_tables(run) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.notebook
 def test_lognormal_tables(run) -> None:
     _, out, _ = run
     ln = _table(out, "04_lognormal", "lognormal")
@@ -280,6 +287,7 @@ def test_lognormal_tables(run) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.notebook
 def test_beyond_the_paper_tables(run) -> None:
     _, out, _ = run
     dec = _table(out, "07_beyond_the_paper", "decomposition")
@@ -307,6 +315,7 @@ def test_beyond_the_paper_tables(run) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.notebook
 def test_executed_notebooks_can_be_kept(run, tmp_path: Path) -> None:
     """Executed notebooks are ordinary notebooks: small (no widget state) and re-readable. The
     explorers' precomputed states are what they hold most of: notebook 01's k slider x corpus menu
@@ -338,6 +347,7 @@ def _check_training_tables(tables: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.notebook
 def test_training_notebook_on_a_synthetic_law(tmp_path: Path) -> None:
     """06 headless with synthetic=True: the joint law of a known L(S, D), its tables finite."""
     result = execute_notebook(
@@ -354,6 +364,7 @@ def test_training_notebook_on_a_synthetic_law(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.notebook
 def test_training_notebook_on_the_micro_checkpoints(run) -> None:
     table, out, _ = run
     assert table.loc[table["notebook"] == "06_training_dynamics", "ok"].item()
@@ -373,6 +384,7 @@ def test_training_notebook_on_the_micro_checkpoints(run) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.notebook
 def test_training_notebook_falls_back_to_a_known_law_without_checkpoints(tmp_path: Path) -> None:
     if MEMBERS is None:
         pytest.skip("the micro-suite family is not registered with its weights in data/ yet")
@@ -388,6 +400,7 @@ def test_training_notebook_falls_back_to_a_known_law_without_checkpoints(tmp_pat
 
 
 @pytest.mark.slow
+@pytest.mark.notebook
 def test_papermill_batch_with_list_parameters(run, cache: Path, tmp_path: Path) -> None:
     """The natural papermill command line: a list as -p text, settings as -y YAML."""
     import subprocess

@@ -179,6 +179,7 @@ def clone(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str
 
 
 @pytest.mark.slow
+@pytest.mark.notebook  # the blocks run `rbplab report` and papermill
 @pytest.mark.parametrize("block", BLOCKS, ids=[b.id for b in BLOCKS])
 def test_readme_block_runs_as_written(
     block: Block, clone: tuple[Path, dict[str, str]], tmp_path: Path

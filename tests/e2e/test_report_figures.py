@@ -14,18 +14,19 @@ from pathlib import Path
 import plotly.io as pio
 import pytest
 from helpers.pdf_text import cut_words, extended, have_poppler, invisible_words, words
-from helpers.studies import micro_present
+from helpers.studies import MICRO_MAX_TOKENS, MICRO_TWO_CORPORA, copy_cache
 
-from rbplab.grid import Grid, parse_study
+from rbplab.grid import Grid
 from rbplab.report import ReportOptions, run_report
-from rbplab.runner import run_study
 from rbplab.viz.layout import for_page, paper_page
 
-MAX_TOKENS = 300
-CASES = {"one corpus": ["prose"], "two corpora": ["prose", "humaneval"]}
+MAX_TOKENS = MICRO_MAX_TOKENS
+CASES = {"one corpus": ["prose"], "two corpora": list(MICRO_TWO_CORPORA)}
 
 pytestmark = [
     pytest.mark.slow,  # executes every notebook twice and renders ~70 PDFs
+    pytest.mark.notebook,
+    pytest.mark.browser,  # kaleido exports through Chromium
     pytest.mark.skipif(
         importlib.util.find_spec("kaleido") is None
         or not any(shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome"))
@@ -36,26 +37,11 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def reports(micro_cache_template: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The demo's grid, small: the micro-suite's final models on prose and humaneval and three
-    checkpoints of each size on prose, reported with --figures pdf on one corpus and on both."""
-    if not micro_present():
-        pytest.skip("the micro-suite's weights are not in data/")
-    cache = tmp_path_factory.mktemp("cache")
-    for table in (
-        {
-            "families": ["micro"],
-            "corpora": list(CASES["two corpora"]),
-            "settings": {"max_tokens": MAX_TOKENS},
-        },
-        {
-            "families": ["micro"],
-            "corpora": ["prose"],
-            "revisions": "log:3",
-            "settings": {"max_tokens": MAX_TOKENS},
-        },
-    ):
-        assert run_study(parse_study(table), cache_dir=cache, progress=False).ok
+    checkpoints of each size on prose (the session's `micro_cache_template`, copied), reported
+    with --figures pdf on one corpus and on both."""
+    cache = copy_cache(micro_cache_template, tmp_path_factory.mktemp("cache"))
     out = {}
     for case, corpora in CASES.items():
         folder = tmp_path_factory.mktemp(case.replace(" ", "-"))

@@ -9,12 +9,14 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from helpers.studies import micro_present, write_study
+from helpers.studies import MICRO_MAX_TOKENS, micro_present, write_study
 
 from rbplab.grid import Grid
 from rbplab.report import ReportOptions, execution, run_report
 from rbplab.runner import read_study_file, run_study
 from rbplab.store.paths import notebooks_dir
+
+pytestmark = pytest.mark.notebook  # every test here executes notebooks
 
 
 @pytest.mark.slow  # executes a notebook
@@ -40,28 +42,10 @@ def test_report_of_a_study_file(tmp_path, gpt2_dir, neox_dir, llama_dir):
 
 # ---------------------------------------------------------------------------------------------
 # The README's report line, on a small real cache of the micro-suite (final models on two corpora,
-# 3 checkpoints per size on prose), as `make demo` fills a big one.
+# 3 checkpoints per size on prose), as `make demo` fills a big one: the `micro_cache` fixture
+# (tests/conftest.py), a private copy of the session's.
 
-MAX_TOKENS = 300
-FINALS = {"families": ["micro"], "corpora": ["prose", "humaneval"], "settings": {"max_tokens": MAX_TOKENS}}
-CHECKPOINTS = {
-    "families": ["micro"],
-    "corpora": ["prose"],
-    "revisions": "log:3",
-    "settings": {"max_tokens": MAX_TOKENS},
-}
-
-
-@pytest.fixture(scope="module")
-def micro_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if not micro_present():
-        pytest.skip("the micro-suite's weights are not in data/")
-    from rbplab.grid import parse_study
-
-    cache = tmp_path_factory.mktemp("micro-cache")
-    for table in (FINALS, CHECKPOINTS):
-        assert run_study(parse_study(table), cache_dir=cache, progress=False).ok
-    return cache
+MAX_TOKENS = MICRO_MAX_TOKENS
 
 
 def _files(root: Path, skip: Path) -> set[Path]:

@@ -19,6 +19,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
+pytestmark = pytest.mark.install  # builds a wheel and installs it into a fresh virtualenv
+
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> dict:

@@ -43,3 +43,45 @@ def micro_present() -> bool:
     except (registry.UnknownFamilyError, FileNotFoundError):
         return False
     return bool(members["source"].map(lambda s: Path(registry.source_location(s)).exists()).all())
+
+
+# The micro-suite as the e2e reports read it: the final models on prose and humaneval and 3
+# checkpoints per size on prose (what `make demo` scores, smaller). Built once per session by the
+# `micro_cache_template` fixture (tests/conftest.py); `WIDE_FINALS` / `WIDE_CHECKPOINTS` add the
+# other bundled corpora and humaneval's checkpoints for `micro_cache_wide_template`.
+MICRO_MAX_TOKENS = 300
+MICRO_TWO_CORPORA = ["prose", "humaneval"]  # as the README's `rbplab report -c prose humaneval`
+MICRO_FINALS = {
+    "families": ["micro"],
+    "corpora": MICRO_TWO_CORPORA,
+    "settings": {"max_tokens": MICRO_MAX_TOKENS},
+}
+MICRO_CHECKPOINTS = {**MICRO_FINALS, "corpora": ["prose"], "revisions": "log:3"}
+
+
+def wide_tables() -> tuple[dict, dict]:
+    """The final models on every bundled corpus and 3 checkpoints per size on both of
+    `MICRO_TWO_CORPORA` (a superset of `MICRO_FINALS` and `MICRO_CHECKPOINTS`)."""
+    from rbplab.study import default_corpora
+
+    finals = {**MICRO_FINALS, "corpora": default_corpora()}
+    return finals, {**finals, "corpora": MICRO_TWO_CORPORA, "revisions": "log:3"}
+
+
+def score(cache: Path, *tables: dict) -> Path:
+    """Run each study table into `cache` (entries already there are kept, not scored again)."""
+    from rbplab.grid import parse_study
+    from rbplab.runner import run_study
+
+    for table in tables:
+        assert run_study(parse_study(table), cache_dir=cache, progress=False).ok
+    return cache
+
+
+def copy_cache(template: Path, dest: Path) -> Path:
+    """A private copy of a session's cache template: reports and lookups may write to the cache
+    they are given (plan records, indexes), and the template is shared by every test."""
+    import shutil
+
+    shutil.copytree(template, dest, symlinks=True, dirs_exist_ok=True)
+    return dest

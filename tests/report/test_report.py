@@ -78,12 +78,14 @@ def executed(tmp_path_factory: pytest.TempPathFactory) -> tuple[pd.DataFrame, li
     return table, lines, out
 
 
+@pytest.mark.notebook  # the module's `executed` report runs three kernels
 def test_each_notebook_gets_a_row_in_the_requested_order(executed) -> None:
     table, _, _ = executed
     assert list(table["notebook"]) == ["b_fails", "a_ok", "c_states"]
     assert list(table["ok"]) == [False, True, True]
 
 
+@pytest.mark.notebook  # the module's `executed` report runs three kernels
 def test_failure_names_cell_and_error_and_others_still_run(executed) -> None:
     table, lines, out = executed
     failed = table.set_index("notebook").loc["b_fails"]
@@ -95,6 +97,7 @@ def test_failure_names_cell_and_error_and_others_still_run(executed) -> None:
     assert any(line.startswith("[2/3] a_ok: ok") for line in lines)
 
 
+@pytest.mark.notebook  # the module's `executed` report runs three kernels
 def test_parameters_and_headline_summary(executed) -> None:
     table, _, out = executed
     ok = table.set_index("notebook").loc["a_ok"]
@@ -111,6 +114,7 @@ def _script_and_link_urls(page: str) -> list[str]:
     )
 
 
+@pytest.mark.notebook  # the module's `executed` report runs three kernels
 def test_pages_share_one_plotly_js_and_a_local_mathjax(executed) -> None:
     _, _, out = executed
     assert sorted(p.name for p in out.rglob("plotly*.js")) == ["plotly.min.js"]  # one copy for the report
@@ -140,6 +144,7 @@ def test_assets_are_written_once(tmp_path: Path) -> None:
     assert {k: p.stat().st_mtime_ns for k, p in again.items()} == stamp
 
 
+@pytest.mark.notebook  # the module's `executed` report runs three kernels
 def test_index_links_every_notebook(executed) -> None:
     _, _, out = executed
     index = (out / "index.html").read_text()
@@ -148,6 +153,7 @@ def test_index_links_every_notebook(executed) -> None:
     assert "micro: alpha=0.250, tokens=123" in index and "FAILED" in index and "the corpus is empty" in index
 
 
+@pytest.mark.notebook  # the module's `executed` report runs three kernels
 def test_index_shows_headline_figure_and_table(executed) -> None:
     table, _, out = executed
     ok = table.set_index("notebook").loc["a_ok"]
@@ -218,6 +224,7 @@ def test_save_figure(tmp_path: Path) -> None:
     assert saved["data"][0]["type"] == "bar" and list(saved["data"][0]["x"]) == ["a", "b"]
 
 
+@pytest.mark.notebook
 def test_kernel_start_prints_no_transport_warning(tmp_path: Path, capfd: pytest.CaptureFixture) -> None:
     source = _notebook(tmp_path / "quiet.ipynb", ["print('ran', x)"], "x = 1")
     result = execution.execute_notebook(source, tmp_path / "out", {"x": 2}, html_export=False)
@@ -228,6 +235,7 @@ def test_kernel_start_prints_no_transport_warning(tmp_path: Path, capfd: pytest.
     assert "without encryption" not in err and "Kernel is running" not in err
 
 
+@pytest.mark.notebook  # the module's `executed` report runs three kernels
 def test_headline_sentence_banner_and_title(executed) -> None:
     table, _, out = executed
     row = table.set_index("notebook").loc["c_states"]
@@ -243,6 +251,7 @@ def test_headline_sentence_banner_and_title(executed) -> None:
     assert 'class="rbplab-banner"' in page and 'class="rbplab-headline"' in page
 
 
+@pytest.mark.notebook  # the module's `executed` report runs three kernels
 def test_code_is_hidden_behind_a_toggle(executed) -> None:
     _, _, out = executed
     page = (out / "a_ok.html").read_text()
@@ -254,6 +263,7 @@ def test_code_is_hidden_behind_a_toggle(executed) -> None:
     assert "celltag_injected-parameters" in page  # still there for "show code", hidden: it has no output
 
 
+@pytest.mark.notebook  # the module's `executed` report runs three kernels
 def test_results_file(executed) -> None:
     from rbplab.study.results import load_results
 
@@ -508,6 +518,7 @@ def test_k_sweep_sentence_states_the_law_range_not_the_r2_range() -> None:
     assert "the law holds up to k = 1,000," in text and "10,000" not in text
 
 
+@pytest.mark.notebook
 def test_a_study_files_settings_key_its_runs_in_the_results_file(tmp_path: Path) -> None:
     """results.json states the settings the notebooks analysed, a study file's own, and keys each
     run by them: the report used to state (and match cache keys with) the caller's settings, the

@@ -42,6 +42,7 @@ def _report(src: Path, out: Path, tables: list[str]) -> None:
     assert table["ok"].all(), table["error"].tolist()
 
 
+@pytest.mark.notebook
 def test_a_report_over_another_keeps_only_its_own_files_and_the_users(tmp_path: Path) -> None:
     src = tmp_path / "src"
     src.mkdir()

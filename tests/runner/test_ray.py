@@ -84,6 +84,7 @@ def netns():
 
 
 @needs_ray
+@pytest.mark.ray
 @pytest.mark.slow
 def test_ray_equals_local_byte_for_byte(netns, study_path, tmp_path):
     local = run_study(
@@ -102,6 +103,7 @@ def test_ray_equals_local_byte_for_byte(netns, study_path, tmp_path):
 
 
 @needs_ray
+@pytest.mark.ray
 @pytest.mark.slow
 def test_killed_worker_is_retried(netns, study_path, tmp_path):
     marker = tmp_path / "crashed"
@@ -122,6 +124,7 @@ def test_killed_worker_is_retried(netns, study_path, tmp_path):
 
 
 @needs_ray
+@pytest.mark.ray
 def test_unreachable_address_fails_at_once_and_starts_nothing(study_path, tmp_path):
     started = time.perf_counter()
     proc = subprocess.run(
@@ -182,6 +185,7 @@ RAY_PROBE = textwrap.dedent(
 
 
 @needs_ray
+@pytest.mark.ray
 def test_ray_gpu_tasks_get_fresh_processes_on_distinct_gpus(netns, tmp_path):
     """A local cluster declaring 2 GPUs (none exist): Ray hands each GPU task its own
     CUDA_VISIBLE_DEVICES; tasks through `ray_remote` run in fresh processes, never 2 on one GPU."""

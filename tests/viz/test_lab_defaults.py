@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from helpers.studies import copy_cache
 
 from rbplab.catalog import registry
 from rbplab.catalog.schedules import schedule_of
-from rbplab.cli.demo import DEMO_REVISIONS, score_checkpoints
-from rbplab.core.settings import ExtractionSettings
+from rbplab.cli.demo import DEMO_REVISIONS
 from rbplab.report.execution import execute_notebook
 from rbplab.store.paths import notebooks_dir
 from rbplab.study import default_corpora
@@ -41,7 +41,8 @@ def _run_defaults(out: Path) -> tuple[bool, str | None, list[str]]:
 
 
 @pytest.mark.slow
-def test_lab_defaults_find_the_checkpoints_the_demo_scored(tmp_path, monkeypatch):
+@pytest.mark.notebook
+def test_lab_defaults_find_the_checkpoints_the_demo_scored(tmp_path, monkeypatch, demo_checkpoints_template):
     members = _micro_with_checkpoints()
     cache = tmp_path / "cache"
     monkeypatch.setenv("RBPLAB_CACHE", str(cache))
@@ -51,9 +52,11 @@ def test_lab_defaults_find_the_checkpoints_the_demo_scored(tmp_path, monkeypatch
     assert any("SYNTHETIC DATA" in text for text in shown)
     assert (tmp_path / "before" / NOTEBOOK / "banner.txt").is_file()
 
-    # The demo's own scoring step (the same function, a smaller token cap), on the bundled corpora.
-    table = score_checkpoints("micro", default_corpora(), ExtractionSettings(max_tokens=96), cache, {})
+    # The demo's own scoring step (the same function, a smaller token cap), on the bundled corpora:
+    # run once per session (tests/conftest.py) and its cache copied into this one.
+    scored, table = demo_checkpoints_template
     assert table is not None and table["revisions"] == DEMO_REVISIONS
+    copy_cache(scored, cache)
     ok, error, shown = _run_defaults(tmp_path / "after")
     assert ok, error
     assert not any("SYNTHETIC DATA" in text for text in shown)
