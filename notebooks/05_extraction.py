@@ -56,7 +56,7 @@ params = NotebookParameters.read(globals())
 grid = (
     params.grid()
     if study_file
-    else Grid.build(params.models or params.families, params.corpora, params.settings)
+    else Grid.from_names(params.models or params.families, params.corpora, params.settings)
 )
 before = list_entries(cache_dir)
 

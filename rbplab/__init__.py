@@ -3,7 +3,7 @@
 The package follows the data path, one subpackage per step:
 
     grid        what a study runs: models, revisions, corpora, settings (`Grid`)
-    extraction  model x corpus -> exact per-token ranks (`extract`, `load_stats`)
+    extraction  a grid's model x corpus runs -> exact per-token ranks (`extract`, `load_stats`)
     catalog     the inputs: model registry, corpora, checkpoint schedules, sizes S
     store       the cache those ranks live in
     analysis    RBP_k, fits against S, k-sweeps, emergence, rank distributions
@@ -34,7 +34,6 @@ _LAZY = {
     "ModelSpec": "rbplab.catalog",
     "Study": "rbplab.study",
     "load_study": "rbplab.study",
-    "load_entries": "rbplab.study",
     "load_results": "rbplab.study.results",
     "save_results": "rbplab.study.results",
     "ExtractionSettings": "rbplab.core",
@@ -43,7 +42,7 @@ _LAZY = {
 }
 
 # The subpackages, loaded on first use as well: after `import rbplab` alone,
-# `rbplab.extraction.extract_many(...)` works as the README writes it.
+# `rbplab.study.size.fits(...)` works as the README writes it.
 _SUBPACKAGES = frozenset(
     ("analysis", "catalog", "cli", "core", "extraction", "grid", "report", "runner", "store", "study", "viz")
 )

@@ -12,7 +12,7 @@ Markdown or LaTeX, `results` a study's results file.
 """
 
 from rbplab.study.entries import MissingRunsError
-from rbplab.study.loading import default_corpora, load_entries, load_study, open_study
+from rbplab.study.loading import default_corpora, load_study
 from rbplab.study.study import Study
 from rbplab.study.synthetic import synthetic_study
 
@@ -20,8 +20,6 @@ __all__ = [
     "MissingRunsError",
     "Study",
     "default_corpora",
-    "load_entries",
     "load_study",
-    "open_study",
     "synthetic_study",
 ]

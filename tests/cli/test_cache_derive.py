@@ -24,7 +24,7 @@ from helpers.untrusted import read_only, snapshot
 from rbplab.cli import app as cli
 from rbplab.extraction.pipeline import extract
 from rbplab.extraction.reading import load_stats
-from rbplab.runner import read_study_file
+from rbplab.grid import Grid
 from rbplab.store.cache import CacheCorruptedError, CacheEntry
 from rbplab.store.cache.layout import SUMMARY_FILE
 
@@ -221,9 +221,9 @@ def test_run_recomputes_a_truncated_entry(built, gpt2_dir, corpus_file, tmp_path
         f"[settings]\ncontext_length = {CTX}\nshard_tokens = {SHARD_TOKENS}\n"
     )
     with pytest.warns(UserWarning, match="shards are missing or extra"):
-        plan = plan_study(read_study_file(study), entry.root)
+        plan = plan_study(Grid.read(study), entry.root)
     assert [e.cached for e in plan.entries] == [False] and plan.entries[0].n_tokens == before
-    result = run_study(read_study_file(study), cache_dir=entry.root, progress=False)
+    result = run_study(Grid.read(study), cache_dir=entry.root, progress=False)
     assert result.ok and result.table["state"].tolist() == ["computed"], result.table
     assert entry.manifest()["n_tokens"] == before and entry.problems() == []
     stats = entry.read_stats()

@@ -19,7 +19,7 @@ import pytest
 from helpers.plotly_axes import OUTSIDE
 from helpers.studies import micro_present
 
-from rbplab.grid import Grid, parse_study
+from rbplab.grid import Grid
 from rbplab.report import ReportOptions, run_report
 from rbplab.runner import run_study
 from rbplab.study import default_corpora
@@ -57,7 +57,7 @@ def micro_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     finals = {"families": ["micro"], "corpora": default_corpora(), "settings": {"max_tokens": MAX_TOKENS}}
     checkpoints = {**finals, "corpora": TWO_CORPORA, "revisions": "log:3"}
     for table in (finals, checkpoints):
-        assert run_study(parse_study(table), cache_dir=cache, progress=False).ok
+        assert run_study(Grid.read(table), cache_dir=cache, progress=False).ok
     return cache
 
 
@@ -68,7 +68,7 @@ def report(
     corpora = TWO_CORPORA if request.param == 2 else default_corpora()
     out = tmp_path_factory.mktemp(f"report-{request.param}")
     table = run_report(
-        Grid.build("micro", corpora, max_tokens=MAX_TOKENS),
+        Grid.from_names("micro", corpora, max_tokens=MAX_TOKENS),
         out,
         cache_dir=micro_cache,
         parameters={"n_boot": 10},

@@ -16,7 +16,7 @@ import pytest
 from helpers.pdf_text import cut_words, extended, have_poppler, invisible_words, words
 from helpers.studies import micro_present
 
-from rbplab.grid import Grid, parse_study
+from rbplab.grid import Grid
 from rbplab.report import ReportOptions, run_report
 from rbplab.runner import run_study
 from rbplab.viz.layout import for_page, paper_page
@@ -55,12 +55,12 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             "settings": {"max_tokens": MAX_TOKENS},
         },
     ):
-        assert run_study(parse_study(table), cache_dir=cache, progress=False).ok
+        assert run_study(Grid.read(table), cache_dir=cache, progress=False).ok
     out = {}
     for case, corpora in CASES.items():
         folder = tmp_path_factory.mktemp(case.replace(" ", "-"))
         table = run_report(
-            Grid.build("micro", corpora, max_tokens=MAX_TOKENS),
+            Grid.from_names("micro", corpora, max_tokens=MAX_TOKENS),
             folder,
             cache_dir=cache,
             parameters={"n_boot": 10},

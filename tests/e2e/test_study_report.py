@@ -13,7 +13,7 @@ from helpers.studies import micro_present, write_study
 
 from rbplab.grid import Grid
 from rbplab.report import ReportOptions, execution, run_report
-from rbplab.runner import read_study_file, run_study
+from rbplab.runner import run_study
 from rbplab.store.paths import notebooks_dir
 
 
@@ -21,7 +21,7 @@ from rbplab.store.paths import notebooks_dir
 def test_report_of_a_study_file(tmp_path, gpt2_dir, neox_dir, llama_dir):
     study = write_study(tmp_path, gpt2_dir, neox_dir, llama_dir)
     cache = tmp_path / "cache"
-    assert run_study(read_study_file(study), cache_dir=cache, progress=False).ok
+    assert run_study(Grid.read(study), cache_dir=cache, progress=False).ok
     table = run_report(
         study,
         tmp_path / "out",
@@ -32,7 +32,7 @@ def test_report_of_a_study_file(tmp_path, gpt2_dir, neox_dir, llama_dir):
     )
     assert table["ok"].all(), table["error"].tolist()
     runs = pd.read_csv(tmp_path / "out" / "01_rbp_vs_size" / "runs.csv")
-    members = read_study_file(study).members
+    members = Grid.read(study).members
     assert sorted(runs["model"].unique()) == sorted(m.model for m in members)
     assert sorted(runs["corpus"].unique()) == ["first", "second"] and len(runs) == 6
     assert (runs["family"] == "custom").all()
@@ -56,11 +56,11 @@ CHECKPOINTS = {
 def micro_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not micro_present():
         pytest.skip("the micro-suite's weights are not in data/")
-    from rbplab.grid import parse_study
+
 
     cache = tmp_path_factory.mktemp("micro-cache")
     for table in (FINALS, CHECKPOINTS):
-        assert run_study(parse_study(table), cache_dir=cache, progress=False).ok
+        assert run_study(Grid.read(table), cache_dir=cache, progress=False).ok
     return cache
 
 
@@ -112,7 +112,7 @@ def test_index_and_results_state_the_grid_the_notebooks_analysed(tmp_path: Path,
 
     out = tmp_path / "out"
     table = run_report(
-        Grid.build("micro", ["prose"], max_tokens=MAX_TOKENS),
+        Grid.from_names("micro", ["prose"], max_tokens=MAX_TOKENS),
         out,
         cache_dir=micro_cache,
         parameters={"n_boot": 10},

@@ -188,7 +188,7 @@ def _study(folder: Path, tiny_corpus) -> Grid:
     other = Corpus(
         "other", tuple(Document(f"o{i}", d.text[::-1]) for i, d in enumerate(tiny_corpus.documents)), {}
     )
-    return Grid.build([str(folder)], [tiny_corpus, other], **SETTINGS)
+    return Grid.from_names([str(folder)], [tiny_corpus, other], **SETTINGS)
 
 
 @pytest.mark.parametrize("how", HOW)

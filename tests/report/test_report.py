@@ -69,7 +69,7 @@ def executed(tmp_path_factory: pytest.TempPathFactory) -> tuple[pd.DataFrame, li
     )
     lines: list[str] = []
     table = run_report(
-        Grid.build("micro", max_tokens=123),
+        Grid.from_names("micro", max_tokens=123),
         out,
         parameters={"scale": 2.0},
         options=ReportOptions(notebooks=("b_fails", "a_ok", "c_states"), source_dir=src),
@@ -347,7 +347,7 @@ def test_missing_runs_are_refused_before_any_notebook(tmp_path: Path) -> None:
     src = tmp_path / "src"
     src.mkdir()
     _notebook(src / "n.ipynb", ["open('ran', 'w').close()"], "families = ['x']\nextract = False")
-    grid, out, cache = Grid.build("micro", ["prose"]), tmp_path / "out", tmp_path / "cache"
+    grid, out, cache = Grid.from_names("micro", ["prose"]), tmp_path / "out", tmp_path / "cache"
     with pytest.raises(MissingRunsError, match=r"6 run\(s\) are not in the cache.*with extract=True"):
         run_report(grid, out, cache_dir=cache, options=ReportOptions(source_dir=src))
     remedy = ReportOptions(source_dir=src, missing_remedy="--extract: rbplab x")
@@ -485,7 +485,7 @@ def test_extraction_on_an_unreachable_hub_fails_once_before_any_notebook(
         _notebook(src / f"{name}.ipynb", ["open('ran', 'w').close()"], "families = ['x']\nextract = False")
     with pytest.raises(RbplabError, match=r"grid cannot be resolved: cannot resolve hub:wikipedia") as caught:
         run_report(
-            Grid.build("micro", ["hub:wikipedia"]),
+            Grid.from_names("micro", ["hub:wikipedia"]),
             tmp_path / "out",
             extract=True,
             options=ReportOptions(source_dir=src),

@@ -24,7 +24,7 @@ def _members() -> list[str]:
 
 def test_a_family_grid_is_handed_over_as_families_corpora_and_settings() -> None:
     _members()
-    params = notebook_parameters(Grid.build("micro", max_tokens=2000))
+    params = notebook_parameters(Grid.from_names("micro", max_tokens=2000))
     bundled = list_corpora().query("origin == 'bundled'")["name"].tolist()
     assert params == {
         "families": ["micro"],
@@ -37,7 +37,7 @@ def test_a_family_grid_is_handed_over_as_families_corpora_and_settings() -> None
 
 def test_a_subset_of_models_is_handed_over_by_name() -> None:
     members = _members()
-    params = notebook_parameters(Grid.build("micro", ["prose"], models=members[1:3]))
+    params = notebook_parameters(Grid.from_names("micro", ["prose"], models=members[1:3]))
     assert params["families"] == ["micro"] and params["models"] == members[1:3]
     assert params["corpora"] == ["prose"] and params["settings"] == {}
 
@@ -47,7 +47,7 @@ def test_a_study_file_is_handed_over_as_its_path(tmp_path: Path) -> None:
     study = tmp_path / "study.toml"
     study.write_text('families = ["micro"]\ncorpora = ["prose"]\n[settings]\nmax_tokens = 300\n')
     assert notebook_parameters(Grid.read(study)) == {"study_file": str(study.resolve())}
-    changed = Grid.build(study, ["humaneval"])  # the notebooks would read the file, not this
+    changed = Grid.from_names(study, ["humaneval"])  # the notebooks would read the file, not this
     with pytest.raises(InvalidArgumentError, match="differs from its study file") as caught:
         notebook_parameters(changed)
     assert "\n" not in str(caught.value)
@@ -56,7 +56,7 @@ def test_a_study_file_is_handed_over_as_its_path(tmp_path: Path) -> None:
 def test_revisions_are_refused_outside_a_study_file() -> None:
     _members()
     with pytest.raises(InvalidArgumentError, match=r"checkpoints \(revisions\) from a study file"):
-        notebook_parameters(Grid.build("micro", ["prose"], revisions="log:2"))
+        notebook_parameters(Grid.from_names("micro", ["prose"], revisions="log:2"))
 
 
 @pytest.mark.parametrize(

@@ -104,7 +104,7 @@ def test_run_recomputes_what_the_plan_showed(cached, gpt2_dir, damage):
     rows = [int(record["rows"]) for record in entry.manifest()["shards"]]
     harm, redo, _ = DAMAGE[damage]
     harm(entry)
-    grid = Grid.build([str(gpt2_dir)], [open_corpus(str(corpus))], **SETTINGS)
+    grid = Grid.from_names([str(gpt2_dir)], [open_corpus(str(corpus))], **SETTINGS)
     with pytest.warns(UserWarning, match=f"cache entry {key[:12]}"):
         run = run_study(grid, cache_dir=cache, progress=False)
     assert run.ok and list(run.table["key"]) == [key]

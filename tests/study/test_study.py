@@ -190,7 +190,7 @@ def test_load_study_reads_through_the_extraction_cache(
     monkeypatch.setattr(registry, "lookup_model", lookup)
     lines: list[str] = []
     study = load_study(
-        Grid.build("tiny", tiny_corpus), cache_dir=cache_dir, progress=lines.append, extract=True
+        Grid.from_names("tiny", tiny_corpus), cache_dir=cache_dir, progress=lines.append, extract=True
     )
     assert lines == ["tiny/tiny-gpt2 on tiny", "tiny/tiny-neox on tiny"]
     assert study.corpora == ["tiny"] and list(study.models["S"]) == [1000, 4000]
@@ -202,10 +202,10 @@ def test_load_study_reads_through_the_extraction_cache(
         raise AssertionError("a cached study must not load model weights")
 
     monkeypatch.setattr(extract, "load_weights", no_forward)
-    again = load_study(Grid.build("tiny", tiny_corpus, models=["tiny-neox"]), cache_dir=cache_dir)
+    again = load_study(Grid.from_names("tiny", tiny_corpus, models=["tiny-neox"]), cache_dir=cache_dir)
     assert np.array_equal(again.stats("tiny-neox", "tiny").nll, study.stats("tiny-neox", "tiny").nll)
     with pytest.raises(ValueError, match="not in families"):
-        load_study(Grid.build("tiny", tiny_corpus, models=["gpt5"]), cache_dir=cache_dir)
+        load_study(Grid.from_names("tiny", tiny_corpus, models=["gpt5"]), cache_dir=cache_dir)
 
 
 def test_synthetic_generator_is_the_packages_own_lognormal():

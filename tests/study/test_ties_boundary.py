@@ -55,7 +55,7 @@ def test_a_bad_ties_is_one_line_from_the_study_and_its_loaders(study, tmp_path) 
     empty = tmp_path / "no-cache"
     _one_line(lambda: rbplab.load_study("micro", cache_dir=empty, ties=BAD))
     _one_line(lambda: rbplab.load_study("micro", cache_dir=empty, ties=BAD, extract=True))
-    _one_line(lambda: rbplab.load_entries(["0" * 64], cache_dir=empty, ties=BAD))
+    _one_line(lambda: rbplab.load_study(entries=["0" * 64], cache_dir=empty, ties=BAD))
     _one_line(lambda: rbplab.load_study(tmp_path / "absent.toml", cache_dir=empty, ties=BAD))
     assert not empty.exists()
 
