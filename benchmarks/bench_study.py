@@ -121,7 +121,9 @@ def run_demo(cache: str) -> None:
     print(f"demo study: {rows['summaries']['tokens']:,} scored tokens, cache {cache}")
     stages = list(rows["summaries"]["times"])
     print("summaries: load_study (keys derived from models and corpora, summaries read);")
-    print("entries: load_study(entries=...) (the same entries by key); tokens: every run's tokens held, as before")
+    print(
+        "entries: load_study(entries=...), the same entries by key; tokens: every run's tokens held"
+    )
     print(f"{'stage':<16}" + "".join(f"{v:>14}" for v in rows) + "   tokens/summaries")
     for stage in stages:
         a, e, b = (rows[v]["times"][stage] for v in ("summaries", "entries", "tokens"))

@@ -359,7 +359,6 @@ def _checked(model: str, value: Any, key: str, where: str) -> tuple[str, ...]:
         raise StudyFileError(f"{where}'{key}': {err}") from None
 
 
-
 def require_grid(value: Any, where: str) -> Grid:
     """`value` itself when it is a Grid; anything else (names, a path, a table) is a one-line
     InvalidTypeError saying how to make one, so no function guesses what a value names."""

@@ -81,7 +81,9 @@ def _mrr_brute(stats: TokenStats, ties: str) -> float:
 def cached_runs(tmp_path_factory) -> list[tuple[TokenStats, object]]:
     """Three micro models on humaneval through the real pipeline: (tokens, summary read back)."""
     root: Path = tmp_path_factory.mktemp("decomposition") / "cache"
-    study = load_study(Grid.from_names("micro", "humaneval", SETTINGS, models=MICRO), cache_dir=root, extract=True)
+    study = load_study(
+        Grid.from_names("micro", "humaneval", SETTINGS, models=MICRO), cache_dir=root, extract=True
+    )
     entries = [CacheEntry.open(key, root) for key in list_entries(root)["key"]]
     assert len(entries) == len(MICRO) == len(study.runs)
     return [(entry.read_stats(), entry.summary()) for entry in entries]

@@ -18,11 +18,11 @@ import warnings
 import numpy as np
 import pytest
 from helpers.cache_rows import entry_rows
+from helpers.extraction import extract_run
 from helpers.models import DOCUMENTS
 from helpers.untrusted import read_only, snapshot
 
 from rbplab.cli import app as cli
-from rbplab.extraction.pipeline import extract
 from rbplab.extraction.reading import load_stats
 from rbplab.grid import Grid
 from rbplab.store.cache import CacheCorruptedError, CacheEntry
@@ -54,7 +54,7 @@ def built(gpt2_dir, corpus_file, tmp_path):
     """(clean stats, entry) of the tiny GPT-2 over the corpus file, several shards."""
     root = tmp_path / "cache"
     stats = load_stats(str(gpt2_dir), str(corpus_file), **settings(root))
-    result = extract(str(gpt2_dir), str(corpus_file), **settings(root))
+    result = extract_run(str(gpt2_dir), str(corpus_file), **settings(root))
     entry = CacheEntry(root, result.manifest["spec"])
     assert len(result.manifest["shards"]) >= 3
     return stats, entry
@@ -165,9 +165,9 @@ def test_extract_api_never_returns_a_truncated_entry(built, gpt2_dir, corpus_fil
     _, entry = built
     before, _ = truncate(entry)
     with pytest.warns(UserWarning, match="shards are missing or extra.*recomputing the damaged shards now"):
-        result = extract(str(gpt2_dir), str(corpus_file), **settings(entry.root))
+        result = extract_run(str(gpt2_dir), str(corpus_file), **settings(entry.root))
     assert result.n_tokens == before and not result.from_cache
-    assert extract(str(gpt2_dir), str(corpus_file), **settings(entry.root)).from_cache
+    assert extract_run(str(gpt2_dir), str(corpus_file), **settings(entry.root)).from_cache
 
 
 def test_extract_drops_a_shard_of_another_size(built, gpt2_dir, corpus_file):
@@ -191,7 +191,7 @@ def test_extract_drops_a_shard_of_another_size(built, gpt2_dir, corpus_file):
     entry.manifest_path.write_text(json.dumps(manifest))
     assert entry.problems() == []  # the store alone cannot tell
     with pytest.warns(UserWarning, match=f"shard 1 has {rows - 1} rows but its spec and corpus give {rows}"):
-        result = extract(str(gpt2_dir), str(corpus_file), **settings(entry.root))
+        result = extract_run(str(gpt2_dir), str(corpus_file), **settings(entry.root))
     assert result.n_tokens == len(clean) and entry.problems() == []
     stats = entry.read_stats()
     assert np.array_equal(stats.n_greater, clean.n_greater) and np.array_equal(stats.nll, clean.nll)
@@ -300,7 +300,7 @@ def test_rederive_without_the_model_is_unchecked(gpt2_dir, corpus_file, tmp_path
     model = tmp_path / "model"
     shutil.copytree(gpt2_dir, model)
     root = tmp_path / "cache"
-    result = extract(str(model), str(corpus_file), **settings(root))
+    result = extract_run(str(model), str(corpus_file), **settings(root))
     shutil.rmtree(model)
     status, out, _ = run(capsys, "cache", "--cache-dir", root, "verify", "--rederive")
     assert status == 1
@@ -316,7 +316,7 @@ def test_extraction_and_repair_never_write_through_linked_folders(
     gpt2_dir, corpus_file, tmp_path, capsys, level
 ):
     root = tmp_path / "cache"
-    result = extract(str(gpt2_dir), str(corpus_file), **settings(root))
+    result = extract_run(str(gpt2_dir), str(corpus_file), **settings(root))
     folder = result.path if level == "entry" else result.path.parent
     outside = tmp_path / "outside"
     shutil.move(folder, outside)

@@ -57,7 +57,6 @@ def micro_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not micro_present():
         pytest.skip("the micro-suite's weights are not in data/")
 
-
     cache = tmp_path_factory.mktemp("micro-cache")
     for table in (FINALS, CHECKPOINTS):
         assert run_study(Grid.read(table), cache_dir=cache, progress=False).ok

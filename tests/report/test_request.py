@@ -3,6 +3,7 @@ naming it."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -47,7 +48,7 @@ def test_a_study_file_is_handed_over_as_its_path(tmp_path: Path) -> None:
     study = tmp_path / "study.toml"
     study.write_text('families = ["micro"]\ncorpora = ["prose"]\n[settings]\nmax_tokens = 300\n')
     assert notebook_parameters(Grid.read(study)) == {"study_file": str(study.resolve())}
-    changed = Grid.from_names(study, ["humaneval"])  # the notebooks would read the file, not this
+    changed = replace(Grid.read(study), corpora=("humaneval",))  # the notebooks would read the file
     with pytest.raises(InvalidArgumentError, match="differs from its study file") as caught:
         notebook_parameters(changed)
     assert "\n" not in str(caught.value)

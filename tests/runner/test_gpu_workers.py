@@ -78,9 +78,7 @@ def test_a_worker_loads_each_model_once(study_path, tmp_path, monkeypatch):
     monkeypatch.setattr(worker, "_LOADED", {})
     monkeypatch.setattr(executors, "release_models", lambda: kept.append(len(worker._LOADED)) or release())
     monkeypatch.setattr(plan_module, "_WINDOW_MEMO", collections.OrderedDict())  # as a fresh process
-    run = run_study(
-        Grid.read(study_path), cache_dir=tmp_path / "cache", progress=False, shards_per_unit=1
-    )
+    run = run_study(Grid.read(study_path), cache_dir=tmp_path / "cache", progress=False, shards_per_unit=1)
     assert run.ok and len(run.table) == 6
     plan = plan_study(Grid.read(study_path), tmp_path / "cache", shards_per_unit=1)
     assert len(plan.units) > 2 * 6  # several units of every model

@@ -87,9 +87,7 @@ def netns():
 @needs_ray
 @pytest.mark.slow
 def test_ray_equals_local_byte_for_byte(netns, study_path, tmp_path):
-    local = run_study(
-        Grid.read(study_path), cache_dir=tmp_path / "local", progress=False, shards_per_unit=1
-    )
+    local = run_study(Grid.read(study_path), cache_dir=tmp_path / "local", progress=False, shards_per_unit=1)
     proc = ray_run(study_path, tmp_path / "ray")
     assert proc.returncode == 0, proc.stderr[-3000:]
     table = json_table(proc.stdout)
@@ -111,9 +109,7 @@ def test_killed_worker_is_retried(netns, study_path, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     table = json_table(proc.stdout)
     assert all(r["state"] == "computed" for r in table)
-    local = run_study(
-        Grid.read(study_path), cache_dir=tmp_path / "local", progress=False, shards_per_unit=1
-    )
+    local = run_study(Grid.read(study_path), cache_dir=tmp_path / "local", progress=False, shards_per_unit=1)
     assert shard_bytes(tmp_path / "ray") == shard_bytes(tmp_path / "local")
     # The killed worker's finished shard was kept and the retry (another process) did the rest.
     producers = [

@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.extraction import extract_run
 from helpers.studies import SETTINGS, shard_bytes, summary_bytes
 
 from rbplab.core import ExtractionSettings
-from rbplab.extraction import extract
 from rbplab.grid import Grid
 from rbplab.runner import plan_study, run_study, slice_units
 from rbplab.store import CacheEntry
@@ -27,7 +27,7 @@ def test_local_run_equals_extract_and_resumes(study_path, tmp_path):
     reference = tmp_path / "reference"
     for member in study.members:
         for corpus in study.corpora:
-            result = extract(
+            result = extract_run(
                 member.source, corpus, ExtractionSettings(**SETTINGS), cache_dir=reference, progress=False
             )
             assert result.key in set(first.table["key"])
@@ -104,9 +104,7 @@ def test_slurm_array_tasks_and_two_drivers(study_path, tmp_path):
 
 @pytest.mark.slow  # spawned processes import torch and transformers
 def test_worker_processes_equal_one_process(study_path, tmp_path):
-    one = run_study(
-        Grid.read(study_path), cache_dir=tmp_path / "one", progress=False, shards_per_unit=1
-    )
+    one = run_study(Grid.read(study_path), cache_dir=tmp_path / "one", progress=False, shards_per_unit=1)
     two = run_study(
         Grid.read(study_path), cache_dir=tmp_path / "two", progress=False, shards_per_unit=1, workers=2
     )

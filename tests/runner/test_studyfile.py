@@ -146,7 +146,7 @@ def _run(capsys, *argv) -> tuple[int, str, str]:
 )
 def test_hostile_study_files_are_one_line_errors(tmp_path, capsys, kind, message):
     """Binary garbage gave UnicodeDecodeError and /dev/zero MemoryError: now a bounded read of a
-    regular file and a text check, each one line, for `read_study_file` and `rbplab run`."""
+    regular file and a text check, each one line, for `Grid.read` and `rbplab run`."""
     if kind == "binary":
         path = tmp_path / "study.toml"
         path.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4)

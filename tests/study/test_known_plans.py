@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from helpers.extraction import extract_run
 
 from rbplab.catalog.corpora import open_corpus
 from rbplab.catalog.models import ModelSpec, resolve
 from rbplab.core import ExtractionSettings
 from rbplab.extraction import known_plans
 from rbplab.extraction.known_plans import PLANS_DIR, cpu_only, known_plan
-from rbplab.extraction.pipeline import extract
 from rbplab.grid import Grid
 from rbplab.study import load_study
 
@@ -126,7 +126,7 @@ def planned(tmp_path, gpt2_dir, tiny_tokenizer_dir, tiny_corpus):
     tokenizer = shutil.copytree(tiny_tokenizer_dir, tmp_path / "tokenizer")
     settings = ExtractionSettings(**SETTINGS)
     spec = ModelSpec(model, tokenizer=str(tokenizer))
-    extract(spec, tiny_corpus, settings, cache_dir=tmp_path / "cache", progress=False)
+    extract_run(spec, tiny_corpus, settings, cache_dir=tmp_path / "cache", progress=False)
     assert known_plan(resolve(spec), tiny_corpus, settings, tmp_path / "cache") is not None
     return spec, settings, tmp_path / "cache"
 

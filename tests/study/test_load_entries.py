@@ -89,5 +89,10 @@ def test_one_run_in_two_entries_names_them_and_how_to_select(in_cache):
         assert f"{key[:8]} max_tokens={'None' if pd.isna(cap) else int(cap)}" in message
     advice = message.split("e.g. ", 1)[1]  # the selection it suggests runs as written
     scope: dict = {"rbplab": rbplab}
-    exec(advice.replace("; ", "\n").replace("rbplab.load_study(entries=", "study = rbplab.load_study(entries=", 1), scope)
+    exec(
+        advice.replace("; ", "\n").replace(
+            "rbplab.load_study(entries=", "study = rbplab.load_study(entries=", 1
+        ),
+        scope,
+    )
     assert sorted(r.model for r in scope["study"].runs) == ["tiny-1@step-10", "tiny-1@step-40"]

@@ -179,7 +179,9 @@ def test_old_entry_gets_its_summary_on_first_read_and_keeps_its_key(micro_cache,
     assert set(list_entries(root)["key"]) == keys
     for entry in _entries(root):
         assert (entry.path / SUMMARY_FILE).is_file() and entry.problems() == []
-    reference = load_study(Grid.from_names("micro", "humaneval", SETTINGS, models=MICRO), cache_dir=micro_cache)
+    reference = load_study(
+        Grid.from_names("micro", "humaneval", SETTINGS, models=MICRO), cache_dir=micro_cache
+    )
     _assert_frames(size.fit_table(study, [1, 10]), size.fit_table(reference, [1, 10]))
 
 
@@ -191,7 +193,9 @@ def test_read_only_cache_derives_summaries_in_memory(micro_cache, tmp_path) -> N
     with read_only(root), pytest.warns(UserWarning, match="summary derived in memory, not stored"):
         study = load_study(Grid.from_names("micro", "humaneval", SETTINGS, models=MICRO), cache_dir=root)
     assert snapshot(root) == before
-    reference = load_study(Grid.from_names("micro", "humaneval", SETTINGS, models=MICRO), cache_dir=micro_cache)
+    reference = load_study(
+        Grid.from_names("micro", "humaneval", SETTINGS, models=MICRO), cache_dir=micro_cache
+    )
     _assert_frames(study.points([1, 10, 100]), reference.points([1, 10, 100]))
 
 
@@ -233,7 +237,8 @@ def test_damaged_foreign_or_tampered_summaries_are_refused_and_derived_again(mic
     root = _copy_cache(micro_cache, tmp_path / "cache")
     a, b = _entries(root)[:2]
     truth = size.fit_table(
-        load_study(Grid.from_names("micro", "humaneval", SETTINGS, models=MICRO), cache_dir=micro_cache), [1, 10]
+        load_study(Grid.from_names("micro", "humaneval", SETTINGS, models=MICRO), cache_dir=micro_cache),
+        [1, 10],
     )
     for what, data, in_manifest, reason in _tampered_cases(a, b):
         if in_manifest is None:  # right bytes, but the record names other bytes
@@ -290,7 +295,9 @@ def test_entry_truncated_with_its_summary_is_refused_by_a_study(micro_cache, tmp
     with pytest.raises(MissingRunsError, match="shards are missing or extra.*or load with extract=True"):
         load_study(Grid.from_names("micro", "humaneval", SETTINGS, models=MICRO), cache_dir=root)
     assert not entry.is_complete()  # marked incomplete: extraction resumes it
-    study = load_study(Grid.from_names("micro", "humaneval", SETTINGS, models=MICRO), cache_dir=root, extract=True)
+    study = load_study(
+        Grid.from_names("micro", "humaneval", SETTINGS, models=MICRO), cache_dir=root, extract=True
+    )
     assert all(r.n_tokens == 6000 for r in study.runs) and entry.problems() == []
 
 

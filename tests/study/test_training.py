@@ -111,10 +111,14 @@ def test_load_study_takes_revisions_as_a_study_file_does(tmp_path, monkeypatch, 
     docs = _registered_checkpoints(tmp_path, tiny_tokenizer, monkeypatch)
     cache = tmp_path / "cache"
     with pytest.raises(ValueError, match=r"no revision 'step-20'; available: step-10, step-40"):
-        load_study(Grid.from_names("tiny", [str(docs)], revisions=["step-20"], context_length=32), cache_dir=cache)
+        load_study(
+            Grid.from_names("tiny", [str(docs)], revisions=["step-20"], context_length=32), cache_dir=cache
+        )
     assert not cache.exists()  # checked before anything ran
     study = load_study(
-        Grid.from_names("tiny", [str(docs)], revisions="log:2", context_length=32), cache_dir=cache, extract=True
+        Grid.from_names("tiny", [str(docs)], revisions="log:2", context_length=32),
+        cache_dir=cache,
+        extract=True,
     )
     got = sorted((r.model, r.revision, r.step, r.D) for r in study.runs)
     assert got == [("tiny-1@step-10", "step-10", 10, 640.0), ("tiny-1@step-40", "step-40", 40, 2560.0)]
