@@ -62,8 +62,9 @@ def demo_variant(cache: str, variant: str) -> dict:
 
     from rbplab.core import Run
     from rbplab.grid import Grid
-    from rbplab.store.cache import list_entries
-    from rbplab.study import Study, default_corpora, emergence, load_study, size, training
+    from rbplab.store.cache.admin import list_entries
+    from rbplab.study import Study, emergence, load_study, size, training
+    from rbplab.study.loading import default_corpora
 
     imports = _rss_mb()
     if variant != "entries":  # deriving keys from models and corpora needs torch and transformers
@@ -121,9 +122,7 @@ def run_demo(cache: str) -> None:
     print(f"demo study: {rows['summaries']['tokens']:,} scored tokens, cache {cache}")
     stages = list(rows["summaries"]["times"])
     print("summaries: load_study (keys derived from models and corpora, summaries read);")
-    print(
-        "entries: load_study(entries=...), the same entries by key; tokens: every run's tokens held"
-    )
+    print("entries: load_study(entries=...), the same entries by key; tokens: every run's tokens held")
     print(f"{'stage':<16}" + "".join(f"{v:>14}" for v in rows) + "   tokens/summaries")
     for stage in stages:
         a, e, b = (rows[v]["times"][stage] for v in ("summaries", "entries", "tokens"))
@@ -174,7 +173,7 @@ def _tokens(i: int, n_tokens: int, n_docs: int = 1000) -> pd.DataFrame:
 
 
 def write_grid(root: Path, n_entries: int, n_tokens: int) -> list[str]:
-    from rbplab.store.cache import CacheEntry
+    from rbplab.store.cache.entry import CacheEntry
 
     root.mkdir(parents=True, exist_ok=True)
     progress = root / "progress.txt"

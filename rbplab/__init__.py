@@ -25,20 +25,13 @@ from rbplab.core.errors import RbplabError
 # second, which `rbplab --help` should not. No name here is also the name of a submodule, so
 # `rbplab.extract` is always the function.
 _LAZY = {
-    "TokenStats": "rbplab.core.stats",
-    "Corpus": "rbplab.catalog",
-    "Document": "rbplab.catalog",
-    "load_corpus": "rbplab.catalog",
     "extract": "rbplab.extraction",
     "load_stats": "rbplab.extraction",
-    "ModelSpec": "rbplab.catalog",
-    "Study": "rbplab.study",
     "load_study": "rbplab.study",
     "load_results": "rbplab.study.results",
     "save_results": "rbplab.study.results",
     "ExtractionSettings": "rbplab.core",
     "Grid": "rbplab.grid",
-    "ResolvedModel": "rbplab.catalog",
 }
 
 # The subpackages, loaded on first use as well: after `import rbplab` alone,

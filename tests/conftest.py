@@ -12,7 +12,7 @@ import pytest
 import torch
 from helpers.models import DOCUMENTS, build_gpt2, build_llama, build_neox, build_tokenizer, write_gguf
 
-from rbplab.catalog.corpora import Corpus, Document
+from rbplab.catalog.corpora.corpus import Corpus, Document
 
 pytest_plugins = ["helpers.hub_fixtures"]  # hub-reachability fixtures shared by two test folders
 

@@ -23,7 +23,8 @@ from rbplab.report import run_report
 from rbplab.runner import run_study
 from rbplab.runner.costs import CostTotals, estimate_costs
 from rbplab.store.files import cache_root
-from rbplab.study import default_corpora, distribution, load_study, size
+from rbplab.study import distribution, load_study, size
+from rbplab.study.loading import default_corpora
 
 DEMO_KS = (1, 10, 100)
 # The data axis: the micro-suite's four intermediate checkpoints and its final models, each corpus

@@ -140,7 +140,7 @@ def grid_from_args(args: argparse.Namespace):
     """The grid `rbplab extract` runs: every --family member and --model, at --revision, on the
     --corpus corpora (models resolved first, with the loading options given to every model: a
     missing bundled model says how to get the data)."""
-    from rbplab.catalog.corpora import open_corpus
+    from rbplab.catalog.corpora.loading import open_corpus
     from rbplab.catalog.models import resolve_family, resolve_member
     from rbplab.grid import Grid
 

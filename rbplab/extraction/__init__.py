@@ -24,16 +24,8 @@ from typing import Any
 
 _LAZY = {
     "ExtractResult": "rbplab.extraction.hits",
-    "ModelInfo": "rbplab.extraction.models",
-    "NonFiniteLogitsError": "rbplab.extraction.ranks",
-    "RemoteCodeError": "rbplab.extraction.metadata",
-    "describe_model": "rbplab.extraction.models",
     "extract": "rbplab.extraction.in_process",
-    "load_model": "rbplab.extraction.weights",
     "load_stats": "rbplab.extraction.reading",
-    "plan_extraction": "rbplab.extraction.plan",
-    "rank_stats": "rbplab.extraction.ranks",
-    "repair_entry": "rbplab.extraction.repair",
 }
 
 __all__ = sorted(_LAZY)

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rbplab.extraction.plan import Plan, count_problems
-from rbplab.store.cache import CacheCorruptedError, CacheEntry
+from rbplab.store.cache.entry import CacheEntry
+from rbplab.store.cache.reading import CacheCorruptedError
 
 
 @dataclass(frozen=True)

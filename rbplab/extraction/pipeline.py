@@ -17,7 +17,8 @@ from rbplab.extraction.plan import Plan
 from rbplab.extraction.scoring import Scorer, make_scorer
 from rbplab.extraction.shard_loop import compute_shards, sound_shards
 from rbplab.extraction.weights import load_weights
-from rbplab.store.cache import CacheEntry, CacheError
+from rbplab.store.cache.entry import CacheEntry
+from rbplab.store.cache.reading import CacheError
 from rbplab.store.files import check_writable
 
 

@@ -6,6 +6,6 @@ resolved from its name once. Build one with `Grid.from_names` or read a study fi
 `Grid.read`.
 """
 
-from rbplab.grid.grid import Grid, GridRun, StudyFileError, corpus_label
+from rbplab.grid.grid import Grid, StudyFileError
 
-__all__ = ["Grid", "GridRun", "StudyFileError", "corpus_label"]
+__all__ = ["Grid", "StudyFileError"]

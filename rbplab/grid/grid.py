@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from rbplab.catalog import registry, schedules
-from rbplab.catalog.corpora import Corpus, LazyCorpus, canonical_corpus, list_corpora, open_corpus
+from rbplab.catalog.corpora.corpus import Corpus, LazyCorpus
+from rbplab.catalog.corpora.loading import canonical_corpus, list_corpora, open_corpus
 from rbplab.catalog.models import ModelSpec, ResolvedModel, resolve, resolve_family, resolve_member
 from rbplab.core.documents import read_toml
 from rbplab.core.errors import BadFileError, InvalidTypeError, MissingFileError, RbplabError

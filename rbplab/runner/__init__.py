@@ -5,8 +5,8 @@ range) work units from metadata; `worker` computes a unit into the shared cache;
 run units locally or on Ray; `run` drives it all with one progress bar and a final table.
 """
 
-from rbplab.runner.executors import ExecutorError, RayOptions
-from rbplab.runner.run import StudyRun, run_study
-from rbplab.runner.units import plan_study, slice_units
+from rbplab.runner.executors import RayOptions
+from rbplab.runner.run import run_study
+from rbplab.runner.units import plan_study
 
-__all__ = ["ExecutorError", "RayOptions", "StudyRun", "plan_study", "run_study", "slice_units"]
+__all__ = ["RayOptions", "plan_study", "run_study"]

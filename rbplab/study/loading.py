@@ -18,15 +18,15 @@ from rbplab.core.compute import training_compute
 from rbplab.core.errors import InvalidArgumentError
 from rbplab.core.runs import Run, run_label
 from rbplab.core.stats import check_ties
-from rbplab.grid import Grid, GridRun
-from rbplab.grid.grid import require_grid
+from rbplab.grid import Grid
+from rbplab.grid.grid import GridRun, require_grid
 from rbplab.study.entries import MissingRunsError, absent_runs, read_summary, resolve_entries
 from rbplab.study.study import Study
 
 
 def default_corpora() -> list[str]:
     """The corpora bundled in data/corpora (the offline default)."""
-    from rbplab.catalog.corpora import list_corpora
+    from rbplab.catalog.corpora.loading import list_corpora
 
     table = list_corpora()
     return table.loc[table["origin"] == "bundled", "name"].tolist()
@@ -131,7 +131,7 @@ def _load_entries(
     check is made (`CacheEntry.summary`), but an entry missing shards with its records, n_tokens
     and summary made to match reads as the shorter entry; `rbplab cache verify` (or `rbplab
     extract` of the same request, which repairs it) derives the counts from the corpus."""
-    from rbplab.store.cache import CacheEntry
+    from rbplab.store.cache.entry import CacheEntry
 
     check_ties(ties)
     table = isinstance(entries, pd.DataFrame)

@@ -17,7 +17,8 @@ from rbplab.analysis import fit, metrics
 from rbplab.core import TokenStats
 from rbplab.core.summary import summarize
 from rbplab.grid import Grid
-from rbplab.store.cache import CacheEntry, list_entries
+from rbplab.store.cache.admin import list_entries
+from rbplab.store.cache.entry import CacheEntry
 from rbplab.study import decomposition, load_study
 from rbplab.study.synthetic import synthetic_study
 

@@ -25,8 +25,9 @@ from helpers.untrusted import read_only, snapshot
 from rbplab.cli import app as cli
 from rbplab.extraction.reading import load_stats
 from rbplab.grid import Grid
-from rbplab.store.cache import CacheCorruptedError, CacheEntry
+from rbplab.store.cache.entry import CacheEntry
 from rbplab.store.cache.layout import SUMMARY_FILE
+from rbplab.store.cache.reading import CacheCorruptedError
 
 CTX = 16
 SHARD_TOKENS = 24

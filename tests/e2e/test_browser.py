@@ -320,7 +320,7 @@ def test_lab_opens_notebook_06_on_the_checkpoints_the_demo_scored(tmp_path: Path
     from rbplab.catalog.schedules import schedule_of
     from rbplab.cli.demo import DEMO_REVISIONS, score_checkpoints
     from rbplab.core.settings import ExtractionSettings
-    from rbplab.study import default_corpora
+    from rbplab.study.loading import default_corpora
 
     cache = tmp_path / "cache"
     if score_checkpoints("micro", default_corpora(), ExtractionSettings(max_tokens=96), cache, {}) is None:

@@ -22,7 +22,7 @@ from helpers.studies import micro_present
 from rbplab.grid import Grid
 from rbplab.report import ReportOptions, run_report
 from rbplab.runner import run_study
-from rbplab.study import default_corpora
+from rbplab.study.loading import default_corpora
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
 CHROMIUM_ARGS = [

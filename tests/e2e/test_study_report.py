@@ -107,7 +107,7 @@ def test_index_and_results_state_the_grid_the_notebooks_analysed(tmp_path: Path,
     """A grid on prose only: the index and results.json state prose only, as the notebooks
     analysed; results.json keys every entry behind a headline, the training notebook's
     checkpoints included (each found among the cache's entries on prose, independently listed)."""
-    from rbplab.store.cache import list_entries
+    from rbplab.store.cache.admin import list_entries
 
     out = tmp_path / "out"
     table = run_report(

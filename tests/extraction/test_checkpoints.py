@@ -68,7 +68,7 @@ MICRO_STEPS = [98, 195, 390, 781, 1562]  # scripts/train_micro.py --checkpoints 
 def test_bundled_micro_checkpoints_load_by_revision(model):
     from rbplab.catalog import schedules
     from rbplab.extraction.plan import plan_extraction
-    from rbplab.store import cache_key
+    from rbplab.store.cache.layout import cache_key
 
     schedule = schedules.schedule_of(model)
     assert list(schedule.steps) == MICRO_STEPS and schedule.tokens_per_step == 2048

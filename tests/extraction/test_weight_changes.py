@@ -22,7 +22,8 @@ from helpers.weights import HOW, MTIME, rewrite, scaled_gguf, scaled_safetensors
 import rbplab.extraction.in_process as in_process
 import rbplab.extraction.shard_loop as shard_loop
 import rbplab.runner.executors as executors
-from rbplab.catalog.corpora import Corpus, Document, open_corpus
+from rbplab.catalog.corpora.corpus import Corpus, Document
+from rbplab.catalog.corpora.loading import open_corpus
 from rbplab.cli import app as cli
 from rbplab.core.errors import RbplabError
 from rbplab.extraction.fingerprints import WeightsChangedError

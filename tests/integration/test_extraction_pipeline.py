@@ -25,7 +25,7 @@ from rbplab.extraction import plan as plan_module
 from rbplab.extraction.plan import ContextLengthError, plan_extraction, plan_windows
 from rbplab.extraction.reading import load_stats
 from rbplab.extraction.scoring import default_batch_tokens, padded_length
-from rbplab.store.cache import CacheEntry
+from rbplab.store.cache.entry import CacheEntry
 
 CTX = 16
 
@@ -323,7 +323,7 @@ def test_local_corpus_file(gpt2_dir, tmp_path, cache_dir):
 
 
 def test_bundled_corpus_with_budget(gpt2_dir, cache_dir):
-    from rbplab.catalog.corpora import list_corpora
+    from rbplab.catalog.corpora.loading import list_corpora
 
     table = list_corpora()
     bundled = table[table["origin"] == "bundled"]["name"].tolist()

@@ -11,12 +11,12 @@ import pytest
 from helpers.hub import PYTHIA, repo_dir
 
 from rbplab import cli
-from rbplab.catalog import open_corpus
+from rbplab.catalog.corpora.loading import open_corpus
 from rbplab.catalog.models import ModelSpec
 from rbplab.catalog.registry import registry_path
-from rbplab.extraction import plan_extraction
+from rbplab.extraction.plan import plan_extraction
 from rbplab.grid import Grid
-from rbplab.store import cache_key
+from rbplab.store.cache.layout import cache_key
 from rbplab.study import load_study
 
 HUB_MODELS = ("EleutherAI/pythia-14m", "facebook/opt-125m", "Qwen/Qwen2.5-0.5B")

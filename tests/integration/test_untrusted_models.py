@@ -22,7 +22,9 @@ from rbplab.core.errors import RbplabError
 from rbplab.extraction import plan as plan_module
 from rbplab.extraction.plan import plan_extraction
 from rbplab.extraction.reading import load_stats
-from rbplab.store.cache import CacheEntry, cache_key, list_entries
+from rbplab.store.cache.admin import list_entries
+from rbplab.store.cache.entry import CacheEntry
+from rbplab.store.cache.layout import cache_key
 
 CTX = 16
 

@@ -515,7 +515,7 @@ def test_a_study_files_settings_key_its_runs_in_the_results_file(tmp_path: Path)
     import json
 
     from rbplab.catalog import registry
-    from rbplab.store.cache import CacheEntry
+    from rbplab.store.cache.entry import CacheEntry
 
     model = registry.family_models("micro")["model"].iloc[0]
     cache = tmp_path / "cache"

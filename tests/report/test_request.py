@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rbplab.catalog import registry
-from rbplab.catalog.corpora import list_corpora
+from rbplab.catalog.corpora.loading import list_corpora
 from rbplab.core.errors import InvalidArgumentError, RbplabError
 from rbplab.grid import Grid
 from rbplab.report import ReportOptions, run_report

@@ -20,7 +20,8 @@ from helpers.studies import SETTINGS, shard_bytes, summary_bytes
 
 from rbplab.core import ExtractionSettings
 from rbplab.grid import Grid
-from rbplab.runner import ExecutorError, run_study
+from rbplab.runner import run_study
+from rbplab.runner.executors import ExecutorError
 from rbplab.runner.worker import CRASH_HOOK_ENV
 from rbplab.store import CacheEntry, list_entries
 

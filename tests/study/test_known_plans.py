@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from helpers.extraction import extract_run
 
-from rbplab.catalog.corpora import open_corpus
+from rbplab.catalog.corpora.loading import open_corpus
 from rbplab.catalog.models import ModelSpec, resolve
 from rbplab.core import ExtractionSettings
 from rbplab.extraction import known_plans

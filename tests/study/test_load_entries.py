@@ -13,7 +13,7 @@ from helpers.models import DOCUMENTS, build_checkpointed
 import rbplab
 from rbplab.core.errors import InvalidArgumentError
 from rbplab.grid import Grid
-from rbplab.store.cache import list_entries
+from rbplab.store.cache.admin import list_entries
 from rbplab.study import load_study, training
 
 CAP = 40  # tokens: fewer than the documents hold, so the capped final model is another entry

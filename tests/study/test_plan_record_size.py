@@ -11,7 +11,7 @@ import warnings
 
 import pytest
 
-from rbplab.catalog.corpora import open_corpus
+from rbplab.catalog.corpora.loading import open_corpus
 from rbplab.catalog.models import ModelSpec, resolve
 from rbplab.core import ExtractionSettings
 from rbplab.extraction import known_plans

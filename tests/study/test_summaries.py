@@ -24,7 +24,8 @@ from rbplab.analysis import bootstrap, emergence, metrics
 from rbplab.core import Run, TokenStats
 from rbplab.core.summary import DOC_RUN_KS, summarize, summary_ks
 from rbplab.grid import Grid
-from rbplab.store.cache import CacheEntry, list_entries
+from rbplab.store.cache.admin import list_entries
+from rbplab.store.cache.entry import CacheEntry
 from rbplab.store.cache.layout import SUMMARY_FILE
 from rbplab.store.cache.summary_file import SummaryError, parse_summary, summary_bytes
 from rbplab.study import Study, distribution, load_study, size
