@@ -23,7 +23,7 @@ def test_report_of_a_study_file(tmp_path, gpt2_dir, neox_dir, llama_dir):
     cache = tmp_path / "cache"
     assert run_study(Grid.read(study), cache_dir=cache, progress=False).ok
     table = run_report(
-        study,
+        Grid.read(study),
         tmp_path / "out",
         cache_dir=cache,
         parameters={"n_boot": 10, "ks": [1, 10]},

@@ -168,7 +168,12 @@ def test_index_shows_headline_figure_and_table(executed) -> None:
 
 def test_unknown_notebook_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="unknown notebooks"):
-        run_report("micro", tmp_path, options=ReportOptions(notebooks=("99_nothing",)), progress=None)
+        run_report(
+            Grid.from_names("micro"),
+            tmp_path,
+            options=ReportOptions(notebooks=("99_nothing",)),
+            progress=None,
+        )
     with pytest.raises(FileNotFoundError, match="no notebooks"):
         execution.list_notebooks(tmp_path)
 
@@ -275,7 +280,12 @@ def test_unknown_parameter_is_refused_before_anything_runs(tmp_path: Path) -> No
     with pytest.raises(
         ParameterError, match=r"no notebook takes parameter 'n_bot' \(did you mean 'n_boot'\?\)"
     ):
-        run_report("micro", tmp_path / "out", parameters={"n_bot": 3}, options=ReportOptions(source_dir=src))
+        run_report(
+            Grid.from_names("micro"),
+            tmp_path / "out",
+            parameters={"n_bot": 3},
+            options=ReportOptions(source_dir=src),
+        )
     assert not (tmp_path / "out").exists()
 
 
@@ -331,7 +341,7 @@ def test_unresolvable_grid_fails_once_before_any_notebook(tmp_path: Path) -> Non
     _notebook(src / "n.ipynb", ["open('ran', 'w').close()"], "families = ['x']\nextract = False")
     with pytest.raises(RbplabError, match="no-such-model") as caught:
         run_report(
-            {"families": ["micro"], "models": ["no-such-model"], "corpora": ["prose"]},
+            Grid.read({"families": ["micro"], "models": ["no-such-model"], "corpora": ["prose"]}),
             tmp_path / "out",
             options=ReportOptions(source_dir=src),
         )
@@ -537,7 +547,9 @@ def test_a_study_files_settings_key_its_runs_in_the_results_file(tmp_path: Path)
         ],
         "study_file = None\noutput_dir = None",
     )
-    table = run_report(study, tmp_path / "out", cache_dir=cache, options=ReportOptions(source_dir=src))
+    table = run_report(
+        Grid.read(study), tmp_path / "out", cache_dir=cache, options=ReportOptions(source_dir=src)
+    )
     assert table["ok"].all(), table["error"].tolist()
     results = json.loads((tmp_path / "out" / "results.json").read_text())
     assert results["settings"]["max_tokens"] == 300

@@ -77,7 +77,12 @@ def test_parameters_naming_the_request_are_refused(name: str, message: str) -> N
 
 def test_run_report_refuses_them_before_anything_runs(tmp_path: Path) -> None:
     with pytest.raises(InvalidArgumentError, match="'corpora' is part of the report's grid"):
-        run_report("micro", tmp_path / "out", parameters={"corpora": "[prose]"}, options=ReportOptions())
+        run_report(
+            Grid.from_names("micro"),
+            tmp_path / "out",
+            parameters={"corpora": "[prose]"},
+            options=ReportOptions(),
+        )
     assert not (tmp_path / "out").exists()
 
 
