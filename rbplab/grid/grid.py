@@ -170,7 +170,8 @@ class Grid:
         corpora: bundled names, ``hub:<name>``, paths or Corpus objects (default: every bundled
         corpus). settings: `ExtractionSettings` or a mapping of its fields; its fields may also be
         given as keywords (`overrides`). revisions: names or ``"log:N"`` for every model, checked
-        against its checkpoint schedule (default: the final model). A study file is `Grid.read`.
+        against its checkpoint schedule (default: the final model, or the revision a ModelSpec
+        names). A study file is `Grid.read`.
 
         Examples
         --------
@@ -198,11 +199,10 @@ class Grid:
         )
         if not opened:
             raise StudyFileError("no corpora given and none bundled in data/corpora")
-        chosen = (
-            {m.model: _checked(m.model, revisions, "revisions", "") for m in members}
-            if revisions is not None
-            else {}
-        )
+        if revisions is not None:
+            chosen = {m.model: _checked(m.model, revisions, "revisions", "") for m in members}
+        else:  # a model given at a revision (a ModelSpec's, a resolved checkpoint) is run there
+            chosen = {m.model: (m.revision,) for m in members if m.revision is not None}
         return cls(None, tuple(members), tuple(opened), chosen, resolve_settings(settings, **overrides))
 
     @classmethod
