@@ -239,8 +239,8 @@ def test_resume_after_sigkill(gpt2_dir, tiny_corpus, tmp_path, monkeypatch):
         sys.path.insert(0, {str(Path(__file__).parents[1])!r})
         from helpers.models import DOCUMENTS
         from rbplab.extraction import pipeline as ex, plan
-        from rbplab.store.cache import CacheEntry
-        from rbplab.catalog.corpora import Corpus, Document
+        from rbplab.store.cache.entry import CacheEntry
+        from rbplab.catalog.corpora.corpus import Corpus, Document
         plan.SHARD_TOKENS = 40
         original = CacheEntry.write_shard
         def write_then_die(self, index, frame, **kwargs):

@@ -161,7 +161,7 @@ def test_second_writer_is_locked_out(tmp_path):
 def test_lock_is_shared_between_processes(tmp_path):
     script = textwrap.dedent(f"""
         import sys, time
-        from rbplab.store.cache import CacheEntry
+        from rbplab.store.cache.entry import CacheEntry
         entry = CacheEntry({str(tmp_path)!r}, {SPEC!r})
         with entry.lock():
             print("locked", flush=True)
