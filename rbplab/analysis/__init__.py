@@ -3,7 +3,7 @@
 Pure numpy/scipy/pandas on `rbplab.core` types: no torch, no plotting, no file access.
 """
 
-from rbplab.analysis.fit import fit_power_law, scaling_fits
+from rbplab.analysis.fit import PowerLawFit, fit_power_law, scaling_fits
 from rbplab.analysis.metrics import metrics_table, rbp, rbp_curve
 
-__all__ = ["fit_power_law", "metrics_table", "rbp", "rbp_curve", "scaling_fits"]
+__all__ = ["PowerLawFit", "fit_power_law", "metrics_table", "rbp", "rbp_curve", "scaling_fits"]

@@ -6,7 +6,7 @@ run units locally or on Ray; `run` drives it all with one progress bar and a fin
 """
 
 from rbplab.runner.executors import RayOptions
-from rbplab.runner.run import run_study
+from rbplab.runner.run import StudyRun, run_study
 from rbplab.runner.units import plan_study
 
-__all__ = ["RayOptions", "plan_study", "run_study"]
+__all__ = ["RayOptions", "StudyRun", "plan_study", "run_study"]
