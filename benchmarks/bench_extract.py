@@ -76,7 +76,8 @@ def load(model_arg: str):
 def corpus_tokens(tokenizer, corpus: str, vocab_size: int, n_tokens: int) -> tuple[list[np.ndarray], str]:
     """Token arrays of the first documents of a bundled/local corpus, or synthetic ids if none."""
     if tokenizer is not None:
-        from rbplab.catalog.corpora import CorpusError, load_corpus
+        from rbplab.catalog.corpora.corpus import CorpusError
+        from rbplab.catalog.corpora.loading import load_corpus
 
         try:
             docs = load_corpus(corpus).documents

@@ -17,9 +17,8 @@ import time
 import numpy as np
 
 from rbplab.analysis import bootstrap, emergence, fit_bootstrap, lognormal, lognormal_theory, metrics
-from rbplab.core import TIES
 from rbplab.core.runs import Run
-from rbplab.core.stats import TokenStats
+from rbplab.core.stats import TIES, TokenStats
 
 
 def best_of(fn, repeat: int = 3) -> float:

@@ -96,7 +96,8 @@ def main() -> None:
 
     import torch
 
-    from rbplab.runner import RayOptions, parse_study, run_study
+    from rbplab.grid import Grid
+    from rbplab.runner import RayOptions, run_study
     from rbplab.runner.executors import connect_ray, warm_up_workers
 
     work = Path(tempfile.mkdtemp(prefix="rbplab-bench-scale-"))
@@ -106,7 +107,7 @@ def main() -> None:
         models.append(str(save_random_gpt2(work / "gpt2-random")))
         # the bundled tokenizer is smaller than GPT-2's: rank over every output row, as GPT-2 would
         settings["include_padded_vocab"] = True
-    study = parse_study(
+    study = Grid.read(
         {
             "models": models,
             "corpora": args.corpora,

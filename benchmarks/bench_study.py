@@ -12,7 +12,7 @@ Two benchmarks, each variant in a fresh process so peak RSS is its own (RSS is r
 
   grid   a synthetic grid written through the store's own API (CacheEntry.write_shard + finalize,
          so every entry's summary is derived as a worker would): random lognormal ranks at
-         |V| = 151,936, `--tokens` per entry; then opens the first N entries (`load_entries`) for
+         |V| = 151,936, `--tokens` per entry; then opens the first N entries (`load_study(entries=...)`) for
          each N of `--entries` and reports seconds and RSS, and the summary size per entry.
          Writing is resumable: entries already complete are kept (progress in WRITE_DIR/progress.txt).
 
@@ -62,8 +62,9 @@ def demo_variant(cache: str, variant: str) -> dict:
 
     from rbplab.core import Run
     from rbplab.grid import Grid
-    from rbplab.store.cache import list_entries
-    from rbplab.study import Study, default_corpora, emergence, load_entries, load_study, size, training
+    from rbplab.store.cache.admin import list_entries
+    from rbplab.study import Study, emergence, load_study, size, training
+    from rbplab.study.loading import default_corpora
 
     imports = _rss_mb()
     if variant != "entries":  # deriving keys from models and corpora needs torch and transformers
@@ -75,9 +76,9 @@ def demo_variant(cache: str, variant: str) -> dict:
     if variant == "entries":  # the same entries by key: no model described, no model code imported
         table = list_entries(cache)
         # the demo's full-corpus runs (its checkpoint runs hold the first 16,384 tokens of each corpus)
-        study = load_entries(list(table.loc[table["n_tokens"] > 16_384, "key"]), cache_dir=cache)
+        study = load_study(entries=list(table.loc[table["n_tokens"] > 16_384, "key"]), cache_dir=cache)
     else:
-        study = load_study(Grid.build("micro", default_corpora()), cache_dir=cache)
+        study = load_study(Grid.from_names("micro", default_corpora()), cache_dir=cache)
     if variant == "tokens":  # every run's tokens in memory, as a study held them before summaries
         study = Study([Run(r.family, r.model, r.corpus, r.S, r.token_stats()) for r in study.runs])
     times["load"] = time.perf_counter() - clock
@@ -95,7 +96,7 @@ def demo_variant(cache: str, variant: str) -> dict:
         results[name] = stage()
         times[name] = time.perf_counter() - clock
         rss[name] = _rss_mb() - base
-    # numbers only (labels differ: load_entries names a family "custom"); a sum of row hashes
+    # numbers only (labels differ: load_study(entries=...) names a family "custom"); a sum of row hashes
     # does not depend on the order of the runs
     digest = {
         name: float(
@@ -121,7 +122,7 @@ def run_demo(cache: str) -> None:
     print(f"demo study: {rows['summaries']['tokens']:,} scored tokens, cache {cache}")
     stages = list(rows["summaries"]["times"])
     print("summaries: load_study (keys derived from models and corpora, summaries read);")
-    print("entries: load_entries (the same entries by key); tokens: every run's tokens held, as before")
+    print("entries: load_study(entries=...), the same entries by key; tokens: every run's tokens held")
     print(f"{'stage':<16}" + "".join(f"{v:>14}" for v in rows) + "   tokens/summaries")
     for stage in stages:
         a, e, b = (rows[v]["times"][stage] for v in ("summaries", "entries", "tokens"))
@@ -172,7 +173,7 @@ def _tokens(i: int, n_tokens: int, n_docs: int = 1000) -> pd.DataFrame:
 
 
 def write_grid(root: Path, n_entries: int, n_tokens: int) -> list[str]:
-    from rbplab.store.cache import CacheEntry
+    from rbplab.store.cache.entry import CacheEntry
 
     root.mkdir(parents=True, exist_ok=True)
     progress = root / "progress.txt"
@@ -202,12 +203,12 @@ def write_grid(root: Path, n_entries: int, n_tokens: int) -> list[str]:
 
 
 def grid_variant(root: str, n_tokens: int, n: int) -> dict:
-    from rbplab.study import load_entries, size
+    from rbplab.study import load_study, size
 
     keys = write_grid(Path(root), n, n_tokens)  # all present: only derives the keys
     base = _rss_mb()
     clock = time.perf_counter()
-    study = load_entries(keys, cache_dir=root)
+    study = load_study(entries=keys, cache_dir=root)
     seconds = time.perf_counter() - clock
     fit = size.fit_table(study, [1, 10, 100])
     assert len(fit)

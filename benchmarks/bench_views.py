@@ -19,11 +19,12 @@ from rbplab.viz import widgets
 
 
 def _study(synthetic: bool, cache_dir: str | None):
+    from rbplab.grid import Grid
     from rbplab.study import load_study, synthetic_study
 
     if synthetic:
         return synthetic_study(corpora=("humaneval", "legal-standin", "prose", "wikipedia"))
-    return load_study("micro", cache_dir=cache_dir)
+    return load_study(Grid.from_names("micro"), cache_dir=cache_dir)
 
 
 def _time(calls) -> list[float]:

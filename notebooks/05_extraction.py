@@ -18,7 +18,7 @@
 # # 5 · Extraction: fill or refresh the rank cache
 #
 # Every other notebook reads per-token rank statistics from the cache. With `extract = True` this
-# one runs `rbplab.extraction.extract_grid` (what `rbplab extract` runs) for models and corpora:
+# one runs `rbplab.extract` (what `rbplab extract` runs) for models and corpora:
 # entries already in the cache are reused without running a model, interrupted ones resume from
 # their finished shards, so running it again after an interruption or after adding models or
 # corpora refreshes the cache with only the missing work. With `extract = False` (the default) no
@@ -28,8 +28,10 @@
 # %%
 from typing import Optional
 
+import pandas as pd
+
+import rbplab
 from rbplab import report
-from rbplab.extraction import extract_grid
 from rbplab.grid import Grid
 from rbplab.runner import run_study
 from rbplab.store import list_entries
@@ -56,7 +58,7 @@ params = NotebookParameters.read(globals())
 grid = (
     params.grid()
     if study_file
-    else Grid.build(params.models or params.families, params.corpora, params.settings)
+    else Grid.from_names(params.models or params.families, params.corpora, params.settings)
 )
 before = list_entries(cache_dir)
 
@@ -66,7 +68,8 @@ if not extract:  # a missing run is a MissingRunsError naming it: no model runs 
 elif study_file:
     runs = run_study(grid, cache_dir=cache_dir, progress=progress).table
 else:
-    runs = extract_grid(grid, cache_dir=cache_dir, progress=progress)
+    results = rbplab.extract(grid, cache_dir=cache_dir, progress=progress)  # one ExtractResult per run
+    runs = pd.DataFrame(results)[["model", "corpus", "n_tokens", "from_cache", "key", "path"]]
 readable(report.save_table(runs, "runs", output_dir))
 
 # %% [markdown]

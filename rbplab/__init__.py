@@ -3,7 +3,7 @@
 The package follows the data path, one subpackage per step:
 
     grid        what a study runs: models, revisions, corpora, settings (`Grid`)
-    extraction  model x corpus -> exact per-token ranks (`extract`, `load_stats`)
+    extraction  a grid's model x corpus runs -> exact per-token ranks (`extract`, `load_stats`)
     catalog     the inputs: model registry, corpora, checkpoint schedules, sizes S
     store       the cache those ranks live in
     analysis    RBP_k, fits against S, k-sweeps, emergence, rank distributions
@@ -25,25 +25,17 @@ from rbplab.core.errors import RbplabError
 # second, which `rbplab --help` should not. No name here is also the name of a submodule, so
 # `rbplab.extract` is always the function.
 _LAZY = {
-    "TokenStats": "rbplab.core.stats",
-    "Corpus": "rbplab.catalog",
-    "Document": "rbplab.catalog",
-    "load_corpus": "rbplab.catalog",
     "extract": "rbplab.extraction",
     "load_stats": "rbplab.extraction",
-    "ModelSpec": "rbplab.catalog",
-    "Study": "rbplab.study",
     "load_study": "rbplab.study",
-    "load_entries": "rbplab.study",
     "load_results": "rbplab.study.results",
     "save_results": "rbplab.study.results",
     "ExtractionSettings": "rbplab.core",
     "Grid": "rbplab.grid",
-    "ResolvedModel": "rbplab.catalog",
 }
 
 # The subpackages, loaded on first use as well: after `import rbplab` alone,
-# `rbplab.extraction.extract_many(...)` works as docs/python.md writes it.
+# `rbplab.study.size.fits(...)` works after `import rbplab` alone (docs/python.md).
 _SUBPACKAGES = frozenset(
     ("analysis", "catalog", "cli", "core", "extraction", "grid", "report", "runner", "store", "study", "viz")
 )

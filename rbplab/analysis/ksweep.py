@@ -56,7 +56,7 @@ def k_sweep(
     """alpha(k), R^2(k) with OLS CIs for each (family, corpus[, ties]) and k, regimes labelled.
 
     `data` is either a `metrics_table` (rows with metric == "rbp" are used; ks, ties and
-    n_boot are then ignored) or runs (see `rbplab.core.as_runs`), from which the table is
+    n_boot are then ignored) or runs (see `rbplab.core.runs.as_runs`), from which the table is
     built at `ks` (default `standard_ks`). With runs and n_boot > 0 the document-bootstrap
     columns of `rbplab.analysis.fit.bootstrap_fits` are added. Thresholds above the smallest
     vocabulary of a group are dropped so every fit uses every model.

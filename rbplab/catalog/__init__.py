@@ -8,37 +8,9 @@ text; `schedules` knows each model's revisions and how far into training they ar
 counts S without weights; `reference` is the paper's own GPT-2 table. Nothing here runs a model.
 """
 
-from rbplab.catalog.corpora import (
-    Corpus,
-    CorpusError,
-    Document,
-    LazyCorpus,
-    list_corpora,
-    load_corpus,
-    open_corpus,
-)
-from rbplab.catalog.models import ModelLoadError, ModelSpec, ResolvedModel, resolve
-from rbplab.catalog.reference import paper_reference, paper_reference_meta
-from rbplab.catalog.registry import families, family_models, model_location
-from rbplab.catalog.sizes import nonembedding_params, parameter_counts
+from rbplab.catalog.corpora.corpus import Corpus
+from rbplab.catalog.models import ModelSpec, ResolvedModel, resolve
+from rbplab.catalog.reference import paper_reference
+from rbplab.catalog.registry import families
 
-__all__ = [
-    "Corpus",
-    "CorpusError",
-    "Document",
-    "LazyCorpus",
-    "ModelLoadError",
-    "ModelSpec",
-    "ResolvedModel",
-    "families",
-    "family_models",
-    "list_corpora",
-    "load_corpus",
-    "nonembedding_params",
-    "open_corpus",
-    "paper_reference",
-    "paper_reference_meta",
-    "parameter_counts",
-    "resolve",
-    "model_location",
-]
+__all__ = ["Corpus", "ModelSpec", "ResolvedModel", "families", "paper_reference", "resolve"]

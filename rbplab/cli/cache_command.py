@@ -121,8 +121,8 @@ def _selected_dirs(root, prefixes: list[str]) -> tuple[list, list[str]]:
 def _verify(root, args: argparse.Namespace) -> int:
     """One line per entry (ok, partial, CORRUPT per problem, UNCHECKED when a requested recomputation
     cannot run), then the litter of killed processes; status 1 when anything is wrong."""
-    from rbplab.store.cache import entry_at
     from rbplab.store.cache.admin import entry_dir_problems
+    from rbplab.store.cache.entry import entry_at
 
     rederive = args.sample if args.sample is not None else (0 if args.rederive else None)
     dirs, unknown = _selected_dirs(root, args.keys)
@@ -164,8 +164,9 @@ def _verify(root, args: argparse.Namespace) -> int:
 def _report_leftovers(root, dirs: list, fix: bool) -> None:
     """Report (and with `fix` remove) what killed processes left: temporary folders of imports and
     temporary files of writes; entries being written keep theirs."""
-    from rbplab.store.archive import remove_stale_imports, stale_imports
-    from rbplab.store.cache import CacheError, entry_at
+    from rbplab.store.archive.staging import remove_stale_imports, stale_imports
+    from rbplab.store.cache.entry import entry_at
+    from rbplab.store.cache.reading import CacheError
 
     for folder in remove_stale_imports(root) if fix else stale_imports(root):
         what = "removed  " if fix else "LITTER   "
@@ -190,7 +191,7 @@ def _report_leftovers(root, dirs: list, fix: bool) -> None:
 
 def _repair(root, prefixes: list[str], progress: bool) -> int:
     from rbplab.extraction.repair import repair_entry
-    from rbplab.store.cache import entry_at
+    from rbplab.store.cache.entry import entry_at
 
     dirs, unknown = _selected_dirs(root, prefixes)
     failed = len(unknown)
@@ -230,8 +231,9 @@ def _repair(root, prefixes: list[str], progress: bool) -> int:
 
 def run_cache(args: argparse.Namespace) -> int:
     """Run `rbplab cache <subcommand>`; the exit status."""
-    from rbplab.store.archive import export_entries, import_archive
-    from rbplab.store.cache import list_entries, remove_entries
+    from rbplab.store.archive.export import export_entries
+    from rbplab.store.archive.importing import import_archive
+    from rbplab.store.cache.admin import list_entries, remove_entries
     from rbplab.store.files import cache_root
 
     root = cache_root(args.cache_dir)

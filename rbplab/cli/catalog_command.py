@@ -45,7 +45,7 @@ def run_families(args: argparse.Namespace) -> int:
 
 
 def run_corpora(args: argparse.Namespace) -> int:
-    from rbplab.catalog.corpora import list_corpora
+    from rbplab.catalog.corpora.loading import list_corpora
 
     table = list_corpora()
     if args.format == "table":

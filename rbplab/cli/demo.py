@@ -18,11 +18,13 @@ from rbplab.cli.output import readable
 from rbplab.cli.plan_command import probe_setup
 from rbplab.core.errors import RunFailedError
 from rbplab.core.settings import ExtractionSettings
+from rbplab.grid import Grid, StudyFileError
 from rbplab.report import run_report
-from rbplab.runner import StudyFileError, parse_study, run_study
+from rbplab.runner import run_study
 from rbplab.runner.costs import CostTotals, estimate_costs
 from rbplab.store.files import cache_root
-from rbplab.study import default_corpora, distribution, load_study, size
+from rbplab.study import distribution, load_study, size
+from rbplab.study.loading import default_corpora
 
 DEMO_KS = (1, 10, 100)
 # The data axis: the micro-suite's four intermediate checkpoints and its final models, each corpus
@@ -50,7 +52,7 @@ def run_demo(
     settings = settings or ExtractionSettings()
     corpora = list(corpora) if corpora else default_corpora()
     print(f"rbplab demo: family {family!r}, cache {root}")
-    grid = parse_study(
+    grid = Grid.read(
         {"families": [family], "corpora": corpora, "settings": settings.to_dict(changed_only=True)}
     )
     # One single-threaded process per CPU: on CPUs the small micro models score ~2x faster this way
@@ -128,7 +130,7 @@ def score_checkpoints(
         "settings": settings.with_changes(max_tokens=cap).to_dict(changed_only=True),
     }
     try:
-        grid = parse_study(table)
+        grid = Grid.read(table)
     except StudyFileError as err:
         print(f"data axis skipped: {err}")
         return None

@@ -7,8 +7,12 @@ that can be checked without torch is checked before any model is touched.
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from rbplab.core.errors import InvalidArgumentError
+
+if TYPE_CHECKING:
+    from rbplab.extraction.hits import ExtractResult
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 # The short names people type (PyTorch's and most papers'), for the names the settings take.
@@ -136,7 +140,7 @@ def grid_from_args(args: argparse.Namespace):
     """The grid `rbplab extract` runs: every --family member and --model, at --revision, on the
     --corpus corpora (models resolved first, with the loading options given to every model: a
     missing bundled model says how to get the data)."""
-    from rbplab.catalog.corpora import open_corpus
+    from rbplab.catalog.corpora.loading import open_corpus
     from rbplab.catalog.models import resolve_family, resolve_member
     from rbplab.grid import Grid
 
@@ -154,7 +158,7 @@ def grid_from_args(args: argparse.Namespace):
     corpora = [open_corpus(name, max_documents=args.max_documents) for name in args.corpus]
     wanted = [r for r in (args.revision or "").split(",") if r.strip()]
     # Revisions are checked against every model's schedule before any weights are loaded.
-    return Grid.of(members, corpora, settings_from_args(args), revisions=wanted or None)
+    return Grid.from_names(members, corpora, settings_from_args(args), revisions=wanted or None)
 
 
 def _check_context(label: str, limit: int | None, context_length: int | None) -> None:
@@ -198,16 +202,16 @@ def run_extract(args: argparse.Namespace) -> int:
         # An existing cache that cannot be written (a shared, read-only mount) still serves hits;
         # a run that needs to write fails with this same error before loading any weights.
 
-    from rbplab.extraction.in_process import extract_grid
+    from rbplab.extraction.in_process import extract
 
-    def say(row: dict) -> None:
-        state = "cached" if row["from_cache"] else "extracted"
-        tokens = f"{row['n_tokens']} tokens"
+    def say(result: ExtractResult) -> None:
+        state = "cached" if result.from_cache else "extracted"
+        tokens = f"{result.n_tokens} tokens"
         print(
             "\t".join(
-                str(c) for c in (row["model"], row["corpus"], tokens, state, row["key"][:12], row["path"])
+                str(c) for c in (result.model, result.corpus, tokens, state, result.key[:12], result.path)
             )
         )
 
-    extract_grid(grid, cache_dir=root, progress=not args.no_progress, on_result=say)
+    extract(grid, cache_dir=root, progress=not args.no_progress, on_result=say)
     return 0

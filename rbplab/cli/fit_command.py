@@ -33,7 +33,7 @@ def run_fit(args: argparse.Namespace) -> int:
     from rbplab.grid import Grid
     from rbplab.study import MissingRunsError, load_study, size
 
-    grid = Grid.build(args.family, args.corpus, settings_from_args(args))
+    grid = Grid.from_names(args.family, args.corpus, settings_from_args(args))
     try:
         study = load_study(grid, cache_dir=args.cache_dir, extract=args.extract)
     except MissingRunsError as err:

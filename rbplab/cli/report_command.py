@@ -105,7 +105,7 @@ def _report_request(args: argparse.Namespace, parameters: dict):
         settings = settings_from_args(args)
     else:
         settings = resolved(lambda: ExtractionSettings.from_mapping(as_mapping(settings, "settings")))
-    grid = resolved(lambda: Grid.build(families, corpora, settings, models=models))
+    grid = resolved(lambda: Grid.from_names(families, corpora, settings, models=models))
     return grid, cache_dir, extract
 
 

@@ -38,7 +38,7 @@ def check_study_arguments(args: argparse.Namespace, families: bool = True) -> No
 def check_names(families: list[str], corpora: list[str] | None) -> list[str] | None:
     """Each family known to the registry and each corpus a known name or an existing path, else a
     one-line error; the corpora in their canonical spelling."""
-    from rbplab.catalog.corpora import canonical_corpus, check_corpus
+    from rbplab.catalog.corpora.loading import canonical_corpus, check_corpus
     from rbplab.catalog.registry import family_models
 
     for family in families:

@@ -12,41 +12,19 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from rbplab.core.entry_spec import EntrySpec, EntrySpecError
     from rbplab.core.errors import RbplabError
-    from rbplab.core.runs import Run, RunsLike, as_runs
-    from rbplab.core.settings import ExtractionSettings, resolve_settings
-    from rbplab.core.stats import TIES, Ties, TokenStats, check_ties
+    from rbplab.core.runs import Run
+    from rbplab.core.settings import ExtractionSettings
+    from rbplab.core.stats import TokenStats
 
 _LAZY = {
-    "EntrySpec": "rbplab.core.entry_spec",
-    "EntrySpecError": "rbplab.core.entry_spec",
     "ExtractionSettings": "rbplab.core.settings",
     "RbplabError": "rbplab.core.errors",
     "Run": "rbplab.core.runs",
-    "RunsLike": "rbplab.core.runs",
-    "TIES": "rbplab.core.stats",
-    "Ties": "rbplab.core.stats",
     "TokenStats": "rbplab.core.stats",
-    "as_runs": "rbplab.core.runs",
-    "check_ties": "rbplab.core.stats",
-    "resolve_settings": "rbplab.core.settings",
 }
 
-__all__ = [
-    "TIES",
-    "EntrySpec",
-    "EntrySpecError",
-    "ExtractionSettings",
-    "RbplabError",
-    "Run",
-    "RunsLike",
-    "Ties",
-    "TokenStats",
-    "as_runs",
-    "check_ties",
-    "resolve_settings",
-]
+__all__ = ["ExtractionSettings", "RbplabError", "Run", "TokenStats"]
 
 
 def __getattr__(name: str) -> Any:

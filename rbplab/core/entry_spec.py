@@ -1,8 +1,8 @@
 """The identity of a cache entry: everything that changes its numbers, as a typed, versioned spec.
 
-`EntrySpec` is built once, by `rbplab.extraction.plan_extraction`, from the model's description,
+`EntrySpec` is built once, by `rbplab.extraction.plan.plan_extraction`, from the model's description,
 the corpus and the settings; its JSON (`to_json`) is what ``spec.json`` holds and what the cache
-key is the sha256 of (`rbplab.store.cache_key`). The JSON layout is the one keys have always been
+key is the sha256 of (`rbplab.store.cache.layout.cache_key`). The JSON layout is the one keys have always been
 computed from, so existing caches keep their keys; `from_json` reads it back, checking every
 field, so code reads ``spec.windows.shard_tokens`` instead of string paths into a dict.
 

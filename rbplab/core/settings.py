@@ -1,8 +1,8 @@
 """Extraction settings: the one object that says how a model scores a corpus.
 
-The Python API (`extract`, `extract_many`, `load_study`), the command line, the report and the
+The Python API (`Grid.from_names`, `load_study`, `load_stats`), the command line, the report and the
 notebooks all take an `ExtractionSettings`; functions that take one also accept its fields as
-keyword overrides (`extract(m, c, max_tokens=2000)`), validated here in one place.
+keyword overrides (`Grid.from_names(m, c, max_tokens=2000)`), validated here in one place.
 """
 
 from __future__ import annotations

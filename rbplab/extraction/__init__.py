@@ -9,10 +9,11 @@ token starts a document; `windows` turns documents into model inputs; `ranks` co
 counts from hidden states; `plan` resolves a run's cache key from metadata (and its shards'
 windows once, `Plan.shards`); `scoring` batches a shard's windows and turns them into rows with
 the loaded model; `pipeline` runs the shard loop into cache entries; `in_process` runs every run
-of a grid through it; `reading` reads a run's token stats back; `known_plans` finds the entry of
-a request already planned on this machine without loading model code; `repair` recomputes
-damaged entries from what their spec records; and `verify` checks entries against what only the
-corpus and the model can tell (shard counts; shards recomputed and compared).
+of a grid through it (`extract`, also `rbplab.extract`); `reading` reads a run's token stats
+back; `known_plans` finds the entry of a request already planned on this machine without loading
+model code; `repair` recomputes damaged entries from what their spec records; and `verify`
+checks entries against what only the corpus and the model can tell (shard counts; shards
+recomputed and compared).
 
 Names are imported on first use, so `rbplab.extraction.known_plans`, `reading` and `sources` work
 without importing torch.
@@ -23,18 +24,8 @@ from typing import Any
 
 _LAZY = {
     "ExtractResult": "rbplab.extraction.hits",
-    "ModelInfo": "rbplab.extraction.models",
-    "NonFiniteLogitsError": "rbplab.extraction.ranks",
-    "RemoteCodeError": "rbplab.extraction.metadata",
-    "describe_model": "rbplab.extraction.models",
-    "extract": "rbplab.extraction.pipeline",
-    "extract_grid": "rbplab.extraction.in_process",
-    "extract_many": "rbplab.extraction.in_process",
-    "load_model": "rbplab.extraction.weights",
+    "extract": "rbplab.extraction.in_process",
     "load_stats": "rbplab.extraction.reading",
-    "plan_extraction": "rbplab.extraction.plan",
-    "rank_stats": "rbplab.extraction.ranks",
-    "repair_entry": "rbplab.extraction.repair",
 }
 
 __all__ = sorted(_LAZY)

@@ -15,16 +15,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rbplab.extraction.plan import Plan, count_problems
-from rbplab.store.cache import CacheCorruptedError, CacheEntry
+from rbplab.store.cache.entry import CacheEntry
+from rbplab.store.cache.reading import CacheCorruptedError
 
 
 @dataclass(frozen=True)
 class ExtractResult:
+    """One run's cache entry after extraction: its key, folder, scored tokens, whether it was a
+    cache hit, its manifest, and (from `rbplab.extract`) the run's model and corpus labels."""
+
     key: str
     path: Path
     n_tokens: int
     from_cache: bool
     manifest: dict
+    model: str = ""  # the run's label: the model, ``model@revision`` for a checkpoint
+    corpus: str = ""  # the corpus's name
 
 
 def cache_hit(entry: CacheEntry, plan: Plan | None = None) -> ExtractResult | None:

@@ -30,14 +30,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rbplab.catalog.corpora import Corpus, LazyCorpus
+from rbplab.catalog.corpora.corpus import Corpus, LazyCorpus
 from rbplab.catalog.models import ModelLoadError, ResolvedModel
 from rbplab.core.documents import parse_json
 from rbplab.core.entry_spec import EntrySpec
 from rbplab.core.settings import ExtractionSettings
 from rbplab.core.versions import installed_versions
 from rbplab.extraction.fingerprints import files_digest, resolve_commit, weights_fingerprint
-from rbplab.store.cache import CacheEntry, CacheError, canonical_json
+from rbplab.store.cache.entry import CacheEntry
+from rbplab.store.cache.layout import canonical_json
+from rbplab.store.cache.reading import CacheError
 from rbplab.store.files import atomic_write, cache_root, ensure_real_dir, read_entry_file
 
 RECORD_VERSION = 1

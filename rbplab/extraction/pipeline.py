@@ -1,4 +1,5 @@
-"""A plan -> its cache entry: `extract`, `extract_plan` and `load_scorer`.
+"""A plan -> its cache entry: `extract_plan` and `load_scorer` (`rbplab.extract` runs a grid's
+plans through `extract_plan`).
 
 A cache hit (`rbplab.extraction.hits`) loads no weights and runs no forward pass. Otherwise the
 weights are loaded and checked before the entry's folder exists (a model that cannot be loaded
@@ -11,16 +12,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rbplab.catalog.corpora import Corpus, LazyCorpus
-from rbplab.catalog.models import ModelSpec
-from rbplab.core.settings import ExtractionSettings
 from rbplab.extraction.hits import ExtractResult, cache_hit
-from rbplab.extraction.known_plans import record_plan
-from rbplab.extraction.plan import Plan, plan_extraction
+from rbplab.extraction.plan import Plan
 from rbplab.extraction.scoring import Scorer, make_scorer
 from rbplab.extraction.shard_loop import compute_shards, sound_shards
 from rbplab.extraction.weights import load_weights
-from rbplab.store.cache import CacheEntry, CacheError
+from rbplab.store.cache.entry import CacheEntry
+from rbplab.store.cache.reading import CacheError
 from rbplab.store.files import check_writable
 
 
@@ -38,32 +36,9 @@ def _progress(total: int, initial: int, label: str, enabled: bool) -> Any:
     )
 
 
-def extract(
-    model: ModelSpec | str,
-    corpus: str | Corpus | LazyCorpus,
-    settings: ExtractionSettings | None = None,
-    *,
-    cache_dir: str | Path | None = None,
-    progress: bool = True,
-    **overrides: Any,
-) -> ExtractResult:
-    """Rank statistics of every scored token of `corpus` under `model`, cached.
-
-    model: a ModelSpec, registered name, hub id, local directory or .gguf file.
-    corpus: a Corpus (or LazyCorpus) or anything rbplab.catalog.load_corpus accepts; a hub corpus at
-    a commit is keyed by its identity, so a cache hit never reads the dataset.
-    settings: how to score (`rbplab.core.ExtractionSettings`: context length, stride, BOS,
-    max tokens, padded vocabulary, dtype, device, device map, batch size); `overrides` are its
-    fields given as keywords, e.g. extract(model, corpus, max_tokens=2000).
-    """
-    plan = plan_extraction(model, corpus, settings, **overrides)
-    result = extract_plan(plan, cache_dir=cache_dir, progress=progress)
-    record_plan(plan, cache_dir)  # the next analysis of this run finds its key without model code
-    return result
-
-
 def extract_plan(plan: Plan, *, cache_dir: str | Path | None = None, progress: bool = True) -> ExtractResult:
-    """`extract` of an already made plan (`plan_extraction`); writes nothing outside the entry
+    """The cache entry of a made plan (`plan_extraction`): a hit as it is, else computed (resuming
+    from the shards on disk). Writes nothing outside the entry
     (`repair` relies on that), so callers that keep plan records write them (`record_plan`)."""
     entry = CacheEntry(cache_dir, plan.key_spec)
     hit = cache_hit(entry, plan)  # a hit writes nothing, so a read-only cache serves it

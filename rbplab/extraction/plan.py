@@ -16,7 +16,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from rbplab.catalog.corpora import Corpus, LazyCorpus, open_corpus
+from rbplab.catalog.corpora.corpus import Corpus, LazyCorpus
+from rbplab.catalog.corpora.loading import open_corpus
 from rbplab.catalog.models import ModelSpec, ResolvedModel
 from rbplab.core.entry_spec import (
     BosIdentity,

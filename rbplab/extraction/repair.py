@@ -1,6 +1,6 @@
 """Recomputing a damaged or incomplete cache entry through the normal extraction path.
 
-The entry's spec (`rbplab.core.EntrySpec`) records which model, corpus and settings produced it.
+The entry's spec (`rbplab.core.entry_spec.EntrySpec`) records which model, corpus and settings produced it.
 Nothing else on disk is trusted: the model and corpus are re-resolved from the names the spec and
 manifest record, planned again with the settings the spec pins, and used only if the planned key
 equals the entry's key. Then the damaged
@@ -16,20 +16,16 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from rbplab.catalog.corpora import load_corpus
+from rbplab.catalog.corpora.loading import load_corpus
 from rbplab.catalog.models import ModelSpec
 from rbplab.core.documents import parse_json
 from rbplab.core.entry_spec import EntrySpec, EntrySpecError
 from rbplab.extraction.hits import ExtractResult
 from rbplab.extraction.pipeline import extract_plan
 from rbplab.extraction.plan import Plan, count_problems, plan_extraction
-from rbplab.store.cache import (
-    CacheEntry,
-    CacheError,
-    cache_key,
-    entry_at,
-)
-from rbplab.store.cache.layout import max_manifest_bytes
+from rbplab.store.cache.entry import CacheEntry, entry_at
+from rbplab.store.cache.layout import cache_key, max_manifest_bytes
+from rbplab.store.cache.reading import CacheError
 from rbplab.store.files import cache_root, entry_dir_problem
 
 

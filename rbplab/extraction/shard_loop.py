@@ -24,7 +24,7 @@ from rbplab.extraction.plan import Plan
 from rbplab.extraction.ranks import NonFiniteLogitsError
 from rbplab.extraction.scoring import Scorer, shard_frame
 from rbplab.extraction.windows import Window
-from rbplab.store.cache import CacheEntry
+from rbplab.store.cache.entry import CacheEntry
 
 
 def producer_id() -> str:

@@ -24,7 +24,8 @@ from rbplab.extraction.pipeline import load_scorer
 from rbplab.extraction.plan import Plan, count_problems
 from rbplab.extraction.repair import replan
 from rbplab.extraction.scoring import shard_frame
-from rbplab.store.cache import CacheCorruptedError, CacheEntry, CacheError
+from rbplab.store.cache.entry import CacheEntry
+from rbplab.store.cache.reading import CacheCorruptedError, CacheError
 
 # What re-planning, tokenizing or loading a model raises when something is missing or broken.
 USER_ERRORS = (OSError, ValueError, LookupError, ImportError, RuntimeError)

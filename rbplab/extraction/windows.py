@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from rbplab.catalog.corpora import CorpusError
+from rbplab.catalog.corpora.corpus import CorpusError
 from rbplab.core.errors import InvalidArgumentError
 from rbplab.extraction.bos import BOS_CHOICES, BosDecision
 

@@ -2,9 +2,10 @@
 
 `Grid` is the one expansion of families, models, revisions and corpora that `rbplab extract`,
 study files, the runner and `load_study` share; each member is a `rbplab.catalog.ResolvedModel`,
-resolved from its name once.
+resolved from its name once. Build one with `Grid.from_names` or read a study file with
+`Grid.read`.
 """
 
-from rbplab.grid.grid import Grid, GridRun, StudyFileError, corpus_label, parse_study, read_study_file
+from rbplab.grid.grid import Grid, StudyFileError
 
-__all__ = ["Grid", "GridRun", "StudyFileError", "corpus_label", "parse_study", "read_study_file"]
+__all__ = ["Grid", "StudyFileError"]

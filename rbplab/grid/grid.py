@@ -23,18 +23,17 @@ schedule (other hub models) take revision names as given; they are checked when 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
-import pandas as pd
-
 from rbplab.catalog import registry, schedules
-from rbplab.catalog.corpora import Corpus, LazyCorpus, canonical_corpus, list_corpora, open_corpus
-from rbplab.catalog.models import ResolvedModel, resolve_family, resolve_member
+from rbplab.catalog.corpora.corpus import Corpus, LazyCorpus
+from rbplab.catalog.corpora.loading import canonical_corpus, list_corpora, open_corpus
+from rbplab.catalog.models import ModelSpec, ResolvedModel, resolve, resolve_family, resolve_member
 from rbplab.core.documents import read_toml
-from rbplab.core.errors import BadFileError, MissingFileError, RbplabError
+from rbplab.core.errors import BadFileError, InvalidTypeError, MissingFileError, RbplabError
 from rbplab.core.settings import ExtractionSettings, resolve_settings
 
 KEYS = ("families", "models", "corpora", "revisions", "settings")
@@ -79,7 +78,8 @@ class Grid:
 
     `members` are the models at no revision; `revisions` maps a model name to the revisions run
     (absent: only the final model); `corpora` are names, paths or Corpus objects, opened once per
-    grid (`opened`). Build one with `Grid.build` (anything a user names) or the constructors."""
+    grid (`opened`). Build one with `Grid.from_names` (models by name) or `Grid.read` (a study
+    file)."""
 
     path: Path | None
     members: tuple[ResolvedModel, ...]
@@ -151,53 +151,9 @@ class Grid:
 
     # ---- building one -------------------------------------------------------------------------
     @classmethod
-    def build(
-        cls,
-        what: Grid | str | Path | Mapping[str, Any] | Iterable[str] | pd.DataFrame,
-        corpora: CorpusLike | Iterable[CorpusLike] | None = None,
-        settings: ExtractionSettings | Mapping[str, Any] | None = None,
-        *,
-        models: Iterable[str] | None = None,
-        revisions: str | Sequence[str] | None = None,
-        **overrides: Any,
-    ) -> Grid:
-        """A grid from anything that names one: a Grid, a study file (``.toml``) or its table (a
-        dict), a table with a ``model`` column, or names: registry families (every member, or
-        those in `models`), registered models, local model paths and hub ids (a name that is
-        both a family and a model, such as "gpt2", is the family).
-        corpora: bundled names, ``hub:<name>``, paths or Corpus objects (default: every bundled
-        corpus, or the study file's); settings: `ExtractionSettings` (its fields may also be given
-        as keywords); revisions: names or ``"log:N"`` for every model. Given with a grid or a
-        study file, these replace the file's own."""
-        if isinstance(what, Grid):
-            grid = what
-        elif isinstance(what, Mapping):
-            grid = cls.from_mapping(what)
-        elif isinstance(what, (str, Path)) and str(what).endswith(".toml"):
-            grid = cls.read(what)
-        else:
-            if isinstance(what, pd.DataFrame):
-                if "model" not in what.columns:
-                    raise StudyFileError("a table of models needs a 'model' column")
-                what = list(dict.fromkeys(what["model"].astype(str)))
-            names = [what] if isinstance(what, (str, Path)) else list(what)
-            return cls.from_names(names, corpora, settings, models=models, revisions=revisions, **overrides)
-        changes: dict[str, Any] = {}
-        if models is not None:
-            changes["members"] = tuple(_subset(list(grid.members), models, grid.families))
-        if corpora is not None:
-            changes["corpora"] = tuple(canonical_corpus(c) for c in _as_list(corpora))
-        if settings is not None or overrides:
-            changes["settings"] = resolve_settings(settings, **overrides)
-        if revisions is not None:
-            members = changes.get("members", grid.members)
-            changes["revisions"] = {m.model: _checked(m.model, revisions, "revisions", "") for m in members}
-        return replace(grid, **changes) if changes else grid
-
-    @classmethod
     def from_names(
         cls,
-        names: Iterable[str | Path],
+        names: str | Path | ModelSpec | ResolvedModel | Iterable[str | Path | ModelSpec | ResolvedModel],
         corpora: CorpusLike | Iterable[CorpusLike] | None = None,
         settings: ExtractionSettings | Mapping[str, Any] | None = None,
         *,
@@ -205,8 +161,17 @@ class Grid:
         revisions: str | Sequence[str] | None = None,
         **overrides: Any,
     ) -> Grid:
-        """Families (expanded to their members; `models` keeps a subset of them by short name)
-        and single models, on `corpora` (default: the bundled ones).
+        """A grid of named models on `corpora`, under `settings`.
+
+        names: one or several of registry families (every member; `models` keeps a subset of them
+        by short name), registered models, local model paths and hub ids (a name that is both a
+        family and a model, such as "gpt2", is the family), or models with loading options
+        (`rbplab.catalog.ModelSpec`, or one already resolved: `rbplab.catalog.resolve`).
+        corpora: bundled names, ``hub:<name>``, paths or Corpus objects (default: every bundled
+        corpus). settings: `ExtractionSettings` or a mapping of its fields; its fields may also be
+        given as keywords (`overrides`). revisions: names or ``"log:N"`` for every model, checked
+        against its checkpoint schedule (default: the final model, or the revision a ModelSpec
+        names). A study file is `Grid.read`.
 
         Examples
         --------
@@ -214,50 +179,56 @@ class Grid:
         >>> [(m.model, m.S) for m in grid.members], grid.corpora
         ([('micro-1-25K', 25472.0), ('micro-2-85K', 84912.0)], ('prose',))
         """
-        names = [str(n) for n in names]
-        if not names:
+        given = [names] if isinstance(names, (str, Path, ModelSpec, ResolvedModel)) else list(names)
+        if not given:
             raise StudyFileError("give at least one model family or model, e.g. 'micro' (rbplab families)")
         members: list[ResolvedModel] = []
         families: list[str] = []
-        for name in names:
-            refs = _family_or_model(name)
-            families += [name] if refs is not None else []
-            members += refs if refs is not None else [_named_model(name)]
+        for name in given:
+            if isinstance(name, (ModelSpec, ResolvedModel)):
+                members.append(name if isinstance(name, ResolvedModel) else resolve(name))
+                continue
+            refs = _family_or_model(str(name))
+            families += [str(name)] if refs is not None else []
+            members += refs if refs is not None else [_named_model(str(name))]
         members = list({m.model: m for m in members}.values())
         if models is not None:
             members = _subset(members, models, families)
-        return cls.of(members, corpora, settings, revisions=revisions, **overrides)
-
-    @classmethod
-    def of(
-        cls,
-        members: Iterable[ResolvedModel],
-        corpora: CorpusLike | Iterable[CorpusLike] | None = None,
-        settings: ExtractionSettings | Mapping[str, Any] | None = None,
-        *,
-        revisions: str | Sequence[str] | None = None,
-        **overrides: Any,
-    ) -> Grid:
-        """Resolved models on `corpora` (default: the bundled ones), each at `revisions` (names or
-        ``"log:N"``, checked against its schedule; default: the final model)."""
-        members = list({m.model: m for m in members}.values())
-        if not members:
-            raise StudyFileError("give at least one model family or model, e.g. 'micro' (rbplab families)")
         opened = (
             [canonical_corpus(c) for c in _as_list(corpora)] if corpora is not None else _bundled_corpora()
         )
         if not opened:
             raise StudyFileError("no corpora given and none bundled in data/corpora")
-        chosen = (
-            {m.model: _checked(m.model, revisions, "revisions", "") for m in members}
-            if revisions is not None
-            else {}
-        )
+        if revisions is not None:
+            chosen = {m.model: _checked(m.model, revisions, "revisions", "") for m in members}
+        else:  # a model given at a revision (a ModelSpec's, a resolved checkpoint) is run there
+            chosen = {m.model: (m.revision,) for m in members if m.revision is not None}
         return cls(None, tuple(members), tuple(opened), chosen, resolve_settings(settings, **overrides))
 
     @classmethod
-    def from_mapping(cls, data: Mapping[str, Any], path: Path | None = None) -> Grid:
-        """A study file's table (as read from TOML), validated."""
+    def read(cls, study: str | Path | Mapping[str, Any]) -> Grid:
+        """A study file (TOML), or its table as read from one (a dict: what `rbplab demo` hands
+        the training notebook), validated. The file must be a regular file of at most
+        MAX_STUDY_FILE_BYTES of UTF-8 text (a device, a FIFO, a huge or binary file is a one-line
+        StudyFileError); relative corpus paths in a file are relative to its folder."""
+        if isinstance(study, Mapping):
+            return cls._from_table(study, None)
+        if not isinstance(study, (str, Path)):
+            raise StudyFileError(
+                f"Grid.read takes a study file's path or its table, not {type(study).__name__}"
+            )
+        path = Path(study).expanduser()
+        try:
+            data = read_toml(path, "study file", MAX_STUDY_FILE_BYTES)
+        except (MissingFileError, BadFileError) as err:
+            raise StudyFileError(str(err)) from None
+        except OSError as err:
+            raise StudyFileError(f"cannot read study file {path} ({err.strerror or err})") from None
+        return cls._from_table(data, path.resolve())
+
+    @classmethod
+    def _from_table(cls, data: Mapping[str, Any], path: Path | None) -> Grid:
+        """A study file's table (as read from TOML), validated; `path`: the file it came from."""
         where = f"{path}: " if path else ""
         unknown = sorted(set(data) - set(KEYS))
         if unknown:
@@ -296,19 +267,6 @@ class Grid:
         except ValueError as err:
             raise StudyFileError(f"{where}[settings]: {err}") from None
         return cls(path, tuple(members), tuple(corpora), revisions, settings)
-
-    @classmethod
-    def read(cls, path: str | Path) -> Grid:
-        """A study TOML file, read and validated: a regular file of at most MAX_STUDY_FILE_BYTES
-        of UTF-8 text (a device, a FIFO, a huge or binary file is a one-line StudyFileError)."""
-        path = Path(path).expanduser()
-        try:
-            data = read_toml(path, "study file", MAX_STUDY_FILE_BYTES)
-        except (MissingFileError, BadFileError) as err:
-            raise StudyFileError(str(err)) from None
-        except OSError as err:
-            raise StudyFileError(f"cannot read study file {path} ({err.strerror or err})") from None
-        return cls.from_mapping(data, path.resolve())
 
 
 # A study file names models, corpora and a few settings: a few KB. The bound keeps /dev/zero or a
@@ -402,11 +360,12 @@ def _checked(model: str, value: Any, key: str, where: str) -> tuple[str, ...]:
         raise StudyFileError(f"{where}'{key}': {err}") from None
 
 
-def read_study_file(path: str | Path) -> Grid:
-    """Read and validate a study TOML file (`Grid.read`)."""
-    return Grid.read(path)
-
-
-def parse_study(data: Mapping[str, Any], path: Path | None = None) -> Grid:
-    """Validate a study's table (as read from TOML) into a Grid (`Grid.from_mapping`)."""
-    return Grid.from_mapping(data, path)
+def require_grid(value: Any, where: str) -> Grid:
+    """`value` itself when it is a Grid; anything else (names, a path, a table) is a one-line
+    InvalidTypeError saying how to make one, so no function guesses what a value names."""
+    if isinstance(value, Grid):
+        return value
+    raise InvalidTypeError(
+        f"{where} takes a rbplab.grid.Grid, not {type(value).__name__}: make one with "
+        "Grid.from_names(names, corpora, ...) or Grid.read(study_file)"
+    )

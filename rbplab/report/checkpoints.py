@@ -21,7 +21,7 @@ def cached_checkpoints(
     every model has at one scoring cap, the cap that covers the most checkpoints. None when the
     cache holds no checkpoint of every model on every corpus."""
     from rbplab.catalog import registry, schedules
-    from rbplab.store.cache import list_entries
+    from rbplab.store.cache.admin import list_entries
 
     families = list(families)
     members = pd.concat([registry.family_models(f) for f in families], ignore_index=True)["model"]

@@ -120,7 +120,7 @@ def static_figures() -> Iterator[None]:
     """Within it, kernels started from this process draw every widget view as a static figure too
     (`rbplab.viz.widgets`): a headless run has nobody to render widgets."""
     # The kernel inherits our environment: tell rbplab.viz.widgets nobody renders widgets there.
-    from rbplab.viz.widgets import STATIC_ENV
+    from rbplab.viz.widgets.frontend import STATIC_ENV
 
     old = os.environ.get(STATIC_ENV)
     os.environ[STATIC_ENV] = "1"

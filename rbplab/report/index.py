@@ -245,7 +245,7 @@ def _checkpoint_runs(table: pd.DataFrame) -> pd.DataFrame:
 def _keyed(runs: pd.DataFrame, settings: ExtractionSettings, cache_dir: str | Path | None) -> pd.DataFrame:
     """`runs` with the cache key of each (`rbplab.study.results.matching_keys`); a local model's
     final checkpoint is cached as the model itself (no revision), found by its step."""
-    from rbplab.store.cache import list_entries
+    from rbplab.store.cache.admin import list_entries
     from rbplab.study.results import matching_keys
 
     if not {"model", "corpus"} <= set(runs.columns):

@@ -9,11 +9,9 @@ default) never stands in for the corpora that were analysed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
-
-import pandas as pd
+from typing import TypeVar
 
 from rbplab.core.errors import InvalidArgumentError, RbplabError
 from rbplab.grid import Grid
@@ -25,14 +23,7 @@ GRID_PARAMETERS = ("families", "models", "corpora", "settings", "study_file")
 # The parameters run_report sets from its own arguments.
 RUN_PARAMETERS = ("cache_dir", "extract", "output_dir")
 
-GridLike = Grid | str | Path | Mapping[str, Any] | Iterable[str] | pd.DataFrame
 T = TypeVar("T")
-
-
-def report_grid(request: GridLike) -> Grid:
-    """The Grid `request` names (anything `rbplab.grid.Grid.build` takes: a Grid, a study file or
-    its table, family and model names), its failure one line."""
-    return resolved(lambda: Grid.build(request))
 
 
 def resolved(resolve: Callable[[], T]) -> T:
@@ -53,7 +44,8 @@ def check_parameters(parameters: Mapping[str, object]) -> None:
         if name in GRID_PARAMETERS:
             raise InvalidArgumentError(
                 f"parameter {name!r} is part of the report's grid: give it in the grid "
-                f"(run_report(Grid.build(...)), a study file, or rbplab report's --family/--corpus/settings)"
+                "(run_report(Grid.from_names(...)) or Grid.read(study_file), or rbplab report's "
+                "--family/--corpus/settings)"
             )
         if name in RUN_PARAMETERS:
             raise InvalidArgumentError(f"parameter {name!r} is run_report's own: pass run_report({name}=...)")
@@ -84,7 +76,7 @@ def notebook_parameters(grid: Grid) -> dict[str, object]:
     if not all(isinstance(c, str) for c in grid.corpora):
         raise InvalidArgumentError(f"the notebooks take corpora by name or path, not Corpus objects: {fix}")
     families = grid.families
-    every = [m.model for m in Grid.build(families).members]
+    every = [m.model for m in Grid.from_names(families).members]
     return {
         "families": families,
         "models": None if grid.models == every else grid.models,

@@ -17,6 +17,8 @@ from pathlib import Path
 import pandas as pd
 
 from rbplab.core.documents import parse_json
+from rbplab.grid import Grid
+from rbplab.grid.grid import require_grid
 from rbplab.report.execution import (
     EXTRACTION_NOTEBOOK,
     TRAINING_NOTEBOOK,
@@ -32,11 +34,9 @@ from rbplab.report.handoff import FIGURE_SUFFIX, HEADLINE
 from rbplab.report.index import write_index, write_report_results
 from rbplab.report.pages import notebook_title
 from rbplab.report.request import (
-    GridLike,
     check_parameters,
     notebook_parameters,
     reads_grid,
-    report_grid,
     resolved,
 )
 
@@ -78,7 +78,7 @@ class ReportOptions:
 
 
 def run_report(
-    grid: GridLike,
+    grid: Grid,
     output_dir: str | Path = "reports",
     *,
     cache_dir: str | Path | None = None,
@@ -92,10 +92,10 @@ def run_report(
     after removing the files a previous report there wrote (`rbplab.report.folder`: files it did
     not write stay).
 
-    grid: what the notebooks analyse, an `rbplab.grid.Grid` or anything `Grid.build` takes (a
-    study file, family names: "micro" is its models on every bundled corpus), handed to every
-    notebook as its families, models, corpora and settings parameters (or its study file).
-    It is resolved and, unless `extract`, checked against the cache before any notebook runs: an
+    grid: what the notebooks analyse, an `rbplab.grid.Grid` (`Grid.read` of a study file, or
+    `Grid.from_names`: "micro" is its models on every bundled corpus), handed to every notebook
+    as its families, models, corpora and settings parameters (or its study file).
+    Unless `extract`, it is checked against the cache before any notebook runs: an
     unknown name or a run certainly missing is one error (`MissingRunsError`).
     parameters: other notebook parameters (each notebook receives those it declares; a name no
     notebook declares, or one the grid or this function sets, is an error). extract: let the
@@ -116,7 +116,7 @@ def run_report(
     if parameters:
         check_parameters(parameters)
         check_names(parameters, declared_parameters(paths))
-    analysed = report_grid(grid)
+    analysed = require_grid(grid, "run_report")
     params: dict[str, object] = {
         **notebook_parameters(analysed),
         "cache_dir": cache_dir,

@@ -5,20 +5,8 @@ range) work units from metadata; `worker` computes a unit into the shared cache;
 run units locally or on Ray; `run` drives it all with one progress bar and a final table.
 """
 
-from rbplab.grid import Grid, StudyFileError, parse_study, read_study_file
-from rbplab.runner.executors import ExecutorError, RayOptions
+from rbplab.runner.executors import RayOptions
 from rbplab.runner.run import StudyRun, run_study
-from rbplab.runner.units import plan_study, slice_units
+from rbplab.runner.units import plan_study
 
-__all__ = [
-    "ExecutorError",
-    "Grid",
-    "RayOptions",
-    "StudyFileError",
-    "StudyRun",
-    "parse_study",
-    "plan_study",
-    "read_study_file",
-    "run_study",
-    "slice_units",
-]
+__all__ = ["RayOptions", "StudyRun", "plan_study", "run_study"]

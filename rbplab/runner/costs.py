@@ -27,12 +27,14 @@ from typing import Any
 import pandas as pd
 
 from rbplab.catalog import registry
-from rbplab.catalog.corpora import Corpus, Document, LazyCorpus, open_corpus
+from rbplab.catalog.corpora.corpus import Corpus, Document, LazyCorpus
+from rbplab.catalog.corpora.loading import open_corpus
 from rbplab.core.errors import InvalidArgumentError, RbplabError
 from rbplab.extraction.hits import entry_damage
 from rbplab.extraction.plan import DEFAULT_MAX_CONTEXT, SHARD_TOKENS, Plan, plan_extraction
 from rbplab.extraction.scoring import default_batch_tokens
-from rbplab.grid import Grid, corpus_label
+from rbplab.grid import Grid
+from rbplab.grid.grid import corpus_label
 from rbplab.runner.cost_model import (
     Architecture,
     architecture,
@@ -44,7 +46,7 @@ from rbplab.runner.cost_model import (
 from rbplab.runner.executors import worker_threads
 from rbplab.runner.probe import DEFAULT_PROBE_SECONDS, Throughput, probe_throughput
 from rbplab.runner.units import DEFAULT_SHARDS_PER_UNIT, accelerator_dtype
-from rbplab.store.cache import CacheEntry
+from rbplab.store.cache.entry import CacheEntry
 from rbplab.store.files import cache_root
 from rbplab.store.hub import HubUnreachableError
 

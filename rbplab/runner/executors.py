@@ -20,7 +20,8 @@ from rbplab.core.errors import RbplabError
 from rbplab.core.settings import ExtractionSettings
 from rbplab.runner.units import WorkUnit
 from rbplab.runner.worker import UnitResult, release_models, run_unit
-from rbplab.store.cache import CacheEntry, CacheError
+from rbplab.store.cache.entry import CacheEntry
+from rbplab.store.cache.reading import CacheError
 
 RAY_HINT = "pip install 'rbplab[ray]'"
 

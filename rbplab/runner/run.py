@@ -20,7 +20,7 @@ from rbplab.core.errors import InvalidArgumentError
 from rbplab.grid import Grid
 from rbplab.runner.executors import RayOptions, UnitOutcome, cluster_gpus, run_local, run_processes, run_ray
 from rbplab.runner.units import DEFAULT_SHARDS_PER_UNIT, StudyPlan, plan_study, slice_units
-from rbplab.store.cache import CacheEntry
+from rbplab.store.cache.entry import CacheEntry
 from rbplab.store.files import cache_root, check_writable
 
 EXECUTORS = ("local", "ray")

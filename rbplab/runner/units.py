@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from rbplab.catalog.corpora import Corpus, LazyCorpus
+from rbplab.catalog.corpora.corpus import Corpus, LazyCorpus
 from rbplab.catalog.models import ResolvedModel
 from rbplab.core.errors import InvalidArgumentError
 from rbplab.core.settings import ExtractionSettings
@@ -21,7 +21,7 @@ from rbplab.extraction.known_plans import record_plan
 from rbplab.extraction.plan import plan_extraction
 from rbplab.extraction.shard_loop import sound_shards
 from rbplab.grid import Grid
-from rbplab.store.cache import CacheEntry
+from rbplab.store.cache.entry import CacheEntry
 
 DEFAULT_SHARDS_PER_UNIT = 4
 

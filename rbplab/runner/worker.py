@@ -29,7 +29,7 @@ from rbplab.extraction.plan import Plan, plan_extraction
 from rbplab.extraction.scoring import Scorer
 from rbplab.extraction.shard_loop import CRASH_HOOK_ENV, compute_shards, producer_id
 from rbplab.runner.units import WorkUnit
-from rbplab.store.cache import CacheEntry
+from rbplab.store.cache.entry import CacheEntry
 
 __all__ = ["CRASH_HOOK_ENV", "UnitResult", "run_unit"]
 

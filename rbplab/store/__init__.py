@@ -7,27 +7,8 @@ bounded sizes); `hub` decides whether the Hugging Face hub can be reached and re
 there to its commit; `paths` finds the bundled data. Nothing here runs a model.
 """
 
-from rbplab.store.archive import ArchiveError, export_entries, import_archive
-from rbplab.store.cache import (
-    CacheCorruptedError,
-    CacheEntry,
-    CacheError,
-    cache_key,
-    list_entries,
-    remove_entries,
-)
-from rbplab.store.files import CacheLocationError, cache_root
+from rbplab.store.cache.admin import list_entries
+from rbplab.store.cache.entry import CacheEntry
+from rbplab.store.cache.reading import CacheError
 
-__all__ = [
-    "ArchiveError",
-    "CacheCorruptedError",
-    "CacheEntry",
-    "CacheError",
-    "CacheLocationError",
-    "cache_key",
-    "cache_root",
-    "export_entries",
-    "import_archive",
-    "list_entries",
-    "remove_entries",
-]
+__all__ = ["CacheEntry", "CacheError", "list_entries"]

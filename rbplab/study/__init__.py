@@ -12,16 +12,8 @@ Markdown or LaTeX, `results` a study's results file.
 """
 
 from rbplab.study.entries import MissingRunsError
-from rbplab.study.loading import default_corpora, load_entries, load_study, open_study
+from rbplab.study.loading import load_study
 from rbplab.study.study import Study
 from rbplab.study.synthetic import synthetic_study
 
-__all__ = [
-    "MissingRunsError",
-    "Study",
-    "default_corpora",
-    "load_entries",
-    "load_study",
-    "open_study",
-    "synthetic_study",
-]
+__all__ = ["MissingRunsError", "Study", "load_study", "synthetic_study"]

@@ -15,15 +15,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from rbplab.catalog.corpora import Corpus, LazyCorpus
+from rbplab.catalog.corpora.corpus import Corpus, LazyCorpus
 from rbplab.core.entry_spec import EntrySpec, EntrySpecError
 from rbplab.core.errors import RbplabError
 from rbplab.core.settings import ExtractionSettings
-from rbplab.grid import Grid, GridRun, corpus_label
+from rbplab.grid import Grid
+from rbplab.grid.grid import GridRun, corpus_label
 
 if TYPE_CHECKING:
     from rbplab.extraction.plan import Plan
-    from rbplab.store.cache import CacheEntry
+    from rbplab.store.cache.entry import CacheEntry
 
 
 PYTHON_REMEDY = "extract=True (e.g. rbplab.load_study(..., extract=True)), or rbplab extract"
@@ -98,7 +99,7 @@ def absent_runs(grid: Grid, cache_dir: str | Path | None = None) -> MissingRunsE
     corpus opened, nothing of torch or transformers imported. A run this does not name may still
     turn out missing when it is planned (`resolve_entries`); one it names is certainly missing. Returns
     the error naming them and how the nearest cached runs differ, or None."""
-    from rbplab.store.cache import entry_at
+    from rbplab.store.cache.entry import entry_at
     from rbplab.store.cache.layout import entry_dirs
     from rbplab.store.files import cache_root
 
@@ -177,7 +178,7 @@ def resolve_entries(
     found from the record alone; any other run is planned (each model described once for the
     whole grid) and its plan recorded, so the next lookup needs no model code."""
     from rbplab.extraction.known_plans import known_plan
-    from rbplab.store.cache import CacheEntry
+    from rbplab.store.cache.entry import CacheEntry
 
     resolved: list[ResolvedEntry] = []
     described: dict = {}  # each model described once for the whole grid
@@ -201,7 +202,7 @@ def read_summary(
 ) -> tuple[Any, Mapping]:
     """The summary and manifest of a resolved run, extracted first when its entry is not
     complete; a damaged entry is a `MissingRunsError`, or recomputed when `extract`."""
-    from rbplab.store.cache import CacheCorruptedError
+    from rbplab.store.cache.reading import CacheCorruptedError
 
     entry = resolved.entry
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import pandas as pd
 
@@ -18,28 +18,24 @@ from rbplab.core.compute import training_compute
 from rbplab.core.errors import InvalidArgumentError
 from rbplab.core.runs import Run, run_label
 from rbplab.core.stats import check_ties
-from rbplab.grid import Grid, GridRun
+from rbplab.grid import Grid
+from rbplab.grid.grid import GridRun, require_grid
 from rbplab.study.entries import MissingRunsError, absent_runs, read_summary, resolve_entries
 from rbplab.study.study import Study
-
-if TYPE_CHECKING:
-    pass
 
 
 def default_corpora() -> list[str]:
     """The corpora bundled in data/corpora (the offline default)."""
-    from rbplab.catalog.corpora import list_corpora
+    from rbplab.catalog.corpora.loading import list_corpora
 
     table = list_corpora()
     return table.loc[table["origin"] == "bundled", "name"].tolist()
 
 
-GridRequest = Grid | str | Path | Mapping[str, Any] | Iterable[str] | pd.DataFrame
-
-
 def load_study(
-    grid: GridRequest,
+    grid: Grid | None = None,
     *,
+    entries: pd.DataFrame | Iterable[str] | None = None,
     cache_dir: str | Path | None = None,
     ties: str = "pessimistic",
     level: float = 0.95,
@@ -47,24 +43,39 @@ def load_study(
     progress: bool | Callable[[str], None] = False,
     outer: Literal["corpus", "model"] = "corpus",
 ) -> Study:
-    """Rank statistics of every run of `grid`, read from the cache.
+    """Rank statistics of every run of `grid` (or of cache `entries`), read from the cache.
 
-    grid: a `rbplab.grid.Grid`, or what names one (`Grid.build`'s first argument: registry family
-    names, registered models, local model paths and hub ids, a study file (``.toml``) or its
-    table (a dict), a table with a ``model`` column). Corpora, settings, a subset of models and
-    revisions are part of the grid: ``load_study(Grid.build("micro", ["prose"], max_tokens=2000))``.
+    grid: a `rbplab.grid.Grid` (`Grid.from_names`, or `Grid.read` of a study file): its corpora,
+    settings, models and revisions, e.g.
+    ``load_study(Grid.from_names("micro", ["prose"], max_tokens=2000))``.
     A checkpoint's run is reported as ``model@revision`` with its step, tokens seen D and compute
     C (from the cache manifest's ``training`` block, else the model's checkpoint schedule); a
     model outside the registry gets its S from its description and family ``custom``. Each run
     is read as its cache entry's summary (no token is held; `Study.stats` reads one run's tokens
     when asked). Runs missing from the cache are a `MissingRunsError` naming them, or with
-    ``extract=True`` are extracted first (`rbplab.extraction.extract`). `progress` may be True
+    ``extract=True`` are extracted first (`rbplab.extract`). `progress` may be True
     (extraction progress bars) or a callable receiving one line per run. `outer`: the order of
     the study's runs (corpora outer, or models and their revisions outer as a study file lists
     them). Made-up studies come from `synthetic_study`.
+
+    entries: instead of a grid, cache entries named by key (keys, or a table with columns key,
+    family, model, corpus, S and optionally revision, step, D, C, e.g. rows of
+    `rbplab.store.list_entries()`), reading each entry's summary and nothing else: no model code,
+    model or corpus is opened. Keys alone are labelled from their specs and manifests: the model
+    as it was asked for, family "custom", a checkpoint as ``model@revision`` with its step, D and
+    C. Entries that would be the same run scored differently are an error naming them and how
+    to select one. `extract`, `progress` and `outer` apply to a grid only.
     """
+    if entries is not None:
+        if grid is not None:
+            raise InvalidArgumentError("load_study takes a grid or entries=, not both")
+        if extract:
+            raise InvalidArgumentError(
+                "load_study(entries=...) reads cached entries only: extract=True needs a grid"
+            )
+        return _load_entries(entries, cache_dir=cache_dir, ties=ties, level=level)
     check_ties(ties)
-    grid = Grid.build(grid)
+    grid = require_grid(grid, "load_study")
     if not extract:  # certainly missing runs are named at once, before any model is described
         absent = absent_runs(grid, cache_dir)
         if absent is not None:
@@ -96,7 +107,7 @@ def _study_run(run: GridRun, described_S: float, summary: Any, manifest: Mapping
 ENTRY_COLUMNS = ("key", "family", "model", "corpus", "S")
 
 
-def load_entries(
+def _load_entries(
     entries: pd.DataFrame | Iterable[str],
     *,
     cache_dir: str | Path | None = None,
@@ -107,7 +118,7 @@ def load_entries(
     corpus, S (and optionally revision, step, D, C), or keys alone, labelled from their specs and
     manifests: the model as it was asked for (``micro-1-25K``, a hub id), the corpus, S, family
     "custom"; a training checkpoint as ``model@revision`` with its revision, step, D and C, as
-    `load_study(..., revisions=...)` labels it, and a model's final weights, when its checkpoints
+    `load_study` labels a grid's, and a model's final weights, when its checkpoints
     are among the entries, as its final revision (``micro-1-25K@step-1562``). A study holds one
     entry per run: entries that would be the same run (one model, revision and corpus, scored
     with different settings, e.g. ``rbplab demo``'s full corpora and its 16,384-token
@@ -120,7 +131,7 @@ def load_entries(
     check is made (`CacheEntry.summary`), but an entry missing shards with its records, n_tokens
     and summary made to match reads as the shorter entry; `rbplab cache verify` (or `rbplab
     extract` of the same request, which repairs it) derives the counts from the corpus."""
-    from rbplab.store.cache import CacheEntry
+    from rbplab.store.cache.entry import CacheEntry
 
     check_ties(ties)
     table = isinstance(entries, pd.DataFrame)
@@ -211,7 +222,7 @@ def _check_one_entry_per_run(labelled: list[tuple[Any, dict, dict, Mapping]]) ->
         pick = "isna()" if None in values else f"eq({min(v for v in values if v is not None)})"
         how = (
             "e.g. from rbplab.store import list_entries; entries = list_entries(); "
-            f'rbplab.load_entries(entries[entries["{_LISTED_SETTINGS[column]}"].{pick}]["key"])'
+            f'rbplab.load_study(entries=entries[entries["{_LISTED_SETTINGS[column]}"].{pick}]["key"])'
         )
     else:
         how = "rbplab.store.list_entries() lists each entry's key, model, revision, corpus and settings"
@@ -253,24 +264,3 @@ def _training(manifest: Mapping, model: str, revision: str, S: float, schedules:
         # C from the run's S (the study's), so it matches the table it is drawn with
         "C": None if D is None else training_compute(S, float(D)),
     }
-
-
-def open_study(
-    grid: GridRequest | None,
-    *,
-    synthetic: bool = False,
-    cache_dir: str | Path | None = None,
-    ties: str = "pessimistic",
-    extract: bool = False,
-    outer: Literal["corpus", "model"] = "corpus",
-) -> Study:
-    """The study a notebook opens, its source chosen explicitly: made-up models when `synthetic`
-    (`synthetic_study`; `grid` is not read and may be None), else the runs of `grid` from the
-    cache (`load_study`, with `extract` and `outer` as there)."""
-    if synthetic:
-        from rbplab.study.synthetic import synthetic_study
-
-        return synthetic_study(ties=ties)
-    if grid is None:
-        raise InvalidArgumentError("open_study needs a grid (rbplab.grid.Grid) unless synthetic=True")
-    return load_study(grid, cache_dir=cache_dir, ties=ties, extract=extract, outer=outer)

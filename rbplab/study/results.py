@@ -205,7 +205,7 @@ def matching_keys(
     complete cache entry with that model, revision and corpus that agrees with `settings`
     (its max_tokens, and its context_length when one is set; no filter when settings is None);
     None when no entry or several match."""
-    from rbplab.store.cache import list_entries
+    from rbplab.store.cache.admin import list_entries
 
     entries = list_entries(cache_dir)
     entries = entries[entries["complete"]]

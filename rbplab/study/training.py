@@ -155,7 +155,7 @@ def open_training(
     if synthetic:
         reason = "`synthetic = True`"
     elif checkpoints:
-        grid = Grid.from_mapping(checkpoints) if isinstance(checkpoints, Mapping) else Grid.read(checkpoints)
+        grid = Grid.read(checkpoints)
         study = load_study(grid, cache_dir=cache_dir, ties=ties, extract=extract, outer="model")
         found = table(study, ks)
         if len(found) and found.groupby(["corpus", "k"])["D"].nunique().min() >= 2:

@@ -9,22 +9,15 @@ ipywidgets load only then. `rbplab.viz.save(fig, "figure3.pdf")` writes a figure
 from importlib import import_module
 from typing import Any
 
-__all__ = [
-    "export",
-    "headlines",
-    "layout",
-    "parameters",
-    "plots",
-    "save",
-    "states",
-    "widgets",
-]
+# Every submodule loads on first use; the figures, the notebook views and `save` are the API.
+_SUBMODULES = ("export", "headlines", "layout", "parameters", "plots", "states", "widgets")
+__all__ = ["plots", "save", "widgets"]
 
 
 def __getattr__(name: str) -> Any:
     # Lazy, like the modules themselves: `import rbplab.viz` imports no plotly.
     if name == "save":
         return import_module("rbplab.viz.export").save
-    if name in __all__:
+    if name in _SUBMODULES:
         return import_module(f"rbplab.viz.{name}")
     raise AttributeError(f"module 'rbplab.viz' has no attribute {name!r}")

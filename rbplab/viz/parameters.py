@@ -304,17 +304,18 @@ class NotebookParameters:
             raise ParameterError(
                 "parameter 'families' names no family; give one, e.g. [\"micro\"], or a study_file"
             )
-        return Grid.build(self.families, self.corpora, self.settings, models=self.models)
+        return Grid.from_names(self.families, self.corpora, self.settings, models=self.models)
 
     def open_study(self) -> Study:
-        """The study these parameters name (`rbplab.study.open_study`): made-up models when
-        `synthetic`, else the grid's runs from the cache, a study file's listed as the file lists
-        its models."""
-        from rbplab.study import open_study
+        """The study these parameters name: made-up models when `synthetic`
+        (`rbplab.study.synthetic_study`), else the grid's runs from the cache (`load_study`), a
+        study file's listed as the file lists its models."""
+        from rbplab.study import load_study, synthetic_study
 
-        return open_study(
-            None if self.synthetic else self.grid(),
-            synthetic=self.synthetic,
+        if self.synthetic:
+            return synthetic_study(ties=self.ties)
+        return load_study(
+            self.grid(),
             cache_dir=self.cache_dir,
             ties=self.ties,
             extract=self.extract,

@@ -5,8 +5,7 @@ import pytest
 from helpers.factories import random_stats
 
 from rbplab.analysis import bootstrap, metrics
-from rbplab.core import TIES
-from rbplab.core.stats import TokenStats
+from rbplab.core.stats import TIES, TokenStats
 
 
 def test_doc_stats_reproduce_point_estimates():

@@ -17,7 +17,8 @@ from rbplab.analysis import fit, metrics
 from rbplab.core import TokenStats
 from rbplab.core.summary import summarize
 from rbplab.grid import Grid
-from rbplab.store.cache import CacheEntry, list_entries
+from rbplab.store.cache.admin import list_entries
+from rbplab.store.cache.entry import CacheEntry
 from rbplab.study import decomposition, load_study
 from rbplab.study.synthetic import synthetic_study
 
@@ -81,7 +82,9 @@ def _mrr_brute(stats: TokenStats, ties: str) -> float:
 def cached_runs(tmp_path_factory) -> list[tuple[TokenStats, object]]:
     """Three micro models on humaneval through the real pipeline: (tokens, summary read back)."""
     root: Path = tmp_path_factory.mktemp("decomposition") / "cache"
-    study = load_study(Grid.build("micro", "humaneval", SETTINGS, models=MICRO), cache_dir=root, extract=True)
+    study = load_study(
+        Grid.from_names("micro", "humaneval", SETTINGS, models=MICRO), cache_dir=root, extract=True
+    )
     entries = [CacheEntry.open(key, root) for key in list_entries(root)["key"]]
     assert len(entries) == len(MICRO) == len(study.runs)
     return [(entry.read_stats(), entry.summary()) for entry in entries]

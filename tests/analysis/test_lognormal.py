@@ -7,8 +7,7 @@ from scipy.stats import norm
 
 from rbplab.analysis import lognormal as ln
 from rbplab.analysis import metrics
-from rbplab.core import TIES
-from rbplab.core.stats import TokenStats
+from rbplab.core.stats import TIES, TokenStats
 
 V = 50_000
 

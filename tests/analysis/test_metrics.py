@@ -6,9 +6,8 @@ import pytest
 from helpers.factories import random_stats
 
 from rbplab.analysis import metrics
-from rbplab.core import TIES
 from rbplab.core.runs import Run, as_runs
-from rbplab.core.stats import TokenStats
+from rbplab.core.stats import TIES, TokenStats
 
 
 def brute_rbp(stats, k, ties):

@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 from rbplab.analysis import fit
-from rbplab.catalog import paper_reference, paper_reference_meta
+from rbplab.catalog import paper_reference
+from rbplab.catalog.reference import paper_reference_meta
 
 
 def test_reference_table_is_complete_and_sourced():

@@ -370,11 +370,11 @@ def test_a_deep_plan_record_is_ignored(tmp_path):
         "corpora": ["prose"],
         "settings": {"max_tokens": 64, "context_length": 16},
     }
-    first = rbplab.load_study(grid, cache_dir=cache, extract=True)
+    first = rbplab.load_study(rbplab.Grid.read(grid), cache_dir=cache, extract=True)
     records = sorted((cache / "plans").rglob("*.json"))
     assert records
     for record in records:
         record.write_text(DEEP_JSON)
     with no_hang(60):
-        again = rbplab.load_study(grid, cache_dir=cache)
+        again = rbplab.load_study(rbplab.Grid.read(grid), cache_dir=cache)
     assert again.run_table()["n_tokens"].tolist() == first.run_table()["n_tokens"].tolist() == [64]

@@ -18,15 +18,16 @@ import warnings
 import numpy as np
 import pytest
 from helpers.cache_rows import entry_rows
+from helpers.extraction import extract_run
 from helpers.models import DOCUMENTS
 from helpers.untrusted import read_only, snapshot
 
 from rbplab.cli import app as cli
-from rbplab.extraction.pipeline import extract
 from rbplab.extraction.reading import load_stats
-from rbplab.runner import read_study_file
-from rbplab.store.cache import CacheCorruptedError, CacheEntry
+from rbplab.grid import Grid
+from rbplab.store.cache.entry import CacheEntry
 from rbplab.store.cache.layout import SUMMARY_FILE
+from rbplab.store.cache.reading import CacheCorruptedError
 
 CTX = 16
 SHARD_TOKENS = 24
@@ -54,7 +55,7 @@ def built(gpt2_dir, corpus_file, tmp_path):
     """(clean stats, entry) of the tiny GPT-2 over the corpus file, several shards."""
     root = tmp_path / "cache"
     stats = load_stats(str(gpt2_dir), str(corpus_file), **settings(root))
-    result = extract(str(gpt2_dir), str(corpus_file), **settings(root))
+    result = extract_run(str(gpt2_dir), str(corpus_file), **settings(root))
     entry = CacheEntry(root, result.manifest["spec"])
     assert len(result.manifest["shards"]) >= 3
     return stats, entry
@@ -165,9 +166,9 @@ def test_extract_api_never_returns_a_truncated_entry(built, gpt2_dir, corpus_fil
     _, entry = built
     before, _ = truncate(entry)
     with pytest.warns(UserWarning, match="shards are missing or extra.*recomputing the damaged shards now"):
-        result = extract(str(gpt2_dir), str(corpus_file), **settings(entry.root))
+        result = extract_run(str(gpt2_dir), str(corpus_file), **settings(entry.root))
     assert result.n_tokens == before and not result.from_cache
-    assert extract(str(gpt2_dir), str(corpus_file), **settings(entry.root)).from_cache
+    assert extract_run(str(gpt2_dir), str(corpus_file), **settings(entry.root)).from_cache
 
 
 def test_extract_drops_a_shard_of_another_size(built, gpt2_dir, corpus_file):
@@ -191,7 +192,7 @@ def test_extract_drops_a_shard_of_another_size(built, gpt2_dir, corpus_file):
     entry.manifest_path.write_text(json.dumps(manifest))
     assert entry.problems() == []  # the store alone cannot tell
     with pytest.warns(UserWarning, match=f"shard 1 has {rows - 1} rows but its spec and corpus give {rows}"):
-        result = extract(str(gpt2_dir), str(corpus_file), **settings(entry.root))
+        result = extract_run(str(gpt2_dir), str(corpus_file), **settings(entry.root))
     assert result.n_tokens == len(clean) and entry.problems() == []
     stats = entry.read_stats()
     assert np.array_equal(stats.n_greater, clean.n_greater) and np.array_equal(stats.nll, clean.nll)
@@ -221,9 +222,9 @@ def test_run_recomputes_a_truncated_entry(built, gpt2_dir, corpus_file, tmp_path
         f"[settings]\ncontext_length = {CTX}\nshard_tokens = {SHARD_TOKENS}\n"
     )
     with pytest.warns(UserWarning, match="shards are missing or extra"):
-        plan = plan_study(read_study_file(study), entry.root)
+        plan = plan_study(Grid.read(study), entry.root)
     assert [e.cached for e in plan.entries] == [False] and plan.entries[0].n_tokens == before
-    result = run_study(read_study_file(study), cache_dir=entry.root, progress=False)
+    result = run_study(Grid.read(study), cache_dir=entry.root, progress=False)
     assert result.ok and result.table["state"].tolist() == ["computed"], result.table
     assert entry.manifest()["n_tokens"] == before and entry.problems() == []
     stats = entry.read_stats()
@@ -300,7 +301,7 @@ def test_rederive_without_the_model_is_unchecked(gpt2_dir, corpus_file, tmp_path
     model = tmp_path / "model"
     shutil.copytree(gpt2_dir, model)
     root = tmp_path / "cache"
-    result = extract(str(model), str(corpus_file), **settings(root))
+    result = extract_run(str(model), str(corpus_file), **settings(root))
     shutil.rmtree(model)
     status, out, _ = run(capsys, "cache", "--cache-dir", root, "verify", "--rederive")
     assert status == 1
@@ -316,7 +317,7 @@ def test_extraction_and_repair_never_write_through_linked_folders(
     gpt2_dir, corpus_file, tmp_path, capsys, level
 ):
     root = tmp_path / "cache"
-    result = extract(str(gpt2_dir), str(corpus_file), **settings(root))
+    result = extract_run(str(gpt2_dir), str(corpus_file), **settings(root))
     folder = result.path if level == "entry" else result.path.parent
     outside = tmp_path / "outside"
     shutil.move(folder, outside)

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from rbplab.cli import app as cli
-from rbplab.store.cache import CacheEntry
+from rbplab.store.cache.entry import CacheEntry
 
 TOKENS = pd.DataFrame(
     {
@@ -164,7 +164,7 @@ BIG_LISTING = """
 import sys
 import pandas as pd
 from rbplab.cli import app
-from rbplab.store import cache
+from rbplab.store.cache import admin
 
 def listing(root):
     n = 5000
@@ -175,7 +175,7 @@ def listing(root):
         "path": "p",
     }).astype({"step": "Int64", "max_tokens": "Int64", "context_length": "Int64", "n_tokens": "Int64"})
 
-cache.list_entries = listing
+admin.list_entries = listing
 sys.exit(app.main(["cache", "ls"] + sys.argv[1:]))
 """
 

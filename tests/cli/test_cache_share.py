@@ -11,7 +11,7 @@ from helpers.factories import SPEC, complete_entry
 from helpers.untrusted import snapshot
 
 from rbplab.cli import app as cli
-from rbplab.store.cache import list_entries
+from rbplab.store.cache.admin import list_entries
 
 SPEC_V = {**SPEC, "vocab": {"size": 50, "include_padded": False, "head_rows": 50}}
 

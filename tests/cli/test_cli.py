@@ -16,7 +16,8 @@ import pytest
 from rbplab.catalog.registry import registry_path
 from rbplab.cli import app as cli
 from rbplab.store import files as cache_location
-from rbplab.store.cache import CacheEntry, list_entries
+from rbplab.store.cache.admin import list_entries
+from rbplab.store.cache.entry import CacheEntry
 
 SPEC = {"model": {"name": "tiny/model"}, "corpus": {"name": "toy"}}
 

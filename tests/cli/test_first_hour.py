@@ -37,10 +37,10 @@ def test_help_imports_neither_pandas_nor_torch(argv, tmp_path):
 
 
 def test_import_rbplab_reaches_its_subpackages(tmp_path):
-    """`import rbplab` alone, then the `rbplab.extraction.extract_many` of docs/python.md: the subpackage
+    """`import rbplab` alone, then `rbplab.extraction.extract` (docs/python.md): the subpackage
     loads on first use (and `import rbplab` itself stays light)."""
     assert _modules_after("import rbplab", tmp_path) == []
-    code = "import rbplab\nassert callable(rbplab.extraction.extract_many) and rbplab.study.load_study"
+    code = "import rbplab\nassert callable(rbplab.extraction.extract) and rbplab.study.load_study"
     assert "torch" in _modules_after(code, tmp_path)
 
 

@@ -134,18 +134,18 @@ def test_corpus_names_ignore_case_like_family_names(capsys, monkeypatch):
     with pytest.raises(SystemExit):
         cli.main(["fit", "-f", "MICRO", "-c", "Prose", "HumanEval", "hub:Wikipedia@abc"])
     assert seen["corpora"] == ["prose", "humaneval", "hub:wikipedia@abc"]
-    from rbplab.catalog.corpora import canonical_corpus
+    from rbplab.catalog.corpora.loading import canonical_corpus
 
     assert [canonical_corpus(c) for c in ["Prose", "no-such", "hub:nope"]] == ["prose", "no-such", "hub:nope"]
 
 
 def test_corpus_names_ignore_case_in_python_and_study_files(tmp_path):
-    """`Grid.build` / `load_study` and study files match corpus names as the CLI does."""
+    """`Grid.from_names` / `load_study` and study files match corpus names as the CLI does."""
     from rbplab.grid import Grid
 
-    grid = Grid.build(["micro-1-25K"], ["Prose", "HUB:WikiPedia@abc"])
+    grid = Grid.from_names(["micro-1-25K"], ["Prose", "HUB:WikiPedia@abc"])
     assert grid.corpora == ("prose", "hub:wikipedia@abc")
-    assert Grid.build(grid, corpora=["HumanEval"]).corpora == ("humaneval",)
+    assert Grid.from_names("micro-1-25K", "HumanEval").corpora == ("humaneval",)  # one name, one corpus
     study = tmp_path / "s.toml"
     study.write_text('models = ["micro-1-25K"]\ncorpora = ["PROSE"]\n')
     assert Grid.read(study).corpora == ("prose",)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from rbplab.core import EntrySpec, EntrySpecError
-from rbplab.store import cache_key
+from rbplab.core.entry_spec import EntrySpec, EntrySpecError
+from rbplab.store.cache.layout import cache_key
 from rbplab.store.paths import data_dir
 
 GOLDEN = Path(__file__).parent / "golden" / "micro-1-25K-humaneval-max2000.spec.json"
@@ -23,7 +23,7 @@ def golden() -> dict:
 
 
 def test_golden_spec_is_what_planning_builds_and_what_the_key_hashes(monkeypatch):
-    from rbplab.extraction import plan_extraction
+    from rbplab.extraction.plan import plan_extraction
 
     monkeypatch.chdir(data_dir().parent)
     plan = plan_extraction("micro-1-25K", "humaneval", max_tokens=2000)

@@ -34,10 +34,10 @@ def test_every_error_class_is_an_rbplab_error():
 @pytest.mark.parametrize(
     ("call", "base"),
     [
-        (lambda: rbplab.Grid.build(["no-such-family-or-model"], ["prose"]), ValueError),
+        (lambda: rbplab.Grid.from_names(["no-such-family-or-model"], ["prose"]), ValueError),
         (
             lambda: rbplab.load_study(
-                rbplab.Grid.build("micro", ["prose"]), cache_dir="/nonexistent/rbplab-cache"
+                rbplab.Grid.from_names("micro", ["prose"]), cache_dir="/nonexistent/rbplab-cache"
             ),
             ValueError,
         ),

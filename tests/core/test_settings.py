@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rbplab.core import ExtractionSettings, resolve_settings
+from rbplab.core import ExtractionSettings
+from rbplab.core.settings import resolve_settings
 
 
 def test_defaults_and_overrides():

@@ -323,7 +323,7 @@ def test_lab_opens_notebook_06_on_the_checkpoints_the_demo_scored(
 
     from rbplab.catalog.schedules import schedule_of
     from rbplab.cli.demo import DEMO_REVISIONS
-    from rbplab.study import default_corpora
+    from rbplab.study.loading import default_corpora
 
     # The demo's scoring step (`score_checkpoints` at 96 tokens), run once per session.
     scored, table = demo_checkpoints_template

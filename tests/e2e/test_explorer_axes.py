@@ -21,7 +21,7 @@ from helpers.studies import MICRO_MAX_TOKENS, MICRO_TWO_CORPORA, copy_cache
 
 from rbplab.grid import Grid
 from rbplab.report import ReportOptions, run_report
-from rbplab.study import default_corpora
+from rbplab.study.loading import default_corpora
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
 CHROMIUM_ARGS = [
@@ -62,7 +62,7 @@ def report(
     corpora = TWO_CORPORA if request.param == 2 else default_corpora()
     out = tmp_path_factory.mktemp(f"report-{request.param}")
     table = run_report(
-        Grid.build("micro", corpora, max_tokens=MAX_TOKENS),
+        Grid.from_names("micro", corpora, max_tokens=MAX_TOKENS),
         out,
         cache_dir=micro_cache,
         parameters={"n_boot": 10},

@@ -106,14 +106,14 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def run(tmp_path_factory: pytest.TempPathFactory, cache: Path) -> tuple[pd.DataFrame, Path, list[str]]:
     if MEMBERS is None:
         pytest.skip("the micro-suite family is not registered with its weights in data/ yet")
-    from rbplab.runner import parse_study, run_study
+    from rbplab.runner import run_study
 
     out = tmp_path_factory.mktemp("reports")
     lines: list[str] = []
     # The checkpoints are scored first, as `make demo` does: analysis notebooks never extract.
-    assert run_study(parse_study(CHECKPOINTS), cache_dir=cache, progress=False).ok
+    assert run_study(Grid.read(CHECKPOINTS), cache_dir=cache, progress=False).ok
     table = run_report(
-        Grid.build("micro", CORPORA, max_tokens=MAX_TOKENS),
+        Grid.from_names("micro", CORPORA, max_tokens=MAX_TOKENS),
         out,
         cache_dir=cache,
         extract=True,  # notebook 05 fills the cache (it runs no model unless asked)

@@ -46,7 +46,7 @@ def reports(micro_cache_template: Path, tmp_path_factory: pytest.TempPathFactory
     for case, corpora in CASES.items():
         folder = tmp_path_factory.mktemp(case.replace(" ", "-"))
         table = run_report(
-            Grid.build("micro", corpora, max_tokens=MAX_TOKENS),
+            Grid.from_names("micro", corpora, max_tokens=MAX_TOKENS),
             folder,
             cache_dir=cache,
             parameters={"n_boot": 10},

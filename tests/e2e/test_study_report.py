@@ -13,7 +13,7 @@ from helpers.studies import MICRO_MAX_TOKENS, micro_present, write_study
 
 from rbplab.grid import Grid
 from rbplab.report import ReportOptions, execution, run_report
-from rbplab.runner import read_study_file, run_study
+from rbplab.runner import run_study
 from rbplab.store.paths import notebooks_dir
 
 pytestmark = pytest.mark.notebook  # every test here executes notebooks
@@ -23,9 +23,9 @@ pytestmark = pytest.mark.notebook  # every test here executes notebooks
 def test_report_of_a_study_file(tmp_path, gpt2_dir, neox_dir, llama_dir):
     study = write_study(tmp_path, gpt2_dir, neox_dir, llama_dir)
     cache = tmp_path / "cache"
-    assert run_study(read_study_file(study), cache_dir=cache, progress=False).ok
+    assert run_study(Grid.read(study), cache_dir=cache, progress=False).ok
     table = run_report(
-        study,
+        Grid.read(study),
         tmp_path / "out",
         cache_dir=cache,
         parameters={"n_boot": 10, "ks": [1, 10]},
@@ -34,7 +34,7 @@ def test_report_of_a_study_file(tmp_path, gpt2_dir, neox_dir, llama_dir):
     )
     assert table["ok"].all(), table["error"].tolist()
     runs = pd.read_csv(tmp_path / "out" / "01_rbp_vs_size" / "runs.csv")
-    members = read_study_file(study).members
+    members = Grid.read(study).members
     assert sorted(runs["model"].unique()) == sorted(m.model for m in members)
     assert sorted(runs["corpus"].unique()) == ["first", "second"] and len(runs) == 6
     assert (runs["family"] == "custom").all()
@@ -92,11 +92,11 @@ def test_index_and_results_state_the_grid_the_notebooks_analysed(tmp_path: Path,
     """A grid on prose only: the index and results.json state prose only, as the notebooks
     analysed; results.json keys every entry behind a headline, the training notebook's
     checkpoints included (each found among the cache's entries on prose, independently listed)."""
-    from rbplab.store.cache import list_entries
+    from rbplab.store.cache.admin import list_entries
 
     out = tmp_path / "out"
     table = run_report(
-        Grid.build("micro", ["prose"], max_tokens=MAX_TOKENS),
+        Grid.from_names("micro", ["prose"], max_tokens=MAX_TOKENS),
         out,
         cache_dir=micro_cache,
         parameters={"n_boot": 10},

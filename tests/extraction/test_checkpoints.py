@@ -45,13 +45,14 @@ def test_each_checkpoint_loads_its_own_weights(checkpointed):
 
 
 def test_manifest_records_tokens_seen_and_compute_but_the_key_does_not(checkpointed, tiny_corpus, cache_dir):
-    from rbplab.extraction.pipeline import extract
+    from helpers.extraction import extract_run
+
     from rbplab.extraction.plan import plan_extraction
 
-    early = extract(
+    early = extract_run(
         ModelSpec(str(checkpointed), revision="step-10"), tiny_corpus, cache_dir=cache_dir, progress=False
     )
-    final = extract(str(checkpointed), tiny_corpus, cache_dir=cache_dir, progress=False)
+    final = extract_run(str(checkpointed), tiny_corpus, cache_dir=cache_dir, progress=False)
     S = early.manifest["model"]["n_nonembedding"]
     assert early.manifest["training"] == {"step": 10, "tokens_per_step": 64, "D": 640, "C": 6.0 * S * 640}
     assert final.manifest["training"]["step"] == 40 and final.manifest["training"]["D"] == 40 * 64
@@ -67,7 +68,7 @@ MICRO_STEPS = [98, 195, 390, 781, 1562]  # scripts/train_micro.py --checkpoints 
 def test_bundled_micro_checkpoints_load_by_revision(model):
     from rbplab.catalog import schedules
     from rbplab.extraction.plan import plan_extraction
-    from rbplab.store import cache_key
+    from rbplab.store.cache.layout import cache_key
 
     schedule = schedules.schedule_of(model)
     assert list(schedule.steps) == MICRO_STEPS and schedule.tokens_per_step == 2048

@@ -225,14 +225,15 @@ def test_head_is_a_checked_setting_keyed_only_when_fused(gpt2_dir, tiny_corpus):
 
 
 def test_extract_with_the_fused_head_matches_the_fp32_head(gpt2_dir, tiny_corpus, cache_dir):
-    from rbplab.extraction.pipeline import extract
+    from helpers.extraction import extract_run
+
     from rbplab.extraction.reading import load_stats
 
     settings = dict(context_length=32, max_tokens=120, cache_dir=cache_dir, progress=False)
-    fp32 = extract(str(gpt2_dir), tiny_corpus, **settings)
-    fused = extract(str(gpt2_dir), tiny_corpus, head="fused", **settings)
+    fp32 = extract_run(str(gpt2_dir), tiny_corpus, **settings)
+    fused = extract_run(str(gpt2_dir), tiny_corpus, head="fused", **settings)
     assert fused.key != fp32.key and not fused.from_cache and fused.n_tokens == 120
-    again = extract(str(gpt2_dir), tiny_corpus, head="fused", **settings)
+    again = extract_run(str(gpt2_dir), tiny_corpus, head="fused", **settings)
     assert again.from_cache and again.key == fused.key
     a = load_stats(str(gpt2_dir), tiny_corpus, **settings)
     b = load_stats(str(gpt2_dir), tiny_corpus, head="fused", **settings)

@@ -11,8 +11,8 @@ import shutil
 import gguf
 import numpy as np
 import pytest
+from helpers.extraction import extract_run
 
-from rbplab.extraction.pipeline import extract
 from rbplab.extraction.reading import load_stats
 
 
@@ -40,13 +40,15 @@ def fresh_gguf(gguf_files, tmp_path):
 
 
 def test_one_header_parse_per_extraction(fresh_gguf, tiny_corpus, tmp_path, parses):
-    result = extract(
+    result = extract_run(
         str(fresh_gguf), tiny_corpus, context_length=16, cache_dir=tmp_path / "c", progress=False
     )
     assert result.n_tokens > 0 and not result.from_cache
     assert parses == [str(fresh_gguf)]
     # the same unchanged file in the same process: describing and loading it again parse nothing
-    again = extract(str(fresh_gguf), tiny_corpus, context_length=16, cache_dir=tmp_path / "d", progress=False)
+    again = extract_run(
+        str(fresh_gguf), tiny_corpus, context_length=16, cache_dir=tmp_path / "d", progress=False
+    )
     assert again.n_tokens == result.n_tokens and parses == [str(fresh_gguf)]
     assert gguf.GGUFReader is gguf.gguf_reader.GGUFReader  # the shared reader is handed back
 

@@ -9,9 +9,10 @@ from helpers.hub import OPT, PYTHIA, QWEN, push_new_pythia_main
 
 from rbplab.catalog.models import ModelLoadError, ModelSpec
 from rbplab.core.settings import ExtractionSettings
-from rbplab.extraction import describe_model, load_model, plan_extraction
-from rbplab.extraction.weights import check_head
-from rbplab.store import cache_key
+from rbplab.extraction.models import describe_model
+from rbplab.extraction.plan import plan_extraction
+from rbplab.extraction.weights import check_head, load_model
+from rbplab.store.cache.layout import cache_key
 from rbplab.store.hub import HubUnreachableError
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers.extraction import extract_run
 
-from rbplab.extraction.pipeline import extract
 from rbplab.extraction.precision import numerics_record, pinned_precision, precision_flags
 
 PER_OP = (
@@ -91,7 +91,7 @@ def test_a_caller_who_enabled_tf32_gets_it_back_around_extraction(
         lambda *args: seen.append((torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32))
     )
     try:
-        result = extract(
+        result = extract_run(
             str(gpt2_dir), tiny_corpus, context_length=16, cache_dir=tmp_path / "c", progress=False
         )
     finally:

@@ -14,6 +14,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from helpers.extraction import extract_run
 from helpers.models import DOCUMENTS
 from helpers.studies import shard_bytes
 from helpers.weights import HOW, MTIME, rewrite, scaled_gguf, scaled_safetensors
@@ -21,11 +22,12 @@ from helpers.weights import HOW, MTIME, rewrite, scaled_gguf, scaled_safetensors
 import rbplab.extraction.in_process as in_process
 import rbplab.extraction.shard_loop as shard_loop
 import rbplab.runner.executors as executors
-from rbplab.catalog.corpora import Corpus, Document, open_corpus
+from rbplab.catalog.corpora.corpus import Corpus, Document
+from rbplab.catalog.corpora.loading import open_corpus
 from rbplab.cli import app as cli
 from rbplab.core.errors import RbplabError
 from rbplab.extraction.fingerprints import WeightsChangedError
-from rbplab.extraction.pipeline import extract, extract_plan
+from rbplab.extraction.pipeline import extract_plan
 from rbplab.extraction.plan import plan_extraction
 from rbplab.grid import Grid
 from rbplab.runner import run_study
@@ -51,7 +53,7 @@ def reference_shards(target: str, weights: Path, versions: list[bytes], corpora,
     for number, data in enumerate(versions):
         rewrite(weights, data, "rename", "kept")
         for corpus in corpora:
-            extract(target, corpus, cache_dir=root / f"v{number}", progress=False, **SETTINGS)
+            extract_run(target, corpus, cache_dir=root / f"v{number}", progress=False, **SETTINGS)
         found |= shard_bytes(root / f"v{number}")
     rewrite(weights, versions[0], "rename", "kept")
     return found
@@ -74,12 +76,12 @@ def test_two_calls_with_the_mtime_put_back(model, tiny_corpus, tmp_path, how):
     their modification time put back, then restored: each call is keyed by what it scored."""
     folder, weights, old, new = model
     cache = tmp_path / "cache"
-    first = extract(str(folder), tiny_corpus, cache_dir=cache, progress=False, **SETTINGS)
+    first = extract_run(str(folder), tiny_corpus, cache_dir=cache, progress=False, **SETTINGS)
     rewrite(weights, new, how, "put back")
-    second = extract(str(folder), tiny_corpus, cache_dir=cache, progress=False, **SETTINGS)
+    second = extract_run(str(folder), tiny_corpus, cache_dir=cache, progress=False, **SETTINGS)
     assert not second.from_cache and second.key != first.key
     rewrite(weights, old, how, "put back")
-    third = extract(str(folder), tiny_corpus, cache_dir=cache, progress=False, **SETTINGS)
+    third = extract_run(str(folder), tiny_corpus, cache_dir=cache, progress=False, **SETTINGS)
     assert third.from_cache and third.key == first.key
     reference = reference_shards(str(folder), weights, [old, new], [tiny_corpus], tmp_path / "ref")
     assert_shards_hold_their_keys(cache, reference)
@@ -124,12 +126,12 @@ def test_rewritten_while_scoring(model, tiny_corpus, tmp_path, monkeypatch, how,
     with pytest.raises(
         WeightsChangedError, match=rf"^the weight file {weights} changed while shard 1 was scored"
     ):
-        extract(str(folder), tiny_corpus, cache_dir=cache, progress=False, **SETTINGS)
+        extract_run(str(folder), tiny_corpus, cache_dir=cache, progress=False, **SETTINGS)
     assert len(scored) == 2 and not complete_keys(cache)
     assert len(shard_bytes(cache)) == 1  # shard 0, scored before the file changed
     monkeypatch.setattr(shard_loop, "shard_frame", original)
     rewrite(weights, old, how, mtime)
-    resumed = extract(str(folder), tiny_corpus, cache_dir=cache, progress=False, **SETTINGS)
+    resumed = extract_run(str(folder), tiny_corpus, cache_dir=cache, progress=False, **SETTINGS)
     assert not resumed.from_cache and complete_keys(cache) == {resumed.key}
     reference = reference_shards(str(folder), weights, [old], [tiny_corpus], tmp_path / "ref")
     assert_shards_hold_their_keys(cache, reference)
@@ -188,7 +190,7 @@ def _study(folder: Path, tiny_corpus) -> Grid:
     other = Corpus(
         "other", tuple(Document(f"o{i}", d.text[::-1]) for i, d in enumerate(tiny_corpus.documents)), {}
     )
-    return Grid.build([str(folder)], [tiny_corpus, other], **SETTINGS)
+    return Grid.from_names([str(folder)], [tiny_corpus, other], **SETTINGS)
 
 
 @pytest.mark.parametrize("how", HOW)
@@ -253,12 +255,12 @@ def gguf_model(gguf_files, tmp_path) -> tuple[Path, bytes, bytes]:
 def test_gguf_rewritten_with_the_mtime_put_back(gguf_model, tiny_corpus, tmp_path, how):
     path, old, new = gguf_model
     cache = tmp_path / "cache"
-    first = extract(str(path), tiny_corpus, cache_dir=cache, progress=False, **SETTINGS)
+    first = extract_run(str(path), tiny_corpus, cache_dir=cache, progress=False, **SETTINGS)
     rewrite(path, new, how, "put back")
-    second = extract(str(path), tiny_corpus, cache_dir=cache, progress=False, **SETTINGS)
+    second = extract_run(str(path), tiny_corpus, cache_dir=cache, progress=False, **SETTINGS)
     assert not second.from_cache and second.key != first.key
     rewrite(path, old, how, "put back")
-    assert extract(str(path), tiny_corpus, cache_dir=cache, progress=False, **SETTINGS).key == first.key
+    assert extract_run(str(path), tiny_corpus, cache_dir=cache, progress=False, **SETTINGS).key == first.key
     reference = reference_shards(str(path), path, [old, new], [tiny_corpus], tmp_path / "ref")
     assert_shards_hold_their_keys(cache, reference)
 

@@ -7,7 +7,7 @@ import pytest
 from tokenizers import Tokenizer, processors
 from transformers import PreTrainedTokenizerFast
 
-from rbplab.catalog.corpora import CorpusError
+from rbplab.catalog.corpora.corpus import CorpusError
 from rbplab.extraction.bos import BosDecision, resolve_bos
 from rbplab.extraction.windows import WindowPolicy, make_windows, tokenize_documents
 

@@ -7,7 +7,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rbplab.store.cache import CacheEntry
+from rbplab.store.cache.entry import CacheEntry
 
 
 def entry_rows(entry: CacheEntry) -> pd.DataFrame:

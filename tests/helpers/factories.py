@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from rbplab.core.stats import TokenStats
-from rbplab.store.cache import CacheEntry
+from rbplab.store.cache.entry import CacheEntry
 
 SPEC = {"model": {"name": "tiny/model", "revision": None}, "corpus": {"name": "toy", "hash": "ab"}, "ctx": 16}
 SIZES = np.geomspace(1e7, 1e10, 6)

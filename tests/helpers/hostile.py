@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from helpers.factories import SPEC, complete_entry
-from rbplab.store.cache import CacheEntry
+from rbplab.store.cache.entry import CacheEntry
 
 SPEC_V = {**SPEC, "vocab": {"size": 50, "include_padded": False, "head_rows": 50}}
 HUGE = 20 * 2**30  # 20 GiB, always sparse

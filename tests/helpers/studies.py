@@ -62,7 +62,7 @@ MICRO_CHECKPOINTS = {**MICRO_FINALS, "corpora": ["prose"], "revisions": "log:3"}
 def wide_tables() -> tuple[dict, dict]:
     """The final models on every bundled corpus and 3 checkpoints per size on both of
     `MICRO_TWO_CORPORA` (a superset of `MICRO_FINALS` and `MICRO_CHECKPOINTS`)."""
-    from rbplab.study import default_corpora
+    from rbplab.study.loading import default_corpora
 
     finals = {**MICRO_FINALS, "corpora": default_corpora()}
     return finals, {**finals, "corpora": MICRO_TWO_CORPORA, "revisions": "log:3"}
@@ -70,11 +70,11 @@ def wide_tables() -> tuple[dict, dict]:
 
 def score(cache: Path, *tables: dict) -> Path:
     """Run each study table into `cache` (entries already there are kept, not scored again)."""
-    from rbplab.grid import parse_study
+    from rbplab.grid import Grid
     from rbplab.runner import run_study
 
     for table in tables:
-        assert run_study(parse_study(table), cache_dir=cache, progress=False).ok
+        assert run_study(Grid.read(table), cache_dir=cache, progress=False).ok
     return cache
 
 

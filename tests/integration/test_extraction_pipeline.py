@@ -1,4 +1,4 @@
-"""extract() / load_stats(): parity with a naive reference, batch invariance, cache behaviour, resume."""
+"""extract_run() / load_stats(): parity with a naive reference, batch invariance, cache behaviour, resume."""
 
 from __future__ import annotations
 
@@ -15,17 +15,17 @@ import pandas as pd
 import pytest
 import torch
 from helpers.cache_rows import entry_rows
+from helpers.extraction import extract_run
 from helpers.models import naive_reference
 
 from rbplab.catalog import registry
 from rbplab.catalog.models import ModelLoadError, ModelSpec
 from rbplab.extraction import pipeline as extract_module
 from rbplab.extraction import plan as plan_module
-from rbplab.extraction.pipeline import extract
 from rbplab.extraction.plan import ContextLengthError, plan_extraction, plan_windows
 from rbplab.extraction.reading import load_stats
 from rbplab.extraction.scoring import default_batch_tokens, padded_length
-from rbplab.store.cache import CacheEntry
+from rbplab.store.cache.entry import CacheEntry
 
 CTX = 16
 
@@ -100,7 +100,7 @@ def test_batch_invariance(gpt2_dir, tiny_corpus, tmp_path, stride):
     caches = []
     for budget in (1, 150, 1 << 20):
         root = tmp_path / f"b{budget}"
-        extract(
+        extract_run(
             str(gpt2_dir),
             tiny_corpus,
             context_length=48,
@@ -140,7 +140,7 @@ def count_forwards():
 
 
 def test_cache_hit_runs_no_forward_pass(gpt2_dir, tiny_corpus, cache_dir, monkeypatch):
-    first = extract(str(gpt2_dir), tiny_corpus, context_length=CTX, cache_dir=cache_dir, progress=False)
+    first = extract_run(str(gpt2_dir), tiny_corpus, context_length=CTX, cache_dir=cache_dir, progress=False)
     assert not first.from_cache and first.n_tokens > 0
 
     def no_weights(*args, **kwargs):
@@ -149,7 +149,7 @@ def test_cache_hit_runs_no_forward_pass(gpt2_dir, tiny_corpus, cache_dir, monkey
     monkeypatch.setattr(extract_module, "load_weights", no_weights)
     calls, handle = count_forwards()
     try:
-        again = extract(
+        again = extract_run(
             str(gpt2_dir),
             tiny_corpus,
             context_length=CTX,
@@ -167,7 +167,7 @@ def test_cache_hit_runs_no_forward_pass(gpt2_dir, tiny_corpus, cache_dir, monkey
 
 
 def test_key_covers_settings_and_manifest_records_them(gpt2_dir, tiny_corpus, cache_dir):
-    base = extract(str(gpt2_dir), tiny_corpus, context_length=CTX, cache_dir=cache_dir, progress=False)
+    base = extract_run(str(gpt2_dir), tiny_corpus, context_length=CTX, cache_dir=cache_dir, progress=False)
     keys = {base.key}
     for change in ({"context_length": 32}, {"bos": "never"}, {"stride": 4}, {"max_tokens": 20}):
         plan = plan_extraction(str(gpt2_dir), tiny_corpus, **{"context_length": CTX, **change})
@@ -195,13 +195,13 @@ def test_max_tokens_budget(gpt2_dir, tiny_corpus, cache_dir):
 
 
 def test_progress_bar_reports_tokens(gpt2_dir, tiny_corpus, cache_dir, capsys):
-    extract(str(gpt2_dir), tiny_corpus, context_length=CTX, cache_dir=cache_dir, progress=True)
+    extract_run(str(gpt2_dir), tiny_corpus, context_length=CTX, cache_dir=cache_dir, progress=True)
     err = capsys.readouterr().err
     assert "tok/s" in err and "gpt2" in err
 
 
 def _reference_frame(model_dir, corpus, root) -> pd.DataFrame:
-    result = extract(str(model_dir), corpus, context_length=CTX, cache_dir=root, progress=False)
+    result = extract_run(str(model_dir), corpus, context_length=CTX, cache_dir=root, progress=False)
     return entry_rows(CacheEntry.open(result.key, root))
 
 
@@ -220,9 +220,9 @@ def test_resume_after_crash(gpt2_dir, tiny_corpus, tmp_path, monkeypatch):
     monkeypatch.setattr(CacheEntry, "write_shard", crash_after_first)
     root = tmp_path / "crashy"
     with pytest.raises(KeyboardInterrupt):
-        extract(str(gpt2_dir), tiny_corpus, context_length=CTX, cache_dir=root, progress=False)
+        extract_run(str(gpt2_dir), tiny_corpus, context_length=CTX, cache_dir=root, progress=False)
     monkeypatch.setattr(CacheEntry, "write_shard", original)
-    result = extract(str(gpt2_dir), tiny_corpus, context_length=CTX, cache_dir=root, progress=False)
+    result = extract_run(str(gpt2_dir), tiny_corpus, context_length=CTX, cache_dir=root, progress=False)
     assert not result.from_cache and result.manifest["provenance"]["resumed_shards"] == 2
     assert len(result.manifest["shards"]) > 2
     pd.testing.assert_frame_equal(entry_rows(CacheEntry.open(result.key, root)), expected)
@@ -239,8 +239,8 @@ def test_resume_after_sigkill(gpt2_dir, tiny_corpus, tmp_path, monkeypatch):
         sys.path.insert(0, {str(Path(__file__).parents[1])!r})
         from helpers.models import DOCUMENTS
         from rbplab.extraction import pipeline as ex, plan
-        from rbplab.store.cache import CacheEntry
-        from rbplab.catalog.corpora import Corpus, Document
+        from rbplab.store.cache.entry import CacheEntry
+        from rbplab.catalog.corpora.corpus import Corpus, Document
         plan.SHARD_TOKENS = 40
         original = CacheEntry.write_shard
         def write_then_die(self, index, frame, **kwargs):
@@ -260,7 +260,7 @@ def test_resume_after_sigkill(gpt2_dir, tiny_corpus, tmp_path, monkeypatch):
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
     entries = [p for p in root.glob("??/*") if p.is_dir()]
     assert len(entries) == 1 and not (entries[0] / "manifest.json").exists()
-    result = extract(str(gpt2_dir), tiny_corpus, context_length=CTX, cache_dir=root, progress=False)
+    result = extract_run(str(gpt2_dir), tiny_corpus, context_length=CTX, cache_dir=root, progress=False)
     assert result.manifest["provenance"]["resumed_shards"] == 2
     pd.testing.assert_frame_equal(entry_rows(CacheEntry.open(result.key, root)), expected)
 
@@ -268,7 +268,7 @@ def test_resume_after_sigkill(gpt2_dir, tiny_corpus, tmp_path, monkeypatch):
 def test_corrupted_shard_is_recomputed_with_warning(gpt2_dir, tiny_corpus, cache_dir, monkeypatch):
     monkeypatch.setattr(plan_module, "SHARD_TOKENS", 40)
     expected = load_stats(str(gpt2_dir), tiny_corpus, context_length=CTX, cache_dir=cache_dir, progress=False)
-    result = extract(str(gpt2_dir), tiny_corpus, context_length=CTX, cache_dir=cache_dir, progress=False)
+    result = extract_run(str(gpt2_dir), tiny_corpus, context_length=CTX, cache_dir=cache_dir, progress=False)
     shard = result.path / result.manifest["shards"][1]["file"]
     data = bytearray(shard.read_bytes())
     data[len(data) // 2] ^= 0xFF
@@ -284,17 +284,17 @@ def test_corrupted_shard_is_recomputed_with_warning(gpt2_dir, tiny_corpus, cache
 
 def test_bad_inputs(gpt2_dir, gguf_files, tiny_corpus, cache_dir):
     with pytest.raises(ContextLengthError, match="at most 64"):
-        extract(str(gpt2_dir), tiny_corpus, context_length=65, cache_dir=cache_dir, progress=False)
+        extract_run(str(gpt2_dir), tiny_corpus, context_length=65, cache_dir=cache_dir, progress=False)
     with pytest.raises(ModelLoadError, match="tokenizer="):
-        extract(str(gguf_files["bare"]), tiny_corpus, cache_dir=cache_dir, progress=False)
+        extract_run(str(gguf_files["bare"]), tiny_corpus, cache_dir=cache_dir, progress=False)
     with pytest.raises(registry.UnknownModelError, match="Known families"):
-        extract("no-such-model", tiny_corpus, cache_dir=cache_dir, progress=False)
+        extract_run("no-such-model", tiny_corpus, cache_dir=cache_dir, progress=False)
     with pytest.raises(ValueError, match="batch_tokens"):
-        extract(str(gpt2_dir), tiny_corpus, batch_tokens=0, cache_dir=cache_dir, progress=False)
+        extract_run(str(gpt2_dir), tiny_corpus, batch_tokens=0, cache_dir=cache_dir, progress=False)
     with pytest.raises(ValueError, match="max_tokens"):
-        extract(str(gpt2_dir), tiny_corpus, max_tokens=-3, cache_dir=cache_dir, progress=False)
+        extract_run(str(gpt2_dir), tiny_corpus, max_tokens=-3, cache_dir=cache_dir, progress=False)
     with pytest.raises(ValueError, match="stride"):
-        extract(
+        extract_run(
             str(gpt2_dir), tiny_corpus, context_length=CTX, stride=CTX, cache_dir=cache_dir, progress=False
         )
     assert not any(cache_dir.glob("??/*/manifest.json"))  # failed runs leave no complete-looking entry
@@ -318,19 +318,19 @@ def test_gguf_extraction_matches_original(gguf_files, llama_dir, tiny_corpus, ca
 def test_local_corpus_file(gpt2_dir, tmp_path, cache_dir):
     path = tmp_path / "notes.txt"
     path.write_text("A short local document about ranks and tokens.")
-    result = extract(str(gpt2_dir), str(path), context_length=CTX, cache_dir=cache_dir, progress=False)
+    result = extract_run(str(gpt2_dir), str(path), context_length=CTX, cache_dir=cache_dir, progress=False)
     assert result.n_tokens > 5 and result.manifest["corpus"]["name"] == "notes"
 
 
 def test_bundled_corpus_with_budget(gpt2_dir, cache_dir):
-    from rbplab.catalog.corpora import list_corpora
+    from rbplab.catalog.corpora.loading import list_corpora
 
     table = list_corpora()
     bundled = table[table["origin"] == "bundled"]["name"].tolist()
     if not bundled:
         pytest.skip("no bundled corpora in data/corpora yet")
     name = bundled[0]
-    result = extract(
+    result = extract_run(
         str(gpt2_dir), name, context_length=64, max_tokens=300, cache_dir=cache_dir, progress=False
     )
     assert result.n_tokens == 300
@@ -448,7 +448,7 @@ def test_no_kv_cache_is_built(arch, request, tiny_corpus, tiny_tokenizer, tmp_pa
         lambda module, args, output: outputs.append(getattr(output, "past_key_values", None))
     )
     try:
-        result = extract(
+        result = extract_run(
             str(model_dir), tiny_corpus, context_length=CTX, cache_dir=tmp_path / "c", progress=False
         )
     finally:

@@ -11,12 +11,12 @@ import pytest
 from helpers.hub import PYTHIA, repo_dir
 
 from rbplab import cli
-from rbplab.catalog import open_corpus
+from rbplab.catalog.corpora.loading import open_corpus
 from rbplab.catalog.models import ModelSpec
 from rbplab.catalog.registry import registry_path
-from rbplab.extraction import plan_extraction
+from rbplab.extraction.plan import plan_extraction
 from rbplab.grid import Grid
-from rbplab.store import cache_key
+from rbplab.store.cache.layout import cache_key
 from rbplab.study import load_study
 
 HUB_MODELS = ("EleutherAI/pythia-14m", "facebook/opt-125m", "Qwen/Qwen2.5-0.5B")
@@ -76,7 +76,7 @@ def test_study_reads_each_hub_corpus_once_and_runs_offline_once_cached(hub, hub_
         for name, repo in zip(("wikipedia", "hotpotqa"), DATASETS, strict=True)
     ]
     families = ["pythia", "opt", "qwen2.5"]
-    study = load_study(Grid.build(families, corpora), cache_dir=cache, extract=True)
+    study = load_study(Grid.from_names(families, corpora), cache_dir=cache, extract=True)
     assert len(study.runs) == 6 and study.corpora == ["hub:wikipedia", "hub:hotpotqa"]
     assert sorted(reads) == sorted(DATASETS)  # 3 models x 2 corpora, each corpus read once
 
@@ -84,7 +84,7 @@ def test_study_reads_each_hub_corpus_once_and_runs_offline_once_cached(hub, hub_
     for repo in DATASETS:
         shutil.rmtree(repo_dir(hub.root, repo, "datasets"))
     reads.clear()
-    again = load_study(Grid.build(families, corpora), cache_dir=cache)
+    again = load_study(Grid.from_names(families, corpora), cache_dir=cache)
     assert reads == []
     for before, after in zip(study.runs, again.runs, strict=True):
         assert (before.model, before.corpus) == (after.model, after.corpus)
@@ -96,10 +96,10 @@ def test_study_on_the_default_revision_reads_nothing_once_cached(hub, hub_regist
     branch is resolved from the local refs/; a cached study still reads no dataset file."""
     cache = tmp_path / "cache"
     with pytest.warns(UserWarning, match="not pinned"):
-        load_study(Grid.build(["pythia"], ["hub:hotpotqa"]), cache_dir=cache, extract=True)
+        load_study(Grid.from_names(["pythia"], ["hub:hotpotqa"]), cache_dir=cache, extract=True)
     assert reads == ["hotpotqa/hotpot_qa"]
     repo = repo_dir(hub.root, "hotpotqa/hotpot_qa", "datasets")
     shutil.rmtree(repo / "snapshots" / hub.commit("hotpotqa/hotpot_qa") / "distractor")
     reads.clear()
-    study = load_study(Grid.build(["pythia"], ["hub:hotpotqa"]), cache_dir=cache)
+    study = load_study(Grid.from_names(["pythia"], ["hub:hotpotqa"]), cache_dir=cache)
     assert reads == [] and study.corpora == ["hub:hotpotqa"]

@@ -13,16 +13,18 @@ import shutil
 import numpy as np
 import pytest
 import torch
+from helpers.extraction import extract_run
 from helpers.untrusted import read_only, snapshot
 
 from rbplab.catalog.models import ModelSpec
 from rbplab.cli import app as cli
 from rbplab.core.errors import RbplabError
 from rbplab.extraction import plan as plan_module
-from rbplab.extraction.pipeline import extract
 from rbplab.extraction.plan import plan_extraction
 from rbplab.extraction.reading import load_stats
-from rbplab.store.cache import CacheEntry, cache_key, list_entries
+from rbplab.store.cache.admin import list_entries
+from rbplab.store.cache.entry import CacheEntry
+from rbplab.store.cache.layout import cache_key
 
 CTX = 16
 
@@ -140,8 +142,8 @@ def test_damaged_entry_is_recomputed_never_read(gpt2_dir, corpus_file, tmp_path,
     repair recomputes it through extraction; nothing outside the entry changes."""
     root = tmp_path / "cache"  # a corpus file, so repair can re-resolve it
     clean = load_stats(str(gpt2_dir), str(corpus_file), context_length=CTX, cache_dir=root, progress=False)
-    target = extract(str(gpt2_dir), str(corpus_file), context_length=CTX, cache_dir=root, progress=False)
-    other = extract(str(gpt2_dir), str(corpus_file), context_length=32, cache_dir=root, progress=False)
+    target = extract_run(str(gpt2_dir), str(corpus_file), context_length=CTX, cache_dir=root, progress=False)
+    other = extract_run(str(gpt2_dir), str(corpus_file), context_length=32, cache_dir=root, progress=False)
     shutil.copy(other.path / "manifest.json", target.path / "manifest.json")
     outside = snapshot(tmp_path, exclude=target.path)
     status, out, _ = run(capsys, "cache", "--cache-dir", str(root), "verify")
@@ -163,7 +165,7 @@ def test_repair_says_when_the_model_is_gone(gpt2_dir, corpus_file, tmp_path, cap
     model = tmp_path / "gone"
     shutil.copytree(gpt2_dir, model)
     root = tmp_path / "cache"
-    result = extract(str(model), str(corpus_file), context_length=CTX, cache_dir=root, progress=False)
+    result = extract_run(str(model), str(corpus_file), context_length=CTX, cache_dir=root, progress=False)
     manifest = json.loads((result.path / "manifest.json").read_text())
     (result.path / "manifest.json").write_text(json.dumps({**manifest, "vocab_size": 1}))
     shutil.rmtree(model)
@@ -182,14 +184,14 @@ def test_foreign_shard_on_resume_is_recomputed(gpt2_dir, tiny_corpus, tmp_path, 
         str(gpt2_dir), tiny_corpus, context_length=CTX, cache_dir=tmp_path / "c", progress=False
     )
     root = tmp_path / "cache"
-    other = extract(str(gpt2_dir), tiny_corpus, context_length=32, cache_dir=root, progress=False)
-    target = extract(str(gpt2_dir), tiny_corpus, context_length=CTX, cache_dir=root, progress=False)
+    other = extract_run(str(gpt2_dir), tiny_corpus, context_length=32, cache_dir=root, progress=False)
+    target = extract_run(str(gpt2_dir), tiny_corpus, context_length=CTX, cache_dir=root, progress=False)
     for name in ("manifest.json", "shard-00001.parquet", "shard-00001.parquet.sha256"):
         (target.path / name).unlink()  # an interrupted run ...
     for name in ("shard-00001.parquet", "shard-00001.parquet.sha256"):
         shutil.copy(other.path / name, target.path / name)  # ... given another entry's shard
     with pytest.warns(UserWarning, match="shard 1 belongs to another entry"):
-        result = extract(str(gpt2_dir), tiny_corpus, context_length=CTX, cache_dir=root, progress=False)
+        result = extract_run(str(gpt2_dir), tiny_corpus, context_length=CTX, cache_dir=root, progress=False)
     stats = CacheEntry.open(result.key, root).read_stats()
     assert np.array_equal(stats.n_greater, clean.n_greater) and np.array_equal(stats.nll, clean.nll)
 
@@ -248,7 +250,7 @@ def test_an_auto_map_reachable_from_a_checkpoint_needs_trust(
 
 
 def test_a_checkpoint_without_an_auto_map_loads_as_before(checkpointed_model, tiny_corpus, tmp_path):
-    result = extract(
+    result = extract_run(
         ModelSpec(str(checkpointed_model), revision="step-10"),
         tiny_corpus,
         context_length=CTX,
@@ -335,7 +337,7 @@ def test_non_finite_logits_after_finished_shards_keep_them(
     _poisoned_embedding(model, token, float("nan"))
     root = tmp_path / "cache"
     with pytest.raises(RbplabError, match=r"^shard [1-9]\d*, document [1-9]\d*, token \d+: "):
-        extract(str(model), tiny_corpus, context_length=CTX, cache_dir=root, progress=False)
+        extract_run(str(model), tiny_corpus, context_length=CTX, cache_dir=root, progress=False)
     (entry,) = [p for p in root.glob("??/*") if p.is_dir()]
     names = sorted(p.name for p in entry.iterdir())
     assert "shard-00000.parquet" in names and "spec.json" in names and "manifest.json" not in names

@@ -8,7 +8,7 @@ import pytest
 from rbplab.catalog import registry
 from rbplab.catalog.schedules import schedule_of
 from rbplab.report.checkpoints import cached_checkpoints
-from rbplab.store.cache import CacheEntry
+from rbplab.store.cache.entry import CacheEntry
 
 ONE_TOKEN = pd.DataFrame(
     {

@@ -69,7 +69,7 @@ def executed(tmp_path_factory: pytest.TempPathFactory) -> tuple[pd.DataFrame, li
     )
     lines: list[str] = []
     table = run_report(
-        Grid.build("micro", max_tokens=123),
+        Grid.from_names("micro", max_tokens=123),
         out,
         parameters={"scale": 2.0},
         options=ReportOptions(notebooks=("b_fails", "a_ok", "c_states"), source_dir=src),
@@ -174,7 +174,12 @@ def test_index_shows_headline_figure_and_table(executed) -> None:
 
 def test_unknown_notebook_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="unknown notebooks"):
-        run_report("micro", tmp_path, options=ReportOptions(notebooks=("99_nothing",)), progress=None)
+        run_report(
+            Grid.from_names("micro"),
+            tmp_path,
+            options=ReportOptions(notebooks=("99_nothing",)),
+            progress=None,
+        )
     with pytest.raises(FileNotFoundError, match="no notebooks"):
         execution.list_notebooks(tmp_path)
 
@@ -285,7 +290,12 @@ def test_unknown_parameter_is_refused_before_anything_runs(tmp_path: Path) -> No
     with pytest.raises(
         ParameterError, match=r"no notebook takes parameter 'n_bot' \(did you mean 'n_boot'\?\)"
     ):
-        run_report("micro", tmp_path / "out", parameters={"n_bot": 3}, options=ReportOptions(source_dir=src))
+        run_report(
+            Grid.from_names("micro"),
+            tmp_path / "out",
+            parameters={"n_bot": 3},
+            options=ReportOptions(source_dir=src),
+        )
     assert not (tmp_path / "out").exists()
 
 
@@ -341,7 +351,7 @@ def test_unresolvable_grid_fails_once_before_any_notebook(tmp_path: Path) -> Non
     _notebook(src / "n.ipynb", ["open('ran', 'w').close()"], "families = ['x']\nextract = False")
     with pytest.raises(RbplabError, match="no-such-model") as caught:
         run_report(
-            {"families": ["micro"], "models": ["no-such-model"], "corpora": ["prose"]},
+            Grid.read({"families": ["micro"], "models": ["no-such-model"], "corpora": ["prose"]}),
             tmp_path / "out",
             options=ReportOptions(source_dir=src),
         )
@@ -357,7 +367,7 @@ def test_missing_runs_are_refused_before_any_notebook(tmp_path: Path) -> None:
     src = tmp_path / "src"
     src.mkdir()
     _notebook(src / "n.ipynb", ["open('ran', 'w').close()"], "families = ['x']\nextract = False")
-    grid, out, cache = Grid.build("micro", ["prose"]), tmp_path / "out", tmp_path / "cache"
+    grid, out, cache = Grid.from_names("micro", ["prose"]), tmp_path / "out", tmp_path / "cache"
     with pytest.raises(MissingRunsError, match=r"6 run\(s\) are not in the cache.*with extract=True"):
         run_report(grid, out, cache_dir=cache, options=ReportOptions(source_dir=src))
     remedy = ReportOptions(source_dir=src, missing_remedy="--extract: rbplab x")
@@ -495,7 +505,7 @@ def test_extraction_on_an_unreachable_hub_fails_once_before_any_notebook(
         _notebook(src / f"{name}.ipynb", ["open('ran', 'w').close()"], "families = ['x']\nextract = False")
     with pytest.raises(RbplabError, match=r"grid cannot be resolved: cannot resolve hub:wikipedia") as caught:
         run_report(
-            Grid.build("micro", ["hub:wikipedia"]),
+            Grid.from_names("micro", ["hub:wikipedia"]),
             tmp_path / "out",
             extract=True,
             options=ReportOptions(source_dir=src),
@@ -526,7 +536,7 @@ def test_a_study_files_settings_key_its_runs_in_the_results_file(tmp_path: Path)
     import json
 
     from rbplab.catalog import registry
-    from rbplab.store.cache import CacheEntry
+    from rbplab.store.cache.entry import CacheEntry
 
     model = registry.family_models("micro")["model"].iloc[0]
     cache = tmp_path / "cache"
@@ -548,7 +558,9 @@ def test_a_study_files_settings_key_its_runs_in_the_results_file(tmp_path: Path)
         ],
         "study_file = None\noutput_dir = None",
     )
-    table = run_report(study, tmp_path / "out", cache_dir=cache, options=ReportOptions(source_dir=src))
+    table = run_report(
+        Grid.read(study), tmp_path / "out", cache_dir=cache, options=ReportOptions(source_dir=src)
+    )
     assert table["ok"].all(), table["error"].tolist()
     results = json.loads((tmp_path / "out" / "results.json").read_text())
     assert results["settings"]["max_tokens"] == 300

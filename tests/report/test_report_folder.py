@@ -33,7 +33,7 @@ def _notebook(path: Path) -> Path:
 
 def _report(src: Path, out: Path, tables: list[str]) -> None:
     table = run_report(
-        Grid.build("micro", max_tokens=100),
+        Grid.from_names("micro", max_tokens=100),
         out,
         parameters={"tables": tables},
         options=ReportOptions(source_dir=src, html_export=False),

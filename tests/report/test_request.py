@@ -3,12 +3,13 @@ naming it."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from rbplab.catalog import registry
-from rbplab.catalog.corpora import list_corpora
+from rbplab.catalog.corpora.loading import list_corpora
 from rbplab.core.errors import InvalidArgumentError, RbplabError
 from rbplab.grid import Grid
 from rbplab.report import ReportOptions, run_report
@@ -24,7 +25,7 @@ def _members() -> list[str]:
 
 def test_a_family_grid_is_handed_over_as_families_corpora_and_settings() -> None:
     _members()
-    params = notebook_parameters(Grid.build("micro", max_tokens=2000))
+    params = notebook_parameters(Grid.from_names("micro", max_tokens=2000))
     bundled = list_corpora().query("origin == 'bundled'")["name"].tolist()
     assert params == {
         "families": ["micro"],
@@ -37,7 +38,7 @@ def test_a_family_grid_is_handed_over_as_families_corpora_and_settings() -> None
 
 def test_a_subset_of_models_is_handed_over_by_name() -> None:
     members = _members()
-    params = notebook_parameters(Grid.build("micro", ["prose"], models=members[1:3]))
+    params = notebook_parameters(Grid.from_names("micro", ["prose"], models=members[1:3]))
     assert params["families"] == ["micro"] and params["models"] == members[1:3]
     assert params["corpora"] == ["prose"] and params["settings"] == {}
 
@@ -47,7 +48,7 @@ def test_a_study_file_is_handed_over_as_its_path(tmp_path: Path) -> None:
     study = tmp_path / "study.toml"
     study.write_text('families = ["micro"]\ncorpora = ["prose"]\n[settings]\nmax_tokens = 300\n')
     assert notebook_parameters(Grid.read(study)) == {"study_file": str(study.resolve())}
-    changed = Grid.build(study, ["humaneval"])  # the notebooks would read the file, not this
+    changed = replace(Grid.read(study), corpora=("humaneval",))  # the notebooks would read the file
     with pytest.raises(InvalidArgumentError, match="differs from its study file") as caught:
         notebook_parameters(changed)
     assert "\n" not in str(caught.value)
@@ -56,7 +57,7 @@ def test_a_study_file_is_handed_over_as_its_path(tmp_path: Path) -> None:
 def test_revisions_are_refused_outside_a_study_file() -> None:
     _members()
     with pytest.raises(InvalidArgumentError, match=r"checkpoints \(revisions\) from a study file"):
-        notebook_parameters(Grid.build("micro", ["prose"], revisions="log:2"))
+        notebook_parameters(Grid.from_names("micro", ["prose"], revisions="log:2"))
 
 
 @pytest.mark.parametrize(
@@ -76,7 +77,12 @@ def test_parameters_naming_the_request_are_refused(name: str, message: str) -> N
 
 def test_run_report_refuses_them_before_anything_runs(tmp_path: Path) -> None:
     with pytest.raises(InvalidArgumentError, match="'corpora' is part of the report's grid"):
-        run_report("micro", tmp_path / "out", parameters={"corpora": "[prose]"}, options=ReportOptions())
+        run_report(
+            Grid.from_names("micro"),
+            tmp_path / "out",
+            parameters={"corpora": "[prose]"},
+            options=ReportOptions(),
+        )
     assert not (tmp_path / "out").exists()
 
 

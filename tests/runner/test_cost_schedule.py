@@ -23,7 +23,7 @@ def planned(tmp_path, monkeypatch):
     prose, 3,000 tokens in shards of 500, at a given throughput (no probe, no load time)."""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
-    grid = Grid.build(["micro-1-25K"], ["prose"], max_tokens=3000, context_length=64, shard_tokens=500)
+    grid = Grid.from_names(["micro-1-25K"], ["prose"], max_tokens=3000, context_length=64, shard_tokens=500)
 
     def plan(workers: int, shards_per_unit: int) -> tuple[float, float]:
         totals = estimate_costs(

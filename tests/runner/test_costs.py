@@ -16,7 +16,7 @@ import torch
 
 from rbplab.cli.app import main
 from rbplab.grid import Grid
-from rbplab.runner import read_study_file, run_study
+from rbplab.runner import run_study
 from rbplab.runner.costs import estimate_costs, makespan
 from rbplab.store import CacheEntry
 
@@ -36,7 +36,7 @@ def test_flops_and_memory_of_micro_1_by_hand(tmp_path, cpu_only):
     S = layers * per_layer + 2 * d  # + the final layer norm
     assert S == 25_472  # the registry's S
     n_params = S + 2 * V * d  # embed_in and embed_out
-    grid = Grid.build(["micro-1-25K"], ["prose"], max_tokens=3000, context_length=256)
+    grid = Grid.from_names(["micro-1-25K"], ["prose"], max_tokens=3000, context_length=256)
     row = estimate_costs(grid, tmp_path / "cache", probe=False).table.iloc[0]
     per_token = 2 * S + 2 * d * V
     assert row["flops_per_token"] == per_token == 313_088
@@ -55,7 +55,7 @@ def test_flops_and_memory_of_micro_1_by_hand(tmp_path, cpu_only):
 
 def test_states_tokens_left_and_nothing_written(study_path, tmp_path):
     cache = tmp_path / "cache"
-    run = run_study(read_study_file(study_path), cache_dir=cache, progress=False)
+    run = run_study(Grid.read(study_path), cache_dir=cache, progress=False)
     keys = list(run.table["key"])
     cached, partial, missing = keys[0], keys[1], keys[2]
     manifest = CacheEntry.open(partial, cache).manifest()
@@ -68,7 +68,7 @@ def test_states_tokens_left_and_nothing_written(study_path, tmp_path):
     shutil.rmtree(CacheEntry.open(missing, cache).path)
     before = sorted(str(p) for p in cache.rglob("*"))
 
-    plan = estimate_costs(read_study_file(study_path), cache, tokens_per_second=100.0, workers=2)
+    plan = estimate_costs(Grid.read(study_path), cache, tokens_per_second=100.0, workers=2)
     table = plan.table.set_index("key")
     assert table.loc[cached, "state"] == "cached" and table.loc[cached, "tokens_to_score"] == 0
     assert table.loc[partial, "state"] == "partial" and table.loc[partial, "tokens_to_score"] == lost
@@ -95,7 +95,7 @@ def test_makespan_longest_first():
 
 
 def test_probe_measures_the_model_with_the_most_work(study_path, tmp_path):
-    plan = estimate_costs(read_study_file(study_path), tmp_path / "cache", probe_tokens=64, probe_seconds=0.5)
+    plan = estimate_costs(Grid.read(study_path), tmp_path / "cache", probe_tokens=64, probe_seconds=0.5)
     rate = plan.totals.throughput
     assert rate.measured and rate.tokens >= 64 and rate.seconds >= 0.5
     work = plan.table.groupby("model")["flops"].sum()  # every model's batch is cheap: the largest share
@@ -179,7 +179,7 @@ def test_gpu_workers_planned_from_a_cpu_driver(tmp_path, cpu_only):
     resolves "auto" to (micro-1-25K's config says bfloat16), the GPU's head chunk, no memory to
     compare with and no probe of this CPU."""
     d, V, n_params, tokens = 32, 4096, 287_616, 16_384
-    grid = Grid.build(["micro-1-25K"], ["prose"], max_tokens=1000, context_length=256)
+    grid = Grid.from_names(["micro-1-25K"], ["prose"], max_tokens=1000, context_length=256)
     plan = estimate_costs(grid, tmp_path / "cache", accelerator=True)
     row = plan.table.iloc[0]
     assert row["dtype"] == "bfloat16"
@@ -205,7 +205,7 @@ def test_probe_reads_the_corpus_the_cheapest_model_has_most_to_score(tmp_path, c
     )
     settings = {"max_tokens": None, "batch_tokens": 512}
     for corpora in (["humaneval", "prose"], ["prose", "humaneval"]):
-        grid = Grid.build(["micro-1-25K", "micro-2-85K"], corpora, **settings)
+        grid = Grid.from_names(["micro-1-25K", "micro-2-85K"], corpora, **settings)
         plan = estimate_costs(grid, tmp_path / "cache", probe_seconds=0)
         table = plan.table.set_index(["model", "corpus"])
         assert (
@@ -228,7 +228,7 @@ def test_probe_scores_in_the_workers_setup(tmp_path, cpu_only, monkeypatch):
     from rbplab.runner.executors import worker_threads
 
     monkeypatch.setattr(costs.os, "cpu_count", lambda: 2)
-    grid = Grid.build(["micro-1-25K", "micro-2-85K"], ["prose"], max_tokens=2000, context_length=256)
+    grid = Grid.from_names(["micro-1-25K", "micro-2-85K"], ["prose"], max_tokens=2000, context_length=256)
     before = torch.get_num_threads()
     one = estimate_costs(grid, tmp_path / "cache", probe_seconds=0.2).totals
     assert (one.throughput.processes, one.throughput.threads) == (1, before)
@@ -270,7 +270,7 @@ def test_probe_scores_the_largest_share_of_work_its_batches_allow(tmp_path, cpu_
     monkeypatch.setattr(
         costs, "probe_throughput", lambda plan, *a, **k: probed.append(plan.described.model.keyed_name)
     )
-    grid = Grid.build(["micro-1-25K", "micro-6-2.7M"], ["prose"], max_tokens=3000, context_length=256)
+    grid = Grid.from_names(["micro-1-25K", "micro-6-2.7M"], ["prose"], max_tokens=3000, context_length=256)
     estimate_costs(grid, tmp_path / "cache")
     assert probed[-1] == "micro-6-2.7M"
     table = estimate_costs(grid, tmp_path / "cache", probe=False).table.set_index("model")

@@ -11,12 +11,12 @@ from contextlib import redirect_stdout
 from pathlib import Path
 
 import pytest
+from helpers.extraction import extract_run
 from helpers.models import DOCUMENTS
 from helpers.studies import shard_bytes
 
-from rbplab.catalog.corpora import open_corpus
+from rbplab.catalog.corpora.loading import open_corpus
 from rbplab.cli.app import main
-from rbplab.extraction import extract
 from rbplab.grid import Grid
 from rbplab.runner import run_study
 from rbplab.store import CacheEntry
@@ -57,7 +57,7 @@ def cached(gpt2_dir, tmp_path) -> tuple[Path, Path, str, dict[str, bytes]]:
     corpus = tmp_path / "corpus.txt"
     corpus.write_text(" ".join(text for _, text in DOCUMENTS) + "\n")
     cache = tmp_path / "cache"
-    result = extract(str(gpt2_dir), open_corpus(str(corpus)), cache_dir=cache, progress=False, **SETTINGS)
+    result = extract_run(str(gpt2_dir), open_corpus(str(corpus)), cache_dir=cache, progress=False, **SETTINGS)
     assert len(result.manifest["shards"]) > DAMAGED + 1
     return cache, corpus, result.key, shard_bytes(cache)
 
@@ -104,7 +104,7 @@ def test_run_recomputes_what_the_plan_showed(cached, gpt2_dir, damage):
     rows = [int(record["rows"]) for record in entry.manifest()["shards"]]
     harm, redo, _ = DAMAGE[damage]
     harm(entry)
-    grid = Grid.build([str(gpt2_dir)], [open_corpus(str(corpus))], **SETTINGS)
+    grid = Grid.from_names([str(gpt2_dir)], [open_corpus(str(corpus))], **SETTINGS)
     with pytest.warns(UserWarning, match=f"cache entry {key[:12]}"):
         run = run_study(grid, cache_dir=cache, progress=False)
     assert run.ok and list(run.table["key"]) == [key]
@@ -121,5 +121,7 @@ def test_extract_recomputes_it_too(cached, gpt2_dir, damage):
     cache, corpus, key, pristine = cached
     DAMAGE[damage][0](CacheEntry.open(key, cache))
     with pytest.warns(UserWarning, match=f"cache entry {key[:12]}"):
-        again = extract(str(gpt2_dir), open_corpus(str(corpus)), cache_dir=cache, progress=False, **SETTINGS)
+        again = extract_run(
+            str(gpt2_dir), open_corpus(str(corpus)), cache_dir=cache, progress=False, **SETTINGS
+        )
     assert again.key == key and not again.from_cache and shard_bytes(cache) == pristine

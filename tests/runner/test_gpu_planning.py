@@ -7,7 +7,8 @@ import shutil
 
 import pytest
 
-from rbplab.runner import parse_study, plan_study
+from rbplab.grid import Grid
+from rbplab.runner import plan_study
 from rbplab.runner.executors import WEIGHT_SHARE_OF_GPU, gpus_needed
 from rbplab.runner.worker import run_unit
 from rbplab.store import CacheEntry
@@ -32,7 +33,7 @@ def test_accelerator_plans_with_the_dtype_a_gpu_resolves(tmp_path, gpt2_dir, tin
     (tmp_path / "c.jsonl").write_text(
         "".join(json.dumps({"id": d.id, "text": d.text}) + "\n" for d in tiny_corpus.documents)
     )
-    study = parse_study(
+    study = Grid.read(
         {"models": [str(model)], "corpora": [str(tmp_path / "c.jsonl")], "settings": {"context_length": 32}}
     )
     cpu = plan_study(study, tmp_path / "cache")

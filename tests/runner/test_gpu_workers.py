@@ -19,7 +19,8 @@ from helpers.models import DOCUMENTS
 from rbplab.core import ExtractionSettings
 from rbplab.extraction import pipeline
 from rbplab.extraction import plan as plan_module
-from rbplab.runner import executors, plan_study, read_study_file, run_study, worker
+from rbplab.grid import Grid
+from rbplab.runner import executors, plan_study, run_study, worker
 from rbplab.runner.executors import run_processes, worker_devices
 from rbplab.store import CacheEntry
 
@@ -45,7 +46,7 @@ def test_visible_gpus_follow_the_environment(monkeypatch):
 @pytest.mark.slow  # spawned processes import torch and transformers
 def test_local_workers_get_one_gpu_each(study_path, tmp_path, monkeypatch):
     monkeypatch.setattr(executors, "visible_gpus", lambda: ["0", "1"])  # a 2-GPU machine
-    plan = plan_study(read_study_file(study_path), tmp_path / "cache", shards_per_unit=1)
+    plan = plan_study(Grid.read(study_path), tmp_path / "cache", shards_per_unit=1)
     outcomes = run_processes(plan.units, tmp_path / "cache", lambda _n: None, workers=2)
     assert all(o.error is None for o in outcomes), [o.error for o in outcomes if o.error]
     seen = collections.defaultdict(set)
@@ -77,11 +78,9 @@ def test_a_worker_loads_each_model_once(study_path, tmp_path, monkeypatch):
     monkeypatch.setattr(worker, "_LOADED", {})
     monkeypatch.setattr(executors, "release_models", lambda: kept.append(len(worker._LOADED)) or release())
     monkeypatch.setattr(plan_module, "_WINDOW_MEMO", collections.OrderedDict())  # as a fresh process
-    run = run_study(
-        read_study_file(study_path), cache_dir=tmp_path / "cache", progress=False, shards_per_unit=1
-    )
+    run = run_study(Grid.read(study_path), cache_dir=tmp_path / "cache", progress=False, shards_per_unit=1)
     assert run.ok and len(run.table) == 6
-    plan = plan_study(read_study_file(study_path), tmp_path / "cache", shards_per_unit=1)
+    plan = plan_study(Grid.read(study_path), tmp_path / "cache", shards_per_unit=1)
     assert len(plan.units) > 2 * 6  # several units of every model
     # 3 models, each loaded once for its 2 corpora x several units
     assert sorted(loads.values()) == [1, 1, 1], loads
@@ -151,7 +150,7 @@ def test_workers_exit_when_their_driver_is_killed(tmp_path, gpt2_dir, neox_dir):
         os.kill(pid, signal.SIGKILL)  # leave nothing behind, then report
     assert alive == [], f"workers {alive} outlived their driver by 5 s"
     # what the killed run left is whole shards or nothing: a re-run completes it
-    run = run_study(read_study_file(study), cache_dir=cache, progress=False, shards_per_unit=1)
+    run = run_study(Grid.read(study), cache_dir=cache, progress=False, shards_per_unit=1)
     assert run.ok and (run.table["state"] == "computed").all()
     for key in run.table["key"]:
         assert CacheEntry.open(key, cache).is_complete()

@@ -19,7 +19,9 @@ import pytest
 from helpers.studies import SETTINGS, shard_bytes, summary_bytes
 
 from rbplab.core import ExtractionSettings
-from rbplab.runner import ExecutorError, read_study_file, run_study
+from rbplab.grid import Grid
+from rbplab.runner import run_study
+from rbplab.runner.executors import ExecutorError
 from rbplab.runner.worker import CRASH_HOOK_ENV
 from rbplab.store import CacheEntry, list_entries
 
@@ -87,9 +89,7 @@ def netns():
 @pytest.mark.ray
 @pytest.mark.slow
 def test_ray_equals_local_byte_for_byte(netns, study_path, tmp_path):
-    local = run_study(
-        read_study_file(study_path), cache_dir=tmp_path / "local", progress=False, shards_per_unit=1
-    )
+    local = run_study(Grid.read(study_path), cache_dir=tmp_path / "local", progress=False, shards_per_unit=1)
     proc = ray_run(study_path, tmp_path / "ray")
     assert proc.returncode == 0, proc.stderr[-3000:]
     table = json_table(proc.stdout)
@@ -112,9 +112,7 @@ def test_killed_worker_is_retried(netns, study_path, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     table = json_table(proc.stdout)
     assert all(r["state"] == "computed" for r in table)
-    local = run_study(
-        read_study_file(study_path), cache_dir=tmp_path / "local", progress=False, shards_per_unit=1
-    )
+    local = run_study(Grid.read(study_path), cache_dir=tmp_path / "local", progress=False, shards_per_unit=1)
     assert shard_bytes(tmp_path / "ray") == shard_bytes(tmp_path / "local")
     # The killed worker's finished shard was kept and the retry (another process) did the rest.
     producers = [
@@ -155,10 +153,10 @@ def test_unreachable_address_fails_at_once_and_starts_nothing(study_path, tmp_pa
 def test_missing_ray_is_a_one_line_error(study_path, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
     with pytest.raises(ExecutorError, match=r"needs Ray: pip install 'rbplab\[ray\]'"):
-        run_study(read_study_file(study_path), executor="ray", cache_dir=tmp_path / "cache", progress=False)
+        run_study(Grid.read(study_path), executor="ray", cache_dir=tmp_path / "cache", progress=False)
     assert list_entries(tmp_path / "cache").empty
     with pytest.raises(ValueError, match="executor must be one of"):
-        run_study(read_study_file(study_path), executor="dask", cache_dir=tmp_path / "cache", progress=False)
+        run_study(Grid.read(study_path), executor="dask", cache_dir=tmp_path / "cache", progress=False)
     assert ExtractionSettings(**SETTINGS).shard_tokens == 40
 
 

@@ -9,35 +9,37 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.extraction import extract_run
 from helpers.studies import SETTINGS, shard_bytes, summary_bytes
 
 from rbplab.core import ExtractionSettings
-from rbplab.extraction import extract
-from rbplab.runner import plan_study, read_study_file, run_study, slice_units
+from rbplab.grid import Grid
+from rbplab.runner import plan_study, run_study
+from rbplab.runner.units import slice_units
 from rbplab.store import CacheEntry
 
 
 def test_local_run_equals_extract_and_resumes(study_path, tmp_path):
     cache = tmp_path / "cache"
-    first = run_study(read_study_file(study_path), cache_dir=cache, progress=False, shards_per_unit=2)
+    first = run_study(Grid.read(study_path), cache_dir=cache, progress=False, shards_per_unit=2)
     assert first.ok and len(first.table) == 6 and (first.table["state"] == "computed").all()
     assert (first.table["computed"] == first.table["tokens"]).all()
-    study = read_study_file(study_path)
+    study = Grid.read(study_path)
     reference = tmp_path / "reference"
     for member in study.members:
         for corpus in study.corpora:
-            result = extract(
+            result = extract_run(
                 member.source, corpus, ExtractionSettings(**SETTINGS), cache_dir=reference, progress=False
             )
             assert result.key in set(first.table["key"])
             assert CacheEntry.open(result.key, cache).manifest()["n_tokens"] == result.n_tokens
     assert shard_bytes(cache) == shard_bytes(reference)
-    again = run_study(read_study_file(study_path), cache_dir=cache, progress=False)
+    again = run_study(Grid.read(study_path), cache_dir=cache, progress=False)
     assert again.ok and (again.table["state"] == "cached").all() and (again.table["computed"] == 0).all()
 
 
 def test_slices_are_disjoint_and_cover_every_unit(study_path, tmp_path):
-    plan = plan_study(read_study_file(study_path), tmp_path / "cache", shards_per_unit=1)
+    plan = plan_study(Grid.read(study_path), tmp_path / "cache", shards_per_unit=1)
     slices = [slice_units(plan.units, i, 3) for i in range(3)]
     names = [u.name for s in slices for u in s]
     assert sorted(names) == sorted(u.name for u in plan.units) and len(set(names)) == len(names)
@@ -46,7 +48,7 @@ def test_slices_are_disjoint_and_cover_every_unit(study_path, tmp_path):
         slice_units(plan.units, 3, 3)
     empty = tmp_path / "untouched"
     with pytest.raises(ValueError, match="task index"):  # refused before planning writes anything
-        run_study(read_study_file(study_path), cache_dir=empty, task_index=3, num_tasks=3, progress=False)
+        run_study(Grid.read(study_path), cache_dir=empty, task_index=3, num_tasks=3, progress=False)
     assert not empty.exists()
 
 
@@ -85,7 +87,7 @@ def test_slurm_array_tasks_and_two_drivers(study_path, tmp_path):
     outs = [p.communicate(timeout=600) for p in tasks]
     assert all(p.returncode == 0 for p in tasks), [o[1][-2000:] for o in outs]
     computed = sum(row["computed"] for out, _ in outs for row in json.loads(out))
-    final = run_study(read_study_file(study_path), cache_dir=slurm, progress=False)
+    final = run_study(Grid.read(study_path), cache_dir=slurm, progress=False)
     assert (final.table["state"] == "cached").all()
     assert computed == final.table["tokens"].sum()  # no shard computed twice
     # Two drivers on the same study at once: both finish, nothing is computed twice, same bytes.
@@ -103,11 +105,9 @@ def test_slurm_array_tasks_and_two_drivers(study_path, tmp_path):
 
 @pytest.mark.slow  # spawned processes import torch and transformers
 def test_worker_processes_equal_one_process(study_path, tmp_path):
-    one = run_study(
-        read_study_file(study_path), cache_dir=tmp_path / "one", progress=False, shards_per_unit=1
-    )
+    one = run_study(Grid.read(study_path), cache_dir=tmp_path / "one", progress=False, shards_per_unit=1)
     two = run_study(
-        read_study_file(study_path), cache_dir=tmp_path / "two", progress=False, shards_per_unit=1, workers=2
+        Grid.read(study_path), cache_dir=tmp_path / "two", progress=False, shards_per_unit=1, workers=2
     )
     assert one.ok and two.ok and (two.table["state"] == "computed").all()
     assert list(two.table["key"]) == list(one.table["key"])
@@ -121,7 +121,7 @@ def test_worker_processes_equal_one_process(study_path, tmp_path):
     }
     assert len(producers) == 2  # both processes wrote shards
     with pytest.raises(ValueError, match="workers must be a positive integer"):
-        run_study(read_study_file(study_path), cache_dir=tmp_path / "one", workers=0)
+        run_study(Grid.read(study_path), cache_dir=tmp_path / "one", workers=0)
 
 
 def test_the_grid_is_the_only_request(tmp_path):

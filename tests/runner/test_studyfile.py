@@ -7,7 +7,7 @@ import re
 import pytest
 
 from rbplab.core import ExtractionSettings
-from rbplab.runner import StudyFileError, read_study_file
+from rbplab.grid import Grid, StudyFileError
 
 EXAMPLE = """models = ["micro-1-25K", "micro-2-85K", "micro-3-200K"]
 corpora = ["humaneval", "prose"]
@@ -23,7 +23,7 @@ def write(tmp_path, text: str):
 
 
 def test_the_documented_example_parses(tmp_path):
-    study = read_study_file(write(tmp_path, EXAMPLE))
+    study = Grid.read(write(tmp_path, EXAMPLE))
     assert study.models == ["micro-1-25K", "micro-2-85K", "micro-3-200K"]
     assert study.families == ["micro"] and study.corpora == ("humaneval", "prose")
     assert study.settings == ExtractionSettings(max_tokens=8000)
@@ -33,7 +33,7 @@ def test_the_documented_example_parses(tmp_path):
 def test_families_revisions_and_local_corpora(tmp_path):
     (tmp_path / "texts.jsonl").write_text('{"id": "a", "text": "hello"}\n')
     text = 'families = ["micro"]\ncorpora = ["texts.jsonl"]\n[revisions]\n"micro-1-25K" = ["main"]\n'
-    study = read_study_file(write(tmp_path, text))
+    study = Grid.read(write(tmp_path, text))
     assert len(study.members) == 6 and study.revisions_of("micro-1-25K") == ("main",)
     assert study.revisions_of("micro-2-85K") == (None,)
     assert study.corpora == (str(tmp_path / "texts.jsonl"),)  # relative to the study file
@@ -66,18 +66,18 @@ def test_families_revisions_and_local_corpora(tmp_path):
 )
 def test_bad_study_files_are_one_line_errors(tmp_path, text, message):
     with pytest.raises(StudyFileError, match=message) as err:
-        read_study_file(write(tmp_path, text))
+        Grid.read(write(tmp_path, text))
     assert "\n" not in str(err.value)
 
 
 def test_missing_study_file(tmp_path):
     with pytest.raises(StudyFileError, match="not found"):
-        read_study_file(tmp_path / "nope.toml")
+        Grid.read(tmp_path / "nope.toml")
 
 
 def test_log_spaced_revisions_of_pythia_come_from_its_schedule(tmp_path):
     text = 'models = ["pythia-70m", "pythia-160m"]\ncorpora = ["prose"]\nrevisions = "log:8"\n'
-    study = read_study_file(write(tmp_path, text))
+    study = Grid.read(write(tmp_path, text))
     chosen = study.revisions_of("pythia-70m")
     assert len(chosen) == 8 and chosen[0] == "step1" and chosen[-1] == "step143000"
     assert study.revisions_of("pythia-160m") == chosen
@@ -91,7 +91,7 @@ def test_revisions_per_model_mix_names_and_spacing(tmp_path, tiny_tokenizer):
         f'models = ["pythia-70m", "{local}"]\ncorpora = ["prose"]\n'
         f'[revisions]\n"pythia-70m" = ["step1000", "log:2"]\n"{local}" = "log:2"\n'
     )
-    study = read_study_file(write(tmp_path, text))
+    study = Grid.read(write(tmp_path, text))
     assert study.revisions_of("pythia-70m") == ("step1000", "step1", "step143000")
     assert study.revisions_of(str(local)) == ("step-10", "step-40")
 
@@ -114,13 +114,13 @@ def test_revisions_per_model_mix_names_and_spacing(tmp_path, tiny_tokenizer):
 )
 def test_unknown_revisions_are_rejected_on_the_driver(tmp_path, text, message):
     with pytest.raises(StudyFileError, match=message) as err:
-        read_study_file(write(tmp_path, text))
+        Grid.read(write(tmp_path, text))
     assert "\n" not in str(err.value)
 
 
 def test_revisions_of_models_without_a_schedule_pass_as_given(tmp_path):
     text = 'models = ["gpt2"]\ncorpora = ["prose"]\nrevisions = ["main", "abc123"]\n'
-    assert read_study_file(write(tmp_path, text)).revisions_of("gpt2") == ("main", "abc123")
+    assert Grid.read(write(tmp_path, text)).revisions_of("gpt2") == ("main", "abc123")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -146,7 +146,7 @@ def _run(capsys, *argv) -> tuple[int, str, str]:
 )
 def test_hostile_study_files_are_one_line_errors(tmp_path, capsys, kind, message):
     """Binary garbage gave UnicodeDecodeError and /dev/zero MemoryError: now a bounded read of a
-    regular file and a text check, each one line, for `read_study_file` and `rbplab run`."""
+    regular file and a text check, each one line, for `Grid.read` and `rbplab run`."""
     if kind == "binary":
         path = tmp_path / "study.toml"
         path.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4)
@@ -159,7 +159,7 @@ def test_hostile_study_files_are_one_line_errors(tmp_path, capsys, kind, message
         path = tmp_path / "study.toml"
         path.mkdir()
     with pytest.raises(StudyFileError, match=message) as info:
-        read_study_file(path)
+        Grid.read(path)
     assert "\n" not in str(info.value)
     cache = tmp_path / "cache"
     status, out, err = _run(capsys, "run", path, "--cache-dir", cache, "--no-progress")
@@ -183,7 +183,7 @@ def test_device_settings_are_refused_on_the_driver_before_any_entry(
     (tmp_path / "docs.jsonl").write_text('{"id": "a", "text": "hello there, general kenobi"}\n')
     path = write(tmp_path, f'models = ["{gpt2_dir}"]\ncorpora = ["docs.jsonl"]\n[settings]\n{setting}\n')
     with pytest.raises(StudyFileError, match=message):
-        read_study_file(path)
+        Grid.read(path)
     cache = tmp_path / "cache"
     status, out, err = _run(capsys, "run", path, "--cache-dir", cache, "--no-progress")
     assert status == 1 and out == "" and err.count("\n") == 1, err

@@ -14,15 +14,11 @@ import pytest
 from helpers.cache_rows import entry_rows
 from helpers.factories import SPEC, complete_entry, shard_frame
 
-from rbplab.store.cache import (
-    CacheCorruptedError,
-    CacheEntry,
-    CacheError,
-    cache_key,
-    layout,
-    remove_entries,
-)
-from rbplab.store.cache.reading import ranked_vocab_size
+from rbplab.store.cache import layout
+from rbplab.store.cache.admin import remove_entries
+from rbplab.store.cache.entry import CacheEntry
+from rbplab.store.cache.layout import cache_key
+from rbplab.store.cache.reading import CacheCorruptedError, CacheError, ranked_vocab_size
 
 
 def test_key_is_canonical_and_versioned(monkeypatch):
@@ -165,7 +161,7 @@ def test_second_writer_is_locked_out(tmp_path):
 def test_lock_is_shared_between_processes(tmp_path):
     script = textwrap.dedent(f"""
         import sys, time
-        from rbplab.store.cache import CacheEntry
+        from rbplab.store.cache.entry import CacheEntry
         entry = CacheEntry({str(tmp_path)!r}, {SPEC!r})
         with entry.lock():
             print("locked", flush=True)

@@ -7,8 +7,10 @@ from pathlib import Path
 import pytest
 from helpers.factories import SPEC, complete_entry, shard_frame
 
-from rbplab.store import cache as cache_admin
-from rbplab.store.cache import CacheEntry, CacheError, list_entries, remove_entries
+from rbplab.store.cache import admin as cache_admin
+from rbplab.store.cache.admin import list_entries, remove_entries
+from rbplab.store.cache.entry import CacheEntry
+from rbplab.store.cache.reading import CacheError
 
 
 def test_list_and_remove(tmp_path):

@@ -13,8 +13,10 @@ import pytest
 from helpers.factories import SPEC, complete_entry, shard_frame
 from helpers.untrusted import snapshot
 
-from rbplab.store.cache import CacheCorruptedError, CacheEntry, list_entries
+from rbplab.store.cache.admin import list_entries
+from rbplab.store.cache.entry import CacheEntry
 from rbplab.store.cache.layout import checksum_name, sha256_hex
+from rbplab.store.cache.reading import CacheCorruptedError
 
 SPEC_V = {**SPEC, "vocab": {"size": 50, "include_padded": False, "head_rows": 50}}
 

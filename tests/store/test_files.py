@@ -11,7 +11,7 @@ import pytest
 from helpers.factories import SPEC, shard_frame
 
 from rbplab.store import files as cache_location
-from rbplab.store.cache import CacheEntry
+from rbplab.store.cache.entry import CacheEntry
 from rbplab.store.files import CacheLocationError, cache_root
 
 

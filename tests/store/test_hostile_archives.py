@@ -26,14 +26,13 @@ from helpers.untrusted import snapshot
 import rbplab.store.archive.install as install_module
 import rbplab.store.archive.members as members_module
 from rbplab.cli import app as cli
-from rbplab.store.archive import (
-    ArchiveError,
-    export_entries,
-    import_archive,
-    remove_stale_imports,
-    stale_imports,
-)
-from rbplab.store.cache import CacheEntry, CacheError, list_entries
+from rbplab.store.archive.export import export_entries
+from rbplab.store.archive.importing import import_archive
+from rbplab.store.archive.members import ArchiveError
+from rbplab.store.archive.staging import remove_stale_imports, stale_imports
+from rbplab.store.cache.admin import list_entries
+from rbplab.store.cache.entry import CacheEntry
+from rbplab.store.cache.reading import CacheError
 
 
 def run(capsys, *argv):

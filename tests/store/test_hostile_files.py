@@ -21,16 +21,12 @@ from helpers.hostile import CASES, HUGE, SPEC_V, entry_with_new_prefix, no_hang
 from helpers.untrusted import snapshot
 
 from rbplab.cli import app as cli
-from rbplab.store.cache import (
-    CacheCorruptedError,
-    CacheEntry,
-    CacheError,
-    layout,
-    list_entries,
-    remove_entries,
-)
 from rbplab.store.cache import entry as entry_module
 from rbplab.store.cache import entry_rules as entry_rules_module
+from rbplab.store.cache import layout
+from rbplab.store.cache.admin import list_entries, remove_entries
+from rbplab.store.cache.entry import CacheEntry
+from rbplab.store.cache.reading import CacheCorruptedError, CacheError
 from rbplab.store.files import UnsafeFileError, read_entry_file
 
 

@@ -21,6 +21,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from helpers.extraction import extract_run
 from helpers.factories import shard_frame
 from helpers.hostile import (
     SPEC_V,
@@ -33,11 +34,15 @@ from helpers.hostile import (
 from helpers.models import DOCUMENTS
 
 from rbplab.cli import app as cli
-from rbplab.extraction.pipeline import extract
 from rbplab.store import files as files_module
-from rbplab.store.archive import ArchiveError, export_entries, import_archive, stale_imports
-from rbplab.store.cache import CacheCorruptedError, CacheEntry, CacheError, list_entries, remove_entries
+from rbplab.store.archive.export import export_entries
+from rbplab.store.archive.importing import import_archive
+from rbplab.store.archive.members import ArchiveError
+from rbplab.store.archive.staging import stale_imports
+from rbplab.store.cache.admin import list_entries, remove_entries
+from rbplab.store.cache.entry import CacheEntry
 from rbplab.store.cache.layout import SUMMARY_FILE
+from rbplab.store.cache.reading import CacheCorruptedError, CacheError
 from rbplab.store.files import CacheLocationError
 
 
@@ -101,7 +106,7 @@ def build(root: Path, outside: Path, gpt2_dir: Path, corpus_file: Path, work: Pa
     good = entry_with_new_prefix(root, taken, shards=2)
     expected["sound entry"] = (good.key, f"ok       {good.key[:12]}")
     # a truncated real entry: extracted elsewhere, copied in, last shard record and files dropped
-    result = extract(
+    result = extract_run(
         str(gpt2_dir), str(corpus_file), context_length=16, shard_tokens=24, cache_dir=work, progress=False
     )
     subprocess.run(["cp", "-a", str(result.path.parent), str(root)], check=True)

@@ -15,8 +15,9 @@ from helpers.factories import complete_entry
 from rbplab.cli import app as cli
 from rbplab.core.stats import TokenStats
 from rbplab.core.summary import SUMMARY_VERSION, summarize
-from rbplab.store.archive import export_entries, import_archive
-from rbplab.store.cache import CacheEntry
+from rbplab.store.archive.export import export_entries
+from rbplab.store.archive.importing import import_archive
+from rbplab.store.cache.entry import CacheEntry
 from rbplab.store.cache.layout import SUMMARY_FILE
 from rbplab.store.cache.summary_file import summary_bytes
 

@@ -11,7 +11,7 @@ import pytest
 from rbplab.analysis import joint_laws as joint_laws_module
 from rbplab.analysis.data_scaling import JointLawFit
 from rbplab.analysis.joint_laws import CorpusLaws, JointLaws
-from rbplab.catalog import family_models
+from rbplab.catalog.registry import family_models
 from rbplab.study.synthetic import CE_LAW, rbp_law, synthetic_training_table
 from rbplab.study.training import open_training
 

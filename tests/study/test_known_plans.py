@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from helpers.extraction import extract_run
 
-from rbplab.catalog.corpora import open_corpus
+from rbplab.catalog.corpora.loading import open_corpus
 from rbplab.catalog.models import ModelSpec, resolve
 from rbplab.core import ExtractionSettings
 from rbplab.extraction import known_plans
 from rbplab.extraction.known_plans import PLANS_DIR, cpu_only, known_plan
-from rbplab.extraction.pipeline import extract
 from rbplab.grid import Grid
 from rbplab.study import load_study
 
@@ -29,7 +29,7 @@ import json, sys
 from rbplab.grid import Grid
 from rbplab.study import load_study
 models, corpus, cache = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
-study = load_study(Grid.build(models, corpus, context_length=32, max_tokens=60), cache_dir=cache)
+study = load_study(Grid.from_names(models, corpus, context_length=32, max_tokens=60), cache_dir=cache)
 print(json.dumps({
     "heavy": sorted(m for m in ("torch", "transformers") if m in sys.modules),
     "runs": study.run_table().to_dict("list"),
@@ -62,7 +62,7 @@ def read_in_subprocess(models, corpus, cache) -> dict:
 
 def test_a_warm_cache_is_read_without_model_code(setup):
     models, corpus, cache = setup
-    first = load_study(Grid.build(models, corpus, **SETTINGS), cache_dir=cache, extract=True)
+    first = load_study(Grid.from_names(models, corpus, **SETTINGS), cache_dir=cache, extract=True)
     assert len(list((cache / PLANS_DIR).rglob("*.json"))) == 2
     again = read_in_subprocess(models, corpus, cache)
     assert again["heavy"] == []
@@ -71,7 +71,7 @@ def test_a_warm_cache_is_read_without_model_code(setup):
 
 def test_a_record_naming_another_entry_is_ignored(setup):
     models, corpus, cache = setup
-    load_study(Grid.build(models, corpus, **SETTINGS), cache_dir=cache, extract=True)
+    load_study(Grid.from_names(models, corpus, **SETTINGS), cache_dir=cache, extract=True)
     settings = ExtractionSettings(**SETTINGS)
     opened = open_corpus(corpus)
     gpt2, neox = (known_plan(resolve(ModelSpec(m)), opened, settings, cache) for m in models)
@@ -84,7 +84,7 @@ def test_a_record_naming_another_entry_is_ignored(setup):
     record_path.write_text(json.dumps({**record, "key": neox.key}))
     assert known_plan(resolve(ModelSpec(models[0])), opened, settings, cache) is None
     # The study then plans gpt2 the slow way, reads its own entry, and writes the record again.
-    study = load_study(Grid.build(models, corpus, **SETTINGS), cache_dir=cache)
+    study = load_study(Grid.from_names(models, corpus, **SETTINGS), cache_dir=cache)
     assert known_plan(resolve(ModelSpec(models[0])), opened, settings, cache).key == gpt2.key
     assert len(study.runs) == 2
     record_path.write_text("{not json")
@@ -93,7 +93,7 @@ def test_a_record_naming_another_entry_is_ignored(setup):
 
 def test_changed_model_files_or_settings_find_no_record(setup):
     models, corpus, cache = setup
-    load_study(Grid.build(models, corpus, **SETTINGS), cache_dir=cache, extract=True)
+    load_study(Grid.from_names(models, corpus, **SETTINGS), cache_dir=cache, extract=True)
     opened = open_corpus(corpus)
     settings = ExtractionSettings(**SETTINGS)
     assert known_plan(resolve(ModelSpec(models[0])), opened, settings, cache) is not None
@@ -126,7 +126,7 @@ def planned(tmp_path, gpt2_dir, tiny_tokenizer_dir, tiny_corpus):
     tokenizer = shutil.copytree(tiny_tokenizer_dir, tmp_path / "tokenizer")
     settings = ExtractionSettings(**SETTINGS)
     spec = ModelSpec(model, tokenizer=str(tokenizer))
-    extract(spec, tiny_corpus, settings, cache_dir=tmp_path / "cache", progress=False)
+    extract_run(spec, tiny_corpus, settings, cache_dir=tmp_path / "cache", progress=False)
     assert known_plan(resolve(spec), tiny_corpus, settings, tmp_path / "cache") is not None
     return spec, settings, tmp_path / "cache"
 
@@ -158,7 +158,7 @@ def test_only_the_runs_without_a_record_are_planned(setup, monkeypatch):
     from rbplab.study.entries import resolve_entries
 
     models, corpus, cache = setup
-    grid = Grid.build(models, corpus, **SETTINGS)
+    grid = Grid.from_names(models, corpus, **SETTINGS)
     load_study(grid, cache_dir=cache, extract=True)
     opened, settings = open_corpus(corpus), ExtractionSettings(**SETTINGS)
     keys = [known_plan(resolve(ModelSpec(m)), opened, settings, cache).key for m in models]

@@ -1,4 +1,4 @@
-"""`load_entries` of a cache holding checkpoints: runs labelled model@revision as `load_study(...,
+"""`load_study(entries=...)` of a cache holding checkpoints: runs labelled model@revision as `load_study(...,
 revisions=...)` labels them, and entries that would be one run refused with what tells them apart
 and a selection that works."""
 
@@ -13,8 +13,8 @@ from helpers.models import DOCUMENTS, build_checkpointed
 import rbplab
 from rbplab.core.errors import InvalidArgumentError
 from rbplab.grid import Grid
-from rbplab.store.cache import list_entries
-from rbplab.study import load_entries, load_study, training
+from rbplab.store.cache.admin import list_entries
+from rbplab.study import load_study, training
 
 CAP = 40  # tokens: fewer than the documents hold, so the capped final model is another entry
 
@@ -38,12 +38,12 @@ def cache(tmp_path_factory, tiny_tokenizer):
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("RBPLAB_DATA", str(data))
         checkpoints = load_study(
-            Grid.build("tiny", [str(docs)], revisions="log:2", context_length=32),
+            Grid.from_names("tiny", [str(docs)], revisions="log:2", context_length=32),
             cache_dir=root / "cache",
             extract=True,
         )
         load_study(
-            Grid.build("tiny", [str(docs)], context_length=32, max_tokens=CAP),
+            Grid.from_names("tiny", [str(docs)], context_length=32, max_tokens=CAP),
             cache_dir=root / "cache",
             extract=True,
         )
@@ -62,7 +62,7 @@ def test_checkpoints_by_key_are_labelled_as_load_study_labels_them(in_cache):
     entries, checkpoints = in_cache
     uncapped = entries[entries["max_tokens"].isna()]
     assert len(uncapped) == 2
-    study = load_entries(uncapped["key"])
+    study = load_study(entries=uncapped["key"])
     got = sorted((r.model, r.corpus, r.revision, r.step, r.D, r.C, r.n_tokens) for r in study.runs)
     expected = sorted((r.model, r.corpus, r.revision, r.step, r.D, r.C, r.n_tokens) for r in checkpoints.runs)
     # tiny-1@step-40 is the final model's own entry (keyed without a revision): named as its schedule does
@@ -73,14 +73,14 @@ def test_checkpoints_by_key_are_labelled_as_load_study_labels_them(in_cache):
 
 def test_final_weights_alone_are_the_model(in_cache):
     entries, _ = in_cache
-    study = load_entries(entries[entries["max_tokens"].eq(CAP)]["key"])
+    study = load_study(entries=entries[entries["max_tokens"].eq(CAP)]["key"])
     assert [r.model for r in study.runs] == ["tiny-1"] and not study.has_training
 
 
 def test_one_run_in_two_entries_names_them_and_how_to_select(in_cache):
     entries, _ = in_cache
     with pytest.raises(InvalidArgumentError) as caught:
-        load_entries(entries["key"])
+        load_study(entries=entries["key"])
     message = str(caught.value)
     final = entries[entries["step"].eq(40)]
     assert "\n" not in message and message.startswith("1 run(s) appear in more than one entry")
@@ -89,5 +89,10 @@ def test_one_run_in_two_entries_names_them_and_how_to_select(in_cache):
         assert f"{key[:8]} max_tokens={'None' if pd.isna(cap) else int(cap)}" in message
     advice = message.split("e.g. ", 1)[1]  # the selection it suggests runs as written
     scope: dict = {"rbplab": rbplab}
-    exec(advice.replace("; ", "\n").replace("rbplab.load_entries(", "study = rbplab.load_entries(", 1), scope)
+    exec(
+        advice.replace("; ", "\n").replace(
+            "rbplab.load_study(entries=", "study = rbplab.load_study(entries=", 1
+        ),
+        scope,
+    )
     assert sorted(r.model for r in scope["study"].runs) == ["tiny-1@step-10", "tiny-1@step-40"]

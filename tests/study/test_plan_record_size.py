@@ -11,7 +11,7 @@ import warnings
 
 import pytest
 
-from rbplab.catalog.corpora import open_corpus
+from rbplab.catalog.corpora.loading import open_corpus
 from rbplab.catalog.models import ModelSpec, resolve
 from rbplab.core import ExtractionSettings
 from rbplab.extraction import known_plans
@@ -28,7 +28,7 @@ def test_an_edited_size_in_a_plan_record_is_ignored_and_written_again(tmp_path, 
         "".join(json.dumps({"id": str(d.id), "text": d.text}) + "\n" for d in tiny_corpus.documents)
     )
     cache = tmp_path / "cache"
-    grid = Grid.build([model], str(corpus), **SETTINGS)
+    grid = Grid.from_names([model], str(corpus), **SETTINGS)
     S = float(load_study(grid, cache_dir=cache, extract=True).run_table()["S"].iloc[0])
     req = known_plans.request(
         resolve(ModelSpec(model)), open_corpus(str(corpus)), ExtractionSettings(**SETTINGS)

@@ -13,7 +13,7 @@ import pytest
 from helpers.hostile import no_hang
 
 import rbplab
-from rbplab.store.cache import CacheEntry
+from rbplab.store.cache.entry import CacheEntry
 from rbplab.study import size, synthetic_study, tables
 from rbplab.study.results import RESULTS_VERSION, ResultsError, load_results, matching_keys, save_results
 

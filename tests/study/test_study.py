@@ -143,19 +143,37 @@ def test_summary_and_extrapolation(synth: Study) -> None:
 
 
 def test_synthetic_studies_are_routed_explicitly_and_load_study_errors() -> None:
-    # Made-up studies come from synthetic_study, never from a magic family name in load_study.
+    # Made-up studies come from synthetic_study, never from a magic family name in a grid.
     s = synthetic_study(corpora=["x", "y"], n_tokens=1000)
     assert s.corpora == ["x", "y"] and len(s.runs[0].stats) == 1000
     with pytest.raises(ValueError, match="at least one model family"):
-        load_study([])
+        Grid.from_names([])
     with pytest.raises(ValueError, match="unknown model family 'synthetic'"):
-        load_study(["synthetic", "micro"])
+        Grid.from_names(["synthetic", "micro"])
 
 
 def test_load_study_unknown_family_lists_known() -> None:
     pytest.importorskip("rbplab.extraction.pipeline")
     with pytest.raises(ValueError, match="known families"):
-        load_study("no-such-family")
+        Grid.from_names("no-such-family")
+
+
+@pytest.mark.parametrize("given", ["micro", ["micro"], "study.toml", {"families": ["micro"]}])
+def test_load_study_takes_a_grid_and_says_how_to_make_one(given, tmp_path) -> None:
+    """Names, a path or a table are not guessed at: one line naming both constructors."""
+    with pytest.raises(
+        TypeError, match=r"load_study takes a rbplab.grid.Grid.*Grid.from_names.*Grid.read"
+    ) as err:
+        load_study(given, cache_dir=tmp_path)
+    assert "\n" not in str(err.value) and not any(tmp_path.iterdir())
+
+
+def test_load_study_takes_a_grid_or_entries(tmp_path) -> None:
+    grid = Grid.from_names("micro-1-25K", "prose")
+    with pytest.raises(ValueError, match="a grid or entries=, not both"):
+        load_study(grid, entries=["0" * 64], cache_dir=tmp_path)
+    with pytest.raises(ValueError, match="extract=True needs a grid"):
+        load_study(entries=["0" * 64], cache_dir=tmp_path, extract=True)
 
 
 def test_points_frame_is_tidy(synth: Study) -> None:
@@ -171,7 +189,7 @@ def test_load_study_reads_through_the_extraction_cache(
     from rbplab.catalog import registry
     from rbplab.extraction import pipeline as extract
     from rbplab.extraction.reading import load_stats
-    from rbplab.store import cache as cache_admin
+    from rbplab.store.cache import admin as cache_admin
 
     members = pd.DataFrame(
         {
@@ -190,7 +208,7 @@ def test_load_study_reads_through_the_extraction_cache(
     monkeypatch.setattr(registry, "lookup_model", lookup)
     lines: list[str] = []
     study = load_study(
-        Grid.build("tiny", tiny_corpus), cache_dir=cache_dir, progress=lines.append, extract=True
+        Grid.from_names("tiny", tiny_corpus), cache_dir=cache_dir, progress=lines.append, extract=True
     )
     assert lines == ["tiny/tiny-gpt2 on tiny", "tiny/tiny-neox on tiny"]
     assert study.corpora == ["tiny"] and list(study.models["S"]) == [1000, 4000]
@@ -202,10 +220,10 @@ def test_load_study_reads_through_the_extraction_cache(
         raise AssertionError("a cached study must not load model weights")
 
     monkeypatch.setattr(extract, "load_weights", no_forward)
-    again = load_study(Grid.build("tiny", tiny_corpus, models=["tiny-neox"]), cache_dir=cache_dir)
+    again = load_study(Grid.from_names("tiny", tiny_corpus, models=["tiny-neox"]), cache_dir=cache_dir)
     assert np.array_equal(again.stats("tiny-neox", "tiny").nll, study.stats("tiny-neox", "tiny").nll)
     with pytest.raises(ValueError, match="not in families"):
-        load_study(Grid.build("tiny", tiny_corpus, models=["gpt5"]), cache_dir=cache_dir)
+        load_study(Grid.from_names("tiny", tiny_corpus, models=["gpt5"]), cache_dir=cache_dir)
 
 
 def test_synthetic_generator_is_the_packages_own_lognormal():

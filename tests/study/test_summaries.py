@@ -24,7 +24,8 @@ from rbplab.analysis import bootstrap, emergence, metrics
 from rbplab.core import Run, TokenStats
 from rbplab.core.summary import DOC_RUN_KS, summarize, summary_ks
 from rbplab.grid import Grid
-from rbplab.store.cache import CacheEntry, list_entries
+from rbplab.store.cache.admin import list_entries
+from rbplab.store.cache.entry import CacheEntry
 from rbplab.store.cache.layout import SUMMARY_FILE
 from rbplab.store.cache.summary_file import SummaryError, parse_summary, summary_bytes
 from rbplab.study import Study, distribution, load_study, size
@@ -54,7 +55,7 @@ def _tied_stats(seed: int = 0) -> TokenStats:
 @pytest.fixture(scope="module")
 def micro_cache(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("summaries") / "cache"
-    load_study(Grid.build("micro", "humaneval", SETTINGS, models=MICRO), cache_dir=root, extract=True)
+    load_study(Grid.from_names("micro", "humaneval", SETTINGS, models=MICRO), cache_dir=root, extract=True)
     return root
 
 
@@ -115,7 +116,7 @@ def test_emergence_from_summaries_equals_the_token_reference(micro_cache, ties) 
 
 
 def test_study_from_the_cache_holds_no_tokens_and_gives_the_in_memory_tables(micro_cache) -> None:
-    cached = load_study(Grid.build("micro", "humaneval", SETTINGS, models=MICRO), cache_dir=micro_cache)
+    cached = load_study(Grid.from_names("micro", "humaneval", SETTINGS, models=MICRO), cache_dir=micro_cache)
     assert all(not isinstance(r.stats, TokenStats) for r in cached.runs)
     in_memory = Study([Run(r.family, r.model, r.corpus, r.S, r.token_stats()) for r in cached.runs])
     for study in (cached, in_memory):
@@ -153,7 +154,7 @@ def test_summary_is_written_with_the_entry_and_recorded_in_its_manifest(micro_ca
 def test_missing_runs_are_refused_in_one_line_unless_extract(micro_cache, tmp_path) -> None:
     with pytest.raises(MissingRunsError, match=r"1 run\(s\) are not in the cache.*micro-2-85K on humaneval"):
         load_study(
-            Grid.build("micro", "humaneval", SETTINGS, models=["micro-1-25K", "micro-2-85K"]),
+            Grid.from_names("micro", "humaneval", SETTINGS, models=["micro-1-25K", "micro-2-85K"]),
             cache_dir=micro_cache,
         )
     assert len(list_entries(micro_cache)) == len(MICRO)  # nothing was computed
@@ -175,11 +176,13 @@ def test_old_entry_gets_its_summary_on_first_read_and_keeps_its_key(micro_cache,
         entry.manifest_path.write_text(json.dumps(manifest))
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # deriving a missing summary is silent
-        study = load_study(Grid.build("micro", "humaneval", SETTINGS, models=MICRO), cache_dir=root)
+        study = load_study(Grid.from_names("micro", "humaneval", SETTINGS, models=MICRO), cache_dir=root)
     assert set(list_entries(root)["key"]) == keys
     for entry in _entries(root):
         assert (entry.path / SUMMARY_FILE).is_file() and entry.problems() == []
-    reference = load_study(Grid.build("micro", "humaneval", SETTINGS, models=MICRO), cache_dir=micro_cache)
+    reference = load_study(
+        Grid.from_names("micro", "humaneval", SETTINGS, models=MICRO), cache_dir=micro_cache
+    )
     _assert_frames(size.fit_table(study, [1, 10]), size.fit_table(reference, [1, 10]))
 
 
@@ -189,9 +192,11 @@ def test_read_only_cache_derives_summaries_in_memory(micro_cache, tmp_path) -> N
         (entry.path / SUMMARY_FILE).unlink()
     before = snapshot(root)
     with read_only(root), pytest.warns(UserWarning, match="summary derived in memory, not stored"):
-        study = load_study(Grid.build("micro", "humaneval", SETTINGS, models=MICRO), cache_dir=root)
+        study = load_study(Grid.from_names("micro", "humaneval", SETTINGS, models=MICRO), cache_dir=root)
     assert snapshot(root) == before
-    reference = load_study(Grid.build("micro", "humaneval", SETTINGS, models=MICRO), cache_dir=micro_cache)
+    reference = load_study(
+        Grid.from_names("micro", "humaneval", SETTINGS, models=MICRO), cache_dir=micro_cache
+    )
     _assert_frames(study.points([1, 10, 100]), reference.points([1, 10, 100]))
 
 
@@ -233,7 +238,8 @@ def test_damaged_foreign_or_tampered_summaries_are_refused_and_derived_again(mic
     root = _copy_cache(micro_cache, tmp_path / "cache")
     a, b = _entries(root)[:2]
     truth = size.fit_table(
-        load_study(Grid.build("micro", "humaneval", SETTINGS, models=MICRO), cache_dir=micro_cache), [1, 10]
+        load_study(Grid.from_names("micro", "humaneval", SETTINGS, models=MICRO), cache_dir=micro_cache),
+        [1, 10],
     )
     for what, data, in_manifest, reason in _tampered_cases(a, b):
         if in_manifest is None:  # right bytes, but the record names other bytes
@@ -244,7 +250,7 @@ def test_damaged_foreign_or_tampered_summaries_are_refused_and_derived_again(mic
         problems = a.problems()
         assert len(problems) == 1 and reason in problems[0], (what, problems)
         with pytest.warns(UserWarning, match=reason):
-            study = load_study(Grid.build("micro", "humaneval", SETTINGS, models=MICRO), cache_dir=root)
+            study = load_study(Grid.from_names("micro", "humaneval", SETTINGS, models=MICRO), cache_dir=root)
         _assert_frames(size.fit_table(study, [1, 10]), truth)
         assert a.problems() == [], what  # derived again and stored
 
@@ -288,16 +294,18 @@ def test_entry_truncated_with_its_summary_is_refused_by_a_study(micro_cache, tmp
     for name in (last["file"], last["file"] + ".sha256", SUMMARY_FILE, SUMMARY_FILE + ".sha256"):
         (entry.path / name).unlink()
     with pytest.raises(MissingRunsError, match="shards are missing or extra.*or load with extract=True"):
-        load_study(Grid.build("micro", "humaneval", SETTINGS, models=MICRO), cache_dir=root)
+        load_study(Grid.from_names("micro", "humaneval", SETTINGS, models=MICRO), cache_dir=root)
     assert not entry.is_complete()  # marked incomplete: extraction resumes it
-    study = load_study(Grid.build("micro", "humaneval", SETTINGS, models=MICRO), cache_dir=root, extract=True)
+    study = load_study(
+        Grid.from_names("micro", "humaneval", SETTINGS, models=MICRO), cache_dir=root, extract=True
+    )
     assert all(r.n_tokens == 6000 for r in study.runs) and entry.problems() == []
 
 
 def test_damaged_entry_named_by_its_plan_record_is_refused_or_recomputed(micro_cache, tmp_path) -> None:
     """An entry whose plan record holds (so no model is planned for it) but whose manifest no longer
     adds up: named with its damage, or, with extract=True, planned then and recomputed."""
-    grid = Grid.build("micro", "humaneval", SETTINGS, models=MICRO)
+    grid = Grid.from_names("micro", "humaneval", SETTINGS, models=MICRO)
 
     def damaged_copy(name: str) -> tuple[Path, CacheEntry]:
         root = _copy_cache(micro_cache, tmp_path / name)

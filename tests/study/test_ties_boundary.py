@@ -49,13 +49,13 @@ def test_a_bad_ties_is_one_line_from_the_analysis_functions(study) -> None:
 
 
 def test_a_bad_ties_is_one_line_from_the_study_and_its_loaders(study, tmp_path) -> None:
-    _one_line(lambda: rbplab.Study(study.runs, ties=BAD))
+    _one_line(lambda: rbplab.study.Study(study.runs, ties=BAD))
     _one_line(lambda: study_decomposition.table(study, BAD))
     # before any cache is read or model planned: no entry, no corpus, no study file exists there
     empty = tmp_path / "no-cache"
     _one_line(lambda: rbplab.load_study("micro", cache_dir=empty, ties=BAD))
     _one_line(lambda: rbplab.load_study("micro", cache_dir=empty, ties=BAD, extract=True))
-    _one_line(lambda: rbplab.load_entries(["0" * 64], cache_dir=empty, ties=BAD))
+    _one_line(lambda: rbplab.load_study(entries=["0" * 64], cache_dir=empty, ties=BAD))
     _one_line(lambda: rbplab.load_study(tmp_path / "absent.toml", cache_dir=empty, ties=BAD))
     assert not empty.exists()
 
@@ -72,7 +72,7 @@ def test_each_public_call_checks_ties_once(study, monkeypatch) -> None:
             monkeypatch.setattr(module, "check_ties", counted)
     runs, stats = study.runs, study.runs[0].stats
     for call in (
-        lambda: rbplab.Study(runs),  # one rbp_curves for all its runs, not one check per run
+        lambda: rbplab.study.Study(runs),  # one rbp_curves for all its runs, not one check per run
         lambda: metrics.metrics_table(runs, [1, 10]),  # one, not one per run
         lambda: metrics.run_metrics(stats, [1], decomposition=True),
         lambda: bootstrap.bootstrap_ci(stats, [1], n_boot=10),

@@ -28,7 +28,7 @@ def checkpoint_study(tmp_path_factory, tiny_tokenizer) -> Study:
         f'models = ["{local}"]\ncorpora = ["docs.jsonl"]\nrevisions = "log:2"\n'
         "[settings]\ncontext_length = 32\n"
     )
-    return load_study(root / "study.toml", cache_dir=root / "cache", extract=True, outer="model")
+    return load_study(Grid.read(root / "study.toml"), cache_dir=root / "cache", extract=True, outer="model")
 
 
 def test_checkpoint_runs_carry_revision_steps_tokens_and_compute(checkpoint_study: Study) -> None:
@@ -111,17 +111,21 @@ def test_load_study_takes_revisions_as_a_study_file_does(tmp_path, monkeypatch, 
     docs = _registered_checkpoints(tmp_path, tiny_tokenizer, monkeypatch)
     cache = tmp_path / "cache"
     with pytest.raises(ValueError, match=r"no revision 'step-20'; available: step-10, step-40"):
-        load_study(Grid.build("tiny", [str(docs)], revisions=["step-20"], context_length=32), cache_dir=cache)
+        load_study(
+            Grid.from_names("tiny", [str(docs)], revisions=["step-20"], context_length=32), cache_dir=cache
+        )
     assert not cache.exists()  # checked before anything ran
     study = load_study(
-        Grid.build("tiny", [str(docs)], revisions="log:2", context_length=32), cache_dir=cache, extract=True
+        Grid.from_names("tiny", [str(docs)], revisions="log:2", context_length=32),
+        cache_dir=cache,
+        extract=True,
     )
     got = sorted((r.model, r.revision, r.step, r.D) for r in study.runs)
     assert got == [("tiny-1@step-10", "step-10", 10, 640.0), ("tiny-1@step-40", "step-40", 40, 2560.0)]
     (tmp_path / "study.toml").write_text(
         f'families = ["tiny"]\ncorpora = ["{docs}"]\nrevisions = "log:2"\n[settings]\ncontext_length = 32\n'
     )
-    from_file = load_study(tmp_path / "study.toml", cache_dir=cache, outer="model")
+    from_file = load_study(Grid.read(tmp_path / "study.toml"), cache_dir=cache, outer="model")
     for run in study.runs:  # the same cache entries, so the same ranks
         twin = next(r for r in from_file.runs if r.model == run.model)
         assert (twin.token_stats().n_greater == run.token_stats().n_greater).all() and twin.D == run.D

@@ -24,6 +24,7 @@ from rbplab.core import display
 from rbplab.study import Study, decomposition, distribution, emergence, size, synthetic_study
 from rbplab.study.synthetic import synthetic_training_table
 from rbplab.viz import plots, widgets
+from rbplab.viz.widgets.base import ALL_CORPORA
 
 MAX_WIDTH = 1000  # px: a figure must fit a 1,000 px screen
 MAX_HEIGHT = 800
@@ -80,9 +81,7 @@ def _figures(study: Study, training) -> dict:
         "training at a step": plots.training_dynamics(sel, fits, step=200),
         "iso-loss": plots.iso_loss(surface, fronts, sel, loss_label="-log RBP_1"),
         "scaling view": widgets.ScalingView(study, live=False).figure,
-        "scaling view, all corpora": widgets.ScalingView(
-            study, corpus=widgets.ALL_CORPORA, live=False
-        ).figure,
+        "scaling view, all corpora": widgets.ScalingView(study, corpus=ALL_CORPORA, live=False).figure,
         "emergence view": widgets.EmergenceView(study, live=False).figure,
         "k-sweep view": widgets.KSweepView(study, k=100, live=False).figure,
         "rank view": widgets.RankDistributionView(study, live=False).figure,

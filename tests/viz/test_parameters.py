@@ -146,7 +146,11 @@ def test_notebook_parameters_route_the_study(tmp_path, monkeypatch):
     def recorder(grid, **options):
         seen.update(grid=grid, **options)
 
-    monkeypatch.setattr("rbplab.study.open_study", recorder)
+    def synthetic(**options):
+        seen.update(grid=None, synthetic=True, **options)
+
+    monkeypatch.setattr("rbplab.study.load_study", recorder)
+    monkeypatch.setattr("rbplab.study.synthetic_study", synthetic)
     study_file = tmp_path / "s.toml"
     study_file.write_text('models = ["micro-1-25K"]\ncorpora = ["prose"]\n')
     NotebookParameters.read(

@@ -10,6 +10,7 @@ import pytest
 
 from rbplab.study import Study, size, synthetic_study
 from rbplab.viz import states, widgets
+from rbplab.viz.widgets import emergence as emergence_view
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +106,7 @@ def test_emergence_explorer_k_and_n(study: Study) -> None:
     view = widgets.EmergenceView(study, k=10, n=4, n_max=50, live=False)
     explorer = view.explorer(max_states=45)
     (n_slider,) = [s for s in explorer["layout"]["sliders"] if s["name"] == "n"]
-    assert [s["label"] for s in n_slider["steps"]] == [str(n) for n in widgets.n_grid(50, 4)]
+    assert [s["label"] for s in n_slider["steps"]] == [str(n) for n in emergence_view.n_grid(50, 4)]
     copy = next(i for i, s in enumerate(explorer["layout"]["sliders"]) if s["name"] == "k" and s["visible"])
     labels = [s["label"] for s in explorer["layout"]["sliders"][copy]["steps"]]
     assert "10" in labels and len(labels) <= 45 // len(n_slider["steps"]) + 1  # + the current k

@@ -9,6 +9,7 @@ import pytest
 from rbplab.study import Study, emergence, size, synthetic_study
 from rbplab.viz import widgets
 from rbplab.viz.widgets import base, frontend
+from rbplab.viz.widgets import emergence as emergence_view
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +66,7 @@ def test_all_corpora_and_corpus_switch(study: Study) -> None:
     view = widgets.ScalingView(study)
     assert view.corpus_dropdown.value == "a"  # one corpus by default: quickest to redraw
     assert [a.text for a in view.figure.layout.annotations if a.name == "panel title"] == ["a · k=1"]
-    view.set_corpus(widgets.ALL_CORPORA)
+    view.set_corpus(base.ALL_CORPORA)
     assert [a.text for a in view.figure.layout.annotations if a.name == "panel title"] == [
         "a · k=1",
         "b · k=1",
@@ -76,7 +77,7 @@ def test_all_corpora_and_corpus_switch(study: Study) -> None:
 
 def test_family_switch_updates_corpora_and_vocab(two_families: Study) -> None:
     view = widgets.ScalingView(two_families, family="small", k=1000)
-    assert view.family_dropdown.options == (widgets.ALL_FAMILIES, "small", "big")
+    assert view.family_dropdown.options == (base.ALL_FAMILIES, "small", "big")
     assert view.k_slider.options[-1][1] == 1000
     view.set_family("big")
     assert view.k_slider.options[-1][1] == 8000 and view.k == 1000  # k kept, range widened
@@ -123,7 +124,10 @@ def test_emergence_view_opens_on_a_visible_k(study: Study) -> None:
     largest = rbp[rbp["S"] == rbp["S"].max()].set_index("k")["rbp"]
     p = largest**10
     # The smallest k of the slider's grid where the largest model's p_{10,k} exceeds 5 %.
-    assert p[view.k] > widgets.VISIBLE_P and (p[[k for k in grid if k < view.k]] <= widgets.VISIBLE_P).all()
+    assert (
+        p[view.k] > emergence_view.VISIBLE_P
+        and (p[[k for k in grid if k < view.k]] <= emergence_view.VISIBLE_P).all()
+    )
     assert view.k > 1  # at k = 1 the synthetic family's p_{10,1} is ~0: the old default showed nothing
     assert p[1] < 0.01
     pred = [t for t in view.figure.data if t.meta == "independence"][0]
@@ -135,7 +139,7 @@ def test_emergence_view_opens_on_a_visible_k(study: Study) -> None:
     assert len(extra) == 1 and extra[0].line.dash == "dash" and "extrapolated" in extra[0].name
     assert np.nanmax(np.asarray(extra[0].x, dtype=float)) > 10 * rbp["S"].max()
     # At a larger N the visible k moves up; an explicit k is kept.
-    assert widgets.visible_k(study, 100, "b") > view.k
+    assert emergence_view.visible_k(study, 100, "b") > view.k
     assert widgets.EmergenceView(study, k=1, n=10, corpus="b", live=False).k == 1
 
 
@@ -179,12 +183,12 @@ def test_hold_refresh_batches_changes(study: Study) -> None:
 
 
 def test_live_frontend_detection(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(widgets.STATIC_ENV, "1")
-    assert widgets.live_frontend() is False
-    monkeypatch.setenv(widgets.STATIC_ENV, "0")
-    assert widgets.live_frontend() is True
-    monkeypatch.delenv(widgets.STATIC_ENV)
-    assert widgets.live_frontend() is False  # no kernel here (plain pytest)
+    monkeypatch.setenv(frontend.STATIC_ENV, "1")
+    assert frontend.live_frontend() is False
+    monkeypatch.setenv(frontend.STATIC_ENV, "0")
+    assert frontend.live_frontend() is True
+    monkeypatch.delenv(frontend.STATIC_ENV)
+    assert frontend.live_frontend() is False  # no kernel here (plain pytest)
 
 
 def test_display_live_and_headless(study: Study, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -192,21 +196,21 @@ def test_display_live_and_headless(study: Study, monkeypatch: pytest.MonkeyPatch
     # A live view displays its widget (base); the explorer goes out as a mime bundle (frontend.show).
     for module in (base, frontend):
         monkeypatch.setattr(module, "display", lambda obj, raw=False: shown.append((obj, raw)))
-    monkeypatch.setenv(widgets.STATIC_ENV, "0")
+    monkeypatch.setenv(frontend.STATIC_ENV, "0")
     live = widgets.ScalingView(study)
     assert live.live and isinstance(live.figure, go.FigureWidget)
     live._ipython_display_()
     assert [obj for obj, _ in shown] == [live.widget]  # a live front end renders the widget itself
     shown.clear()
-    monkeypatch.setenv(widgets.STATIC_ENV, "1")
+    monkeypatch.setenv(frontend.STATIC_ENV, "1")
     live._ipython_display_()  # a live view in a headless run: widget plus a static copy
-    assert shown[0][0] is live.widget and widgets.PLOTLY_MIME in shown[1][0]
+    assert shown[0][0] is live.widget and frontend.PLOTLY_MIME in shown[1][0]
     shown.clear()
     headless = widgets.ScalingView(study)
     assert not headless.live and type(headless.figure) is go.Figure
     headless._ipython_display_()
     assert len(shown) == 1 and shown[0][1] is True
-    bundle = shown[0][0][widgets.PLOTLY_MIME]
+    bundle = shown[0][0][frontend.PLOTLY_MIME]
     # Headless, the view shows its offline explorer: the figure's traces, and the frames its
     # slider steps through (rbplab.viz.states; tests/viz/test_states.py checks the states).
     assert len([t for t in bundle["data"] if t.get("visible") is not False]) == len(headless.figure.data)
@@ -255,7 +259,7 @@ def test_redraws_keep_the_house_template_and_drop_stale_layout(study: Study, liv
         view.set_n(n)
     scaling = widgets.ScalingView(study, corpus="a", live=live)
     scaling.set_k(10)
-    scaling.set_corpus(widgets.ALL_CORPORA)  # more panels: a different layout
+    scaling.set_corpus(base.ALL_CORPORA)  # more panels: a different layout
     scaling.set_corpus("b")
     for v in (view, scaling):
         assert v.figure.layout.template.layout.plot_bgcolor == TEMPLATE.layout.plot_bgcolor == "white"

@@ -9,7 +9,8 @@ import tarfile
 import uuid
 from pathlib import Path
 
-from rbplab.store.cache import CacheCorruptedError, CacheEntry, CacheError
+from rbplab.store.cache.entry import CacheEntry
+from rbplab.store.cache.reading import CacheCorruptedError, CacheError
 from rbplab.store.files import cache_root, location_error
 
 

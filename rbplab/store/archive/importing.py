@@ -22,7 +22,7 @@ from pathlib import Path
 from rbplab.store.archive.install import install
 from rbplab.store.archive.members import ArchiveError, check_members, open_tar, unpack
 from rbplab.store.archive.staging import remove_stale_imports, staging_folder
-from rbplab.store.cache import entry_at
+from rbplab.store.cache.entry import entry_at
 from rbplab.store.files import UnsafeFileError, cache_root, check_writable, location_error, open_regular_file
 
 

@@ -20,8 +20,8 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from rbplab.store.archive.members import ArchiveError
-from rbplab.store.cache import CacheError, entry_at
-from rbplab.store.cache.entry import foreign_items, remove_entry_dir
+from rbplab.store.cache.entry import entry_at, foreign_items, remove_entry_dir
+from rbplab.store.cache.reading import CacheError
 from rbplab.store.files import ensure_real_dir, entry_dir_problem, folder_problem
 
 LOCK_TIMEOUT = 10.0  # seconds an import waits for an entry another process is writing

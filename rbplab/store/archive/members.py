@@ -18,7 +18,6 @@ from pathlib import Path
 
 from rbplab.core.documents import parse_json
 from rbplab.core.errors import BadFileError
-from rbplab.store.cache import CacheError
 from rbplab.store.cache.layout import (
     MAX_RECORD_BYTES,
     MAX_SPEC_BYTES,
@@ -31,6 +30,7 @@ from rbplab.store.cache.layout import (
     max_summary_bytes,
     shard_index,
 )
+from rbplab.store.cache.reading import CacheError
 
 _FILE_TYPES = (tarfile.REGTYPE, tarfile.AREGTYPE)
 _MEMBER_KINDS = {

@@ -6,20 +6,3 @@ summary, whose tables `summary_tables` reads), `reading` (an entry as a reader s
 (`CacheEntry`: lock, claims, writes, finalization), `summary_file` (the summary on disk), `admin`
 (listing and removal). What the cache guarantees is in docs/cache.md ("What the cache guarantees").
 """
-
-from rbplab.store.cache.admin import LISTING_COLUMNS, list_entries, remove_entries
-from rbplab.store.cache.entry import CacheEntry, entry_at
-from rbplab.store.cache.layout import cache_key, canonical_json
-from rbplab.store.cache.reading import CacheCorruptedError, CacheError
-
-__all__ = [
-    "LISTING_COLUMNS",
-    "CacheCorruptedError",
-    "CacheEntry",
-    "CacheError",
-    "cache_key",
-    "canonical_json",
-    "entry_at",
-    "list_entries",
-    "remove_entries",
-]

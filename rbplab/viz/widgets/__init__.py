@@ -19,28 +19,11 @@ sliders and dropdowns that work in the report page without a kernel. `show()` di
 that never change.
 """
 
-from rbplab.viz.widgets.base import ALL_CORPORA, ALL_FAMILIES
 from rbplab.viz.widgets.distribution import RankDistributionView
-from rbplab.viz.widgets.emergence import VISIBLE_P, EmergenceView, n_grid, visible_k
-from rbplab.viz.widgets.frontend import PLOTLY_MIME, STATIC_ENV, live_frontend, show, sync_figure
+from rbplab.viz.widgets.emergence import EmergenceView
+from rbplab.viz.widgets.frontend import show
 from rbplab.viz.widgets.ksweep import KSweepView
 from rbplab.viz.widgets.scaling import ScalingView
 from rbplab.viz.widgets.training import TrainingView
 
-__all__ = [
-    "ALL_CORPORA",
-    "ALL_FAMILIES",
-    "PLOTLY_MIME",
-    "STATIC_ENV",
-    "EmergenceView",
-    "KSweepView",
-    "RankDistributionView",
-    "ScalingView",
-    "TrainingView",
-    "VISIBLE_P",
-    "live_frontend",
-    "n_grid",
-    "show",
-    "sync_figure",
-    "visible_k",
-]
+__all__ = ["EmergenceView", "KSweepView", "RankDistributionView", "ScalingView", "TrainingView", "show"]
