@@ -16,6 +16,7 @@ writer) are walked after the main thread, each from its first rbplab function.
 Usage: python scripts/module_trace.py [--stop NAME] -- extract -m micro-1-25K -c prose --max-tokens 300
        python scripts/module_trace.py --stop '' -- extract ...        (the whole command)
        python scripts/module_trace.py --python 'from rbplab import load_study; ...'
+       python scripts/module_trace.py --setup 'view = ...' --python 'view.set_k(10)'
 Prints, per module, how many times it was entered (by calls and returns) and by calls alone, then
 the totals: modules passed, entries, and returns to a module already left (entries beyond the
 first of each module); and last the machine's count: the rbplab files any of whose functions ran
@@ -142,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         "--stop", default="write_shard", help="function name that ends the trace ('': none, the whole run)"
     )
     parser.add_argument("--python", help="trace this Python code instead of an rbplab command line")
+    parser.add_argument("--setup", default="", help="Python run untraced before --python, in its namespace")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="rbplab command line (after --)")
     args = parser.parse_args(argv)
     command = [a for a in args.command if a != "--"] if args.command[:1] == ["--"] else args.command
@@ -149,12 +151,15 @@ def main(argv: list[str] | None = None) -> int:
     import rbplab
     from rbplab.cli import app
 
+    namespace: dict = {}
+    if args.setup:
+        exec(compile(args.setup, "<--setup>", "exec"), namespace)  # noqa: S102 - the user's own snippet
     tracer = Tracer(import_everything(rbplab), args.stop)
     threading.setprofile(tracer)
     sys.setprofile(tracer)
     try:
         if args.python is not None:
-            exec(compile(args.python, "<--python>", "exec"), {})  # noqa: S102 - the user's own snippet
+            exec(compile(args.python, "<--python>", "exec"), namespace)  # noqa: S102 - the user's own snippet
             status = 0
         else:
             status = app.main(command)
