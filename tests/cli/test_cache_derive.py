@@ -344,7 +344,7 @@ def test_repair_refuses_a_spec_of_another_layout_in_one_line(built):
     """A spec this rbplab does not write (a development build's, a hand-made one) is not planned by
     trying settings until a key matches: it is refused, with what to do."""
     from rbplab.extraction.repair import replan
-    from rbplab.store.cache import CacheError
+    from rbplab.store import CacheError
 
     _, entry = built
     older = {k: v for k, v in entry.spec.items() if k != "tokenizer"}

@@ -98,7 +98,7 @@ def test_verify_says_when_counts_cannot_be_derived(tmp_path, capsys):
     assert status == 0
     assert re.search(
         rf"^ok       {entry.key[:12]}  token and shard counts not derived \(cannot derive the token and "
-        r"shard counts of cache entry .*: corpus 'toy' cannot be re-resolved",
+        r"shard counts of cache entry .*: its spec.json is not one this rbplab writes .*rbplab cache rm",
         out,
         re.M,
     ), out
