@@ -43,9 +43,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from rbplab.extraction.bos import BosDecision
 from rbplab.extraction.scoring import Scorer, batch_arrays, batches
-from rbplab.extraction.windows import WindowPolicy, make_windows, tokenize_documents
+from rbplab.extraction.windows import BosDecision, WindowPolicy, make_windows, tokenize_documents
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -76,8 +75,7 @@ def load(model_arg: str):
 def corpus_tokens(tokenizer, corpus: str, vocab_size: int, n_tokens: int) -> tuple[list[np.ndarray], str]:
     """Token arrays of the first documents of a bundled/local corpus, or synthetic ids if none."""
     if tokenizer is not None:
-        from rbplab.catalog.corpora.corpus import CorpusError
-        from rbplab.catalog.corpora.loading import load_corpus
+        from rbplab.catalog.corpora import CorpusError, load_corpus
 
         try:
             docs = load_corpus(corpus).documents

@@ -89,9 +89,8 @@ def build_model(name: str, context: int, device: torch.device, dtype: torch.dtyp
 
 def synthetic_batches(vocab: int, context: int, tokens: int, batch_tokens: int) -> list[tuple[int, list]]:
     """rbplab's windows and batches over random documents of 4 windows each (BOS id 0)."""
-    from rbplab.extraction.bos import BosDecision
     from rbplab.extraction.scoring import batches
-    from rbplab.extraction.windows import WindowPolicy, make_windows
+    from rbplab.extraction.windows import BosDecision, WindowPolicy, make_windows
 
     rng = np.random.default_rng(0)
     per_doc = 4 * (context - 1)

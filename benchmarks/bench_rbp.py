@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from rbplab.analysis import bootstrap, emergence, fit_bootstrap, lognormal, lognormal_theory, metrics
+from rbplab.analysis import emergence, fit_bootstrap, lognormal, metrics
 from rbplab.core.runs import Run
 from rbplab.core.stats import TIES, TokenStats
 
@@ -69,9 +69,9 @@ def main() -> None:
     print(f"  RBPCurve.rbp(k) single query (slider): {t * 1e6:.1f} us")
 
     print(f"\n== document bootstrap, {args.boot} replicates, {len(ks40)} k values ==")
-    t_doc = best_of(lambda: bootstrap.doc_stats(stats, ks40, "pessimistic"), repeat=1)
-    docs = bootstrap.doc_stats(stats, ks40, "pessimistic")
-    t_rep = best_of(lambda: bootstrap.replicate_arrays([docs], args.boot, seed=0), repeat=1)
+    t_doc = best_of(lambda: metrics.doc_stats(stats, ks40, "pessimistic"), repeat=1)
+    docs = metrics.doc_stats(stats, ks40, "pessimistic")
+    t_rep = best_of(lambda: metrics.replicate_arrays([docs], args.boot, seed=0), repeat=1)
     print(f"  per-document statistics (once): {t_doc:.2f} s; {args.boot} replicates: {t_rep:.2f} s")
     starts = np.searchsorted(stats.doc, np.arange(args.docs))
     ends = np.r_[starts[1:], n]
@@ -109,7 +109,7 @@ def main() -> None:
     t_h = best_of(lambda: np.einsum("i,i->", hist[1:], pmf_log), repeat=3)
     print(f"  one likelihood evaluation: per token {t_tok * 1e3:.1f} ms, histogram {t_h * 1e3:.2f} ms")
     print(f"  ratio per token / histogram: {t_tok / t_h:,.0f}x")
-    t = best_of(lambda: lognormal_theory.appendix_b(np.linspace(-1, 2, 20), np.full(20, 2.0)), repeat=1)
+    t = best_of(lambda: lognormal.appendix_b(np.linspace(-1, 2, 20), np.full(20, 2.0)), repeat=1)
     print(f"  appendix_b, 20 (mu, sigma) pairs, infinite sums: {t * 1e3:.0f} ms")
 
     print("\n== emergence (sliding windows via cumulative sums) ==")

@@ -64,7 +64,7 @@ def demo_variant(cache: str, variant: str) -> dict:
     from rbplab.grid import Grid
     from rbplab.store.cache.admin import list_entries
     from rbplab.study import Study, emergence, load_study, size, training
-    from rbplab.study.loading import default_corpora
+    from rbplab.study.study import default_corpora
 
     imports = _rss_mb()
     if variant != "entries":  # deriving keys from models and corpora needs torch and transformers

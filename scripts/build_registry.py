@@ -2,7 +2,7 @@
 
 The hub is not needed: each model's published config.json hyperparameters are
 written out below, and S, n_params, head_rows and tying are computed by
-rbplab.catalog.sizes from those configs on the meta device (no weights). Models trained in
+rbplab.catalog.registry from those configs on the meta device (no weights). Models trained in
 this repository (data/models/micro-*/) are added from their own config.json.
 
     .venv/bin/python scripts/build_registry.py            # writes rbplab/catalog/families.csv
@@ -19,9 +19,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from rbplab.catalog.registry import COLUMNS, registry_path
-from rbplab.catalog.sizes import parameter_counts
-from rbplab.runner.cost_model import architecture
+from rbplab.catalog.registry import COLUMNS, parameter_counts, registry_path
+from rbplab.runner.costs import architecture
 from rbplab.store.paths import data_dir
 
 # Tokenizer vocabulary sizes |V| (len(tokenizer)): what ranks are taken over. The output

@@ -11,7 +11,7 @@ evaluation corpora). Models are trained smallest first and each is saved as soon
                                      [--checkpoints 4] [--out data/models] [--progress FILE]
 
 Checkpoints (issue 13): besides the final model (float32, in <out>/<name>/), `train` saves
---checkpoints intermediate checkpoints at log-spaced steps (rbplab.catalog.schedules.log_checkpoint_steps:
+--checkpoints intermediate checkpoints at log-spaced steps (rbplab.catalog.registry.log_checkpoint_steps:
 geometric from total/2^n to the final step) in bfloat16 as <out>/<name>/checkpoints/step-<n>/ (config and
 weights; they share the model's tokenizer) and writes <out>/<name>/checkpoints/schedule.json (steps,
 tokens per step = SEQ x BATCH), so `rbplab` loads them with revision="step-<n>" and knows D and C.
@@ -47,7 +47,7 @@ import torch
 from filelock import FileLock
 from transformers import AutoTokenizer, GPTNeoXConfig, GPTNeoXForCausalLM
 
-from rbplab.catalog.schedules import checkpoint_revision, log_checkpoint_steps, write_local_schedule
+from rbplab.catalog.registry import checkpoint_revision, log_checkpoint_steps, write_local_schedule
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAIN_DIR = ROOT / "build" / "train"

@@ -12,7 +12,7 @@ import pytest
 import torch
 from helpers.models import DOCUMENTS, build_gpt2, build_llama, build_neox, build_tokenizer, write_gguf
 
-from rbplab.catalog.corpora.corpus import Corpus, Document
+from rbplab.catalog.corpora import Corpus, Document
 
 pytest_plugins = ["helpers.hub_fixtures"]  # hub-reachability fixtures shared by two test folders
 
@@ -152,7 +152,7 @@ def demo_checkpoints_template(tmp_path_factory):
     from rbplab.catalog import registry
     from rbplab.cli.demo import score_checkpoints
     from rbplab.core.settings import ExtractionSettings
-    from rbplab.study.loading import default_corpora
+    from rbplab.study.study import default_corpora
 
     cache = tmp_path_factory.mktemp("demo-checkpoints") / "cache"
     try:

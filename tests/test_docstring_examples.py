@@ -10,8 +10,7 @@ import importlib
 import pytest
 
 DOCUMENTED = {
-    "rbplab.study.synthetic": ["synthetic_study"],
-    "rbplab.study.study": ["Study.points"],
+    "rbplab.study.study": ["synthetic_study", "Study.points"],
     "rbplab.study.size": ["fits", "bands", "ksweep"],
     "rbplab.study.emergence": ["table"],
     "rbplab.study.distribution": ["lognormal"],
@@ -19,7 +18,7 @@ DOCUMENTED = {
     "rbplab.study.tables": ["to_markdown"],
     "rbplab.analysis.fit": ["fit_power_law", "scaling_fits"],
     "rbplab.analysis.emergence": ["sequence_law"],
-    "rbplab.grid.grid": ["Grid.from_names"],
+    "rbplab.grid": ["Grid.from_names"],
     "rbplab.core.settings": ["ExtractionSettings"],
     "rbplab.viz.plots.size": ["rbp_vs_size"],
     "rbplab.core.display": ["number"],

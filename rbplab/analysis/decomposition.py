@@ -25,7 +25,7 @@ MRR, the mean of 1/rank, is one more reduction of the rank distribution; under "
 token's reciprocal rank is averaged over ranks g+1..g+e: (H_{g+e} - H_g) / e (harmonic numbers,
 via digamma).
 
-Everything is computed from the rank pairs of `rbplab.core.summary` (distinct (g, e) with token
+Everything is computed from the rank pairs of `rbplab.core.stats` (distinct (g, e) with token
 count and nll sum), so a cached summary suffices: no token is read.
 """
 
@@ -38,8 +38,7 @@ import pandas as pd
 from scipy import special
 
 from rbplab.core.errors import InvalidArgumentError
-from rbplab.core.stats import TokenStats, check_ties
-from rbplab.core.summary import EntrySummary, RankPairs
+from rbplab.core.stats import EntrySummary, RankPairs, TokenStats, check_ties
 
 # Metrics of this module in the long layout of `rbplab.analysis.metrics.metrics_table`.
 DECOMPOSITION_METRICS = ("ee", "ee_mm", "sa", "conf", "mrr")

@@ -19,9 +19,9 @@ import numpy as np
 import pandas as pd
 from scipy import sparse, special
 
-from rbplab.analysis._regression import fit_many
-from rbplab.analysis.bootstrap import weight_chunks
 from rbplab.analysis.decomposition import DECOMPOSITION_METRICS
+from rbplab.analysis.fit import fit_many
+from rbplab.analysis.metrics import weight_chunks
 from rbplab.core.errors import InvalidArgumentError
 from rbplab.core.runs import Run
 from rbplab.core.stats import TokenStats

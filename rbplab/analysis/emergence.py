@@ -31,7 +31,7 @@ must be consecutive (TokenStats.position differs by one), so gaps in scoring bre
 Under "expected" ties a window succeeds with probability prod_i clip((k - g_i)/e_i, 0, 1) and
 h_d is the sum of these per-token probabilities.
 
-Under the 0/1 conventions everything comes from a run's summary (`rbplab.core.summary`): window
+Under the 0/1 conventions everything comes from a run's summary (`rbplab.core.stats`): window
 counts from its segments, successes from its hit-run histograms (pooled for the estimate, per
 document at `DOC_RUN_KS` for the bootstrap), the permutation baseline from per-document hits and
 the position baseline from per-bucket hit rates and the segments' positions. The products of
@@ -50,14 +50,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rbplab.analysis.bootstrap import DocStats, doc_stats, weight_chunks
 from rbplab.analysis.fit import fit_power_law
-from rbplab.analysis.metrics import as_ks
-from rbplab.core.columns import RUN_COLUMNS, TIES
+from rbplab.analysis.metrics import DocStats, as_ks, doc_stats, weight_chunks
 from rbplab.core.errors import InvalidArgumentError
 from rbplab.core.runs import RunsLike, as_runs
-from rbplab.core.stats import TokenStats, check_ties
-from rbplab.core.summary import EntrySummary, hit_probability, position_bucket
+from rbplab.core.stats import (
+    RUN_COLUMNS,
+    TIE_COLUMN,
+    EntrySummary,
+    TokenStats,
+    check_ties,
+    hit_probability,
+    position_bucket,
+)
 
 DEFAULT_NS = (1, 2, 4, 8, 16, 32)
 DEFAULT_KS = (1, 10, 100)
@@ -299,7 +304,7 @@ def sequence_table(
                     frame[f"{name}_low"], frame[f"{name}_high"] = np.nanquantile(boot, q, axis=0)
         frames.append(frame.assign(family=run.family, model=run.model, corpus=run.corpus, S=run.S, ties=ties))
     table = pd.concat(frames, ignore_index=True)
-    front = [*RUN_COLUMNS, TIES]
+    front = [*RUN_COLUMNS, TIE_COLUMN]
     return table[front + [c for c in table.columns if c not in front]]
 
 

@@ -21,10 +21,9 @@ from typing import Any
 import pandas as pd
 
 from rbplab.catalog import registry
-from rbplab.catalog.schedules import CHECKPOINTS_DIR, Schedule, directory_schedule, member_schedule
+from rbplab.catalog.registry import CHECKPOINTS_DIR, Schedule, directory_schedule, member_schedule
 from rbplab.core.documents import file_kind
-from rbplab.core.errors import RbplabError
-from rbplab.core.names import natural_sorted
+from rbplab.core.errors import RbplabError, natural_sorted
 from rbplab.core.runs import run_label
 
 

@@ -1,9 +1,10 @@
 """The `rbplab` command line.
 
 Each command family lives in a module of its own (`extract_command`, `cache_command`,
-`catalog_command`, `plan_command`, `run_command`, `fit_command`, `report_command`,
+`catalog_command`, `study_command` for plan and run, `report_command` for fit and report,
 `demo_command`); this module assembles the parser from COMMANDS (name -> Command, added by
-`register()`) and dispatches. A user error (unknown model, empty corpus, unwritable cache, ...)
+`register()`), configuring only the subcommand a command line names, and dispatches.
+A user error (unknown model, empty corpus, unwritable cache, ...)
 prints one line and exits with status 1; `--traceback` (or RBPLAB_DEBUG=1) shows the full trace
 instead.
 """
@@ -21,12 +22,17 @@ from rbplab.cli.cache_command import CACHE_EXAMPLES, CACHE_HELP, configure_cache
 from rbplab.cli.catalog_command import configure_families, configure_size, run_corpora, run_families, run_size
 from rbplab.cli.demo_command import configure_demo, run_demo_command
 from rbplab.cli.extract_command import configure_extract, run_extract
-from rbplab.cli.fit_command import FIT_EXAMPLES, configure_fit, run_fit
 from rbplab.cli.output import USER_ERRORS, add_format_argument, one_line
-from rbplab.cli.plan_command import configure_plan, run_plan
-from rbplab.cli.report_command import REPORT_EXAMPLES, configure_report, run_report_command
-from rbplab.cli.run_command import configure_run, run_study_file
-from rbplab.core.names import did_you_mean
+from rbplab.cli.report_command import (
+    FIT_EXAMPLES,
+    REPORT_EXAMPLES,
+    configure_fit,
+    configure_report,
+    run_fit,
+    run_report_command,
+)
+from rbplab.cli.study_command import configure_plan, configure_run, run_plan, run_study_file
+from rbplab.core.errors import did_you_mean
 
 
 @dataclass(frozen=True)

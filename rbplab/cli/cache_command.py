@@ -15,10 +15,8 @@ import sys
 from typing import TYPE_CHECKING
 
 from rbplab.cli.extract_command import positive_int
-from rbplab.cli.output import USER_ERRORS, add_format_argument, one_line, print_table
-from rbplab.cli.units import human_bytes
-from rbplab.core.errors import InvalidArgumentError
-from rbplab.core.names import did_you_mean
+from rbplab.cli.output import USER_ERRORS, add_format_argument, human_bytes, one_line, print_table
+from rbplab.core.errors import InvalidArgumentError, did_you_mean
 
 if TYPE_CHECKING:  # pandas loads with the commands that list: `rbplab --help` does without it
     import pandas as pd
@@ -164,7 +162,7 @@ def _verify(root, args: argparse.Namespace) -> int:
 def _report_leftovers(root, dirs: list, fix: bool) -> None:
     """Report (and with `fix` remove) what killed processes left: temporary folders of imports and
     temporary files of writes; entries being written keep theirs."""
-    from rbplab.store.archive.staging import remove_stale_imports, stale_imports
+    from rbplab.store.archive import remove_stale_imports, stale_imports
     from rbplab.store.cache.entry import entry_at
     from rbplab.store.cache.reading import CacheError
 
@@ -190,7 +188,7 @@ def _report_leftovers(root, dirs: list, fix: bool) -> None:
 
 
 def _repair(root, prefixes: list[str], progress: bool) -> int:
-    from rbplab.extraction.repair import repair_entry
+    from rbplab.extraction.verify import repair_entry
     from rbplab.store.cache.entry import entry_at
 
     dirs, unknown = _selected_dirs(root, prefixes)
@@ -201,8 +199,7 @@ def _repair(root, prefixes: list[str], progress: bool) -> int:
         entry = entry_at(path, root)
         summary_fixed = None
         if entry is not None and entry.is_complete() and not entry.problems():
-            from rbplab.extraction.repair import repair_summary
-            from rbplab.extraction.verify import audit_entry
+            from rbplab.extraction.verify import audit_entry, repair_summary
 
             try:  # sound shards: a summary that is not theirs needs no model to be derived again
                 summary_fixed = repair_summary(entry)
@@ -231,8 +228,7 @@ def _repair(root, prefixes: list[str], progress: bool) -> int:
 
 def run_cache(args: argparse.Namespace) -> int:
     """Run `rbplab cache <subcommand>`; the exit status."""
-    from rbplab.store.archive.export import export_entries
-    from rbplab.store.archive.importing import import_archive
+    from rbplab.store.archive import export_entries, import_archive
     from rbplab.store.cache.admin import list_entries, remove_entries
     from rbplab.store.files import cache_root
 

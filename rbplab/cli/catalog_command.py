@@ -45,7 +45,7 @@ def run_families(args: argparse.Namespace) -> int:
 
 
 def run_corpora(args: argparse.Namespace) -> int:
-    from rbplab.catalog.corpora.loading import list_corpora
+    from rbplab.catalog.corpora import list_corpora
 
     table = list_corpora()
     if args.format == "table":
@@ -65,7 +65,7 @@ def run_size(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from rbplab.catalog import registry
-    from rbplab.catalog.sizes import parameter_counts
+    from rbplab.catalog.registry import parameter_counts
 
     row = registry.lookup_model(args.model)
     if row is None and not Path(args.model).exists():

@@ -15,7 +15,7 @@ import pandas as pd
 import transformers
 
 from rbplab.cli.output import readable
-from rbplab.cli.plan_command import probe_setup
+from rbplab.cli.study_command import probe_setup
 from rbplab.core.errors import RunFailedError
 from rbplab.core.settings import ExtractionSettings
 from rbplab.grid import Grid, StudyFileError
@@ -24,7 +24,7 @@ from rbplab.runner import run_study
 from rbplab.runner.costs import CostTotals, estimate_costs
 from rbplab.store.files import cache_root
 from rbplab.study import distribution, load_study, size
-from rbplab.study.loading import default_corpora
+from rbplab.study.study import default_corpora
 
 DEMO_KS = (1, 10, 100)
 # The data axis: the micro-suite's four intermediate checkpoints and its final models, each corpus

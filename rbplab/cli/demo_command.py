@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from rbplab.cli.extract_command import settings_from_args
-from rbplab.cli.study_arguments import check_study_arguments, configure_study
+from rbplab.cli.extract_command import check_study_arguments, configure_study, settings_from_args
 
 
 def configure_demo(p: argparse.ArgumentParser) -> None:

@@ -1,7 +1,9 @@
-"""The `rbplab extract` subcommand: per-token rank statistics (model x corpus) into the cache.
+"""`rbplab extract`, and the grid arguments every command that names a grid shares (families,
+models, corpora, a study file, the extraction settings).
 
-`rbplab.cli.app` registers `configure_extract`/`run_extract` as the `extract` subcommand. Everything
-that can be checked without torch is checked before any model is touched.
+What `rbplab fit`, `report` and `demo` share: the grid options (--family, --corpus, --cache-dir
+and the extraction settings), --extract, the check of family and corpus names before anything slow,
+and the remedy a missing run is reported with.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import TYPE_CHECKING
 from rbplab.core.errors import InvalidArgumentError
 
 if TYPE_CHECKING:
-    from rbplab.extraction.hits import ExtractResult
+    from rbplab.extraction.plan import ExtractResult
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 # The short names people type (PyTorch's and most papers'), for the names the settings take.
@@ -140,7 +142,7 @@ def grid_from_args(args: argparse.Namespace):
     """The grid `rbplab extract` runs: every --family member and --model, at --revision, on the
     --corpus corpora (models resolved first, with the loading options given to every model: a
     missing bundled model says how to get the data)."""
-    from rbplab.catalog.corpora.loading import open_corpus
+    from rbplab.catalog.corpora import open_corpus
     from rbplab.catalog.models import resolve_family, resolve_member
     from rbplab.grid import Grid
 
@@ -202,7 +204,7 @@ def run_extract(args: argparse.Namespace) -> int:
         # An existing cache that cannot be written (a shared, read-only mount) still serves hits;
         # a run that needs to write fails with this same error before loading any weights.
 
-    from rbplab.extraction.in_process import extract
+    from rbplab.extraction.pipeline import extract
 
     def say(result: ExtractResult) -> None:
         state = "cached" if result.from_cache else "extracted"
@@ -215,3 +217,53 @@ def run_extract(args: argparse.Namespace) -> int:
 
     extract(grid, cache_dir=root, progress=not args.no_progress, on_result=say)
     return 0
+
+
+def configure_study(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--family", "-f", nargs="+", default=["micro"], help="registry families (default: micro)")
+    p.add_argument("--corpus", "-c", nargs="+", default=None, help="corpora (default: every bundled corpus)")
+    p.add_argument(
+        "--cache-dir", default=None, help="cache location (default $RBPLAB_CACHE or ~/.cache/rbplab)"
+    )
+    add_settings_arguments(p)
+
+
+def add_extract_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--extract",
+        action="store_true",
+        help="run the models for runs missing from the cache (default: a missing run is an error naming it)",
+    )
+
+
+def check_study_arguments(args: argparse.Namespace, families: bool = True) -> None:
+    """Unknown families and corpora fail here, from the registry CSV and the corpus names alone,
+    before anything imports torch or transformers (seconds) or opens a corpus. Bundled and hub
+    corpus names are taken in any case, as family names are ("Prose" is prose)."""
+    corpora = check_names(args.family if families else [], args.corpus)
+    if args.corpus:
+        args.corpus = corpora
+
+
+def check_names(families: list[str], corpora: list[str] | None) -> list[str] | None:
+    """Each family known to the registry and each corpus a known name or an existing path, else a
+    one-line error; the corpora in their canonical spelling."""
+    from rbplab.catalog.corpora import canonical_corpus, check_corpus
+    from rbplab.catalog.registry import family_models
+
+    for family in families:
+        family_models(family)
+    if not corpora:
+        return corpora
+    corpora = [canonical_corpus(c) for c in corpora]
+    for corpus in corpora:
+        check_corpus(corpus)
+    return corpora
+
+
+def missing_remedy(args: argparse.Namespace) -> str:
+    """How the CLI says to compute missing runs: the user's own command with --extract."""
+    import shlex
+
+    argv = [a for a in getattr(args, "argv", []) if a != "--extract"]
+    return f"--extract: {shlex.join(['rbplab', *argv, '--extract'])}"

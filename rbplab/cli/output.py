@@ -1,11 +1,12 @@
-"""What every `rbplab` command prints the same way: tables, and user errors in one line.
+"""What the command line prints: one-line errors, tables in the format asked for, sizes and counts.
 
-pandas is not imported here: `rbplab --help` and the parser load this module, and a command that
-prints a table has its frame, so pandas, already."""
+Sizes and durations as the command line prints them (`cache ls`, `plan`).
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
 from typing import TYPE_CHECKING
 
 from rbplab.core.errors import RbplabError
@@ -55,3 +56,23 @@ def one_line(err: BaseException) -> str:
     if isinstance(err, KeyError):  # KeyError's str() is the repr of the key
         text = f"not found: {text}"
     return text
+
+
+def human_bytes(n: float) -> str:
+    """Bytes in binary units (1 KiB = 1,024 B): "512 B", "1.5 MiB", "56.0 GiB"."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def human_seconds(s: float | None) -> str:
+    """ "42.0 s", "3.5 min", "6.37 h"; "-" when unknown."""
+    if s is None or not math.isfinite(s):
+        return "-"
+    if s < 60:
+        return f"{s:.1f} s"
+    if s < 3600:
+        return f"{s / 60:.1f} min"
+    return f"{s / 3600:.2f} h"

@@ -1,5 +1,5 @@
 """The data contract at the bottom of rbplab: per-token statistics, runs, tie conventions, settings,
-the typed identity of a cache entry (`EntrySpec`), the tidy tables' column names (`rbplab.core.columns`).
+the typed identity of a cache entry (`EntrySpec`), the tidy tables' column names (`rbplab.core.stats`).
 
 Everything else may import from here; this package imports nothing of rbplab's. Its names load on
 first use: `rbplab.core.errors` is imported by every command, and `rbplab --help` should not pay

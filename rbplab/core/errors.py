@@ -1,10 +1,18 @@
-"""`RbplabError`: the base of every error rbplab raises for something a user can fix (a name
-that resolves to nothing, a damaged cache entry, a missing run, a bad study file...).
+"""The errors rbplab raises for what a user can fix, and how they name things: `RbplabError` and
+the "did you mean" every error that lists known names gives.
 
-Each such error also keeps its conventional base (ValueError, OSError, RuntimeError...), so
-``except ValueError`` goes on working; ``except rbplab.RbplabError`` catches them all and
-nothing else, which is how the command line tells a one-line error from a bug.
+Names as users see them: the "did you mean" of every error that lists known names, and the
+natural order names with step numbers are listed in.
+
+Families, corpora, models and subcommands are all matched the same way (difflib's ratio, case
+folded), so a typo anywhere gets the same kind of hint.
 """
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable
 
 
 class RbplabError(Exception):
@@ -44,3 +52,32 @@ class BadFileError(RbplabError, ValueError):
     """A file handed in that rbplab will not take (`rbplab.core.documents`): not a regular file,
     larger than its kind may be, nested too deeply, not valid JSON/TOML/YAML, or a field of the
     wrong type; the message names the file and the field."""
+
+
+def closest(name: str, known: Iterable[str], n: int = 3, cutoff: float = 0.6) -> list[str]:
+    """The known names most like `name` (at most `n`, best first), compared case-insensitively;
+    empty when none is close enough."""
+    by_folded: dict[str, str] = {}
+    for candidate in known:
+        by_folded.setdefault(str(candidate).lower(), str(candidate))
+    matches = difflib.get_close_matches(str(name).lower(), list(by_folded), n=n, cutoff=cutoff)
+    return [by_folded[m] for m in matches]
+
+
+def did_you_mean(name: str, known: Iterable[str], n: int = 3) -> str:
+    """ " (did you mean 'x'?)" (or "'x' or 'y'") naming the known names closest to `name`, to put
+    right after the name in an error message; "" when none is close."""
+    matches = closest(name, known, n=n)
+    if not matches:
+        return ""
+    return " (did you mean " + " or ".join(repr(m) for m in matches) + "?)"
+
+
+def natural_sorted(names: Iterable[str]) -> list[str]:
+    """`names` with their digit runs compared as numbers (step2 before step10), as revision and
+    branch names are listed."""
+    return sorted(names, key=_natural_key)
+
+
+def _natural_key(name: str) -> tuple:
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))

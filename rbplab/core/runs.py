@@ -1,6 +1,7 @@
-"""A run: one model evaluated on one corpus, with its size S and its per-token statistics.
+"""A run (one model on one corpus, with S, D and C) and the training compute C ~= 6 S D.
 
-Analysis functions take runs in any of the forms `as_runs` accepts; the study holds a list of them.
+Training compute: C ~= 6 S D floating-point operations (Kaplan et al. 2020), the one place it
+is written. S: non-embedding parameters; D: tokens seen. Works on numbers and numpy arrays.
 """
 
 from __future__ import annotations
@@ -8,13 +9,28 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TypeVar
 
 import numpy as np
 import pandas as pd
 
 from rbplab.core.errors import InvalidArgumentError, InvalidTypeError
-from rbplab.core.stats import TokenStats
-from rbplab.core.summary import EntrySummary, summarize
+from rbplab.core.stats import EntrySummary, TokenStats, summarize
+
+# Forward (2) and backward (4) multiply-adds per parameter and token.
+FLOPS_PER_PARAMETER_TOKEN = 6.0
+
+Number = TypeVar("Number")
+
+
+def training_compute(S: Number, D: Number) -> Number:
+    """C = 6 S D."""
+    return FLOPS_PER_PARAMETER_TOKEN * S * D  # type: ignore[operator]
+
+
+def tokens_for_compute(C: Number, S: Number) -> Number:
+    """D = C / (6 S): the tokens a model of size S sees for compute C."""
+    return C / (FLOPS_PER_PARAMETER_TOKEN * S)  # type: ignore[operator]
 
 
 def run_label(model: str, revision: str | None) -> str:

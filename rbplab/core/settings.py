@@ -1,18 +1,55 @@
-"""Extraction settings: the one object that says how a model scores a corpus.
+"""How a model scores a corpus (`ExtractionSettings`) and what a cache entry records of it (`EntrySpec`),
+with the package versions a record states.
 
-The Python API (`Grid.from_names`, `load_study`, `load_stats`), the command line, the report and the
-notebooks all take an `ExtractionSettings`; functions that take one also accept its fields as
-keyword overrides (`Grid.from_names(m, c, max_tokens=2000)`), validated here in one place.
+Installed versions of packages, read from their metadata (nothing is imported): what a plan
+record and a results file record about the software that made them.
+
+The identity of a cache entry: everything that changes its numbers, as a typed, versioned spec.
+
+`EntrySpec` is built once, by `rbplab.extraction.plan.plan_extraction`, from the model's description,
+the corpus and the settings; its JSON (`to_json`) is what ``spec.json`` holds and what the cache
+key is the sha256 of (`rbplab.store.cache.layout.cache_key`). The JSON layout is the one keys have always been
+computed from, so existing caches keep their keys; `from_json` reads it back, checking every
+field, so code reads ``spec.windows.shard_tokens`` instead of string paths into a dict.
+
+A manifest repeats some of these fields for readers that only open the manifest (`rbplab cache
+ls`); `MANIFEST_FIELDS` names them, `manifest_fields` gives their values, the extractor writes
+them from the spec and the cache checks them against it (`rbplab.store.cache`).
+
+    model      name (registry short name, hub id or file name), weights fingerprint, revision
+               as keyed, GGUF file, dtype, trust_remote_code (only when set)
+    tokenizer  fingerprint of the tokenizer
+    corpus     name and content hash + document count, or a hub corpus's identity at a commit
+    windows    context length, stride, BOS decision (its rule starts with the policy asked for),
+               window scheme, tokens per shard
+    vocab      |V| ranked over, whether padded rows were included, the head's rows
+    softcap    final-logit soft cap (Gemma 2), or None
+    max_tokens token budget, or None
+    head       the head's arithmetic ("fused"), recorded only when it is not the default "fp32",
+               so every key of the fp32 head is what it always was
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any, Literal
+from importlib import metadata
+from typing import Any, ClassVar, Literal
 
-from rbplab.core.errors import InvalidArgumentError
+from rbplab.core.errors import InvalidArgumentError, RbplabError
+
+
+def installed_versions(packages: Iterable[str]) -> dict[str, str | None]:
+    """Each package's installed version, None for one that is not installed."""
+    versions: dict[str, str | None] = {}
+    for package in packages:
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = None
+    return versions
+
 
 BOS_CHOICES = ("auto", "always", "never")
 DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16")
@@ -154,3 +191,321 @@ def resolve_settings(
     """`settings` (an object, a mapping or None for the defaults) with keyword overrides applied."""
     base = settings if isinstance(settings, ExtractionSettings) else ExtractionSettings.from_mapping(settings)
     return base.with_changes(**overrides)
+
+
+BOS_POLICIES = ("auto", "always", "never")
+HUB_CORPUS_FIELDS = ("dataset", "config", "split", "revision", "max_documents", "text_scheme")
+
+# Manifest path -> spec path of every manifest field that repeats the spec.
+MANIFEST_FIELDS: dict[tuple[str, ...], tuple[str, ...]] = {
+    ("vocab_size",): ("vocab", "size"),
+    ("settings", "context_length"): ("windows", "context_length"),
+    ("settings", "stride"): ("windows", "stride"),
+    ("settings", "bos_decision"): ("windows", "bos"),
+    ("settings", "include_padded_vocab"): ("vocab", "include_padded"),
+    ("settings", "max_tokens"): ("max_tokens",),
+    ("settings", "dtype"): ("model", "dtype"),
+    ("model", "fingerprint"): ("model", "fingerprint"),
+    ("model", "revision"): ("model", "revision"),
+    ("model", "gguf_file"): ("model", "gguf_file"),
+    ("model", "dtype"): ("model", "dtype"),
+    ("model", "head_rows"): ("vocab", "head_rows"),
+    ("model", "softcap"): ("softcap",),
+    ("model", "tokenizer_fingerprint"): ("tokenizer",),
+    ("corpus", "name"): ("corpus", "name"),
+    ("corpus", "content_hash"): ("corpus", "content_hash"),
+    ("corpus", "n_documents"): ("corpus", "n_documents"),
+}
+
+
+class EntrySpecError(RbplabError, ValueError):
+    """A spec.json that is not an entry spec of this version; the message names the field."""
+
+
+def _need(data: Any, key: str, kind: type | tuple[type, ...], where: str, optional: bool = False) -> Any:
+    if not isinstance(data, dict) or key not in data:
+        raise EntrySpecError(f"entry spec has no {where}{key}")
+    value = data[key]
+    if value is None and optional:
+        return None
+    bad_bool = isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,))
+    if not isinstance(value, kind) or bad_bool:
+        raise EntrySpecError(f"entry spec field {where}{key} is {value!r}, not {_kind_name(kind)}")
+    return value
+
+
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return " or ".join(k.__name__ for k in kinds)
+
+
+@dataclass(frozen=True)
+class ModelIdentity:
+    name: str
+    fingerprint: str
+    revision: str | None
+    gguf_file: str | None
+    dtype: str
+    trust_remote_code: bool = False
+
+    def to_json(self) -> dict:
+        out = {
+            "name": self.name,
+            "fingerprint": self.fingerprint,
+            "revision": self.revision,
+            "gguf_file": self.gguf_file,
+            "dtype": self.dtype,
+        }
+        if self.trust_remote_code:  # only when set, so every other key stays what it was
+            out["trust_remote_code"] = True
+        return out
+
+    @classmethod
+    def from_json(cls, data: Any) -> ModelIdentity:
+        w = "model."
+        extra = set(data) - {"name", "fingerprint", "revision", "gguf_file", "dtype", "trust_remote_code"}
+        if extra:
+            raise EntrySpecError(f"entry spec field model has unknown keys {sorted(extra)}")
+        trust = data.get("trust_remote_code", False)
+        if trust is not False and trust is not True:
+            raise EntrySpecError(f"entry spec field model.trust_remote_code is {trust!r}, not a bool")
+        if "trust_remote_code" in data and trust is not True:
+            raise EntrySpecError("entry spec field model.trust_remote_code is recorded only when true")
+        return cls(
+            _need(data, "name", str, w),
+            _need(data, "fingerprint", str, w),
+            _need(data, "revision", str, w, optional=True),
+            _need(data, "gguf_file", str, w, optional=True),
+            _need(data, "dtype", str, w),
+            trust,
+        )
+
+
+@dataclass(frozen=True)
+class CorpusIdentity:
+    """A corpus by content (hash and document count) or, read from the hub at a commit, by its
+    identity (`hub`: dataset, config, split, revision, max_documents, text_scheme)."""
+
+    name: str
+    content_hash: str | None = None
+    n_documents: int | None = None
+    hub: tuple[tuple[str, Any], ...] | None = None
+
+    def to_json(self) -> dict:
+        if self.hub is not None:
+            return {"name": self.name, **dict(self.hub)}
+        return {"name": self.name, "content_hash": self.content_hash, "n_documents": self.n_documents}
+
+    @classmethod
+    def from_json(cls, data: Any) -> CorpusIdentity:
+        name = _need(data, "name", str, "corpus.")
+        if set(data) == {"name", *HUB_CORPUS_FIELDS}:
+            return cls(name, hub=tuple((k, data[k]) for k in HUB_CORPUS_FIELDS))
+        if set(data) != {"name", "content_hash", "n_documents"}:
+            raise EntrySpecError(
+                f"entry spec field corpus has keys {sorted(data)}; expected name, content_hash, n_documents "
+                f"or name, {', '.join(HUB_CORPUS_FIELDS)}"
+            )
+        return cls(
+            name, _need(data, "content_hash", str, "corpus."), _need(data, "n_documents", int, "corpus.")
+        )
+
+
+@dataclass(frozen=True)
+class BosIdentity:
+    use: bool
+    token_id: int | None
+    rule: str
+
+    @property
+    def policy(self) -> str:
+        """The BOS policy that was asked for ("auto", "always", "never"): the rule starts with it."""
+        return self.rule.split(":", 1)[0]
+
+    def to_json(self) -> dict:
+        return {"use": self.use, "token_id": self.token_id, "rule": self.rule}
+
+    @classmethod
+    def from_json(cls, data: Any) -> BosIdentity:
+        w = "windows.bos."
+        bos = cls(
+            _need(data, "use", bool, w),
+            _need(data, "token_id", int, w, optional=True),
+            _need(data, "rule", str, w),
+        )
+        if bos.policy not in BOS_POLICIES:
+            raise EntrySpecError(
+                f"entry spec field windows.bos.rule {bos.rule!r} does not start with a BOS policy"
+            )
+        return bos
+
+
+@dataclass(frozen=True)
+class WindowIdentity:
+    context_length: int
+    stride: int | None
+    bos: BosIdentity
+    scheme: int
+    shard_tokens: int
+
+    def to_json(self) -> dict:
+        return {
+            "context_length": self.context_length,
+            "stride": self.stride,
+            "bos": self.bos.to_json(),
+            "scheme": self.scheme,
+            "shard_tokens": self.shard_tokens,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> WindowIdentity:
+        w = "windows."
+        return cls(
+            _need(data, "context_length", int, w),
+            _need(data, "stride", int, w, optional=True),
+            BosIdentity.from_json(_need(data, "bos", dict, w)),
+            _need(data, "scheme", int, w),
+            _need(data, "shard_tokens", int, w),
+        )
+
+
+@dataclass(frozen=True)
+class VocabIdentity:
+    size: int
+    include_padded: bool
+    head_rows: int
+
+    def to_json(self) -> dict:
+        return {"size": self.size, "include_padded": self.include_padded, "head_rows": self.head_rows}
+
+    @classmethod
+    def from_json(cls, data: Any) -> VocabIdentity:
+        w = "vocab."
+        return cls(
+            _need(data, "size", int, w),
+            _need(data, "include_padded", bool, w),
+            _need(data, "head_rows", int, w),
+        )
+
+
+@dataclass(frozen=True)
+class EntrySpec:
+    """What a cache entry holds, field by field (see the module docstring)."""
+
+    model: ModelIdentity
+    tokenizer: str
+    corpus: CorpusIdentity
+    windows: WindowIdentity
+    vocab: VocabIdentity
+    softcap: float | None
+    max_tokens: int | None
+    head: str = "fp32"
+
+    VERSION: ClassVar[int] = 1  # of this layout; a change of layout is a new version, and new keys
+    KEYS: ClassVar[tuple[str, ...]] = (
+        "model",
+        "tokenizer",
+        "corpus",
+        "windows",
+        "vocab",
+        "softcap",
+        "max_tokens",
+    )
+
+    def to_json(self) -> dict:
+        """The spec as spec.json holds it and as the cache key hashes it."""
+        out = {
+            "model": self.model.to_json(),
+            "tokenizer": self.tokenizer,
+            "corpus": self.corpus.to_json(),
+            "windows": self.windows.to_json(),
+            "vocab": self.vocab.to_json(),
+            "softcap": self.softcap,
+            "max_tokens": self.max_tokens,
+        }
+        if self.head != HEAD_CHOICES[0]:  # only when set, so every fp32-head key stays what it was
+            out["head"] = self.head
+        return out
+
+    @classmethod
+    def from_json(cls, data: Any) -> EntrySpec:
+        """A spec read back from JSON, every field checked (EntrySpecError names the first bad one).
+        ``EntrySpec.from_json(d).to_json() == d`` for every spec this version writes."""
+        if not isinstance(data, dict):
+            raise EntrySpecError(f"an entry spec is a JSON object, got {type(data).__name__}")
+        if set(data) - {"head"} != set(cls.KEYS):
+            raise EntrySpecError(
+                f"entry spec has keys {sorted(data)}; version {cls.VERSION} has {sorted(cls.KEYS)} "
+                "(and head, when it is not fp32)"
+            )
+        head = data.get("head", HEAD_CHOICES[0])
+        if "head" in data and (head not in HEAD_CHOICES or head == HEAD_CHOICES[0]):
+            raise EntrySpecError(
+                f"entry spec field head is {head!r}; it is recorded only for {', '.join(HEAD_CHOICES[1:])}"
+            )
+        softcap = data["softcap"]
+        if softcap is not None and (isinstance(softcap, bool) or not isinstance(softcap, (int, float))):
+            raise EntrySpecError(f"entry spec field softcap is {softcap!r}, not a number")
+        return cls(
+            ModelIdentity.from_json(_need(data, "model", dict, "")),
+            _need(data, "tokenizer", str, ""),
+            CorpusIdentity.from_json(_need(data, "corpus", dict, "")),
+            WindowIdentity.from_json(_need(data, "windows", dict, "")),
+            VocabIdentity.from_json(_need(data, "vocab", dict, "")),
+            softcap,
+            _need(data, "max_tokens", int, "", optional=True),
+            head,
+        )
+
+    @classmethod
+    def parse(cls, data: Any) -> EntrySpec | None:
+        """`from_json`, or None for a spec of another layout (an older or a hand-made one)."""
+        try:
+            return cls.from_json(data)
+        except EntrySpecError:
+            return None
+
+    def settings(self) -> dict[str, Any]:
+        """The `ExtractionSettings` fields this spec pins (the BOS policy from its recorded rule),
+        so an entry can be planned again from its spec without trying settings until a key
+        matches (`rbplab cache repair`)."""
+        return {
+            "context_length": self.windows.context_length,
+            "stride": self.windows.stride,
+            "bos": self.windows.bos.policy,
+            "max_tokens": self.max_tokens,
+            "include_padded_vocab": self.vocab.include_padded,
+            "dtype": self.model.dtype,
+            "shard_tokens": self.windows.shard_tokens,
+            "head": self.head,
+        }
+
+    def pins(self, settings: Any, *, dtype: str, shard_tokens: int) -> bool:
+        """Whether this spec pins what `settings` (`ExtractionSettings`) ask, with their dtype and
+        shard size as the asker resolves them (a context length left open takes the spec's)."""
+        pinned = self.settings()
+        return (
+            pinned["bos"] == settings.bos
+            and pinned["max_tokens"] == settings.max_tokens
+            and pinned["include_padded_vocab"] == settings.include_padded_vocab
+            and pinned["dtype"] == dtype
+            and pinned["shard_tokens"] == shard_tokens
+            and (settings.context_length is None or pinned["context_length"] == settings.context_length)
+            and pinned["stride"] == settings.stride
+            and pinned["head"] == settings.head
+        )
+
+    def manifest_fields(self) -> dict[tuple[str, ...], Any]:
+        """The manifest fields this spec determines (`MANIFEST_FIELDS`) with their values."""
+        data = self.to_json()
+        out = {}
+        for manifest_path, spec_path in MANIFEST_FIELDS.items():
+            value: Any = data
+            for part in spec_path:
+                value = value.get(part, _ABSENT) if isinstance(value, dict) else _ABSENT
+            if value is not _ABSENT:
+                out[manifest_path] = value
+        return out
+
+
+_ABSENT = object()

@@ -1,22 +1,26 @@
-"""A plan -> its cache entry: `extract_plan` and `load_scorer` (`rbplab.extract` runs a grid's
-plans through `extract_plan`).
+"""`extract`: a grid's runs into the cache, each read back from it when the cache already holds it.
 
-A cache hit (`rbplab.extraction.hits`) loads no weights and runs no forward pass. Otherwise the
-weights are loaded and checked before the entry's folder exists (a model that cannot be loaded
-leaves nothing behind), and the plan's shards (`Plan.shards`) are computed by the shard loop
-(`rbplab.extraction.shard_loop`); a run that is killed resumes from the shards already on disk.
+Every run of a grid extracted in this process, one after another: `rbplab.extract`, the Python
+face of `rbplab extract` (`rbplab.runner` spreads a grid's shards over worker processes instead).
+
+Corpora are opened once, before any model is touched, so a bad corpus fails the grid at once;
+every run of the grid (`rbplab.grid.Grid.runs`, models outer so each model's weights load once)
+is one cached `extract_plan` (a hit runs no model).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from rbplab.extraction.hits import ExtractResult, cache_hit
-from rbplab.extraction.plan import Plan
-from rbplab.extraction.scoring import Scorer, make_scorer
-from rbplab.extraction.shard_loop import compute_shards, sound_shards
+from rbplab.core.errors import InvalidArgumentError
+from rbplab.extraction.fingerprints import record_plan
+from rbplab.extraction.plan import ExtractResult, Plan, cache_hit, plan_extraction
+from rbplab.extraction.scoring import Scorer, compute_shards, make_scorer, sound_shards
 from rbplab.extraction.weights import load_weights
+from rbplab.grid import Grid, require_grid
 from rbplab.store.cache.entry import CacheEntry
 from rbplab.store.cache.reading import CacheError
 from rbplab.store.files import check_writable
@@ -76,3 +80,39 @@ def _compute(plan: Plan, entry: CacheEntry, progress: bool) -> ExtractResult:
     if hit is None:  # every shard was computed or waited for, so only a failed write gets here
         raise CacheError(f"cache entry {entry.key[:12]} is not complete after computing its shards")
     return ExtractResult(entry.key, entry.path, hit.n_tokens, False, hit.manifest)
+
+
+def extract(
+    grid: Grid,
+    *,
+    cache_dir: str | Path | None = None,
+    progress: bool = True,
+    on_result: Callable[[ExtractResult], None] | None = None,
+) -> list[ExtractResult]:
+    """Rank statistics of every run of `grid` (every model at every revision, on every corpus,
+    under its settings), computed into the cache unless already there.
+
+    grid: a `rbplab.grid.Grid`, e.g. ``Grid.from_names(["micro-1-25K"], ["prose"],
+    max_tokens=2000)`` or ``Grid.read("study.toml")``. Each run is one cache entry: a complete
+    entry is a hit (no weights loaded, no forward pass); a partial one resumes from the shards on
+    disk. cache_dir: the cache (default: $RBPLAB_CACHE, else ~/.cache/rbplab). progress: a
+    progress bar per computed run. on_result: called with each run's result as it is done.
+
+    Returns one `ExtractResult` per run, models outer: its `model` (``model@revision`` for a
+    checkpoint) and `corpus` labels, `n_tokens`, `from_cache`, the entry's `key`, `path` and
+    `manifest`; ``pandas.DataFrame(results)`` is them as a table.
+    """
+    grid = require_grid(grid, "rbplab.extract")
+    opened = grid.opened  # every corpus opened (and checked) before any model is described
+    if not opened:
+        raise InvalidArgumentError("a grid needs at least one corpus")
+    results, described = [], {}  # each model described once for the whole grid
+    for run in grid.runs():
+        plan = plan_extraction(run.model, run.corpus, grid.settings, described=described)
+        result = extract_plan(plan, cache_dir=cache_dir, progress=progress)
+        record_plan(plan, cache_dir)  # the next analysis of this run finds its key without model code
+        result = replace(result, model=run.label, corpus=str(run.corpus.name))
+        if on_result is not None:
+            on_result(result)
+        results.append(result)
+    return results

@@ -11,11 +11,11 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from rbplab.catalog.corpora.corpus import Corpus, LazyCorpus
+from rbplab.catalog.corpora import Corpus, LazyCorpus
 from rbplab.catalog.models import ModelSpec
 from rbplab.core.settings import ExtractionSettings, resolve_settings
 from rbplab.core.stats import TokenStats
-from rbplab.extraction.known_plans import record_plan
+from rbplab.extraction.fingerprints import record_plan
 from rbplab.store.cache.entry import CacheEntry
 from rbplab.store.cache.reading import CacheCorruptedError
 

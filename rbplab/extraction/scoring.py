@@ -1,32 +1,40 @@
-"""Windows through a loaded model -> exact ranks, one shard's rows at a time.
+"""Scoring a plan's shards with the loaded model into the cache entry: batches of windows into rows,
+the shard loop, and the manifest.
 
-Batch invariance (shards byte-identical for any batch_tokens). Two things change
-rounding on CPU: the sequence length a window is padded to, and tiny row counts in
-matrix products. So each window is padded to a length that depends on the window
-alone (its length rounded up to a multiple of PAD_MULTIPLE, capped at the context
-length), windows of equal padded length are batched together, padding goes on the
-right with no attention mask (causal attention never looks right, so padding
-cannot affect real positions and every batch takes the same code path), and the
-output head never runs on fewer than 16 rows (rbplab.extraction.ranks; the fused head's tiles are
-fixed, so its rows never depend on the batch either). Measured on CPU: hidden
-states of a window are then bit-identical at batch sizes 1, 4, 8 and 16, while padding
-to a batch-dependent length with an attention mask changes them by ~1e-6 (nll by ~6e-7).
+An entry's manifest as the extractor writes it: model, corpus, settings, provenance, and the
+scored checkpoint's place in training (manifest only: never in a cache key).
+
+The one shard loop (`compute_shards`) that `extract`, the runner's work units and the CLI share.
+
+Shards are claimed one at a time so no two processes compute one; each finished shard is written
+atomically by a writer thread while the next is scored, and the entry is finalised (its manifest,
+`rbplab.extraction.scoring`) when every shard exists, whoever computed them. `sound_shards` says
+which shards on disk can be kept before the loop starts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import contextlib
+import os
+import socket
+import time
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
 
+from rbplab.catalog import registry
 from rbplab.extraction.plan import Plan
-from rbplab.extraction.precision import pinned_precision
 from rbplab.extraction.ranks import FloatHead, NonFiniteLogitsError, rank_stats
-from rbplab.extraction.weights import input_device
+from rbplab.extraction.weights import input_device, numerics_record, pinned_precision
 from rbplab.extraction.windows import Window, scored_position
+from rbplab.store.cache.entry import CacheEntry
 
 PAD_MULTIPLE = 64
 
@@ -160,3 +168,227 @@ def make_scorer(plan: Plan, weights: torch.nn.Module) -> Scorer:
     tokenizer = plan.described.tokenizer
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else plan.bos.token_id or 0
     return Scorer(weights, plan.vocab_size, int(pad_id), plan.described.info.softcap, plan.spec.head)
+
+
+def entry_manifest(
+    plan: Plan, shards: list[list[Window]], seconds: float, computed: int, resumed: int
+) -> dict:
+    """The extractor's part of an entry's manifest: model, corpus, settings, provenance."""
+    info = plan.described.info
+    # A model spread by a device map runs on GPUs; its info names the map, not a device.
+    device = "cuda" if info.device.startswith("device_map:") else info.device
+    manifest = {
+        # the revision as keyed: a local model's final checkpoint named by step is the model itself
+        "model": info.to_dict() | {"revision": plan.spec.model.revision},
+        "corpus": {
+            "name": plan.corpus.name,
+            "content_hash": plan.corpus.content_hash(),
+            "n_documents": len(plan.corpus),
+            "n_documents_scored": len({w.doc_index for shard in shards for w in shard}),
+            "source": plan.corpus.source,
+        },
+        "settings": {
+            "context_length": plan.policy.context_length,
+            "stride": plan.policy.stride,
+            "bos": plan.policy.bos,
+            "bos_decision": plan.bos.to_dict(),
+            "include_padded_vocab": plan.include_padded_vocab,
+            "max_tokens": plan.max_tokens,
+            "dtype": info.dtype,
+            "batch_tokens": plan.settings.batch_tokens or default_batch_tokens(device),
+            "pad_multiple": PAD_MULTIPLE,
+        },
+        "vocab_size": plan.vocab_size,
+        "provenance": {
+            "device": info.device,
+            "torch_threads": torch.get_num_threads(),
+            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "seconds": round(seconds, 3),
+            "tokens_computed": computed,
+            "tokens_per_second": round(computed / seconds, 1) if computed and seconds > 0 else None,
+            "resumed_shards": resumed,
+            # float32 precision pinned while scoring, and the GPU, CUDA and cuBLAS of the process
+            # that finalised the entry (None on a CPU); never in the key, so CPU keys stay put
+            "numerics": numerics_record(device),
+        },
+    }
+    for path, value in plan.spec.manifest_fields().items():  # what the spec pins, from the spec
+        target = manifest
+        for part in path[:-1]:
+            target = target.setdefault(part, {})
+        target[path[-1]] = value
+    training = training_position(plan)
+    if training is not None:  # manifest only: cache keys of existing runs stay what they were
+        manifest["training"] = training
+    return manifest
+
+
+def training_position(plan: Plan) -> dict | None:
+    """Step, tokens seen D and compute C ~= 6 S D of the scored checkpoint, when its checkpoint
+    schedule (`rbplab.catalog.registry`: its family's, or its folder's) knows them; None otherwise."""
+    model, info = plan.described.model, plan.described.info
+    try:
+        schedule = model.schedule
+    except (OSError, ValueError):
+        return None
+    return registry.position(schedule, info.revision, info.n_nonembedding)
+
+
+def producer_id() -> str:
+    """Who wrote a shard (host:pid), recorded with it and collected into the manifest."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass
+class ShardWork:
+    """What one call of `compute_shards` did: tokens and shards it computed (others were present
+    or computed by another process), whether it finalised the entry, and where the time went."""
+
+    tokens: int = 0
+    shards: int = 0
+    finalized: bool = False
+    timings: dict[str, float] = field(default_factory=lambda: {"load": 0.0, "score": 0.0, "write": 0.0})
+
+
+def compute_shards(
+    plan: Plan,
+    entry: CacheEntry,
+    indices: Iterable[int],
+    *,
+    get_scorer: Callable[[Plan], Scorer],
+    on_tokens: Callable[[int], object] | None = None,
+) -> ShardWork:
+    """The shard loop that `extract`, the runner's work units and the CLI share.
+
+    Computes each shard of `indices` the entry lacks, each under a claim of its own so no two
+    processes compute one shard (a shard another process holds is waited for, then checked), and
+    finalises the entry when every shard exists, whoever computed them. `get_scorer(plan)` is asked
+    for the scorer at the first shard that needs computing (a worker loads weights only then).
+
+    A finished shard is written by a writer thread while the next one is scored (at most one
+    write in flight, so at most two shards' rows are held). Its claim is released only once its
+    write has landed, and a failed write is raised here before the next shard is handed over.
+
+    A local model's weight files are checked after each shard is scored and before the manifest
+    is written (`check_weights`): a shard scored while they changed is not written, and the
+    entry is not finalised (WeightsChangedError)."""
+    started = time.perf_counter()
+    shards = plan.shards
+    work = ShardWork()
+    report = on_tokens or (lambda _n: None)
+    producer = producer_id()
+
+    scorer: Scorer | None = None
+
+    def score(index: int) -> pd.DataFrame | None:
+        nonlocal scorer
+        if entry.has_shard(index):
+            report(sum(w.n_scored for w in shards[index]))
+            return None
+        if scorer is None:
+            clock = time.perf_counter()
+            scorer = get_scorer(plan)
+            work.timings["load"] += time.perf_counter() - clock
+        clock = time.perf_counter()
+        try:
+            frame = shard_frame(plan, scorer, shards[index], plan.settings.batch_tokens, report)
+        except NonFiniteLogitsError as err:
+            raise err.located(f"shard {index}") from None
+        # a model may read its weights from the file while it scores (a memory map): a shard is
+        # kept only if the files were not written while it was scored
+        check_weights(plan, f"while shard {index} was scored")
+        work.timings["score"] += time.perf_counter() - clock
+        return frame
+
+    def write(index: int, frame: pd.DataFrame) -> None:  # on the writer thread
+        clock = time.perf_counter()
+        with entry.lock():
+            entry.write_shard(index, frame, producer=producer)
+        work.timings["write"] += time.perf_counter() - clock
+        work.tokens += len(frame)
+        work.shards += 1
+        _crash_hook()
+
+    with ThreadPoolExecutor(1, thread_name_prefix="rbplab-shard-writer") as writer:
+        in_flight: list[tuple[Future, contextlib.ExitStack]] = []
+
+        def land() -> None:
+            # Wait for the write in flight (if any), then release its claim; its error is raised.
+            while in_flight:
+                future, claim = in_flight.pop()
+                try:
+                    future.result()
+                finally:
+                    claim.close()
+
+        def run(index: int, wait: bool) -> bool:
+            claim = contextlib.ExitStack()
+            try:
+                if not claim.enter_context(entry.shard_claim(index, wait=wait)):
+                    claim.close()
+                    return False
+                if in_flight and in_flight[0][0].done():
+                    land()  # a failed write stops the loop before more is scored
+                frame = score(index)
+                land()
+            except BaseException:
+                claim.close()
+                raise
+            if frame is None:
+                claim.close()
+            else:
+                in_flight.append((writer.submit(write, index, frame), claim))
+            return True
+
+        try:
+            held_elsewhere = [index for index in indices if not run(index, wait=False)]
+            for index in held_elsewhere:  # another process is on it: wait, then make sure it landed
+                run(index, wait=True)
+        finally:
+            land()
+    clock = time.perf_counter()
+    with entry.lock():
+        # the planned count: a shard that vanished since cannot shorten the entry
+        if not entry.is_complete() and set(range(len(shards))) <= entry.completed_shards():
+            if scorer is not None:  # this process scored: its model still has the keyed weights
+                check_weights(plan, "before the entry's manifest was written")
+            manifest = entry_manifest(plan, shards, clock - started, work.tokens, len(shards) - work.shards)
+            entry.finalize(manifest, len(shards))
+            work.finalized = True
+    work.timings["write"] += time.perf_counter() - clock
+    return work
+
+
+def check_weights(plan: Plan, when: str) -> None:
+    """WeightsChangedError unless a local model's weight files still hold the bytes the plan's key
+    names (stat calls; a file whose stat changed is hashed again)."""
+    if plan.described.weights is not None:
+        plan.described.weights.check(when)
+
+
+# Test hook: a process exits hard right after writing its first shard if this names a file that
+# does not exist yet (the file is created first, so the retry runs normally).
+CRASH_HOOK_ENV = "RBPLAB_TEST_CRASH_AFTER_FIRST_SHARD"
+
+
+def _crash_hook() -> None:
+    marker = os.environ.get(CRASH_HOOK_ENV)
+    if marker and not os.path.exists(marker):
+        Path(marker).write_text("crashed once\n")
+        os._exit(3)
+
+
+def sound_shards(entry: CacheEntry, shards: list[list[Window]]) -> set[int]:
+    """Indices of the shards the entry holds that pass every store check and hold the rows shard
+    `shards[i]` gives; every other shard (damaged, beyond the plan, or of another size, as in an
+    entry whose counts were found wrong) is removed, so the shard loop recomputes it and the
+    manifest it writes counts what the plan gives. Hold `entry.lock()`."""
+    done = entry.completed_shards()  # damaged shards are removed here
+    wrong = {
+        index
+        for index in done
+        if index >= len(shards) or entry.recorded_rows(index) != sum(w.n_scored for w in shards[index])
+    }
+    for index in sorted(wrong):
+        entry.remove_shard(index)
+    return done - wrong

@@ -1,21 +1,8 @@
-"""Turning documents into model inputs: tokenization and context windows.
+"""Documents into model inputs: the token each document starts with, and the windows it is scored in.
 
-Documents are tokenized separately (never concatenated), so no token is predicted
-from another document's text. A document's sequence is its tokens, optionally
-preceded by one BOS token; token i of the document has `position` i whatever the
-BOS choice. Each target is predicted from the tokens before it in its sequence, so
-with a BOS the first token is scorable and without one it is not.
+Which token, if any, starts every document: the BOS policy (`resolve_bos` -> `BosDecision`).
 
-Windows cut long sequences to `context_length` inputs:
-- non-overlapping (stride None): each window starts at the last token of the
-  previous one, so its inputs overlap by exactly that one context token and every
-  target is scored exactly once;
-- strided (stride s < context_length): windows advance by s tokens and only the
-  targets not scored by the previous window are scored, so every scored token
-  after the first window sees at least context_length - s tokens of context.
-Special tokens in the text are tokenized as plain text (`split_special_tokens`),
-and any target that is still a special token id is not scored. Which BOS token (if any) starts
-a document is `rbplab.extraction.bos`; how windows are batched is `rbplab.extraction.scoring`.
+The rule that applied is recorded in the manifest and is part of the cache key.
 """
 
 from __future__ import annotations
@@ -26,9 +13,77 @@ from typing import Any
 
 import numpy as np
 
-from rbplab.catalog.corpora.corpus import CorpusError
+from rbplab.catalog.corpora import CorpusError
 from rbplab.core.errors import InvalidArgumentError
-from rbplab.extraction.bos import BOS_CHOICES, BosDecision
+
+BOS_CHOICES = ("auto", "always", "never")
+
+
+@dataclass(frozen=True)
+class BosDecision:
+    """Whether documents start with a BOS token, which one, and why (recorded in the manifest)."""
+
+    use: bool
+    token_id: int | None
+    rule: str
+
+    def to_dict(self) -> dict:
+        return {"use": self.use, "token_id": self.token_id, "rule": self.rule}
+
+
+def _added_prefix(tokenizer: Any) -> int | None:
+    """The token the tokenizer itself prepends when asked for special tokens (Llama, OPT, Gemma), if any."""
+    plain = tokenizer("a", add_special_tokens=False)["input_ids"]
+    full = tokenizer("a", add_special_tokens=True)["input_ids"]
+    if len(full) > len(plain) and full[len(full) - len(plain) :] == plain:
+        return int(full[0])
+    return None
+
+
+def _config_bos(config: Any, vocab_size: int) -> int | None:
+    """The config's bos_token_id when it is a single token of the tokenizer's vocabulary."""
+    if config is None:
+        return None
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    value = getattr(text, "bos_token_id", None)
+    return int(value) if isinstance(value, int) and 0 <= value < vocab_size else None
+
+
+def resolve_bos(tokenizer: Any, bos: str = "auto", config: Any = None) -> BosDecision:
+    """Decide the BOS policy for a tokenizer (and the model `config`, when given).
+
+    "auto" follows what each family was trained with, in the order lm-evaluation-harness uses:
+    1. the tokenizer adds a BOS itself (OPT's </s>, Llama/Gemma <s>/<bos>) -> that token;
+    2. it declares a bos_token (GPT-2 and Pythia: <|endoftext|>, their document separator) -> it;
+    3. no bos_token, but the model config names a bos_token_id inside the vocabulary (Qwen2.5
+       base: 151643, <|endoftext|>, which separates pretraining documents) -> that token. This
+       comes before eos because base checkpoints have shipped tokenizer_config.json files whose
+       eos is the chat token <|im_end|>;
+    4. only an eos_token -> the eos token as the document-start context;
+    5. otherwise no BOS, and the first token of each document is not scored.
+    "always" applies the same order but fails if no token exists; "never" uses none.
+    The rule that applied is recorded (`BosDecision.rule`, part of the cache key).
+    """
+    if bos not in BOS_CHOICES:
+        raise InvalidArgumentError(f"bos must be one of {BOS_CHOICES}, got {bos!r}")
+    if bos == "never":
+        return BosDecision(False, None, "never: requested")
+    prefix = _added_prefix(tokenizer)
+    if prefix is not None:
+        decision = BosDecision(True, prefix, "tokenizer prepends this token to every input")
+    elif tokenizer.bos_token_id is not None:
+        decision = BosDecision(True, int(tokenizer.bos_token_id), "tokenizer's bos_token")
+    elif (config_bos := _config_bos(config, len(tokenizer))) is not None:
+        decision = BosDecision(True, config_bos, "no bos_token: the model config's bos_token_id")
+    elif tokenizer.eos_token_id is not None:
+        decision = BosDecision(
+            True, int(tokenizer.eos_token_id), "no bos_token: eos_token marks document start"
+        )
+    elif bos == "always":
+        raise InvalidArgumentError("bos='always' but the tokenizer has no BOS or EOS token; use bos='never'")
+    else:
+        return BosDecision(False, None, "auto: tokenizer has no BOS or EOS token")
+    return BosDecision(decision.use, decision.token_id, f"{bos}: {decision.rule}")
 
 
 @dataclass(frozen=True)

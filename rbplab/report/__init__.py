@@ -4,8 +4,8 @@ open offline, an index.html and a results.json (`rbplab.load_results`).
 Notebooks hand their results over with `save_table`, `save_figure`, `headline` and `banner`
 (`from rbplab import report`); `run_report` runs them (`rbplab report` on the command line).
 Modules: `handoff` (what notebooks call), `execution` (one notebook, headless), `pages` (HTML and
-its offline assets), `index` (index.html, results.json), `request` (the grid as the notebooks'
-parameters), `checkpoints` (the training checkpoints the cache holds), `run` (`run_report`).
+its offline assets), `run` (`run_report`: the grid as the notebooks' parameters, the checkpoints
+the cache holds, index.html and results.json, a folder that holds one report).
 """
 
 from rbplab.report.handoff import banner, headline, save_figure, save_table

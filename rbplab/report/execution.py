@@ -57,7 +57,7 @@ def select_notebooks(paths: list[Path], wanted: str | Iterable[str] | None) -> l
         else:
             unknown.append(stem)
     if unknown:
-        from rbplab.core.names import did_you_mean
+        from rbplab.core.errors import did_you_mean
 
         hint = did_you_mean(unknown[0], by_stem)
         raise InvalidArgumentError(
@@ -120,7 +120,7 @@ def static_figures() -> Iterator[None]:
     """Within it, kernels started from this process draw every widget view as a static figure too
     (`rbplab.viz.widgets`): a headless run has nobody to render widgets."""
     # The kernel inherits our environment: tell rbplab.viz.widgets nobody renders widgets there.
-    from rbplab.viz.widgets.frontend import STATIC_ENV
+    from rbplab.viz.widgets.base import STATIC_ENV
 
     old = os.environ.get(STATIC_ENV)
     os.environ[STATIC_ENV] = "1"

@@ -1,8 +1,9 @@
 """Running a study's grid on one process, many Ray workers, or SLURM array tasks.
 
-The grid comes from `rbplab.grid` (a study file is one in TOML); `units` plans (model, revision, corpus, shard
-range) work units from metadata; `worker` computes a unit into the shared cache; `executors`
-run units locally or on Ray; `run` drives it all with one progress bar and a final table.
+The grid comes from `rbplab.grid` (a study file is one in TOML); `units` plans (model, revision,
+corpus, shard range) work units from metadata and computes one into the shared cache; `executors`
+run units locally or on Ray; `costs` says what a grid will cost before it runs (`rbplab plan`);
+`run` drives it all with one progress bar and a final table.
 """
 
 from rbplab.runner.executors import RayOptions

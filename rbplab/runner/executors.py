@@ -18,8 +18,7 @@ from typing import Any
 
 from rbplab.core.errors import RbplabError
 from rbplab.core.settings import ExtractionSettings
-from rbplab.runner.units import WorkUnit
-from rbplab.runner.worker import UnitResult, release_models, run_unit
+from rbplab.runner.units import UnitResult, WorkUnit, release_models, run_unit
 from rbplab.store.cache.entry import CacheEntry
 from rbplab.store.cache.reading import CacheError
 

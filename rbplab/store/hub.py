@@ -21,8 +21,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from rbplab.core.errors import RbplabError
-from rbplab.core.names import natural_sorted
+from rbplab.core.errors import RbplabError, natural_sorted
 
 # A reachable endpoint connects in well under a second; a network that drops packets would
 # otherwise hold the probe until the OS gives up (minutes).

@@ -11,9 +11,6 @@ lognormal theory), `decomposition` (CE = EE + SA - Conf, `metric_table`, `predic
 Markdown or LaTeX, `results` a study's results file.
 """
 
-from rbplab.study.entries import MissingRunsError
-from rbplab.study.loading import load_study
-from rbplab.study.study import Study
-from rbplab.study.synthetic import synthetic_study
+from rbplab.study.study import MissingRunsError, Study, load_study, synthetic_study
 
 __all__ = ["MissingRunsError", "Study", "load_study", "synthetic_study"]

@@ -12,7 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from rbplab.analysis import fit, lognormal_bootstrap, lognormal_theory, metrics
+from rbplab.analysis import fit, metrics
+from rbplab.analysis import lognormal as lognormal_bootstrap
+from rbplab.analysis import lognormal as lognormal_theory
 from rbplab.analysis.lognormal import fit_lognormal, lognormal_pmf
 from rbplab.study.study import Study
 
@@ -20,7 +22,7 @@ from rbplab.study.study import Study
 def lognormal(study: Study) -> pd.DataFrame:
     """Per run: fitted mu, sigma, mu/sigma, likelihood ratios against the power law and
     log-logistic, measured CE and -log RBP_1, appendix-B predictions
-    (`rbplab.analysis.lognormal_theory.lognormal_table`). Computed once, then cached.
+    (`rbplab.analysis.lognormal.lognormal_table`). Computed once, then cached.
 
     Examples
     --------
@@ -38,7 +40,7 @@ def lognormal(study: Study) -> pd.DataFrame:
 
 def lognormal_intervals(study: Study, n_boot: int = 200, seed: int = 0) -> pd.DataFrame:
     """Per run: mu, sigma and mu/sigma of the fitted lognormal with document-bootstrap intervals
-    at the study's level (`rbplab.analysis.lognormal_bootstrap`: replicates fitted on the
+    at the study's level (`rbplab.analysis.lognormal`: replicates fitted on the
     summary's k grid, their spread added to the exact fit's estimate)."""
     key = ("lognormal_intervals", n_boot, seed)
     if key not in study.memo:
@@ -49,7 +51,7 @@ def lognormal_intervals(study: Study, n_boot: int = 200, seed: int = 0) -> pd.Da
 
 
 def lognormal_scaling(study: Study) -> pd.DataFrame:
-    """How mu, sigma and mu/sigma scale with S (`rbplab.analysis.lognormal_theory.parameter_scaling`)."""
+    """How mu, sigma and mu/sigma scale with S (`rbplab.analysis.lognormal.parameter_scaling`)."""
     study.check_one_step("lognormal scaling")
     return lognormal_theory.parameter_scaling(lognormal(study))
 
@@ -102,7 +104,7 @@ def ce_comparison(study: Study, n_grid: int = 30) -> pd.DataFrame:
     """Cross-entropy and -log RBP_1 against S: measured per model (source "empirical")
     and as the lognormal theory predicts them from the fitted (mu, sigma) trends (for CE:
     the rank entropy of the discretised model, the appendix-B reading of CE)
-    (`rbplab.analysis.lognormal_theory.simulate_scaling`, source "lognormal"). Columns family, corpus,
+    (`rbplab.analysis.lognormal.simulate_scaling`, source "lognormal"). Columns family, corpus,
     S, quantity, value, source."""
     study.check_one_step("the CE comparison")
     table = lognormal(study)
@@ -139,7 +141,7 @@ def ce_comparison(study: Study, n_grid: int = 30) -> pd.DataFrame:
 def ce_exponents(study: Study) -> pd.DataFrame:
     """Power-law exponents of CE and -log RBP_1 against S, measured and lognormal-predicted,
     per family and corpus: the paper's observation that the two are nearly equal (Fig. 8a/b).
-    The theory's "CE" is the rank entropy (`rbplab.analysis.lognormal_theory`). Its curves
+    The theory's "CE" is the rank entropy (`rbplab.analysis.lognormal`). Its curves
     are deterministic functions of the fitted trends, so their alpha has no t-interval
     (alpha_low/high are NaN for source "lognormal")."""
     study.check_one_step("the CE exponents")

@@ -36,8 +36,7 @@ import pandas as pd
 
 from rbplab.core.documents import Fields, ListOf, MapOf, read_json
 from rbplab.core.errors import BadFileError, InvalidArgumentError, NotFoundError, RbplabError
-from rbplab.core.settings import ExtractionSettings, resolve_settings
-from rbplab.core.versions import installed_versions
+from rbplab.core.settings import ExtractionSettings, installed_versions, resolve_settings
 from rbplab.study import size
 
 RESULTS_FORMAT = "rbplab-results"

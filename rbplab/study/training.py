@@ -20,16 +20,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rbplab.analysis import bootstrap, metrics
-from rbplab.analysis.data_scaling import data_fits
-from rbplab.analysis.joint_laws import JointLaws
-from rbplab.analysis.joint_laws import joint_laws as fit_joint_laws
+from rbplab.analysis import metrics
+from rbplab.analysis.data_scaling import JointLaws, data_fits
+from rbplab.analysis.data_scaling import joint_laws as fit_joint_laws
 from rbplab.core.errors import InvalidArgumentError
 from rbplab.core.runs import model_of_label
 from rbplab.grid import Grid
-from rbplab.study.loading import load_study
-from rbplab.study.study import Study
-from rbplab.study.synthetic import synthetic_training_table
+from rbplab.study.study import Study, load_study, synthetic_training_table
 
 
 def table(study: Study, ks: Iterable[int] | int = (1, 10, 100)) -> pd.DataFrame:
@@ -70,8 +67,8 @@ def replicates(
         )
     ks = metrics.as_ks(ks, study.vocab_size)
     n_docs = max(r.n_docs for r in runs)
-    docs = [bootstrap.doc_stats(r.stats, ks, study.ties, n_docs) for r in runs]
-    reps = bootstrap.replicate_arrays(docs, n_rep, seed)
+    docs = [metrics.doc_stats(r.stats, ks, study.ties, n_docs) for r in runs]
+    reps = metrics.replicate_arrays(docs, n_rep, seed)
     out: dict[object, np.ndarray] = {}
     with np.errstate(divide="ignore"):
         for j, k in enumerate(ks):
@@ -81,7 +78,7 @@ def replicates(
 
 
 def joint_laws(study: Study, ks: Iterable[int] = (1, 10, 100), n_boot: int = 200) -> JointLaws:
-    """The joint laws L(S, D) of this study's checkpoints (`rbplab.analysis.joint_laws`):
+    """The joint laws L(S, D) of this study's checkpoints (`rbplab.analysis.data_scaling`):
     -log RBP_k at the smallest and largest of `ks` and CE per corpus, each bootstrap
     resampling the checkpoints and, paired across all of them, the corpus's documents.
     `.table()`, `.frontiers(reference="CE")` and `.surface(corpus)` read the same fits."""
@@ -112,7 +109,7 @@ class Training:
             return None
         return (
             "SYNTHETIC DATA: this notebook analyses checkpoints drawn from a known law "
-            f"(rbplab.study.synthetic.synthetic_training_table) because {self.synthetic_reason}. The "
+            f"(rbplab.study.study.synthetic_training_table) because {self.synthetic_reason}. The "
             "fits below should recover that law; they say nothing about real models."
         )
 

@@ -61,7 +61,7 @@ _SUPERSCRIPT = re.compile(r"\^([-−]?[A-Za-z0-9αβ]+)")
 def untemplated() -> Iterator[None]:
     """Figures made in this block get no template (not ours, and not plotly's default either:
     plotly gives every new figure its default template): for redrawing a figure that already has
-    one, whose template `rbplab.viz.widgets.frontend.sync_figure(..., keep_template=True)` keeps."""
+    one, whose template `rbplab.viz.widgets.base.sync_figure(..., keep_template=True)` keeps."""
     token = _TEMPLATED.set(False)
     default = pio.templates.default
     pio.templates.default = "none"

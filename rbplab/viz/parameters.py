@@ -27,8 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rbplab.core.documents import parse_yaml, read_yaml
-from rbplab.core.errors import BadFileError, RbplabError
-from rbplab.core.names import did_you_mean
+from rbplab.core.errors import BadFileError, RbplabError, did_you_mean
 
 if TYPE_CHECKING:
     from rbplab.grid import Grid

@@ -15,12 +15,12 @@ from rbplab.analysis import decomposition as dc
 from rbplab.analysis import decomposition_bootstrap as dcb
 from rbplab.analysis import fit, metrics
 from rbplab.core import TokenStats
-from rbplab.core.summary import summarize
+from rbplab.core.stats import summarize
 from rbplab.grid import Grid
 from rbplab.store.cache.admin import list_entries
 from rbplab.store.cache.entry import CacheEntry
 from rbplab.study import decomposition, load_study
-from rbplab.study.synthetic import synthetic_study
+from rbplab.study.study import synthetic_study
 
 TIES = ("pessimistic", "optimistic", "expected")
 MICRO = ["micro-1-25K", "micro-3-200K", "micro-5-1.2M"]

@@ -15,15 +15,14 @@ from scipy import stats as sps
 from scipy.optimize import minimize, minimize_scalar
 
 from rbplab.analysis import fit
-from rbplab.analysis.bootstrap import bootstrap_weights
 from rbplab.analysis.data_scaling import JointLawFit, frontier, frontier_rows
 from rbplab.analysis.decomposition_bootstrap import bootstrap_decomposition_fits
-from rbplab.analysis.lognormal_bootstrap import lognormal_interval
+from rbplab.analysis.lognormal import lognormal_interval
+from rbplab.analysis.metrics import bootstrap_weights
 from rbplab.core.runs import Run
-from rbplab.core.stats import TokenStats
-from rbplab.core.summary import summary_ks
+from rbplab.core.stats import TokenStats, summary_ks
 from rbplab.study import emergence
-from rbplab.study.synthetic import synthetic_study
+from rbplab.study.study import synthetic_study
 
 # ---- percentile levels of bootstrap_fits --------------------------------------------------------
 # Three models share N_DOCS documents of four tokens. The two larger models get the same share of

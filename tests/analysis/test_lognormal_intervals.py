@@ -7,8 +7,12 @@ import numpy as np
 import pytest
 from scipy import optimize, stats
 
-from rbplab.analysis.lognormal import sample_lognormal_ranks
-from rbplab.analysis.lognormal_bootstrap import fit_binned_lognormal, grid_cells, lognormal_interval
+from rbplab.analysis.lognormal import (
+    fit_binned_lognormal,
+    grid_cells,
+    lognormal_interval,
+    sample_lognormal_ranks,
+)
 from rbplab.core.stats import TokenStats
 from rbplab.study import distribution, synthetic_study
 

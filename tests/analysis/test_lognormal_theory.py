@@ -7,7 +7,7 @@ from scipy import special
 from scipy.stats import norm
 
 from rbplab.analysis import lognormal as ln
-from rbplab.analysis import lognormal_theory as lt
+from rbplab.analysis import lognormal as lt
 from rbplab.core.runs import Run
 from rbplab.core.stats import TokenStats
 

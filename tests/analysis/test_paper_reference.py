@@ -8,7 +8,7 @@ import pytest
 
 from rbplab.analysis import fit
 from rbplab.catalog import paper_reference
-from rbplab.catalog.reference import paper_reference_meta
+from rbplab.catalog.registry import paper_reference_meta
 
 
 def test_reference_table_is_complete_and_sourced():

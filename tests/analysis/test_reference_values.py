@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from rbplab.analysis import bootstrap, fit, lognormal_theory
+from rbplab.analysis import fit, lognormal, metrics
 from rbplab.core.stats import TokenStats
 from rbplab.study import distribution
 
@@ -61,7 +61,7 @@ def test_bootstrap_percentile_levels():
     n, p = 20_000, 0.3
     ranks = np.where(rng.random(n) < p, 1, 2)
     stats = TokenStats.from_ranks(ranks, 10, doc=np.arange(n))
-    ci = bootstrap.bootstrap_ci(stats, ks=[1], n_boot=4000, level=0.9, seed=1).set_index("metric")
+    ci = metrics.bootstrap_ci(stats, ks=[1], n_boot=4000, level=0.9, seed=1).set_index("metric")
     p_hat = np.mean(ranks == 1)
     sd = np.sqrt(p_hat * (1 - p_hat) / n)
     z90 = sps.norm.ppf(0.95)
@@ -70,7 +70,7 @@ def test_bootstrap_percentile_levels():
     assert ci.loc["rbp", "se"] == pytest.approx(sd, rel=0.05)
     # And exactly the 5th and 95th percentiles of the replicates: the same resampling counts
     # (same seed), each replicate's RBP@1 computed by hand as the weighted share of rank-1 tokens.
-    weights = bootstrap.bootstrap_weights(n, 4000, seed=1)
+    weights = metrics.bootstrap_weights(n, 4000, seed=1)
     vals = weights @ (ranks == 1) / n
     assert ci.loc["rbp", "estimate_low"] == pytest.approx(np.percentile(vals, 5), rel=1e-12)
     assert ci.loc["rbp", "estimate_high"] == pytest.approx(np.percentile(vals, 95), rel=1e-12)
@@ -82,7 +82,7 @@ def test_parameter_scaling_r2_by_hand():
         | {"mu": [2.4, 2.1, 1.85, 1.5, 1.32], "sigma": [2.0, 2.06, 1.98, 2.11, 2.05]}
     )
     params["mu_over_sigma"] = params["mu"] / params["sigma"]
-    out = lognormal_theory.parameter_scaling(params).set_index("parameter")
+    out = lognormal.parameter_scaling(params).set_index("parameter")
     X = np.column_stack([np.ones(5), np.log(S)])
     for name in ("mu", "sigma", "mu_over_sigma"):
         y = params[name].to_numpy()

@@ -9,9 +9,17 @@ import warnings
 import datasets
 import pytest
 
-from rbplab.catalog.corpora.corpus import Corpus, CorpusError, Document, LazyCorpus
-from rbplab.catalog.corpora.hub_datasets import HUB_CORPORA, HUB_TEXT_SCHEME
-from rbplab.catalog.corpora.loading import list_corpora, load_corpus, open_corpus
+from rbplab.catalog.corpora import (
+    HUB_CORPORA,
+    HUB_TEXT_SCHEME,
+    Corpus,
+    CorpusError,
+    Document,
+    LazyCorpus,
+    list_corpora,
+    load_corpus,
+    open_corpus,
+)
 from rbplab.store.hub import HubUnreachableError
 from rbplab.store.paths import data_dir
 
@@ -286,7 +294,7 @@ def test_lazy_hub_corpus_travels_to_other_processes(hub):
     # Work units carry their corpus to worker processes (Ray, --workers): it must pickle, unread.
     import pickle
 
-    from rbplab.catalog.corpora.loading import open_corpus
+    from rbplab.catalog.corpora import open_corpus
 
     lazy = open_corpus("hub:humaneval")
     clone = pickle.loads(pickle.dumps(lazy))

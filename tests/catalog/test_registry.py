@@ -51,7 +51,7 @@ def test_registry_holds_the_paper_families():
 
 
 def test_registry_csv_is_generated_from_configs():
-    """The committed CSV equals what scripts/build_registry.py computes now (S via rbplab.catalog.sizes)."""
+    """The committed CSV equals what scripts/build_registry.py computes now (S: rbplab.catalog.registry)."""
     built = _build_registry_module().build()
     committed = families()
     key = ["family", "model"]
@@ -114,7 +114,7 @@ def test_build_registry_picks_up_local_micro_models(fake_data):
     assert row["family"] == "micro" and row["source"] == "data/models/micro-a"
     assert row["vocab_size"] == 50  # no tokenizer shipped: falls back to the config
     assert row["max_context"] == 128
-    from rbplab.catalog.sizes import nonembedding_params
+    from rbplab.catalog.registry import nonembedding_params
 
     assert row["S"] == nonembedding_params(_tiny_neox_config())
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from rbplab.catalog import schedules
-from rbplab.catalog.schedules import PYTHIA, UnknownRevisionError
+from rbplab.catalog import registry
+from rbplab.catalog.registry import PYTHIA, UnknownRevisionError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,16 +38,16 @@ def test_pythia_tokens_and_compute():
 
 
 def test_registered_pythia_models_share_the_schedule():
-    assert schedules.schedule_of("pythia-160m") is PYTHIA
-    assert schedules.schedule_of("EleutherAI/pythia-1b") is PYTHIA
-    position = schedules.training_position("pythia-70m", "step2", S=18_915_328)
+    assert registry.schedule_of("pythia-160m") is PYTHIA
+    assert registry.schedule_of("EleutherAI/pythia-1b") is PYTHIA
+    position = registry.training_position("pythia-70m", "step2", S=18_915_328)
     assert position == {
         "step": 2,
         "tokens_per_step": 2_097_152,
         "D": 4_194_304,
         "C": 6 * 18_915_328 * 4_194_304,
     }
-    assert schedules.schedule_of("gpt2") is None and schedules.training_position("gpt2", None) is None
+    assert registry.schedule_of("gpt2") is None and registry.training_position("gpt2", None) is None
 
 
 def test_log_spacing_picks_existing_checkpoints():
@@ -77,18 +77,18 @@ def test_unknown_revisions_and_bad_spacing_are_one_line_errors():
 
 def test_micro_schedule_from_the_training_scripts_layout(tmp_path):
     model = tmp_path / "micro-9"
-    schedules.write_local_schedule(model, [1600, 100, 400, 25, 50], tokens_per_step=2048)
-    schedule = schedules.directory_schedule(model)
+    registry.write_local_schedule(model, [1600, 100, 400, 25, 50], tokens_per_step=2048)
+    schedule = registry.directory_schedule(model)
     assert schedule.revisions() == ["step-25", "step-50", "step-100", "step-400", "step-1600"]
     assert schedule.step_of("main") == 1600 and schedule.tokens("step-400") == 400 * 2048
-    assert schedules.schedule_of(str(model)).revisions() == schedule.revisions()
-    assert schedules.training_position(str(model), "step-50", S=1000)["C"] == 6 * 1000 * 50 * 2048
+    assert registry.schedule_of(str(model)).revisions() == schedule.revisions()
+    assert registry.training_position(str(model), "step-50", S=1000)["C"] == 6 * 1000 * 50 * 2048
     with pytest.raises(UnknownRevisionError, match="step-25, step-50"):
         schedule.select(["step-1500"])
 
 
 def test_committed_micro_models_know_their_checkpoints():
-    schedule = schedules.schedule_of("micro-1-25K")
+    schedule = registry.schedule_of("micro-1-25K")
     assert schedule is not None
     assert schedule.revisions() == ["step-98", "step-195", "step-390", "step-781", "step-1562"]
     assert schedule.tokens("main") == 1562 * 2048 and schedule.tokens("step-98") == 98 * 2048
@@ -103,12 +103,12 @@ def test_micro_tokens_per_step_is_the_training_scripts():
         and isinstance(node.value, ast.Constant)
         and isinstance(node.targets[0], ast.Name)
     }
-    assert values["SEQ"] * values["BATCH"] == schedules.MICRO_TOKENS_PER_STEP
+    assert values["SEQ"] * values["BATCH"] == registry.MICRO_TOKENS_PER_STEP
 
 
 def test_log_checkpoint_steps_of_the_training_script():
-    assert schedules.log_checkpoint_steps(1562, 5) == [49, 98, 195, 390, 781, 1562]
-    assert schedules.log_checkpoint_steps(1600, 4) == [100, 200, 400, 800, 1600]
-    steps = schedules.log_checkpoint_steps(9, 4)  # few steps: distinct, below the final one
+    assert registry.log_checkpoint_steps(1562, 5) == [49, 98, 195, 390, 781, 1562]
+    assert registry.log_checkpoint_steps(1600, 4) == [100, 200, 400, 800, 1600]
+    steps = registry.log_checkpoint_steps(9, 4)  # few steps: distinct, below the final one
     assert steps == sorted(set(steps)) and steps[-1] == 9 and len(steps) >= 4
-    assert schedules.log_checkpoint_steps(3, 0) == [3]
+    assert registry.log_checkpoint_steps(3, 0) == [3]

@@ -8,7 +8,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, GPT2Config, GPTNeoXConfig, OPTConfig, Qwen2Config
 
-from rbplab.catalog.sizes import meta_model, nonembedding_params, parameter_counts
+from rbplab.catalog.registry import meta_model, nonembedding_params, parameter_counts
 
 
 def pythia_config(layers: int, hidden: int, heads: int, vocab: int = 50304) -> GPTNeoXConfig:

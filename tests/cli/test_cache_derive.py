@@ -343,7 +343,7 @@ def test_extraction_and_repair_never_write_through_linked_folders(
 def test_repair_refuses_a_spec_of_another_layout_in_one_line(built):
     """A spec this rbplab does not write (a development build's, a hand-made one) is not planned by
     trying settings until a key matches: it is refused, with what to do."""
-    from rbplab.extraction.repair import replan
+    from rbplab.extraction.verify import replan
     from rbplab.store import CacheError
 
     _, entry = built

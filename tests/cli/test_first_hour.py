@@ -124,7 +124,7 @@ def test_loading_a_model_shows_no_second_bar(capfd):
     """transformers' "Loading weights" bar stays off while rbplab loads (its own bar is the step's)."""
     from transformers.utils import logging
 
-    from rbplab.extraction.models import describe_model
+    from rbplab.extraction.sources import describe_model
     from rbplab.extraction.weights import load_weights
 
     was = logging.is_progress_bar_enabled()  # an earlier test's worker code may have turned it off

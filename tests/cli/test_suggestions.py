@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from rbplab.cli import app as cli
-from rbplab.core.names import closest, did_you_mean
+from rbplab.core.errors import closest, did_you_mean
 
 
 def test_closest_is_case_insensitive_and_keeps_the_known_spelling():
@@ -134,7 +134,7 @@ def test_corpus_names_ignore_case_like_family_names(capsys, monkeypatch):
     with pytest.raises(SystemExit):
         cli.main(["fit", "-f", "MICRO", "-c", "Prose", "HumanEval", "hub:Wikipedia@abc"])
     assert seen["corpora"] == ["prose", "humaneval", "hub:wikipedia@abc"]
-    from rbplab.catalog.corpora.loading import canonical_corpus
+    from rbplab.catalog.corpora import canonical_corpus
 
     assert [canonical_corpus(c) for c in ["Prose", "no-such", "hub:nope"]] == ["prose", "no-such", "hub:nope"]
 

@@ -14,10 +14,10 @@ from rbplab import RbplabError
 from rbplab.cli import app as cli
 from rbplab.core.settings import ExtractionSettings
 from rbplab.study import size
-from rbplab.study.synthetic import synthetic_study
+from rbplab.study.study import synthetic_study
 
 # modules whose import needs torch/transformers (seconds) or an optional extra
-HEAVY = ("rbplab.extraction.models", "rbplab.extraction.pipeline", "rbplab.extraction.ranks")
+HEAVY = ("rbplab.extraction.sources", "rbplab.extraction.pipeline", "rbplab.extraction.ranks")
 
 
 def test_a_bug_inside_a_command_keeps_its_traceback(monkeypatch, capsys) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rbplab.core.entry_spec import EntrySpec, EntrySpecError
+from rbplab.core.settings import EntrySpec, EntrySpecError
 from rbplab.store.cache.layout import cache_key
 from rbplab.store.paths import data_dir
 

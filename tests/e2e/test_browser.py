@@ -211,7 +211,8 @@ def offline_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import pandas as pd
     import plotly.graph_objects as go
 
-    from rbplab.report import execution, handoff, index, pages
+    from rbplab.report import execution, handoff, pages
+    from rbplab.report import run as report_run
 
     out = tmp_path_factory.mktemp("report")
     nb = nbformat.v4.new_notebook()
@@ -234,7 +235,7 @@ def offline_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
         summary="micro: alpha=0.0423", table=str(tables / "headline.csv"),
         figure=str(tables / "headline.plotly.json"),
     )  # fmt: skip
-    index.write_index([result], out, {"families": ["micro"]})
+    report_run.write_index([result], out, {"families": ["micro"]})
     return out
 
 
@@ -321,9 +322,9 @@ def test_lab_opens_notebook_06_on_the_checkpoints_the_demo_scored(
     from helpers.studies import copy_cache
     from playwright.sync_api import sync_playwright
 
-    from rbplab.catalog.schedules import schedule_of
+    from rbplab.catalog.registry import schedule_of
     from rbplab.cli.demo import DEMO_REVISIONS
-    from rbplab.study.loading import default_corpora
+    from rbplab.study.study import default_corpora
 
     # The demo's scoring step (`score_checkpoints` at 96 tokens), run once per session.
     scored, table = demo_checkpoints_template

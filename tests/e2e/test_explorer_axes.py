@@ -21,7 +21,7 @@ from helpers.studies import MICRO_MAX_TOKENS, MICRO_TWO_CORPORA, copy_cache
 
 from rbplab.grid import Grid
 from rbplab.report import ReportOptions, run_report
-from rbplab.study.loading import default_corpora
+from rbplab.study.study import default_corpora
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
 CHROMIUM_ARGS = [

@@ -7,7 +7,7 @@ import torch
 from helpers.models import build_checkpointed
 
 from rbplab.catalog.models import ModelLoadError, ModelSpec
-from rbplab.extraction.models import describe_model
+from rbplab.extraction.sources import describe_model
 from rbplab.extraction.weights import load_model
 
 
@@ -66,13 +66,13 @@ MICRO_STEPS = [98, 195, 390, 781, 1562]  # scripts/train_micro.py --checkpoints 
 
 @pytest.mark.parametrize("model", ["micro-1-25K", "micro-2-85K"])
 def test_bundled_micro_checkpoints_load_by_revision(model):
-    from rbplab.catalog import schedules
+    from rbplab.catalog import registry
     from rbplab.extraction.plan import plan_extraction
     from rbplab.store.cache.layout import cache_key
 
-    schedule = schedules.schedule_of(model)
+    schedule = registry.schedule_of(model)
     assert list(schedule.steps) == MICRO_STEPS and schedule.tokens_per_step == 2048
-    assert schedules.select_revisions(model, "log:5") == [f"step-{s}" for s in MICRO_STEPS]
+    assert registry.select_revisions(model, "log:5") == [f"step-{s}" for s in MICRO_STEPS]
     early, _, early_info = load_model(ModelSpec(model, revision="step-98"))
     final, _, final_info = load_model(ModelSpec(model))
     assert early_info.dtype == final_info.dtype == "float32"  # stored in bfloat16, scored in float32

@@ -6,7 +6,7 @@ import shutil
 
 import torch
 
-from rbplab.extraction.models import describe_model
+from rbplab.extraction.sources import describe_model
 
 
 def test_fingerprint_follows_the_weights(gpt2_dir, tmp_path):

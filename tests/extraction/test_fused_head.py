@@ -206,7 +206,7 @@ def test_the_fused_head_is_refused_off_cuda_without_the_interpreter(monkeypatch)
 
 def test_head_is_a_checked_setting_keyed_only_when_fused(gpt2_dir, tiny_corpus):
     from rbplab.core import ExtractionSettings
-    from rbplab.core.entry_spec import EntrySpec, EntrySpecError
+    from rbplab.core.settings import EntrySpec, EntrySpecError
     from rbplab.extraction.plan import plan_extraction
 
     with pytest.raises(InvalidArgumentError, match="head must be one of"):

@@ -66,7 +66,7 @@ def test_shared_header_gives_the_same_ranks(fresh_gguf, gguf_files, llama_dir, t
 
 
 def test_a_changed_file_is_parsed_again(fresh_gguf, gguf_files, parses):
-    from rbplab.extraction.gguf_file import gguf_reader
+    from rbplab.extraction.gguf import gguf_reader
 
     first = gguf_reader(fresh_gguf)
     assert gguf_reader(fresh_gguf) is first and len(parses) == 1
@@ -81,7 +81,7 @@ def test_a_changed_file_is_parsed_again(fresh_gguf, gguf_files, parses):
 
 
 def test_shared_reader_is_scoped_and_nests():
-    from rbplab.extraction.gguf_file import shared_gguf_reader
+    from rbplab.extraction.gguf import shared_gguf_reader
 
     real = gguf.GGUFReader
     with shared_gguf_reader():

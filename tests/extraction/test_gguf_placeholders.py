@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rbplab.extraction.gguf_vocab import gguf_vocabulary, is_placeholder, trailing_placeholders
+from rbplab.extraction.gguf import gguf_vocabulary, is_placeholder, trailing_placeholders
 
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 

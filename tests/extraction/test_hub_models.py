@@ -9,8 +9,8 @@ from helpers.hub import OPT, PYTHIA, QWEN, push_new_pythia_main
 
 from rbplab.catalog.models import ModelLoadError, ModelSpec
 from rbplab.core.settings import ExtractionSettings
-from rbplab.extraction.models import describe_model
 from rbplab.extraction.plan import plan_extraction
+from rbplab.extraction.sources import describe_model
 from rbplab.extraction.weights import check_head, load_model
 from rbplab.store.cache.layout import cache_key
 from rbplab.store.hub import HubUnreachableError
@@ -76,7 +76,7 @@ def test_bos_rule_of_each_family(hub, tiny_corpus, repo, token, rule):
 
 
 def test_bos_falls_back_to_eos_without_config_bos(hub):
-    from rbplab.extraction.bos import resolve_bos
+    from rbplab.extraction.windows import resolve_bos
 
     described = describe_model(QWEN)
     described.config.bos_token_id = None

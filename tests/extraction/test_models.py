@@ -11,10 +11,9 @@ from transformers import LlamaConfig
 
 from rbplab.catalog import registry
 from rbplab.catalog.models import ModelLoadError, ModelSpec
-from rbplab.catalog.sizes import nonembedding_params
+from rbplab.catalog.registry import nonembedding_params
 from rbplab.core.settings import ExtractionSettings
-from rbplab.extraction.models import describe_model
-from rbplab.extraction.placement import resolve_dtype, select_device
+from rbplab.extraction.sources import describe_model, resolve_dtype, select_device
 from rbplab.extraction.weights import check_head, load_model
 from rbplab.store.hub import HubUnreachableError
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 from helpers.extraction import extract_run
 
-from rbplab.extraction.precision import numerics_record, pinned_precision, precision_flags
+from rbplab.extraction.weights import numerics_record, pinned_precision, precision_flags
 
 PER_OP = (
     torch.backends,
@@ -23,7 +23,7 @@ PER_OP = (
 
 
 def _raw_state() -> list:
-    # read straight from torch, not through rbplab.extraction.precision
+    # read straight from torch, not through rbplab.extraction.weights
     state = [holder.fp32_precision for holder in PER_OP]
     for getter in (
         torch.get_float32_matmul_precision,

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import torch
 
-from rbplab.extraction import shard_loop
+from rbplab.extraction import scoring
 from rbplab.extraction.scoring import shard_frame
 from rbplab.extraction.windows import Window
 
@@ -98,13 +98,13 @@ def loop(monkeypatch):
             scored.append(next(i for i, shard in enumerate(shards) if shard is windows))
             return pd.DataFrame({"doc_index": [0]})
 
-        monkeypatch.setattr(shard_loop, "shard_frame", frame)
+        monkeypatch.setattr(scoring, "shard_frame", frame)
         plan = SimpleNamespace(
             shards=shards,
             settings=SimpleNamespace(batch_tokens=None),
             described=SimpleNamespace(weights=None),  # no weight files to re-check between shards
         )
-        shard_loop.compute_shards(plan, entry, range(n), get_scorer=lambda _plan: object())
+        scoring.compute_shards(plan, entry, range(n), get_scorer=lambda _plan: object())
         return scored
 
     run.scored = scored

@@ -19,13 +19,12 @@ from helpers.models import DOCUMENTS
 from helpers.studies import shard_bytes
 from helpers.weights import HOW, MTIME, rewrite, scaled_gguf, scaled_safetensors
 
-import rbplab.extraction.in_process as in_process
-import rbplab.extraction.shard_loop as shard_loop
+import rbplab.extraction.pipeline as in_process
 import rbplab.runner.executors as executors
-from rbplab.catalog.corpora.corpus import Corpus, Document
-from rbplab.catalog.corpora.loading import open_corpus
+from rbplab.catalog.corpora import Corpus, Document, open_corpus
 from rbplab.cli import app as cli
 from rbplab.core.errors import RbplabError
+from rbplab.extraction import scoring
 from rbplab.extraction.fingerprints import WeightsChangedError
 from rbplab.extraction.pipeline import extract_plan
 from rbplab.extraction.plan import plan_extraction
@@ -113,7 +112,7 @@ def test_rewritten_while_scoring(model, tiny_corpus, tmp_path, monkeypatch, how,
     folder, weights, old, new = model
     cache = tmp_path / "cache"
     scored = []
-    original = shard_loop.shard_frame
+    original = scoring.shard_frame
 
     def rewriting_before_the_second_shard(*args, **kwargs):
         if len(scored) == 1:
@@ -122,14 +121,14 @@ def test_rewritten_while_scoring(model, tiny_corpus, tmp_path, monkeypatch, how,
         scored.append(len(frame))
         return frame
 
-    monkeypatch.setattr(shard_loop, "shard_frame", rewriting_before_the_second_shard)
+    monkeypatch.setattr(scoring, "shard_frame", rewriting_before_the_second_shard)
     with pytest.raises(
         WeightsChangedError, match=rf"^the weight file {weights} changed while shard 1 was scored"
     ):
         extract_run(str(folder), tiny_corpus, cache_dir=cache, progress=False, **SETTINGS)
     assert len(scored) == 2 and not complete_keys(cache)
     assert len(shard_bytes(cache)) == 1  # shard 0, scored before the file changed
-    monkeypatch.setattr(shard_loop, "shard_frame", original)
+    monkeypatch.setattr(scoring, "shard_frame", original)
     rewrite(weights, old, how, mtime)
     resumed = extract_run(str(folder), tiny_corpus, cache_dir=cache, progress=False, **SETTINGS)
     assert not resumed.from_cache and complete_keys(cache) == {resumed.key}
@@ -225,7 +224,7 @@ def test_run_unit_rewritten_while_scoring(model, tiny_corpus, tmp_path, monkeypa
     folder, weights, old, new = model
     cache = tmp_path / "cache"
     scored = []
-    original = shard_loop.shard_frame
+    original = scoring.shard_frame
 
     def rewriting_before_the_second_shard(*args, **kwargs):
         if len(scored) == 1:
@@ -234,7 +233,7 @@ def test_run_unit_rewritten_while_scoring(model, tiny_corpus, tmp_path, monkeypa
         scored.append(len(frame))
         return frame
 
-    monkeypatch.setattr(shard_loop, "shard_frame", rewriting_before_the_second_shard)
+    monkeypatch.setattr(scoring, "shard_frame", rewriting_before_the_second_shard)
     grid = _study(folder, tiny_corpus)
     run = run_study(grid, cache_dir=cache, progress=False, shards_per_unit=4)
     assert not run.ok and not complete_keys(cache)
@@ -266,7 +265,7 @@ def test_gguf_rewritten_with_the_mtime_put_back(gguf_model, tiny_corpus, tmp_pat
 
 
 def test_gguf_reader_follows_a_rewrite_with_the_mtime_put_back(gguf_model):
-    from rbplab.extraction.gguf_file import gguf_reader
+    from rbplab.extraction.gguf import gguf_reader
 
     path, _, new = gguf_model
     first = gguf_reader(path)
@@ -277,14 +276,14 @@ def test_gguf_reader_follows_a_rewrite_with_the_mtime_put_back(gguf_model):
 def test_the_error_is_one_line_at_the_command_line(model, tiny_corpus, tmp_path, monkeypatch, capsys):
     folder, weights, _, new = model
     corpus = _corpus_files(tmp_path)[0]
-    original = shard_loop.shard_frame
+    original = scoring.shard_frame
 
     def scoring_then_rewriting(*args, **kwargs):
         frame = original(*args, **kwargs)
         rewrite(weights, new, "in place", "put back")
         return frame
 
-    monkeypatch.setattr(shard_loop, "shard_frame", scoring_then_rewriting)
+    monkeypatch.setattr(scoring, "shard_frame", scoring_then_rewriting)
     argv = [
         "extract",
         "-m",

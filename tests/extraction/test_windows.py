@@ -7,9 +7,8 @@ import pytest
 from tokenizers import Tokenizer, processors
 from transformers import PreTrainedTokenizerFast
 
-from rbplab.catalog.corpora.corpus import CorpusError
-from rbplab.extraction.bos import BosDecision, resolve_bos
-from rbplab.extraction.windows import WindowPolicy, make_windows, tokenize_documents
+from rbplab.catalog.corpora import CorpusError
+from rbplab.extraction.windows import BosDecision, WindowPolicy, make_windows, resolve_bos, tokenize_documents
 
 BOS = BosDecision(True, 999, "test")
 NO_BOS = BosDecision(False, None, "test")

@@ -6,7 +6,7 @@ from typing import Any
 
 import rbplab
 from rbplab.catalog import ModelSpec
-from rbplab.extraction.hits import ExtractResult
+from rbplab.extraction.plan import ExtractResult
 from rbplab.grid import Grid
 
 

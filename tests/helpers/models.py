@@ -249,7 +249,7 @@ def build_checkpointed(
     in `<path>` itself, and `checkpoints/schedule.json`. The two checkpoints have different weights."""
     from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
 
-    from rbplab.catalog.schedules import checkpoint_revision, write_local_schedule
+    from rbplab.catalog.registry import checkpoint_revision, write_local_schedule
 
     config = GPTNeoXConfig(
         vocab_size=len(tokenizer),

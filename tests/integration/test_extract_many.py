@@ -7,7 +7,7 @@ import pytest
 from helpers.extraction import extract_run
 
 import rbplab
-from rbplab.catalog.corpora.corpus import CorpusError
+from rbplab.catalog.corpora import CorpusError
 from rbplab.core import ExtractionSettings
 from rbplab.grid import Grid
 from rbplab.store import list_entries

@@ -240,7 +240,7 @@ def test_resume_after_sigkill(gpt2_dir, tiny_corpus, tmp_path, monkeypatch):
         from helpers.models import DOCUMENTS
         from rbplab.extraction import pipeline as ex, plan
         from rbplab.store.cache.entry import CacheEntry
-        from rbplab.catalog.corpora.corpus import Corpus, Document
+        from rbplab.catalog.corpora import Corpus, Document
         plan.SHARD_TOKENS = 40
         original = CacheEntry.write_shard
         def write_then_die(self, index, frame, **kwargs):
@@ -323,7 +323,7 @@ def test_local_corpus_file(gpt2_dir, tmp_path, cache_dir):
 
 
 def test_bundled_corpus_with_budget(gpt2_dir, cache_dir):
-    from rbplab.catalog.corpora.loading import list_corpora
+    from rbplab.catalog.corpora import list_corpora
 
     table = list_corpora()
     bundled = table[table["origin"] == "bundled"]["name"].tolist()
@@ -347,8 +347,8 @@ def padded_gguf(tmp_path_factory, llama_dir, tiny_tokenizer):
 
 
 def test_gguf_placeholder_tokens_are_left_out(padded_gguf, gguf_files, tiny_corpus, cache_dir):
-    from rbplab.extraction.gguf_vocab import trailing_placeholders
-    from rbplab.extraction.models import describe_model
+    from rbplab.extraction.gguf import trailing_placeholders
+    from rbplab.extraction.sources import describe_model
 
     assert (
         trailing_placeholders(padded_gguf) == 24 and trailing_placeholders(gguf_files["with_tokenizer"]) == 0

@@ -11,7 +11,7 @@ import pytest
 from helpers.hub import PYTHIA, repo_dir
 
 from rbplab import cli
-from rbplab.catalog.corpora.loading import open_corpus
+from rbplab.catalog.corpora import open_corpus
 from rbplab.catalog.models import ModelSpec
 from rbplab.catalog.registry import registry_path
 from rbplab.extraction.plan import plan_extraction

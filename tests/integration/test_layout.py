@@ -50,7 +50,7 @@ def test_no_private_name_is_imported_from_another_module():
             source = node.module
             for alias in node.names:
                 private = alias.name.startswith("_") and not alias.name.startswith("__")
-                # A package-private module (rbplab.analysis._regression) serves its own package only.
+                # A package-private module (rbplab.analysis.fit) serves its own package only.
                 private_module = any(p.startswith("_") for p in source.split(".")[1:])
                 if private or (private_module and _subpackage(source) != _subpackage(module)):
                     offenders.append(f"{module}: from {source} import {alias.name}")

@@ -228,8 +228,7 @@ def test_an_auto_map_reachable_from_a_checkpoint_needs_trust(
 ):
     """A checkpoint revision whose base folder's tokenizer_config.json carries an auto_map was
     accepted without --trust-remote-code."""
-    from rbplab.extraction.metadata import RemoteCodeError
-    from rbplab.extraction.models import describe_model
+    from rbplab.extraction.sources import RemoteCodeError, describe_model
 
     folder = {
         "base": checkpointed_model,
@@ -262,7 +261,7 @@ def test_a_checkpoint_without_an_auto_map_loads_as_before(checkpointed_model, ti
 
 def test_a_config_file_that_is_a_device_is_refused_when_checked_for_code(gpt2_dir, tmp_path):
     from rbplab.catalog.models import ModelLoadError
-    from rbplab.extraction.models import describe_model
+    from rbplab.extraction.sources import describe_model
 
     model = tmp_path / "model"
     shutil.copytree(gpt2_dir, model)

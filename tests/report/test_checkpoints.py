@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 from rbplab.catalog import registry
-from rbplab.catalog.schedules import schedule_of
-from rbplab.report.checkpoints import cached_checkpoints
+from rbplab.catalog.registry import schedule_of
+from rbplab.report.run import cached_checkpoints
 from rbplab.store.cache.entry import CacheEntry
 
 ONE_TOKEN = pd.DataFrame(

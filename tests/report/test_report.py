@@ -14,7 +14,7 @@ import pytest
 
 from rbplab.core.errors import InvalidArgumentError
 from rbplab.grid import Grid
-from rbplab.report import ReportOptions, execution, handoff, index, pages, run, run_report
+from rbplab.report import ReportOptions, execution, handoff, pages, run, run_report
 
 
 def _notebook(path: Path, cells: list[str], parameters: str) -> Path:
@@ -309,7 +309,7 @@ def test_index_states_the_resolved_grid(tmp_path: Path) -> None:
         "settings_changed": {"max_tokens": 2000},
         "extract": False,
     }
-    page = index.write_index([], tmp_path, grid).read_text()
+    page = run.write_index([], tmp_path, grid).read_text()
     assert "<dt>family micro</dt><dd>1 models: micro-1-25K (S = 25.5K)</dd>" in page
     assert "<dt>corpora</dt><dd>humaneval, prose</dd>" in page
     assert "max_tokens = 2000; the rest at their defaults" in page
@@ -362,7 +362,7 @@ def test_unresolvable_grid_fails_once_before_any_notebook(tmp_path: Path) -> Non
 def test_missing_runs_are_refused_before_any_notebook(tmp_path: Path) -> None:
     """A notebook that reads the grid from the cache (it declares `extract`) on an empty cache:
     one MissingRunsError naming the runs, nothing executed; the fix reads as the caller says it."""
-    from rbplab.study.entries import MissingRunsError
+    from rbplab.study.study import MissingRunsError
 
     src = tmp_path / "src"
     src.mkdir()
@@ -479,7 +479,7 @@ def test_index_table_shows_sizes_intervals_and_no_interval_that_excludes_its_est
         {"quantity": ["CE", "RBP_1"], "k": [1.0, None], "S": [25472.0, 85_056_000.0], "E": [1.29e-17, 0.5]}
         | {"E_low": [9.36e-14, 0.4], "E_high": [9.36e-14, 0.6], "alpha": [0.1234, 3.5e-121]}
     ).to_csv(path, index=False)
-    page = index._headline_table_html(path)
+    page = run._headline_table_html(path)
     assert (
         "<td>25.5K</td>" in page and "<td>85.1M</td>" in page and "<td>1</td>" in page and "25472" not in page
     )
@@ -498,7 +498,7 @@ def test_extraction_on_an_unreachable_hub_fails_once_before_any_notebook(
     def unreachable(corpus, *args, **kwargs):
         raise OSError(f"cannot resolve {corpus} to a commit (the hub cannot be reached)")
 
-    monkeypatch.setattr("rbplab.grid.grid.open_corpus", unreachable)
+    monkeypatch.setattr("rbplab.grid.open_corpus", unreachable)
     src = tmp_path / "src"
     src.mkdir()
     for name in ("05_extraction", "06_training_dynamics"):

@@ -15,7 +15,7 @@ from helpers.extraction import extract_run
 from helpers.models import DOCUMENTS
 from helpers.studies import shard_bytes
 
-from rbplab.catalog.corpora.loading import open_corpus
+from rbplab.catalog.corpora import open_corpus
 from rbplab.cli.app import main
 from rbplab.grid import Grid
 from rbplab.runner import run_study

@@ -10,7 +10,7 @@ import pytest
 from rbplab.grid import Grid
 from rbplab.runner import plan_study
 from rbplab.runner.executors import WEIGHT_SHARE_OF_GPU, gpus_needed
-from rbplab.runner.worker import run_unit
+from rbplab.runner.units import run_unit
 from rbplab.store import CacheEntry
 
 

@@ -20,7 +20,8 @@ from rbplab.core import ExtractionSettings
 from rbplab.extraction import pipeline
 from rbplab.extraction import plan as plan_module
 from rbplab.grid import Grid
-from rbplab.runner import executors, plan_study, run_study, worker
+from rbplab.runner import executors, plan_study, run_study
+from rbplab.runner import units as worker
 from rbplab.runner.executors import run_processes, worker_devices
 from rbplab.store import CacheEntry
 

@@ -19,10 +19,10 @@ import pytest
 from helpers.studies import SETTINGS, shard_bytes, summary_bytes
 
 from rbplab.core import ExtractionSettings
+from rbplab.extraction.scoring import CRASH_HOOK_ENV
 from rbplab.grid import Grid
 from rbplab.runner import run_study
 from rbplab.runner.executors import ExecutorError
-from rbplab.runner.worker import CRASH_HOOK_ENV
 from rbplab.store import CacheEntry, list_entries
 
 

@@ -23,13 +23,16 @@ from helpers.factories import complete_entry, shard_frame
 from helpers.hostile import HUGE, SPEC_V, entry_with_new_prefix, no_hang, sparse_tar
 from helpers.untrusted import snapshot
 
-import rbplab.store.archive.install as install_module
-import rbplab.store.archive.members as members_module
+import rbplab.store.archive as install_module
+import rbplab.store.archive as members_module
 from rbplab.cli import app as cli
-from rbplab.store.archive.export import export_entries
-from rbplab.store.archive.importing import import_archive
-from rbplab.store.archive.members import ArchiveError
-from rbplab.store.archive.staging import remove_stale_imports, stale_imports
+from rbplab.store.archive import (
+    ArchiveError,
+    export_entries,
+    import_archive,
+    remove_stale_imports,
+    stale_imports,
+)
 from rbplab.store.cache.admin import list_entries
 from rbplab.store.cache.entry import CacheEntry
 from rbplab.store.cache.reading import CacheError
@@ -478,7 +481,7 @@ def test_killed_import_leaves_a_folder_the_next_import_removes(tmp_path, source,
     export_entries([entry.key], archive, root=source)
     script = (
         "import os, sys\n"
-        "from rbplab.store.archive import importing\n"
+        "import rbplab.store.archive as importing\n"
         "real = importing._check_staged\n"
         "def die(*a, **k):\n"
         "    os.kill(os.getpid(), 9)\n"

@@ -22,8 +22,8 @@ from helpers.untrusted import snapshot
 
 from rbplab.cli import app as cli
 from rbplab.store.cache import entry as entry_module
-from rbplab.store.cache import entry_rules as entry_rules_module
 from rbplab.store.cache import layout
+from rbplab.store.cache import rules as entry_rules_module
 from rbplab.store.cache.admin import list_entries, remove_entries
 from rbplab.store.cache.entry import CacheEntry
 from rbplab.store.cache.reading import CacheCorruptedError, CacheError

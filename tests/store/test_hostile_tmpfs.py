@@ -35,10 +35,7 @@ from helpers.models import DOCUMENTS
 
 from rbplab.cli import app as cli
 from rbplab.store import files as files_module
-from rbplab.store.archive.export import export_entries
-from rbplab.store.archive.importing import import_archive
-from rbplab.store.archive.members import ArchiveError
-from rbplab.store.archive.staging import stale_imports
+from rbplab.store.archive import ArchiveError, export_entries, import_archive, stale_imports
 from rbplab.store.cache.admin import list_entries, remove_entries
 from rbplab.store.cache.entry import CacheEntry
 from rbplab.store.cache.layout import SUMMARY_FILE

@@ -9,8 +9,7 @@ import time
 import pytest
 from helpers.hub_server import closed_port, serve, use_endpoint
 
-from rbplab.catalog.corpora.corpus import CorpusError
-from rbplab.catalog.corpora.loading import open_corpus
+from rbplab.catalog.corpora import CorpusError, open_corpus
 from rbplab.store import hub as hub_reach
 from rbplab.store.hub import HubUnreachableError
 

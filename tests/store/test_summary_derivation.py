@@ -13,13 +13,11 @@ import pytest
 from helpers.factories import complete_entry
 
 from rbplab.cli import app as cli
-from rbplab.core.stats import TokenStats
-from rbplab.core.summary import SUMMARY_VERSION, summarize
-from rbplab.store.archive.export import export_entries
-from rbplab.store.archive.importing import import_archive
+from rbplab.core.stats import SUMMARY_VERSION, TokenStats, summarize
+from rbplab.store.archive import export_entries, import_archive
 from rbplab.store.cache.entry import CacheEntry
 from rbplab.store.cache.layout import SUMMARY_FILE
-from rbplab.store.cache.summary_file import summary_bytes
+from rbplab.store.cache.reading import summary_bytes
 
 MISMATCH = "its summary is not the one its shards give"
 
@@ -113,9 +111,9 @@ def test_a_plain_read_reads_no_shard(forged, monkeypatch):
 def test_the_comparison_allows_last_bits_of_floats_only(tmp_path):
     from helpers.factories import random_stats
 
-    from rbplab.store.cache import verify
-    from rbplab.store.cache.summary_file import summary_table
-    from rbplab.store.cache.summary_rules import SummaryDerivation
+    from rbplab.store.cache import rules
+    from rbplab.store.cache.reading import summary_table
+    from rbplab.store.cache.rules import SummaryDerivation
 
     stats = random_stats(np.random.default_rng(0), n=500, vocab=100, n_docs=5)
     derived = summary_table(summary_bytes(summarize(stats), "a" * 64))
@@ -126,17 +124,17 @@ def test_the_comparison_allows_last_bits_of_floats_only(tmp_path):
         )
 
     close = summary_table(summary_bytes(summarize(with_nll(1 + 1e-13)), "a" * 64))
-    assert verify.first_problem(SummaryDerivation(close, derived)) is None
+    assert rules.first_problem(SummaryDerivation(close, derived)) is None
     other = summary_table(summary_bytes(summarize(with_nll(1 + 1e-6)), "a" * 64))
-    assert verify.first_problem(SummaryDerivation(other, derived)) == f"{MISMATCH} (pair_nll differs)"
+    assert rules.first_problem(SummaryDerivation(other, derived)) == f"{MISMATCH} (pair_nll differs)"
     moment = other.replace_schema_metadata(
         {**other.schema.metadata, b"rbplab.nll_sq_sum": (2.0).hex().encode()}
     )
     no_moment = derived.replace_schema_metadata({**derived.schema.metadata, b"rbplab.nll_sq_sum": b"x"})
     assert (
-        verify.first_problem(SummaryDerivation(no_moment, derived)) == f"{MISMATCH} (its nll moment differs)"
+        rules.first_problem(SummaryDerivation(no_moment, derived)) == f"{MISMATCH} (its nll moment differs)"
     )
-    assert verify.first_problem(SummaryDerivation(moment, other)) == f"{MISMATCH} (its nll moment differs)"
+    assert rules.first_problem(SummaryDerivation(moment, other)) == f"{MISMATCH} (its nll moment differs)"
 
 
 def test_import_replaces_a_copy_whose_summary_is_not_its_shards(forged, tmp_path):

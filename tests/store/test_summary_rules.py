@@ -1,4 +1,4 @@
-"""The summary's rules are rows of the cache's rule table (`rbplab.store.cache.verify.RULES`, scopes
+"""The summary's rules are rows of the cache's rule table (`rbplab.store.cache.rules.RULES`, scopes
 `Summary` and `SummaryDocuments`): each is listed here by name and shown to fire on a summary
 damaged in its own way. The summary is written out by hand, number by number, not by the package.
 """
@@ -14,9 +14,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from rbplab.store.cache import verify
-from rbplab.store.cache.summary_file import SummaryError, parse_summary
-from rbplab.store.cache.summary_tables import Summary, SummaryDocuments
+from rbplab.store.cache import rules
+from rbplab.store.cache.reading import SummaryError, parse_summary
+from rbplab.store.cache.rules import Summary, SummaryDocuments
 
 KEY = "a" * 64
 VOCAB, TOKENS = 10, 5
@@ -312,7 +312,7 @@ def _first_broken(parts: Parts) -> tuple[str, str, str] | None:
     table = parts.table()
     pooled = Summary(table, parts.meta, KEY, VOCAB, TOKENS)
     for subject in (pooled, SummaryDocuments(table, pooled)):
-        found = verify.broken(subject)
+        found = rules.broken(subject)
         if found:
             rule, problem = found[0]
             return type(subject).__name__, rule.name, problem
@@ -324,9 +324,9 @@ def _read(data: bytes) -> None:
 
 
 def test_the_summary_rules_are_these():
-    listed = [(rule.scope.__name__, rule.name) for rule in verify.RULES if rule.scope in SCOPES]
+    listed = [(rule.scope.__name__, rule.name) for rule in rules.RULES if rule.scope in SCOPES]
     assert listed == list(DAMAGES)
-    assert all(rule.final for rule in verify.RULES if rule.scope in SCOPES)  # refused on the first
+    assert all(rule.final for rule in rules.RULES if rule.scope in SCOPES)  # refused on the first
 
 
 def test_the_hand_written_summary_keeps_every_rule():

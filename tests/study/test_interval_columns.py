@@ -9,10 +9,10 @@ import re
 import pandas as pd
 import pytest
 
-from rbplab.analysis import bootstrap
+from rbplab.analysis import metrics
 from rbplab.study import decomposition, distribution, emergence, size
 from rbplab.study.results import RESULTS_VERSION, ResultsError, load_results, save_results
-from rbplab.study.synthetic import synthetic_study
+from rbplab.study.study import synthetic_study
 from rbplab.study.training import open_training
 
 OLD_SPELLING = re.compile(r"(_ci_low|_ci_high|_lo|_hi)$|^(lo|hi|ci_low|ci_high)$")
@@ -37,7 +37,7 @@ def test_no_table_spells_an_interval_the_old_way(study) -> None:
         "ce_exponents": distribution.ce_exponents(study),
         "extrapolation": size.extrapolation(study, [1, 10]),
         "lognormal_intervals": distribution.lognormal_intervals(study, n_boot=10),
-        "bootstrap_ci": bootstrap.bootstrap_ci(study.runs[0].stats, [1], n_boot=20),
+        "bootstrap_ci": metrics.bootstrap_ci(study.runs[0].stats, [1], n_boot=20),
         "data_fits": training.data_fits(),
     }
     # tables that always spelled their intervals <q>_low/<q>_high

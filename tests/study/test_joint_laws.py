@@ -8,11 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rbplab.analysis import joint_laws as joint_laws_module
-from rbplab.analysis.data_scaling import JointLawFit
-from rbplab.analysis.joint_laws import CorpusLaws, JointLaws
+from rbplab.analysis import data_scaling as joint_laws_module
+from rbplab.analysis.data_scaling import CorpusLaws, JointLawFit, JointLaws
 from rbplab.catalog.registry import family_models
-from rbplab.study.synthetic import CE_LAW, rbp_law, synthetic_training_table
+from rbplab.study.study import CE_LAW, rbp_law, synthetic_training_table
 from rbplab.study.training import open_training
 
 

@@ -14,11 +14,11 @@ import pandas as pd
 import pytest
 from helpers.extraction import extract_run
 
-from rbplab.catalog.corpora.loading import open_corpus
+from rbplab.catalog.corpora import open_corpus
 from rbplab.catalog.models import ModelSpec, resolve
 from rbplab.core import ExtractionSettings
-from rbplab.extraction import known_plans
-from rbplab.extraction.known_plans import PLANS_DIR, cpu_only, known_plan
+from rbplab.extraction import fingerprints
+from rbplab.extraction.fingerprints import PLANS_DIR, cpu_only, known_plan
 from rbplab.grid import Grid
 from rbplab.study import load_study
 
@@ -77,8 +77,8 @@ def test_a_record_naming_another_entry_is_ignored(setup):
     gpt2, neox = (known_plan(resolve(ModelSpec(m)), opened, settings, cache) for m in models)
     assert gpt2 is not None and neox is not None and gpt2.key != neox.key
     # Forge gpt2's record to name neox's entry: the entry's weights fingerprint gives it away.
-    record_path = known_plans._record_path(
-        cache, known_plans.request(resolve(ModelSpec(models[0])), opened, settings)
+    record_path = fingerprints._record_path(
+        cache, fingerprints.request(resolve(ModelSpec(models[0])), opened, settings)
     )
     record = json.loads(record_path.read_text())
     record_path.write_text(json.dumps({**record, "key": neox.key}))
@@ -116,7 +116,7 @@ def test_only_a_cpu_only_request_is_recorded():
 def test_default_shard_size_is_the_planners():
     from rbplab.extraction.plan import SHARD_TOKENS
 
-    assert known_plans.DEFAULT_SHARD_TOKENS == SHARD_TOKENS
+    assert fingerprints.DEFAULT_SHARD_TOKENS == SHARD_TOKENS
 
 
 @pytest.fixture
@@ -133,12 +133,12 @@ def planned(tmp_path, gpt2_dir, tiny_tokenizer_dir, tiny_corpus):
 
 def test_a_record_is_not_reused_after_a_library_upgrade(planned, tiny_corpus, monkeypatch):
     spec, settings, cache = planned
-    real = known_plans.installed_versions
+    real = fingerprints.installed_versions
 
     def upgraded(packages):
         return {**real(packages), "transformers": "999.0"}
 
-    monkeypatch.setattr(known_plans, "installed_versions", upgraded)
+    monkeypatch.setattr(fingerprints, "installed_versions", upgraded)
     assert known_plan(resolve(spec), tiny_corpus, settings, cache) is None
 
 
@@ -155,15 +155,15 @@ def test_only_the_runs_without_a_record_are_planned(setup, monkeypatch):
     """resolve_entries finds each run through its plan record where one holds and plans the others
     (each model described once): one lost record costs one model's planning, not the grid's."""
     from rbplab.extraction import plan as planning
-    from rbplab.study.entries import resolve_entries
+    from rbplab.study.study import resolve_entries
 
     models, corpus, cache = setup
     grid = Grid.from_names(models, corpus, **SETTINGS)
     load_study(grid, cache_dir=cache, extract=True)
     opened, settings = open_corpus(corpus), ExtractionSettings(**SETTINGS)
     keys = [known_plan(resolve(ModelSpec(m)), opened, settings, cache).key for m in models]
-    known_plans._record_path(
-        cache, known_plans.request(resolve(ModelSpec(models[1])), opened, settings)
+    fingerprints._record_path(
+        cache, fingerprints.request(resolve(ModelSpec(models[1])), opened, settings)
     ).unlink()
     planned, plan = [], planning.plan_extraction
     monkeypatch.setattr(

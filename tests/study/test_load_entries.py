@@ -23,7 +23,7 @@ CAP = 40  # tokens: fewer than the documents hold, so the capped final model is 
 def cache(tmp_path_factory, tiny_tokenizer):
     """A registered model "tiny-1" (family "tiny") with checkpoints step-10 and the final step-40,
     scored on one corpus at both revisions, and its final weights once more with a token cap."""
-    from rbplab.catalog.sizes import nonembedding_params
+    from rbplab.catalog.registry import nonembedding_params
 
     root = tmp_path_factory.mktemp("entries")
     data = root / "data"

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from rbplab.catalog.models import ModelSpec, resolve
 from rbplab.core import ExtractionSettings
-from rbplab.core.entry_spec import EntrySpec
-from rbplab.extraction.known_plans import request
+from rbplab.core.settings import EntrySpec
+from rbplab.extraction.fingerprints import request
 
 GOLDEN = Path(__file__).parents[1] / "core" / "golden" / "micro-1-25K-humaneval-max2000.spec.json"
 

@@ -11,10 +11,10 @@ import warnings
 
 import pytest
 
-from rbplab.catalog.corpora.loading import open_corpus
+from rbplab.catalog.corpora import open_corpus
 from rbplab.catalog.models import ModelSpec, resolve
 from rbplab.core import ExtractionSettings
-from rbplab.extraction import known_plans
+from rbplab.extraction import fingerprints
 from rbplab.grid import Grid
 from rbplab.study import load_study
 
@@ -30,10 +30,10 @@ def test_an_edited_size_in_a_plan_record_is_ignored_and_written_again(tmp_path, 
     cache = tmp_path / "cache"
     grid = Grid.from_names([model], str(corpus), **SETTINGS)
     S = float(load_study(grid, cache_dir=cache, extract=True).run_table()["S"].iloc[0])
-    req = known_plans.request(
+    req = fingerprints.request(
         resolve(ModelSpec(model)), open_corpus(str(corpus)), ExtractionSettings(**SETTINGS)
     )
-    path = known_plans._record_path(cache, req)
+    path = fingerprints._record_path(cache, req)
     record = json.loads(path.read_text())
     assert record["n_nonembedding"] == S > 0
     path.write_text(json.dumps({**record, "n_nonembedding": record["n_nonembedding"] * 100}))

@@ -20,17 +20,17 @@ from helpers.token_reference import emergence as ref_emergence
 from helpers.token_reference import metrics as ref_metrics
 from helpers.untrusted import read_only, snapshot
 
-from rbplab.analysis import bootstrap, emergence, metrics
+from rbplab.analysis import emergence, metrics
 from rbplab.core import Run, TokenStats
-from rbplab.core.summary import DOC_RUN_KS, summarize, summary_ks
+from rbplab.core.stats import DOC_RUN_KS, summarize, summary_ks
 from rbplab.grid import Grid
 from rbplab.store.cache.admin import list_entries
 from rbplab.store.cache.entry import CacheEntry
 from rbplab.store.cache.layout import SUMMARY_FILE
-from rbplab.store.cache.summary_file import SummaryError, parse_summary, summary_bytes
+from rbplab.store.cache.reading import SummaryError, parse_summary, summary_bytes
 from rbplab.study import Study, distribution, load_study, size
 from rbplab.study import emergence as study_emergence
-from rbplab.study.entries import MissingRunsError, resolve_entries
+from rbplab.study.study import MissingRunsError, resolve_entries
 
 MICRO = ["micro-1-25K", "micro-3-200K", "micro-5-1.2M"]
 SETTINGS = {"max_tokens": 6000, "shard_tokens": 2048, "context_length": 256}
@@ -93,11 +93,11 @@ def test_rank_distribution_and_documents_equal_the_token_reference(micro_cache, 
             ref_metrics.mean_target_probability(stats), rel=1e-12
         )
         ks = summary_ks(stats.vocab_size)
-        new, old = bootstrap.doc_stats(summary, ks, ties), ref_bootstrap.doc_stats(stats, ks, ties)
+        new, old = metrics.doc_stats(summary, ks, ties), ref_bootstrap.doc_stats(stats, ks, ties)
         for field in ("hits", "n_tokens", "nll_sum", "p_sum"):
             np.testing.assert_allclose(getattr(new, field), getattr(old, field), rtol=1e-12, atol=1e-9)
         _assert_frames(
-            bootstrap.bootstrap_ci(summary, [1, 10, 100], ties, n_boot=40, seed=3),
+            metrics.bootstrap_ci(summary, [1, 10, 100], ties, n_boot=40, seed=3),
             ref_bootstrap.bootstrap_ci(stats, [1, 10, 100], ties, n_boot=40, seed=3),
         )
 

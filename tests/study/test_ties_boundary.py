@@ -8,11 +8,11 @@ import sys
 import pytest
 
 import rbplab
-from rbplab.analysis import bootstrap, decomposition, emergence, fit, lognormal, metrics
+from rbplab.analysis import decomposition, emergence, fit, lognormal, metrics
 from rbplab.core.errors import RbplabError
 from rbplab.core.stats import check_ties
 from rbplab.study import decomposition as study_decomposition
-from rbplab.study.synthetic import synthetic_study
+from rbplab.study.study import synthetic_study
 
 BAD = "random"
 MESSAGE = r"^ties must be one of \('pessimistic', 'optimistic', 'expected'\), got 'random'$"
@@ -36,7 +36,7 @@ def test_a_bad_ties_is_one_line_from_the_analysis_functions(study) -> None:
         lambda: metrics.rbp(stats, [1, 10], BAD),
         lambda: metrics.run_metrics(stats, [1], BAD),
         lambda: metrics.metrics_table(runs, [1], BAD),
-        lambda: bootstrap.bootstrap_ci(stats, [1], BAD, n_boot=10),
+        lambda: metrics.bootstrap_ci(stats, [1], BAD, n_boot=10),
         lambda: fit.bootstrap_fits(runs, [1], BAD, n_boot=10),
         lambda: decomposition.decompose(stats, BAD),
         lambda: decomposition.mean_reciprocal_rank(stats, BAD),
@@ -75,7 +75,7 @@ def test_each_public_call_checks_ties_once(study, monkeypatch) -> None:
         lambda: rbplab.study.Study(runs),  # one rbp_curves for all its runs, not one check per run
         lambda: metrics.metrics_table(runs, [1, 10]),  # one, not one per run
         lambda: metrics.run_metrics(stats, [1], decomposition=True),
-        lambda: bootstrap.bootstrap_ci(stats, [1], n_boot=10),
+        lambda: metrics.bootstrap_ci(stats, [1], n_boot=10),
         lambda: fit.bootstrap_fits(runs, [1], n_boot=10),  # not once per run's document table
     ):
         calls.clear()

@@ -91,7 +91,7 @@ def test_runs_frames_pass_training_fields_through(checkpoint_study: Study) -> No
 
 def _registered_checkpoints(root, tokenizer, monkeypatch):
     """A data folder whose registry has one family, "tiny", of one checkpointed model."""
-    from rbplab.catalog.sizes import nonembedding_params
+    from rbplab.catalog.registry import nonembedding_params
 
     data = root / "data"
     model = build_checkpointed(data / "models" / "tiny-1", tokenizer)
@@ -174,7 +174,7 @@ def test_size_law_is_fitted_per_training_step_never_across_steps() -> None:
 def test_training_replicates_resample_the_same_documents_for_every_checkpoint(checkpoint_study) -> None:
     import numpy as np
 
-    from rbplab.analysis.bootstrap import bootstrap_weights
+    from rbplab.analysis.metrics import bootstrap_weights
 
     reps = training.replicates(checkpoint_study, "docs", [1, 5], n_rep=7, seed=3)
     table = training.table(checkpoint_study, [1, 5])

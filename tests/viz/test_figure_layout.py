@@ -22,7 +22,7 @@ from rbplab.analysis import data_scaling
 from rbplab.catalog import paper_reference
 from rbplab.core import display
 from rbplab.study import Study, decomposition, distribution, emergence, size, synthetic_study
-from rbplab.study.synthetic import synthetic_training_table
+from rbplab.study.study import synthetic_training_table
 from rbplab.viz import plots, widgets
 from rbplab.viz.widgets.base import ALL_CORPORA
 

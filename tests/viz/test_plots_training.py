@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from rbplab.analysis import data_scaling
-from rbplab.study.synthetic import synthetic_training_table
+from rbplab.study.study import synthetic_training_table
 from rbplab.viz import plots
 from rbplab.viz.widgets import TrainingView
 

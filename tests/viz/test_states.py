@@ -160,7 +160,7 @@ def test_control_values_and_labels_must_match() -> None:
 def test_training_explorer_step_and_k_are_the_live_views_states() -> None:
     """Notebook 06's view: the step slider's frames and the k menu's states are what the live
     view draws; corpus and loss stay as the view has them and the note names them."""
-    from rbplab.study.synthetic import synthetic_training_table
+    from rbplab.study.study import synthetic_training_table
 
     view = widgets.TrainingView(synthetic_training_table(ks=(1, 100)), k=1, live=False)
     explorer = view.explorer()
@@ -188,7 +188,7 @@ def test_emergence_explorer_on_cached_summaries_holds_the_summaries_k_grid(study
     import dataclasses
 
     from rbplab.core.runs import Run
-    from rbplab.core.summary import summarize
+    from rbplab.core.stats import summarize
 
     runs = [
         Run(r.family, r.model, r.corpus, r.S, dataclasses.replace(summarize(r.stats).complete(), stats=None))

@@ -8,7 +8,7 @@ import pytest
 
 from rbplab.study import Study, emergence, size, synthetic_study
 from rbplab.viz import widgets
-from rbplab.viz.widgets import base, frontend
+from rbplab.viz.widgets import base
 from rbplab.viz.widgets import emergence as emergence_view
 
 
@@ -183,34 +183,34 @@ def test_hold_refresh_batches_changes(study: Study) -> None:
 
 
 def test_live_frontend_detection(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(frontend.STATIC_ENV, "1")
-    assert frontend.live_frontend() is False
-    monkeypatch.setenv(frontend.STATIC_ENV, "0")
-    assert frontend.live_frontend() is True
-    monkeypatch.delenv(frontend.STATIC_ENV)
-    assert frontend.live_frontend() is False  # no kernel here (plain pytest)
+    monkeypatch.setenv(base.STATIC_ENV, "1")
+    assert base.live_frontend() is False
+    monkeypatch.setenv(base.STATIC_ENV, "0")
+    assert base.live_frontend() is True
+    monkeypatch.delenv(base.STATIC_ENV)
+    assert base.live_frontend() is False  # no kernel here (plain pytest)
 
 
 def test_display_live_and_headless(study: Study, monkeypatch: pytest.MonkeyPatch) -> None:
     shown: list = []
     # A live view displays its widget (base); the explorer goes out as a mime bundle (frontend.show).
-    for module in (base, frontend):
+    for module in (base, base):
         monkeypatch.setattr(module, "display", lambda obj, raw=False: shown.append((obj, raw)))
-    monkeypatch.setenv(frontend.STATIC_ENV, "0")
+    monkeypatch.setenv(base.STATIC_ENV, "0")
     live = widgets.ScalingView(study)
     assert live.live and isinstance(live.figure, go.FigureWidget)
     live._ipython_display_()
     assert [obj for obj, _ in shown] == [live.widget]  # a live front end renders the widget itself
     shown.clear()
-    monkeypatch.setenv(frontend.STATIC_ENV, "1")
+    monkeypatch.setenv(base.STATIC_ENV, "1")
     live._ipython_display_()  # a live view in a headless run: widget plus a static copy
-    assert shown[0][0] is live.widget and frontend.PLOTLY_MIME in shown[1][0]
+    assert shown[0][0] is live.widget and base.PLOTLY_MIME in shown[1][0]
     shown.clear()
     headless = widgets.ScalingView(study)
     assert not headless.live and type(headless.figure) is go.Figure
     headless._ipython_display_()
     assert len(shown) == 1 and shown[0][1] is True
-    bundle = shown[0][0][frontend.PLOTLY_MIME]
+    bundle = shown[0][0][base.PLOTLY_MIME]
     # Headless, the view shows its offline explorer: the figure's traces, and the frames its
     # slider steps through (rbplab.viz.states; tests/viz/test_states.py checks the states).
     assert len([t for t in bundle["data"] if t.get("visible") is not False]) == len(headless.figure.data)
@@ -229,7 +229,7 @@ def test_emergence_view_offers_the_k_a_cached_summary_keeps(study: Study) -> Non
     import dataclasses
 
     from rbplab.core.runs import Run
-    from rbplab.core.summary import summarize
+    from rbplab.core.stats import summarize
 
     # Runs as read from the cache: summaries without their tokens (hit runs at the grid's k only).
     runs = [

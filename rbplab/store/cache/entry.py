@@ -23,9 +23,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from filelock import FileLock, Timeout
 
-from rbplab.core.entry_spec import EntrySpec
-from rbplab.core.summary import SUMMARY_VERSION, EntrySummary, summarize
-from rbplab.store.cache.entry_rules import SHARD_IDENTITY
+from rbplab.core.settings import EntrySpec
+from rbplab.core.stats import SUMMARY_VERSION, EntrySummary, summarize
 from rbplab.store.cache.layout import (
     ENTRY_KEY_META,
     MISSING,
@@ -46,8 +45,8 @@ from rbplab.store.cache.layout import (
     shard_index,
     shard_name,
 )
-from rbplab.store.cache.reading import CacheError, EntryReader, read_spec
-from rbplab.store.cache.summary_file import summary_bytes
+from rbplab.store.cache.reading import CacheError, EntryReader, read_spec, summary_bytes
+from rbplab.store.cache.rules import SHARD_IDENTITY
 from rbplab.store.files import (
     UnsafeFileError,
     atomic_write,

@@ -15,8 +15,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from rbplab.core.entry_spec import MANIFEST_FIELDS
-from rbplab.core.summary import SUMMARY_VERSION
+from rbplab.core.settings import MANIFEST_FIELDS
+from rbplab.core.stats import SUMMARY_VERSION
 
 RANK_FORMAT_VERSION = 1
 SUMMARY_FILE = f"summary-v{SUMMARY_VERSION}.parquet"  # the entry's summary (`summary_file`)
@@ -64,7 +64,7 @@ SUMMARY_VOCAB_META = b"rbplab.vocab_size"
 SUMMARY_TOKENS_META = b"rbplab.n_tokens"
 SUMMARY_NLL_SQ_META = b"rbplab.nll_sq_sum"
 
-# Manifest fields that repeat a spec field: the typed spec names them (`rbplab.core.entry_spec`);
+# Manifest fields that repeat a spec field: the typed spec names them (`rbplab.core.settings`);
 # each is checked equal when the spec has the field, so a hand-edited manifest cannot change what
 # a reader believes.
 MIRRORED = MANIFEST_FIELDS

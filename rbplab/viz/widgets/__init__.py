@@ -1,8 +1,8 @@
 """Interactive views: ipywidgets controls driving a plotly FigureWidget, one module per view:
 `scaling` (`ScalingView`), `emergence` (`EmergenceView`), `ksweep` (`KSweepView`),
 `distribution` (`RankDistributionView`) and `training` (`TrainingView`); `base` holds what
-they share (the view classes, the corpus and k controls) and `frontend` what reaches the front
-end (`live_frontend`, `show`, `sync_figure`).
+they share: the view classes, the corpus and k controls, and what reaches the front end
+(`live_frontend`, `show`, `sync_figure`).
 
 Each view holds one or more `Study` objects (per family) whose RBP curves are
 precomputed, so a callback only looks values up, refits a handful of points and
@@ -19,9 +19,9 @@ sliders and dropdowns that work in the report page without a kernel. `show()` di
 that never change.
 """
 
+from rbplab.viz.widgets.base import show
 from rbplab.viz.widgets.distribution import RankDistributionView
 from rbplab.viz.widgets.emergence import EmergenceView
-from rbplab.viz.widgets.frontend import show
 from rbplab.viz.widgets.ksweep import KSweepView
 from rbplab.viz.widgets.scaling import ScalingView
 from rbplab.viz.widgets.training import TrainingView

@@ -10,7 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from rbplab.core.errors import InvalidArgumentError
-from rbplab.core.summary import EntrySummary
+from rbplab.core.stats import EntrySummary
 from rbplab.study import Study, emergence
 from rbplab.viz import plots
 from rbplab.viz.states import Control

@@ -44,9 +44,8 @@ import pandas as pd
 from helpers.token_reference.bootstrap import doc_stats, weight_chunks
 from helpers.token_reference.metrics import as_ks
 from rbplab.analysis.fit import fit_power_law
-from rbplab.core.columns import RUN_COLUMNS, TIES
 from rbplab.core.runs import RunsLike, as_runs
-from rbplab.core.stats import TokenStats, check_ties
+from rbplab.core.stats import RUN_COLUMNS, TIE_COLUMN, TokenStats, check_ties
 
 DEFAULT_NS = (1, 2, 4, 8, 16, 32)
 DEFAULT_KS = (1, 10, 100)
@@ -246,7 +245,7 @@ def sequence_table(
                     frame[f"{name}_low"], frame[f"{name}_high"] = np.nanquantile(boot, q, axis=0)
         frames.append(frame.assign(family=run.family, model=run.model, corpus=run.corpus, S=run.S, ties=ties))
     table = pd.concat(frames, ignore_index=True)
-    front = [*RUN_COLUMNS, TIES]
+    front = [*RUN_COLUMNS, TIE_COLUMN]
     return table[front + [c for c in table.columns if c not in front]]
 
 

@@ -13,7 +13,7 @@ target is equally likely to take any rank in g+1..g+e, so its contribution to RB
 exactly clip((k - g) / e, 0, 1). That is a histogram where a tied token puts 1/e on each of
 its e ranks, built with a difference array in O(n + |V|).
 
-Confidence intervals (document bootstrap) live in `rbplab.analysis.bootstrap`.
+Confidence intervals (document bootstrap) live in `rbplab.analysis.metrics`.
 
 Tidy tables use a long "metric" format: one row per (run, metric, k) with `value` (RBP_k, CE
 in nats, or mean target probability) and `loss` (the positive quantity scaling laws fit:
@@ -28,9 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from rbplab.core.columns import METRIC_COLUMNS, RUN_COLUMNS
 from rbplab.core.runs import RunsLike, as_runs
-from rbplab.core.stats import TokenStats, check_ties
+from rbplab.core.stats import METRIC_COLUMNS, RUN_COLUMNS, TokenStats, check_ties
 
 METRICS = ("rbp", "ce", "mean_p")
 # Paper thresholds (sections 4.1-4.3) on top of the log grid, so figures can be reproduced.

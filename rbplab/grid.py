@@ -1,4 +1,6 @@
-"""The grid of a study: models x revisions x corpora under one set of extraction settings.
+"""What a study runs: models (each resolved once), revisions, corpora and extraction settings.
+
+The grid of a study: models x revisions x corpora under one set of extraction settings.
 
 This is the one place a study's grid is expanded. `rbplab extract`, a study file (`rbplab run`,
 `rbplab report`, the notebooks' `study_file`), `load_study` and the runner all build a `Grid` and
@@ -14,7 +16,7 @@ A study file is the grid in TOML:
 
 Everything is checked when the grid is built, before any work starts: unknown keys, families,
 models and corpora and invalid settings are one-line errors naming the key and what is allowed.
-Revisions are checked against the model's checkpoint schedule (rbplab.catalog.schedules) where one
+Revisions are checked against the model's checkpoint schedule (rbplab.catalog.registry) where one
 is known (Pythia, the micro-suite): ``"log:N"`` picks N log-spaced existing checkpoints, and a
 revision that does not exist is an error listing the available ones. Models without a known
 schedule (other hub models) take revision names as given; they are checked when planned.
@@ -28,9 +30,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
-from rbplab.catalog import registry, schedules
-from rbplab.catalog.corpora.corpus import Corpus, LazyCorpus
-from rbplab.catalog.corpora.loading import canonical_corpus, list_corpora, open_corpus
+from rbplab.catalog import registry
+from rbplab.catalog.corpora import Corpus, LazyCorpus, canonical_corpus, list_corpora, open_corpus
 from rbplab.catalog.models import ModelSpec, ResolvedModel, resolve, resolve_family, resolve_member
 from rbplab.core.documents import read_toml
 from rbplab.core.errors import BadFileError, InvalidTypeError, MissingFileError, RbplabError
@@ -40,6 +41,8 @@ KEYS = ("families", "models", "corpora", "revisions", "settings")
 
 CorpusLike = str | Path | Corpus | LazyCorpus
 
+
+__all__ = ["Grid", "StudyFileError"]
 
 class StudyFileError(RbplabError, ValueError):
     """A grid (a study file, its table) that cannot be run as written; the message names the key
@@ -355,8 +358,8 @@ def _revisions(value: Any, models: list[str], where: str) -> dict[str, tuple[str
 def _checked(model: str, value: Any, key: str, where: str) -> tuple[str, ...]:
     """`value` (names or "log:N") as revisions of `model`, checked against its schedule."""
     try:
-        return tuple(schedules.select_revisions(model, _strings(value, key)))
-    except schedules.UnknownRevisionError as err:
+        return tuple(registry.select_revisions(model, _strings(value, key)))
+    except registry.UnknownRevisionError as err:
         raise StudyFileError(f"{where}'{key}': {err}") from None
 
 

@@ -1,4 +1,6 @@
-"""A GGUF file's header walked and bounded before `gguf.GGUFReader` parses it.
+"""GGUF files: the header parsed as untrusted input, a reader per file per process, and the vocabulary.
+
+A GGUF file's header walked and bounded before `gguf.GGUFReader` parses it.
 
 `GGUFReader` believes every count and length the file declares: a header that declares 2^62
 metadata pairs, a 2^60-byte string or an array nested a thousand deep ends in `struct.error`,
@@ -8,14 +10,51 @@ against the bytes that remain in the file before it is believed, arrays nest at 
 `MAX_ARRAY_NESTING` deep (walked with a stack, not recursion), each tensor has at most
 `MAX_DIMS` dimensions, a known type, and data inside the file. Anything else is one
 ModelLoadError naming the file and what is wrong.
+
+A GGUF file's header parsed once per process, whoever asks for it.
+
+`gguf.GGUFReader` parses a file's metadata and tensor table eagerly, building a numpy view per
+value: 1.9 s of CPU for SmolLM2's 49,152 tokens and merges, ~6 s for Qwen2.5's 151,936. One
+extraction of a GGUF model asked for it six times: transformers' `load_gguf_checkpoint` for the
+config (describe), the tokenizer's config and, inside `from_pretrained`, the config again and
+the tensors, plus rbplab's embedded-tokenizer check and placeholder scan.
+
+`gguf_reader(path)` memoises the reader by the file's identity (resolved path, size, mtime,
+ctime, device, inode: a file replaced or rewritten in place, even with its mtime put back, is
+parsed afresh; the weights loaded through it are checked against the cache key afterwards,
+`rbplab.extraction.fingerprints.WeightFiles`), and `shared_gguf_reader()`
+hands that same reader to transformers while rbplab describes or loads a model: transformers
+imports `GGUFReader` from the `gguf` package when it loads (`from gguf import GGUFReader` inside
+`load_gguf_checkpoint`), so for the duration of the block that name gives the memoised reader.
+The reader is only read (fields, tensor views of a read-only memory map), so sharing it changes
+no result. Tensor data stays in the file's read-only mapping and is read when dequantised.
+
+Placeholder tokens of GGUF files: entries a converter added to pad the token list to the
+output layer's size.
+
+llama.cpp's converters fill ids that the tokenizer does not use with entries named "[PAD<id>]"
+of token type UNUSED, so that the token list has one entry per output row. A tokenizer built
+from such a file then counts them as tokens, and ranks would be taken over the padded set,
+unlike the same model loaded from the hub. `trailing_placeholders` counts the placeholder
+block at the end of the token list (the only kind that truncating the head's rows removes);
+`rbplab.extraction.sources.describe_model` ranks over the ids before it and records the count
+(ModelInfo.placeholder_tokens); `embedded_vocabulary` says whether a file embeds a tokenizer
+at all. `include_padded_vocab` still ranks over every row.
 """
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
+import re
 import struct
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rbplab.catalog.models import ModelLoadError
 from rbplab.store.files import open_regular_file
@@ -188,3 +227,129 @@ def check_gguf_header(path: str | Path) -> None:
             raise ModelLoadError(
                 f"GGUF file {path} is broken or truncated ({why}); download or convert it again"
             ) from None
+
+
+_MEMO_SIZE = 2  # readers kept (each maps its file, reading nothing until asked)
+_memo: OrderedDict[tuple, Any] = OrderedDict()
+_lock = threading.RLock()
+_shared_depth = 0
+_original: Any = None  # gguf.GGUFReader, while shared_gguf_reader() replaces it
+
+
+def file_identity(path: str | Path) -> tuple[str, int, int, int, int, int]:
+    """(resolved path, size, mtime ns, ctime ns, device, inode): equal only for the same unchanged
+    file (a rewrite that puts mtime back still moves ctime, which no user process can set)."""
+    resolved = os.path.realpath(path)
+    info = os.stat(resolved)
+    return resolved, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_dev, info.st_ino
+
+
+def gguf_reader(path: str | Path) -> Any:
+    """The `gguf.GGUFReader` of `path`, parsed once per process for each version of the file."""
+    identity = file_identity(path)
+    with _lock:
+        if identity in _memo:
+            _memo.move_to_end(identity)
+            return _memo[identity]
+        check_gguf_header(identity[0])  # counts and lengths bounded before the library believes them
+        reader = _reader_class()(identity[0])
+        _memo[identity] = reader
+        while len(_memo) > _MEMO_SIZE:
+            _memo.popitem(last=False)
+        return reader
+
+
+def _reader_class() -> Any:
+    import gguf
+
+    return _original if _original is not None else gguf.GGUFReader
+
+
+def _shared(path: Any, mode: str = "r") -> Any:
+    """What `gguf.GGUFReader(path, mode)` gives inside `shared_gguf_reader()`."""
+    if mode != "r":
+        return _original(path, mode)
+    return gguf_reader(path)
+
+
+@contextlib.contextmanager
+def shared_gguf_reader() -> Iterator[None]:
+    """Within the block, `gguf.GGUFReader(path)` (as transformers calls it) returns the memoised
+    reader of `path`; nested and concurrent blocks share one replacement, restored by the last."""
+    import gguf
+
+    global _shared_depth, _original
+    with _lock:
+        if _shared_depth == 0:
+            _original = gguf.GGUFReader
+            gguf.GGUFReader = _shared
+        _shared_depth += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _shared_depth -= 1
+            if _shared_depth == 0:
+                gguf.GGUFReader = _original
+                _original = None
+
+
+# gguf.TokenType: NORMAL 1, UNKNOWN 2, CONTROL 3, USER_DEFINED 4, UNUSED 5, BYTE 6
+UNUSED = 5
+CONTROL, USER_DEFINED = 3, 4
+_PLACEHOLDER_NAME = re.compile(r"^(\[PAD\d+\]|<pad_?\d+>|<\|?(extra|reserved|unused)[_a-z]*\d+\|?>)$", re.I)
+
+
+def is_placeholder(token: str, token_type: int | None) -> bool:
+    """An UNUSED entry, or a CONTROL/USER_DEFINED/untyped entry named like a converter's pad
+    ("[PAD123]", "<pad_5>", "<|reserved_special_token_7|>", "<unused42>")."""
+    if token_type == UNUSED:
+        return True
+    return token_type in (None, CONTROL, USER_DEFINED) and bool(_PLACEHOLDER_NAME.match(token))
+
+
+@dataclass(frozen=True)
+class EmbeddedVocabulary:
+    """What rank extraction needs of a GGUF file's embedded tokenizer."""
+
+    trailing_placeholders: int
+
+
+def embedded_vocabulary(path: str | Path) -> EmbeddedVocabulary | None:
+    """The embedded tokenizer of a GGUF file (None when it embeds none), from one header read."""
+    fields = gguf_reader(path).fields
+    if "tokenizer.ggml.model" not in fields:
+        return None
+    return EmbeddedVocabulary(_trailing(_vocabulary(fields)))
+
+
+def gguf_vocabulary(path: str | Path) -> tuple[list[str], list[int | None]] | None:
+    """(tokens, token types) of a GGUF file's embedded tokenizer; None without one."""
+    return _vocabulary(gguf_reader(path).fields)
+
+
+def trailing_placeholders(path: str | Path) -> int:
+    """Number of placeholder entries at the end of a GGUF file's token list (0 without an
+    embedded tokenizer)."""
+    return _trailing(gguf_vocabulary(path))
+
+
+def _vocabulary(fields: Any) -> tuple[list[str], list[int | None]] | None:
+    tok = fields.get("tokenizer.ggml.tokens")
+    if tok is None:
+        return None
+    tokens = [bytes(tok.parts[i]).decode("utf-8", errors="replace") for i in tok.data]
+    typ = fields.get("tokenizer.ggml.token_type")
+    types = [int(typ.parts[i][0]) for i in typ.data] if typ is not None else [None] * len(tokens)
+    return tokens, types
+
+
+def _trailing(vocab: tuple[list[str], list[int | None]] | None) -> int:
+    if vocab is None:
+        return 0
+    count = 0
+    for token, token_type in zip(reversed(vocab[0]), reversed(vocab[1]), strict=True):
+        if not is_placeholder(token, token_type):
+            break
+        count += 1
+    return count
