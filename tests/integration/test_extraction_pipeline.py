@@ -238,7 +238,7 @@ def test_resume_after_sigkill(gpt2_dir, tiny_corpus, tmp_path, monkeypatch):
         import os, signal, sys
         sys.path.insert(0, {str(Path(__file__).parents[1])!r})
         from helpers.models import DOCUMENTS
-        from rbplab.extraction import pipeline as ex, plan
+        from rbplab.extraction import plan
         from rbplab.store.cache.entry import CacheEntry
         from rbplab.catalog.corpora import Corpus, Document
         plan.SHARD_TOKENS = 40
@@ -250,7 +250,8 @@ def test_resume_after_sigkill(gpt2_dir, tiny_corpus, tmp_path, monkeypatch):
         CacheEntry.write_shard = write_then_die
         docs = tuple(Document(i, t) for i, t in DOCUMENTS)
         corpus = Corpus("tiny", docs, {{"origin": "tests/conftest.py"}})
-        ex.extract({str(gpt2_dir)!r}, corpus, context_length={CTX}, cache_dir={str(root)!r}, progress=False)
+        from helpers.extraction import extract_run
+        extract_run({str(gpt2_dir)!r}, corpus, context_length={CTX}, cache_dir={str(root)!r}, progress=False)
         """
     )
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
