@@ -44,6 +44,7 @@ CorpusLike = str | Path | Corpus | LazyCorpus
 
 __all__ = ["Grid", "StudyFileError"]
 
+
 class StudyFileError(RbplabError, ValueError):
     """A grid (a study file, its table) that cannot be run as written; the message names the key
     and the fix."""

@@ -23,9 +23,12 @@ _LAZY = {
     "ExtractResult": "rbplab.extraction.plan",
     "extract": "rbplab.extraction.pipeline",
     "load_stats": "rbplab.extraction.reading",
+    # a run keyed from metadata alone, without weights: what tests/integration/test_cache_keys.py
+    # pins keys with, importable here as before; documented under rbplab.extraction.plan
+    "plan_extraction": "rbplab.extraction.plan",
 }
 
-__all__ = sorted(_LAZY)
+__all__ = ["ExtractResult", "extract", "load_stats"]
 
 
 def __getattr__(name: str) -> Any:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from rbplab.extraction.plan import plan_extraction
-from rbplab.store.cache.layout import cache_key
+from rbplab.extraction import plan_extraction
+from rbplab.store import cache_key
 from rbplab.store.paths import data_dir
 
 RECORDED = [
