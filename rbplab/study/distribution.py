@@ -13,8 +13,7 @@ import numpy as np
 import pandas as pd
 
 from rbplab.analysis import fit, metrics
-from rbplab.analysis import lognormal as lognormal_bootstrap
-from rbplab.analysis import lognormal as lognormal_theory
+from rbplab.analysis import lognormal as analysis_lognormal
 from rbplab.analysis.lognormal import fit_lognormal, lognormal_pmf
 from rbplab.study.study import Study
 
@@ -34,7 +33,7 @@ def lognormal(study: Study) -> pd.DataFrame:
     1  synthetic-1  synthetic-a  2.272  1.938
     """
     if "lognormal" not in study.memo:
-        study.memo["lognormal"] = lognormal_theory.lognormal_table(study.runs, ties=study.ties)
+        study.memo["lognormal"] = analysis_lognormal.lognormal_table(study.runs, ties=study.ties)
     return study.memo["lognormal"]
 
 
@@ -44,7 +43,7 @@ def lognormal_intervals(study: Study, n_boot: int = 200, seed: int = 0) -> pd.Da
     summary's k grid, their spread added to the exact fit's estimate)."""
     key = ("lognormal_intervals", n_boot, seed)
     if key not in study.memo:
-        study.memo[key] = lognormal_bootstrap.lognormal_intervals(
+        study.memo[key] = analysis_lognormal.lognormal_intervals(
             study.runs, study.ties, study.level, n_boot, seed
         )
     return study.memo[key]
@@ -53,7 +52,7 @@ def lognormal_intervals(study: Study, n_boot: int = 200, seed: int = 0) -> pd.Da
 def lognormal_scaling(study: Study) -> pd.DataFrame:
     """How mu, sigma and mu/sigma scale with S (`rbplab.analysis.lognormal.parameter_scaling`)."""
     study.check_one_step("lognormal scaling")
-    return lognormal_theory.parameter_scaling(lognormal(study))
+    return analysis_lognormal.parameter_scaling(lognormal(study))
 
 
 def rank_pmf(study: Study, corpus: str, n_bins: int = 70) -> pd.DataFrame:
@@ -121,11 +120,11 @@ def ce_comparison(study: Study, n_grid: int = 30) -> pd.DataFrame:
             continue
         vocab = int(part["vocab_size"].min())
         try:
-            sim = lognormal_theory.simulate_scaling(part, n_grid=n_grid, vocab_size=vocab)
+            sim = analysis_lognormal.simulate_scaling(part, n_grid=n_grid, vocab_size=vocab)
         except ValueError:
             # sigma's linear trend turns negative within the S range (a noisy family):
             # hypothesis 2 only needs mu/sigma to scale, so hold sigma at its mean.
-            sim = lognormal_theory.simulate_scaling(
+            sim = analysis_lognormal.simulate_scaling(
                 part, n_grid=n_grid, vocab_size=vocab, sigma_mode="constant"
             )
         frames.append(

@@ -19,12 +19,11 @@ from helpers.models import DOCUMENTS
 from helpers.studies import shard_bytes
 from helpers.weights import HOW, MTIME, rewrite, scaled_gguf, scaled_safetensors
 
-import rbplab.extraction.pipeline as in_process
 import rbplab.runner.executors as executors
 from rbplab.catalog.corpora import Corpus, Document, open_corpus
 from rbplab.cli import app as cli
 from rbplab.core.errors import RbplabError
-from rbplab.extraction import scoring
+from rbplab.extraction import pipeline, scoring
 from rbplab.extraction.fingerprints import WeightsChangedError
 from rbplab.extraction.pipeline import extract_plan
 from rbplab.extraction.plan import plan_extraction
@@ -156,7 +155,7 @@ def test_one_extract_command_two_corpora(model, tmp_path, monkeypatch, capsys, h
     cache = tmp_path / "cache"
     corpora = _corpus_files(tmp_path)
     done = []
-    original = in_process.extract_plan
+    original = pipeline.extract_plan
 
     def extracting_then_rewriting(plan, **kwargs):
         result = original(plan, **kwargs)
@@ -165,7 +164,7 @@ def test_one_extract_command_two_corpora(model, tmp_path, monkeypatch, capsys, h
             rewrite(weights, new, how, mtime)
         return result
 
-    monkeypatch.setattr(in_process, "extract_plan", extracting_then_rewriting)
+    monkeypatch.setattr(pipeline, "extract_plan", extracting_then_rewriting)
     argv = [
         "extract",
         "-m",

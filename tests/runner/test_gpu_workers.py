@@ -21,7 +21,7 @@ from rbplab.extraction import pipeline
 from rbplab.extraction import plan as plan_module
 from rbplab.grid import Grid
 from rbplab.runner import executors, plan_study, run_study
-from rbplab.runner import units as worker
+from rbplab.runner import units as units_module
 from rbplab.runner.executors import run_processes, worker_devices
 from rbplab.store import CacheEntry
 
@@ -75,9 +75,11 @@ def test_a_worker_loads_each_model_once(study_path, tmp_path, monkeypatch):
     monkeypatch.setattr(pipeline, "load_weights", counting_load)
     monkeypatch.setattr(plan_module, "tokenize_documents", counting_tokenize)
     kept = []
-    release = worker.release_models
-    monkeypatch.setattr(worker, "_LOADED", {})
-    monkeypatch.setattr(executors, "release_models", lambda: kept.append(len(worker._LOADED)) or release())
+    release = units_module.release_models
+    monkeypatch.setattr(units_module, "_LOADED", {})
+    monkeypatch.setattr(
+        executors, "release_models", lambda: kept.append(len(units_module._LOADED)) or release()
+    )
     monkeypatch.setattr(plan_module, "_WINDOW_MEMO", collections.OrderedDict())  # as a fresh process
     run = run_study(Grid.read(study_path), cache_dir=tmp_path / "cache", progress=False, shards_per_unit=1)
     assert run.ok and len(run.table) == 6
@@ -88,7 +90,7 @@ def test_a_worker_loads_each_model_once(study_path, tmp_path, monkeypatch):
     # the 3 models share one tokenizer: each of the 2 corpora is tokenised once in this process
     assert len(tokenised) == 2, tokenised
     # one model held at a time, and none left in this process once the run is over
-    assert kept == [1] and worker._LOADED == {}
+    assert kept == [1] and units_module._LOADED == {}
 
 
 def _worker_pids(driver: int) -> list[int]:

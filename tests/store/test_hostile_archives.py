@@ -23,8 +23,7 @@ from helpers.factories import complete_entry, shard_frame
 from helpers.hostile import HUGE, SPEC_V, entry_with_new_prefix, no_hang, sparse_tar
 from helpers.untrusted import snapshot
 
-import rbplab.store.archive as install_module
-import rbplab.store.archive as members_module
+import rbplab.store.archive as archive_module
 from rbplab.cli import app as cli
 from rbplab.store.archive import (
     ArchiveError,
@@ -152,8 +151,8 @@ def test_member_declaring_20_gib_is_refused_before_reading(tmp_path, source, tar
     assert archive.stat().st_size > HUGE and archive.stat().st_blocks * 512 < 2**20
     record = json.loads((entry.path / "shard-00000.parquet.sha256").read_text())
     reads = []
-    real_copy = members_module._copy_member
-    monkeypatch.setattr(members_module, "_copy_member", lambda *a: (reads.append(a[1].name), real_copy(*a)))
+    real_copy = archive_module._copy_member
+    monkeypatch.setattr(archive_module, "_copy_member", lambda *a: (reads.append(a[1].name), real_copy(*a)))
     assert_refused(
         target,
         lambda: import_archive(archive, root=target),
@@ -372,7 +371,7 @@ def test_destination_under_a_linked_prefix_folder_imports_nothing(tmp_path, sour
 def test_entry_being_written_imports_nothing(tmp_path, source, target, monkeypatch):
     archive = tmp_path / "ab.tar"
     _, second = two_entries(source, archive)
-    monkeypatch.setattr(install_module, "LOCK_TIMEOUT", 0.2)
+    monkeypatch.setattr(archive_module, "LOCK_TIMEOUT", 0.2)
     (target / "locks").mkdir(exist_ok=True)
     fd = os.open(target / "locks" / f"{second.key}.lock", os.O_RDWR | os.O_CREAT)
     try:
@@ -404,10 +403,10 @@ def test_failed_rename_puts_everything_back(tmp_path, source, target, monkeypatc
             raise OSError(5, "Input/output error (test)")
         return real_rename(src, dst)
 
-    monkeypatch.setattr(install_module.os, "rename", fail_on_second_install)
+    monkeypatch.setattr(archive_module.os, "rename", fail_on_second_install)
     with pytest.raises(OSError, match="Input/output error"):
         import_archive(archive, root=target)
-    monkeypatch.setattr(install_module.os, "rename", real_rename)
+    monkeypatch.setattr(archive_module.os, "rename", real_rename)
     assert calls and visible(target) == before and not list(target.glob(".import-*"))
     assert dict(import_archive(archive, root=target)) == {first.key: "imported", second.key: "imported"}
     assert CacheEntry(target, first.spec).problems() == []

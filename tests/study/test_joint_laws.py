@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rbplab.analysis import data_scaling as joint_laws_module
+from rbplab.analysis import data_scaling
 from rbplab.analysis.data_scaling import CorpusLaws, JointLawFit, JointLaws
 from rbplab.catalog.registry import family_models
 from rbplab.study.study import CE_LAW, rbp_law, synthetic_training_table
@@ -78,10 +78,10 @@ def test_step_zero_checkpoints_are_left_out_of_every_fit(monkeypatch):
         seen.update(S=np.asarray(S), D=np.asarray(D), losses=losses, replicates=replicates)
         return {}, {}
 
-    monkeypatch.setattr(joint_laws_module, "bootstrap_joint", record)
+    monkeypatch.setattr(data_scaling, "bootstrap_joint", record)
     n_rows = len(table[table["k"] == 1])
     replicates = {"RBP_1": np.arange(2 * n_rows).reshape(2, n_rows), "CE": -np.arange(n_rows)[None, :]}
-    joint_laws_module.joint_laws(table, [1, 100], n_boot=3, replicates=lambda corpus: replicates)
+    data_scaling.joint_laws(table, [1, 100], n_boot=3, replicates=lambda corpus: replicates)
     rows = table[table["k"] == 1].reset_index(drop=True)
     kept = np.flatnonzero(rows["D"].to_numpy() != 0)
     assert len(kept) == 9 and len(rows) == 12  # 3 sizes x 3 steps that saw data, 3 step-0 rows
