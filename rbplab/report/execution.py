@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from rbplab.core.documents import Fields, ListOf, read_json
-from rbplab.core.errors import InvalidArgumentError, MissingFileError
+from rbplab.core.errors import InvalidArgumentError, MissingFileError, did_you_mean
 from rbplab.report.handoff import BANNER_FILE, FIGURE_SUFFIX, HEADLINE, SENTENCE_FILE, headline_text
 from rbplab.report.pages import export_html, notebook_title
 from rbplab.store.paths import notebooks_dir
@@ -57,8 +57,6 @@ def select_notebooks(paths: list[Path], wanted: str | Iterable[str] | None) -> l
         else:
             unknown.append(stem)
     if unknown:
-        from rbplab.core.errors import did_you_mean
-
         hint = did_you_mean(unknown[0], by_stem)
         raise InvalidArgumentError(
             f"unknown notebooks {unknown}{hint}; available: {sorted(by_stem)} (or their numbers)"

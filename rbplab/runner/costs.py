@@ -52,11 +52,18 @@ from rbplab.catalog import registry
 from rbplab.catalog.corpora import Corpus, Document, LazyCorpus, open_corpus
 from rbplab.core.errors import InvalidArgumentError, RbplabError, RunFailedError
 from rbplab.extraction.pipeline import load_scorer
-from rbplab.extraction.plan import DEFAULT_MAX_CONTEXT, SHARD_TOKENS, Plan, entry_damage, plan_extraction
+from rbplab.extraction.plan import (
+    DEFAULT_MAX_CONTEXT,
+    SHARD_TOKENS,
+    Plan,
+    entry_damage,
+    plan_extraction,
+    plan_windows,
+)
 from rbplab.extraction.ranks import block_rows, default_chunk_size
 from rbplab.extraction.scoring import batches, default_batch_tokens
 from rbplab.grid import Grid, corpus_label
-from rbplab.runner.executors import worker_threads
+from rbplab.runner.executors import exit_with_parent, worker_threads
 from rbplab.runner.units import BYTES_PER_PARAM, DEFAULT_SHARDS_PER_UNIT, accelerator_dtype
 from rbplab.store.cache.entry import CacheEntry
 from rbplab.store.files import cache_root
@@ -235,8 +242,6 @@ def _torch_threads(threads: int | None) -> Iterator[None]:
 def _probe_here(plan: Plan, tokens: int | None, min_seconds: float, barrier: Any = None) -> Throughput:
     import torch
 
-    from rbplab.extraction.plan import plan_windows
-
     loading = time.perf_counter()
     scorer = load_scorer(plan)
     loading = time.perf_counter() - loading
@@ -293,9 +298,6 @@ def _probe_worker(
     as a worker does before it loads weights (`run_unit`), then probe; the result, or a one-line
     error, goes to `results`. `launched`: when the driver started the processes (time.time())."""
     from threading import BrokenBarrierError
-
-    from rbplab.extraction.plan import plan_windows
-    from rbplab.runner.executors import exit_with_parent
 
     try:
         exit_with_parent(parent)

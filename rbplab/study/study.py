@@ -38,7 +38,7 @@ from rbplab.analysis import metrics
 from rbplab.analysis.data_scaling import synthetic_law_table
 from rbplab.analysis.lognormal import sample_lognormal_ranks
 from rbplab.analysis.metrics import RBPCurve
-from rbplab.catalog.corpora import Corpus, LazyCorpus
+from rbplab.catalog.corpora import Corpus, LazyCorpus, list_corpora
 from rbplab.core.errors import InvalidArgumentError, NotFoundError, RbplabError
 from rbplab.core.runs import TRAINING_FIELDS, Run, model_of_label, run_label, training_compute
 from rbplab.core.settings import EntrySpec, EntrySpecError, ExtractionSettings
@@ -569,8 +569,6 @@ def read_summary(
 
 def default_corpora() -> list[str]:
     """The corpora bundled in data/corpora (the offline default)."""
-    from rbplab.catalog.corpora import list_corpora
-
     table = list_corpora()
     return table.loc[table["origin"] == "bundled", "name"].tolist()
 
