@@ -1,7 +1,7 @@
 """The lognormal model of the rank distribution: its fit, its bootstrap, and the theory that
 relates RBP_k to cross-entropy through it.
 
-Rank cells of a discretised log-rank distribution, shared by the fits and the theory (package-private).
+Rank cells of a discretised log-rank distribution, shared by the fits and the theory.
 
 Rank r occupies the cell [r - 1/2, r + 1/2] of the continuous rank, so its probability is a
 difference of CDF values at the cell's log-edges.
@@ -36,8 +36,7 @@ discretised truncated lognormal of `rbplab.analysis.lognormal.fit_lognormal` (mu
 the *_sum and *_closed columns appendix B's p_k = psi(k) / sum_j psi(j) fitted by
 `rbplab.analysis.lognormal.fit_psi_lognormal` (mu_psi, sigma_psi). The two fits differ on the
 same ranks, and feeding one model's parameters into the other's formulas mixes two models.
-The discretised, truncated rank model and its fits are in
-`rbplab.analysis.lognormal`.
+The discretised, truncated rank model and its fits are above in this module.
 """
 
 from __future__ import annotations

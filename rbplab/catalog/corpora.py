@@ -30,10 +30,10 @@ A corpus as the user names it: open or load it, check the name before anything s
 as rbplab does, and list the corpora there are.
 
 A corpus is named as
-- a bundled name: data/corpora/<name>.jsonl.gz (`rbplab.catalog.corpora`);
+- a bundled name: data/corpora/<name>.jsonl.gz;
 - ``hub:wikipedia``, ``hub:humaneval``, ``hub:hotpotqa``, ``hub:auslegal``, optionally
-  ``@<revision>`` (`rbplab.catalog.corpora`);
-- a local .txt, .jsonl or .jsonl.gz file, or a directory of them (`rbplab.catalog.corpora`).
+  ``@<revision>``;
+- a local .txt, .jsonl or .jsonl.gz file, or a directory of them.
 """
 
 from __future__ import annotations

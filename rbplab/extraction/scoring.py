@@ -8,7 +8,7 @@ The one shard loop (`compute_shards`) that `extract`, the runner's work units an
 
 Shards are claimed one at a time so no two processes compute one; each finished shard is written
 atomically by a writer thread while the next is scored, and the entry is finalised (its manifest,
-`rbplab.extraction.scoring`) when every shard exists, whoever computed them. `sound_shards` says
+below) when every shard exists, whoever computed them. `sound_shards` says
 which shards on disk can be kept before the loop starts.
 """
 

@@ -21,13 +21,13 @@ scored as if it were the model. So, in order:
    than those plus a tied head saved twice and the buffers old checkpoints saved (transformers'
    own `_keys_to_ignore_on_load_unexpected` names those).
 `check_weights_match` applies 2. to a model's own files (their shapes as
-`rbplab.extraction.sources` reads them). Each failure is one `ModelLoadError` line naming the field.
+read from the weight files' headers, below). Each failure is one `ModelLoadError` line naming the field.
 
 What a model's files say without its weights: its config and tokenizer, read safely.
 
 A model folder is data from whoever made it. Its config and tokenizer are read only after
 `check_remote_code` has made sure neither would import code from the folder (unless allowed),
-and a config's size fields are checked (`rbplab.extraction.sources`) before transformers
+and a config's size fields are checked (`check_config_fields`) before transformers
 builds anything from them.
 
 The tensors a local model's weight files declare, read from their headers only: a GGUF file's

@@ -15,11 +15,11 @@ maps d hidden units to the |V| ranked rows:
   plus the attention matrix of every head as an eager implementation holds it: an upper bound
   where fused kernels do not materialise it), and the head's chunk of float32 logits with its
   work block and the batch's final hidden states in float32 (`rbplab.extraction.ranks`).
-- time: FLOPs divided by a FLOP rate (`rbplab.runner.costs`); every other model's time scales
+- time: FLOPs divided by a FLOP rate (the probe's, below); every other model's time scales
   with its FLOPs per token.
 
 How fast this machine scores: a model's tokens per second measured on its own device, the way
-the run's workers will score it, and the FLOP rate that implies (`rbplab.runner.costs`), from
+the run's workers will score it, and the FLOP rate that implies, from
 which every other model's time scales.
 
 The probe runs in the workers' configuration: their torch thread count, and, for local worker

@@ -1,47 +1,28 @@
 """Sharing cache entries as one tar file: export verified entries, and import an archive as
 untrusted input, all of its entries or none.
 
-An archive's members, read as untrusted input, before anything is written.
+`export_entries` writes complete, verified cache entries into one tar file.
 
-Import never lets tarfile place anything: a first pass reads the member headers only, and each
-member must be a regular, non-sparse file named ``<key>/<name>`` where `name` is a name the cache
-itself writes (`rbplab.store.cache.layout.is_cache_file`), or the folder ``<key>``; every declared
-size is bounded (spec.json and the .sha256 records by fixed limits, the manifest by what its spec
-allows, each shard and the summary by exactly the bytes its manifest record gives), so a member
-declaring 20 GB is refused before a byte of it is read. Members are then copied, at most their
-declared size, to paths built from those validated parts (`unpack`).
+`import_archive` reads one. The archive path must be a regular file (a FIFO is refused without
+waiting for a writer). Its member headers are checked before anything is created; the members are
+unpacked into a temporary folder inside the cache root, ``<root>/.import-<pid>-<hex>``, locked
+while its import runs; every entry is checked with every rule of `rbplab.store.cache.rules` (key
+derived from spec.json, shard names, records, row counts, mirrored settings, checksums, shard
+metadata, the summary's relations, and the summary against the one its shards give: a summary that
+differs is derived again, with a warning); and the entries are installed all or none.
 
-Temporary folders of imports: ``<root>/.import-<pid>-<hex>``, each locked while its import runs.
+Installing: only when every entry passes, every destination can take it (not a link, no foreign
+files, no other writer) and every lock is held does any entry become visible, by one rename each; a
+failure while renaming moves the renamed ones back. No entry lock file is created before every
+destination was found free. (Only a destination that changes, or a writer that starts, in the
+moment between those checks and taking the locks can leave an empty lock file.) A process killed
+during the renames, a few system calls, can leave some entries of the archive imported: each is
+complete and verified, none partial.
 
-An import unpacks and verifies an archive in such a folder inside the cache root, so that its
-entries become visible by one rename each (`rbplab.store.archive`). The folder of an
-import that was killed is litter: removed by the next import that succeeds or by
-`rbplab cache verify --fix-litter` (`remove_stale_imports`).
-
-Installing the verified entries of an archive into the cache: all of them or none.
-
-Only when every entry passes, every destination can take it (not a link, no foreign files, no
-other writer) and every lock is held does any entry become visible, one rename each; a failure
-while renaming moves the renamed ones back. No entry lock file is created before every destination
-was found free. (Only a destination that changes, or a writer that starts, in the moment between
-those checks and taking the locks can leave an empty lock file.) A process killed during the
-renames, a few system calls, can leave some entries of the archive imported: each is complete and
-verified, none partial.
-
-Exporting complete, verified cache entries into one tar file.
-
-Importing an archive written by `rbplab.store.archive` into a cache.
-
-The archive path must be a regular file (a FIFO is refused without waiting for a writer). Its
-member headers are checked before anything is created (`rbplab.store.archive`); the
-members are unpacked into a temporary folder within the cache root
-(`rbplab.store.archive`), every entry is checked with every rule of
-`rbplab.store.cache.rules` (key derived from spec.json, shard names, records, row counts, mirrored
-settings, checksums, shard metadata, the summary's relations, and the summary against the one its
-shards give: a summary that differs is derived again, with a warning), and the entries are
-installed all or none (`rbplab.store.archive`). A refused archive leaves the cache as it was, byte for
-byte: the temporary folder and its lock file are removed, so are the folders the import created
-(the ``locks`` folder, the cache folder) while empty.
+A refused archive leaves the cache as it was, byte for byte: the temporary folder and its lock file
+are removed, so are the folders the import created (the ``locks`` folder, the cache folder) while
+empty. The folder of an import that was killed is litter: removed by the next import that succeeds
+or by `rbplab cache verify --fix-litter` (`remove_stale_imports`).
 """
 
 from __future__ import annotations

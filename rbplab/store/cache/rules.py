@@ -1,44 +1,25 @@
-"""The rules a cache entry is checked by, as one table (`RULES`): its files, its shards, its
-manifest and its summary, each derived again rather than trusted.
-
-What a rule of the cache's table is, and how a list of rules judges one subject.
-
-An entry summary's tables as its rules read them: column by column, as flat arrays.
-
-`Summary` (the pooled tables) and `SummaryDocuments` (the per-document tables), each a scope of the
-cache's rule table (`rbplab.store.cache.rules`), with what they derive from the columns:
-the hit tables of each tie convention, the hit runs, and the hits the rank pairs imply.
-`rbplab.store.cache.reading` builds an `EntrySummary` from them once their rules hold.
-
-The rules of an entry's files: spec.json, the shards' checksum records, the manifest, the shards.
-
-The subjects these rules look at (each a scope of `rbplab.store.cache.rules.RULES`), their checks
-and their rows of that table (`ENTRY_RULES`, in table order). Reading the files is the entry's job
-(`rbplab.store.cache.reading`); the rules only judge what was read.
-
-The rules of an entry's summary: its file, its pooled tables, its per-document tables, and the
-summary against the one its verified shards give (`SummaryDerivation`: verify, repair and import).
-
-The summary file's subject (its bytes against its records), the checks of it and of the tables
-(`Summary`, `SummaryDocuments`: `rbplab.store.cache.rules`), and their rows of the cache's
-rule table (`SUMMARY_RULES`, in table order, of `rbplab.store.cache.rules.RULES`). Parsing the
-summary's parquet is `rbplab.store.cache.reading`'s job; the rules only judge what was read.
-
-Every rule an entry is checked by, as the rows of one table (`RULES`).
+"""The rules a cache entry is checked by, as the rows of one table (`RULES`): its files, its shards,
+its manifest and its summary, each derived again rather than trusted.
 
 A rule has a name, the kind of thing it checks (its scope: a spec file, a checksum record, a
 manifest, a shard's bytes, a shard file as listed, a summary file, a summary's pooled tables and its
 per-document tables, a summary against the one its shards give) and a check that yields what is
 wrong, one line each, in the words `rbplab cache verify` prints. Verification is
 `problems(subject)`: the rules of the subject's scope in table order; a rule marked `final` stops
-its scope when broken, because the rules after it assume it holds. Reading files is the entry's
-job (`rbplab.store.cache.reading`), parsing the summary's parquet is
-`rbplab.store.cache.reading`'s; the rules only judge what was read.
+its scope when broken, because the rules after it assume it holds.
 
-The rows are kept beside the subjects they check: `rbplab.store.cache.rules` (spec.json,
-checksum records, the manifest, the shards) and `rbplab.store.cache.rules` (the summary's
-file and tables); `RULES` is the two in that order. What a rule is, and how a list of rules judges
-a subject, is `rbplab.store.cache.rules`.
+The subjects come in two groups, each with its rows of the table, in table order:
+- the entry's files (`ENTRY_RULES`): spec.json, the shards' checksum records, the manifest, the
+  shards;
+- the entry's summary (`SUMMARY_RULES`): its file (its bytes against its records), its pooled
+  tables (`Summary`) and per-document tables (`SummaryDocuments`), read column by column as flat
+  arrays with what they derive (the hit tables of each tie convention, the hit runs, the hits the
+  rank pairs imply), and the summary against the one its verified shards give
+  (`SummaryDerivation`: verify, repair and import).
+
+`RULES` is the two in that order. Reading the files and parsing the summary's parquet is the
+entry's job (`rbplab.store.cache.reading`, which builds an `EntrySummary` once the rules hold); the
+rules only judge what was read.
 """
 
 from __future__ import annotations
