@@ -3,6 +3,10 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# pytest-xdist: a worker per core (at most 4), a test module per unit of work so its module fixtures
+# are built once, in collection order (tests/conftest.py puts the modules that start kernels,
+# browsers, clusters or installs first). Session fixtures are built once per run (helpers/once.py).
+XDIST := -n auto --maxprocesses 4 --dist loadscope --no-loadscope-reorder
 
 .PHONY: demo test test-fast lab lint format docs browser-deps clean
 
@@ -20,11 +24,11 @@ demo: $(STAMP)
 test: $(STAMP) browser-deps docs
 	$(BIN)/ruff check rbplab tests benchmarks scripts notebooks
 	$(BIN)/lint-imports
-	RBPLAB_DOCS_SITE=site $(BIN)/pytest -q --durations=25
+	RBPLAB_DOCS_SITE=site $(BIN)/pytest -q $(XDIST) --durations=25
 
 # The unmarked tests only: no wheel, no Jupyter kernel, no browser, no Ray (markers: pyproject.toml).
 test-fast: $(STAMP)
-	$(BIN)/pytest -q -m "not slow and not notebook and not browser and not ray and not install and not statistical"
+	$(BIN)/pytest -q $(XDIST) -m "not slow and not notebook and not browser and not ray and not install and not statistical"
 
 # The docs site into site/, strict (any warning fails: a broken link, a missing docstring target) and
 # offline (no CDN fonts or scripts; tests/e2e/test_docs_site.py checks the HTML). Open site/index.html.

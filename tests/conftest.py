@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 from helpers.models import DOCUMENTS, build_gpt2, build_llama, build_neox, build_tokenizer, write_gguf
+from helpers.once import build_once
 
 from rbplab.catalog.corpora import Corpus, Document
 
@@ -25,6 +26,11 @@ torch.set_num_threads(1)
 # when the kernel is defined (rbplab.extraction.fused_head is imported): set before any test does.
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+
+# Under pytest-xdist the workers share the cores: a subprocess (a CLI, a notebook's kernel) that
+# opens an OpenMP pool as wide as the machine spins against the other workers' (same reason as above).
+if "PYTEST_XDIST_WORKER" in os.environ:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 @pytest.fixture(scope="session")
@@ -86,7 +92,7 @@ def hub_template(tmp_path_factory):
     """The hub stand-in (tests/helpers/hub.py), built once per session; use the `hub` fixture."""
     from helpers.hub import build_hub
 
-    return build_hub(tmp_path_factory.mktemp("hf") / "hub")
+    return build_once(tmp_path_factory, "hf", lambda folder: build_hub(folder / "hub"))
 
 
 @pytest.fixture
@@ -123,7 +129,11 @@ def micro_cache_template(tmp_path_factory) -> Path:
 
     if not micro_present():
         pytest.skip("the micro-suite's weights are not in data/")
-    return score(tmp_path_factory.mktemp("micro-cache-template"), MICRO_FINALS, MICRO_CHECKPOINTS)
+    return build_once(
+        tmp_path_factory,
+        "micro-cache-template",
+        lambda folder: score(folder, MICRO_FINALS, MICRO_CHECKPOINTS),
+    )
 
 
 @pytest.fixture(scope="session")
@@ -132,8 +142,11 @@ def micro_cache_wide_template(micro_cache_template, tmp_path_factory) -> Path:
     humaneval too (helpers.studies.wide_tables): the runner scores only what the copy lacks."""
     from helpers.studies import copy_cache, score, wide_tables
 
-    cache = copy_cache(micro_cache_template, tmp_path_factory.mktemp("micro-cache-wide"))
-    return score(cache, *wide_tables())
+    return build_once(
+        tmp_path_factory,
+        "micro-cache-wide",
+        lambda folder: score(copy_cache(micro_cache_template, folder / "cache"), *wide_tables()),
+    )
 
 
 @pytest.fixture
@@ -154,12 +167,17 @@ def demo_checkpoints_template(tmp_path_factory):
     from rbplab.core.settings import ExtractionSettings
     from rbplab.study.study import default_corpora
 
-    cache = tmp_path_factory.mktemp("demo-checkpoints") / "cache"
-    try:
-        table = score_checkpoints("micro", default_corpora(), ExtractionSettings(max_tokens=96), cache, {})
-    except (registry.UnknownFamilyError, FileNotFoundError):  # the tests skip, naming what is missing
-        table = None
-    return cache, table
+    def build(folder: Path):
+        cache = folder / "cache"
+        try:
+            table = score_checkpoints(
+                "micro", default_corpora(), ExtractionSettings(max_tokens=96), cache, {}
+            )
+        except (registry.UnknownFamilyError, FileNotFoundError):  # the tests skip, naming what is missing
+            table = None
+        return cache, table
+
+    return build_once(tmp_path_factory, "demo-checkpoints", build)
 
 
 # Markers that may start Jupyter kernels; `make test-fast` deselects them and must start none.
@@ -201,3 +219,17 @@ def _kernels_only_in_marked_tests(request):
         f"{request.node.nodeid} started {len(started)} Jupyter kernel(s) without a notebook or "
         "browser marker: mark it @pytest.mark.notebook (make test-fast runs no kernel)"
     )
+
+
+# `make test` runs two pytest-xdist workers with --dist loadscope: each test module is one unit of
+# work, so its module fixtures are built once. The modules that start kernels, browsers, clusters or
+# installs go out first (--no-loadscope-reorder keeps this order), so the many cheap modules fill
+# the end of the run on whichever worker frees up first.
+HEAVY_MARKERS = ("slow", "notebook", "browser", "ray", "install")
+
+
+def pytest_collection_modifyitems(config, items):
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return
+    heavy = {item.nodeid.split("::")[0] for item in items if any(map(item.get_closest_marker, HEAVY_MARKERS))}
+    items.sort(key=lambda item: item.nodeid.split("::")[0] not in heavy)
