@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 from helpers.models import DOCUMENTS, build_gpt2, build_llama, build_neox, build_tokenizer, write_gguf
-from helpers.once import build_once
+from helpers.once import build_once, in_xdist_worker
 
 from rbplab.catalog.corpora import Corpus, Document
 
@@ -29,7 +29,7 @@ if not torch.cuda.is_available():
 
 # Under pytest-xdist the workers share the cores: a subprocess (a CLI, a notebook's kernel) that
 # opens an OpenMP pool as wide as the machine spins against the other workers' (same reason as above).
-if "PYTEST_XDIST_WORKER" in os.environ:
+if in_xdist_worker():
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
@@ -221,15 +221,14 @@ def _kernels_only_in_marked_tests(request):
     )
 
 
-# `make test` runs two pytest-xdist workers with --dist loadscope: each test module is one unit of
-# work, so its module fixtures are built once. The modules that start kernels, browsers, clusters or
-# installs go out first (--no-loadscope-reorder keeps this order), so the many cheap modules fill
-# the end of the run on whichever worker frees up first.
+# Under `make test`'s xdist workers (--dist loadscope --no-loadscope-reorder: a module per unit of
+# work, sent in collection order) the modules that start kernels, browsers, clusters or installs go
+# out first, so the many cheap modules fill the end of the run on whichever worker frees up first.
 HEAVY_MARKERS = ("slow", "notebook", "browser", "ray", "install")
 
 
 def pytest_collection_modifyitems(config, items):
-    if "PYTEST_XDIST_WORKER" not in os.environ:
+    if not in_xdist_worker():
         return
     heavy = {item.nodeid.split("::")[0] for item in items if any(map(item.get_closest_marker, HEAVY_MARKERS))}
     items.sort(key=lambda item: item.nodeid.split("::")[0] not in heavy)

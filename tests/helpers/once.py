@@ -20,13 +20,18 @@ from filelock import FileLock
 T = TypeVar("T")
 
 
+def in_xdist_worker() -> bool:
+    """Whether this process is a pytest-xdist worker (xdist sets the variable before conftest loads)."""
+    return "PYTEST_XDIST_WORKER" in os.environ
+
+
 def build_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], T]) -> T:
     """`build(folder)` run once per test run into an empty folder; its (pickled) value to every worker.
 
     A build that raises (a skip included) records nothing, so the next worker tries again and
     meets the same failure or skip itself.
     """
-    if "PYTEST_XDIST_WORKER" not in os.environ:
+    if not in_xdist_worker():
         return build(tmp_path_factory.mktemp(name))
     # Every worker's base temp sits in the run's own folder (pytest-N/popen-gwK): its parent is shared.
     root = tmp_path_factory.getbasetemp().parent / f"once-{name}"
