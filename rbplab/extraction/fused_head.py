@@ -12,8 +12,9 @@ with must come out of the very same arithmetic as those logits, or a target can 
 copy of itself that differs in the last bit (n_equal = 0, a rank off by one). So:
 - z_t comes from a tile of exactly the shape, dtype, K loop and epilogue of the main tiles: column j
   of a "gathered" tile holds the head row of row j's target, so its diagonal is each row's z_t;
-- while walking V, the kernel reads the in-tile value at column t of each row and compares its bits
-  with the z_t the comparisons used; every difference (and a row whose column t was never seen) is
+- while walking V, the kernel compares the in-tile value at column t of each row with the z_t the
+  comparisons used, as they compare (float equality: only +0 and -0 differ in bits yet compare
+  equal, and they rank alike); every difference (and a row whose column t was never seen) is
   counted, and `fused_rank_stats` raises `HeadCertificateError` on any. The certificate turns "the
   same arithmetic" from an assumption about the compiler and the matrix units into a checked fact.
 
@@ -41,7 +42,7 @@ from rbplab.extraction.ranks import NonFiniteLogitsError, triton_interpreted
 # (32 for float32, whose tiles are twice the bytes). A GPU batch of 16K scored rows makes 128
 # programs, about one per H100 multiprocessor.
 BLOCK_N = 128
-BLOCK_V = 128
+BLOCK_V = 256
 BLOCK_D_HALF = 64
 BLOCK_D_FP32 = 32
 NUM_WARPS = 8
@@ -53,8 +54,8 @@ INTERPRETED = triton_interpreted()  # as Triton read it when the kernel below wa
 
 
 class HeadCertificateError(RbplabError, ArithmeticError):
-    """The fused head's target logits did not equal, bit for bit, the in-tile values they were
-    compared with: its ranks would not be exact, so nothing it computed is kept."""
+    """The fused head's target logits did not compare equal to the in-tile values at their own
+    columns: its ranks would not be exact, so nothing it computed is kept."""
 
 
 @triton.jit
@@ -144,43 +145,45 @@ def _rank_kernel(
     )  # fmt: skip
     diagonal = lanes[None, :] == tl.arange(0, BLOCK_N)[:, None]
     z_t = tl.max(tl.where(diagonal, acc, float("-inf")), axis=1)
-    z_t_bits = z_t.to(tl.int32, bitcast=True)
 
     m = tl.full((BLOCK_N,), float("-inf"), dtype=tl.float32)
     s = tl.zeros((BLOCK_N,), dtype=tl.float32)
     greater = tl.zeros((BLOCK_N,), dtype=tl.int32)
     equal = tl.zeros((BLOCK_N,), dtype=tl.int32)
-    bad = tl.zeros((BLOCK_N,), dtype=tl.int32)
+    below_inf = tl.zeros((BLOCK_N,), dtype=tl.int32)
     seen = tl.zeros((BLOCK_N,), dtype=tl.int32)
-    mismatch = tl.zeros((BLOCK_N,), dtype=tl.int32)
+    certified = tl.zeros((BLOCK_N,), dtype=tl.int32)
+    # The epilogue runs on every logit, at the CUDA-core rate, so each operation per element costs
+    # about as much as the tile's matrix product at d ~ 900: padding is masked once, and all else
+    # that can be per row is.
     for v0 in range(0, V, BLOCK_V):
         cols = v0 + lanes
-        col_ok = cols < V
         col_offsets = cols.to(tl.int64) * stride_w
         acc = _logits_tile(
-            H, W, B, row_offsets, row_ok, cols, col_offsets, col_ok, d, softcap,
+            H, W, B, row_offsets, row_ok, cols, col_offsets, cols < V, d, softcap,
             HAS_BIAS, HAS_CAP, IEEE, BLOCK_N, BLOCK_V, BLOCK_D,
         )  # fmt: skip
-        valid = col_ok[None, :]
-        # NaN compares unequal to itself; +inf would make the row's maximum (and nll) meaningless.
-        bad += tl.sum((((acc != acc) | (acc == float("inf"))) & valid).to(tl.int32), axis=1)
-        z = tl.where(valid, acc, float("-inf"))
-        greater += tl.sum(((z > z_t[:, None]) & valid).to(tl.int32), axis=1)
-        equal += tl.sum(((z == z_t[:, None]) & valid).to(tl.int32), axis=1)
-        # Online exp-sum. A -inf logit is a probability of 0, and a row whose logits so far are all
-        # -inf has nothing to rescale: both are spelled out, since exp2(-inf - -inf) is NaN.
+        # Columns past V hold -inf: never greater than or equal to a finite z_t (a row whose z_t is
+        # not finite is refused), a probability of 0.
+        z = tl.where((cols < V)[None, :], acc, float("-inf"))
+        # Counted as they are compared: NaN is below nothing, +inf is not below +inf.
+        below_inf += tl.sum((z < float("inf")).to(tl.int32), axis=1)
+        eq = z == z_t[:, None]
+        greater += tl.sum((z > z_t[:, None]).to(tl.int32), axis=1)
+        equal += tl.sum(eq.to(tl.int32), axis=1)
+        # Online exp-sum, shifted by the running maximum; a row whose logits so far are all -inf is
+        # shifted by 0 instead, since exp2(-inf - -inf) is NaN and exp2(-inf) is the 0 wanted.
         m_new = tl.maximum(m, tl.max(z, axis=1))
-        scale = tl.where(m == float("-inf"), 0.0, tl.exp2((m - m_new) * LOG2E))
-        p = tl.where(z == float("-inf"), 0.0, tl.exp2((z - m_new[:, None]) * LOG2E))
-        s = s * scale + tl.sum(p, axis=1)
+        shift = tl.where(m_new == float("-inf"), 0.0, m_new)
+        s = s * tl.exp2((m - shift) * LOG2E) + tl.sum(tl.exp2((z - shift[:, None]) * LOG2E), axis=1)
         m = m_new
-        # The certificate: the value at column t of this very tile, bit for bit.
-        at_t = (cols[None, :] == t[:, None]) & valid
-        here = tl.max(tl.where(at_t, z, float("-inf")), axis=1)
-        hit = tl.sum(at_t.to(tl.int32), axis=1)
-        seen += hit
-        mismatch += ((hit > 0) & (here.to(tl.int32, bitcast=True) != z_t_bits)).to(tl.int32)
-    mismatch += (seen != 1).to(tl.int32)
+        # The certificate: column t of this very tile compares equal to z_t, the value every other
+        # column was compared with (equality as the counts use it: what makes them exact).
+        certified += tl.sum((eq & (cols[None, :] == t[:, None])).to(tl.int32), axis=1)
+        seen += ((t >= v0) & (t < v0 + BLOCK_V)).to(tl.int32)
+    walked = tl.cdiv(V, BLOCK_V) * BLOCK_V
+    bad = walked - below_inf
+    mismatch = (certified != 1).to(tl.int32) + (seen != 1).to(tl.int32)
     nll = (m - z_t) + tl.log(s)
     tl.store(OUT_GREATER + rows, greater, mask=row_ok)
     tl.store(OUT_EQUAL + rows, equal, mask=row_ok)
