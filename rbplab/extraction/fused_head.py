@@ -37,10 +37,12 @@ from torch import Tensor, nn
 from rbplab.core.errors import InvalidArgumentError, InvalidTypeError, RbplabError
 from rbplab.extraction.ranks import NonFiniteLogitsError, triton_interpreted
 
-# Fixed tiles (no autotuning: a row's result must not depend on a tuning run). 128 x 128 output
-# tiles, as fast matrix products use (each streamed head tile serves 128 rows); K in steps of 64
-# (32 for float32, whose tiles are twice the bytes). A GPU batch of 16K scored rows makes 128
-# programs, about one per H100 multiprocessor.
+# Fixed tiles (no autotuning: a row's result must not depend on a tuning run). 128 rows x 256 head
+# rows per tile, K in steps of 64 (32 for float32, whose tiles are twice the bytes). A GPU batch of
+# 16K scored rows makes 128 programs, about one per H100 multiprocessor. On an H200, 128 x 256 ran
+# the head 1.3x (Qwen2.5-0.5B shape) to 1.4x (7B) faster than 128 x 128, and 4 stages no faster
+# than 3 (benchmarks/results/gpu_head_variants-2026-11-28-3-final.txt). The tile width changes no
+# sum: each logit's K loop is the same whatever the tile.
 BLOCK_N = 128
 BLOCK_V = 256
 BLOCK_D_HALF = 64
