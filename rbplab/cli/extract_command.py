@@ -12,6 +12,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from rbplab.core.errors import InvalidArgumentError
+from rbplab.core.settings import HEAD_CHOICES
 
 if TYPE_CHECKING:
     from rbplab.extraction.plan import ExtractResult
@@ -130,11 +131,11 @@ def add_settings_arguments(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--head",
-        default="fp32",
-        choices=["fp32", "fused"],
-        help="the output head's arithmetic: fp32 (IEEE float32 logits in chunks, any device) or fused "
-        "(a Triton kernel on CUDA: tensor cores for half-precision bodies, certified exact; opt-in, "
-        "keyed apart)",
+        default="auto",
+        choices=HEAD_CHOICES,
+        help="the output head's arithmetic: fp32 (IEEE float32 logits in chunks, any device), fused (a "
+        "Triton kernel on CUDA: tensor cores for half-precision bodies, certified exact, keyed apart) "
+        "or auto (default: fused for a bf16/fp16 body on CUDA with Triton, else fp32)",
     )
 
 

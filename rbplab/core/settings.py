@@ -25,8 +25,8 @@ them from the spec and the cache checks them against it (`rbplab.store.cache`).
     vocab      |V| ranked over, whether padded rows were included, the head's rows
     softcap    final-logit soft cap (Gemma 2), or None
     max_tokens token budget, or None
-    head       the head's arithmetic ("fused"), recorded only when it is not the default "fp32",
-               so every key of the fp32 head is what it always was
+    head       the head's arithmetic as the plan resolved it ("fused"), recorded only when it is
+               not "fp32", so every key of the fp32 head is what it always was
 """
 
 from __future__ import annotations
@@ -57,7 +57,10 @@ DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16")
 # "fused" is the Triton kernel of `rbplab.extraction.fused_head` (CUDA): tensor cores for a
 # half-precision body, logits never written. Both rank exactly against the values they compute, but
 # their sums run in other orders, so near-ties can fall differently: the head is part of the key.
-HEAD_CHOICES = ("fp32", "fused")
+# HEADS are what an entry records; settings may also ask "auto", which a plan resolves to "fused"
+# for a bfloat16 or float16 body on CUDA where Triton is installed, else to "fp32".
+HEADS = ("fp32", "fused")
+HEAD_CHOICES = ("auto", *HEADS)
 # What transformers' from_pretrained takes as a named device_map besides one device.
 DEVICE_MAP_CHOICES = ("auto", "balanced", "balanced_low_0", "sequential")
 # Devices a model can be scored on: "meta" (no data) and other torch device types are not.
@@ -123,9 +126,10 @@ class ExtractionSettings:
     # Scored tokens per cache shard (default 65,536): the unit of resuming and of splitting a long
     # corpus across workers. It decides how the entry is cut, so it is part of the key.
     shard_tokens: int | None = None
-    # How the output head computes ranks (HEAD_CHOICES). "fused" stays opt-in until a GPU run of
-    # this project has shown it exact against float64 and faster (benchmarks/gpu_check.py).
-    head: Literal["fp32", "fused"] = "fp32"
+    # How the output head computes ranks (HEAD_CHOICES). "auto": the fused kernel for a half-precision
+    # body on CUDA, which an H200 ran 2-3.4x faster than the fp32 head with every reordered pair
+    # within float32 rounding (benchmarks/results/, 2026-11-28); the fp32 head everywhere else.
+    head: Literal["auto", "fp32", "fused"] = "auto"
 
     def __post_init__(self) -> None:
         _positive_int("context_length", self.context_length, optional=True)
@@ -423,7 +427,7 @@ class EntrySpec:
             "softcap": self.softcap,
             "max_tokens": self.max_tokens,
         }
-        if self.head != HEAD_CHOICES[0]:  # only when set, so every fp32-head key stays what it was
+        if self.head != HEADS[0]:  # only when set, so every fp32-head key stays what it was
             out["head"] = self.head
         return out
 
@@ -438,10 +442,10 @@ class EntrySpec:
                 f"entry spec has keys {sorted(data)}; version {cls.VERSION} has {sorted(cls.KEYS)} "
                 "(and head, when it is not fp32)"
             )
-        head = data.get("head", HEAD_CHOICES[0])
-        if "head" in data and (head not in HEAD_CHOICES or head == HEAD_CHOICES[0]):
+        head = data.get("head", HEADS[0])
+        if "head" in data and (head not in HEADS or head == HEADS[0]):
             raise EntrySpecError(
-                f"entry spec field head is {head!r}; it is recorded only for {', '.join(HEAD_CHOICES[1:])}"
+                f"entry spec field head is {head!r}; it is recorded only for {', '.join(HEADS[1:])}"
             )
         softcap = data["softcap"]
         if softcap is not None and (isinstance(softcap, bool) or not isinstance(softcap, (int, float))):
@@ -480,9 +484,9 @@ class EntrySpec:
             "head": self.head,
         }
 
-    def pins(self, settings: Any, *, dtype: str, shard_tokens: int) -> bool:
-        """Whether this spec pins what `settings` (`ExtractionSettings`) ask, with their dtype and
-        shard size as the asker resolves them (a context length left open takes the spec's)."""
+    def pins(self, settings: Any, *, dtype: str, shard_tokens: int, head: str) -> bool:
+        """Whether this spec pins what `settings` (`ExtractionSettings`) ask, with their dtype,
+        shard size and head as the asker resolves them (a context length left open takes the spec's)."""
         pinned = self.settings()
         return (
             pinned["bos"] == settings.bos
@@ -492,7 +496,7 @@ class EntrySpec:
             and pinned["shard_tokens"] == shard_tokens
             and (settings.context_length is None or pinned["context_length"] == settings.context_length)
             and pinned["stride"] == settings.stride
-            and pinned["head"] == settings.head
+            and pinned["head"] == head
         )
 
     def manifest_fields(self) -> dict[tuple[str, ...], Any]:

@@ -34,7 +34,7 @@ from rbplab.core.settings import (
     resolve_settings,
 )
 from rbplab.extraction.fingerprints import record_plan
-from rbplab.extraction.ranks import check_fused_head
+from rbplab.extraction.ranks import check_fused_head, resolve_head
 from rbplab.extraction.sources import ModelDescription, describe_model
 from rbplab.extraction.windows import (
     BosDecision,
@@ -131,6 +131,7 @@ def plan_extraction(
     policy = WindowPolicy(int(context_length), stride, bos)
     decision = resolve_bos(described.tokenizer, bos, described.config)
     vocab_size = info.head_rows if include_padded_vocab else info.vocab_size
+    head = resolve_head(settings.head, info.device, info.dtype)
     entry_spec = EntrySpec(
         model=ModelIdentity(
             name=described.model.keyed_name,
@@ -152,9 +153,9 @@ def plan_extraction(
         vocab=VocabIdentity(vocab_size, include_padded_vocab, info.head_rows),
         softcap=info.softcap,
         max_tokens=max_tokens,
-        head=settings.head,
+        head=head,
     )
-    if settings.head == "fused":  # refused before anything is written, not when the weights load
+    if head == "fused":  # refused before anything is written, not when the weights load
         check_fused_head(info.device)
     return Plan(described, corpus, policy, decision, vocab_size, settings, entry_spec)
 

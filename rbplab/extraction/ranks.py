@@ -139,6 +139,20 @@ def triton_interpreted() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
+def resolve_head(head: str, device: str, dtype: str, *, triton: bool | None = None) -> str:
+    """The head a run ranks with: `head` itself unless it is "auto", which is the fused kernel for a
+    bfloat16 or float16 body on CUDA (a device map counts) where Triton is installed, and the fp32
+    head everywhere else: a CPU, a float32 body (the kernel's IEEE float32 path is unmeasured on a
+    GPU), no Triton. `triton`: whether the machine that runs it has Triton (None: this one's). From
+    names alone, importing nothing."""
+    if head != "auto":
+        return head
+    if triton is None:
+        triton = importlib.util.find_spec("triton") is not None
+    on_gpu = device.startswith("cuda") or device.startswith("device_map:")
+    return "fused" if on_gpu and dtype in ("bfloat16", "float16") and triton else "fp32"
+
+
 def check_fused_head(device: str) -> None:
     """Refuse (one line) the fused head where its kernel cannot run: it is a Triton kernel for CUDA
     devices (a device map counts: its head sits on a GPU); `TRITON_INTERPRET=1` lets it run on CPU

@@ -14,7 +14,9 @@ maps d hidden units to the |V| ranked rows:
   batch of `batch_tokens` padded tokens (hidden states and the widest projection of a layer,
   plus the attention matrix of every head as an eager implementation holds it: an upper bound
   where fused kernels do not materialise it), and the head's chunk of float32 logits with its
-  work block and the batch's final hidden states in float32 (`rbplab.extraction.ranks`).
+  work block and the batch's final hidden states in float32 (`rbplab.extraction.ranks`). The fused
+  head (`rbplab.extraction.fused_head`) makes no copy and no chunk: it reads the model's own head
+  and writes six 4-byte numbers per token.
 - time: FLOPs divided by a FLOP rate (the probe's, below); every other model's time scales
   with its FLOPs per token.
 
@@ -60,11 +62,16 @@ from rbplab.extraction.plan import (
     plan_extraction,
     plan_windows,
 )
-from rbplab.extraction.ranks import block_rows, default_chunk_size
+from rbplab.extraction.ranks import block_rows, default_chunk_size, resolve_head
 from rbplab.extraction.scoring import batches, default_batch_tokens
 from rbplab.grid import Grid, corpus_label
 from rbplab.runner.executors import exit_with_parent, worker_threads
-from rbplab.runner.units import BYTES_PER_PARAM, DEFAULT_SHARDS_PER_UNIT, accelerator_dtype
+from rbplab.runner.units import (
+    BYTES_PER_PARAM,
+    DEFAULT_SHARDS_PER_UNIT,
+    accelerator_dtype,
+    accelerator_settings,
+)
 from rbplab.store.cache.entry import CacheEntry
 from rbplab.store.files import cache_root
 from rbplab.store.hub import HubUnreachableError
@@ -124,17 +131,22 @@ def memory_needed(
     batch_tokens: int,
     context_length: int,
     device: str,
+    head: str,
 ) -> tuple[int, int, int]:
-    """(weights, activations of one batch, head chunk) in bytes on `device` (see the module doc)."""
+    """(weights, activations of one batch, head chunk) in bytes on `device` (see the module doc),
+    `head` being the resolved head ("fp32" or "fused")."""
     size = BYTES_PER_PARAM[dtype]
     weights = arch.n_params * size
-    if dtype != "float32" or vocab != head_rows:  # FloatHead copies the head's ranked rows
+    fp32_head = head != "fused"
+    if fp32_head and (dtype != "float32" or vocab != head_rows):  # FloatHead copies the ranked rows
         weights += vocab * arch.d * FLOAT32_BYTES
     length = min(batch_tokens, context_length)
     windows = max(1, batch_tokens // length)
     tokens = windows * length
     activations = tokens * (2 * arch.hidden + arch.widest) * size
     activations += windows * arch.heads * length * length * size
+    if not fp32_head:
+        return weights, activations, 6 * FLOAT32_BYTES * tokens
     rows = default_chunk_size(vocab, device)
     block = min(rows, block_rows(vocab, device))
     head_chunk = FLOAT32_BYTES * (vocab * (rows + block) + rows * arch.d + tokens * arch.d)
@@ -156,6 +168,7 @@ def plan_costs(
         batch_tokens=batch_tokens,
         context_length=plan.policy.context_length,
         device=device,
+        head=plan.spec.head,
     )
     return per_token, memory
 
@@ -503,13 +516,13 @@ def estimate_costs(
     rows: list[_Row] = []
     for ref in grid.checkpoints():
         settings = grid.settings
-        if accelerator and settings.dtype == "auto":
-            if ref not in dtypes:
+        if accelerator:
+            if settings.dtype == "auto" and ref not in dtypes:
                 try:
                     dtypes[ref] = accelerator_dtype(ref)
                 except HubUnreachableError:
                     dtypes[ref] = "auto"  # no config here: the registry sizes it (`_registry_row`)
-            settings = settings.with_changes(dtype=dtypes[ref])
+            settings = accelerator_settings(settings, dtypes.get(ref, settings.dtype))
         for (corpus, unreachable), label in corpora:
             rows.append(
                 _entry_row(ref, corpus, unreachable, label, settings, root, device, described, shapes)
@@ -642,6 +655,7 @@ def _registry_row(ref, row: pd.Series, values: dict, settings, device: str, no_c
         batch_tokens=batch,
         context_length=context,
         device=device,
+        head=resolve_head(settings.head, device, dtype),
     )
     step = settings.shard_tokens or SHARD_TOKENS
     sizes = [min(step, budget - start) for start in range(0, budget, step)]

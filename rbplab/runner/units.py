@@ -32,6 +32,7 @@ from rbplab.core.settings import ExtractionSettings
 from rbplab.extraction.fingerprints import record_plan
 from rbplab.extraction.pipeline import load_scorer
 from rbplab.extraction.plan import Plan, cache_hit, plan_extraction
+from rbplab.extraction.ranks import resolve_head
 from rbplab.extraction.scoring import Scorer, compute_shards, producer_id, sound_shards
 from rbplab.grid import Grid
 from rbplab.store.cache.entry import CacheEntry
@@ -106,8 +107,9 @@ def plan_study(
     each corpus once per tokenizer); one that does not is reported and recomputed.
 
     accelerator: the units will run on GPUs while this driver may have none. The dtype "auto"
-    resolves to the checkpoint's own half type on a GPU and to float32 on a CPU, and the dtype is
-    part of the key, so the driver plans each model with the dtype a GPU worker will use."""
+    resolves to the checkpoint's own half type on a GPU and to float32 on a CPU, the head "auto" to
+    the fused kernel for a half-precision body on a GPU, and both are part of the key, so the driver
+    plans each model with the dtype and head a GPU worker will use (`accelerator_settings`)."""
     if shards_per_unit < 1:
         raise InvalidArgumentError(f"shards_per_unit must be a positive integer, got {shards_per_unit}")
     entries: list[EntryPlan] = []
@@ -117,10 +119,10 @@ def plan_study(
     for run in study.runs():
         ref = run.model
         settings = study.settings
-        if accelerator and settings.dtype == "auto":
-            if ref not in dtypes:
+        if accelerator:
+            if settings.dtype == "auto" and ref not in dtypes:
                 dtypes[ref] = accelerator_dtype(ref)
-            settings = settings.with_changes(dtype=dtypes[ref])
+            settings = accelerator_settings(settings, dtypes.get(ref, settings.dtype))
         plan = plan_extraction(ref, run.corpus, settings, described=described)
         entry = CacheEntry(cache_dir, plan.key_spec)
         record_plan(plan, cache_dir)
@@ -178,6 +180,14 @@ def accelerator_dtype(model: ResolvedModel) -> str:
     from rbplab.extraction.sources import describe_model, resolve_dtype
 
     return resolve_dtype("auto", torch.device("cuda"), describe_model(model).config)
+
+
+def accelerator_settings(settings: ExtractionSettings, dtype: str) -> ExtractionSettings:
+    """`settings` with dtype and head as a GPU worker resolves them, `dtype` being the model's
+    resolved there (`accelerator_dtype`, or "auto" where it cannot be read): a worker's CUDA build
+    of torch brings Triton, so a half-precision body ranks with the fused head."""
+    head = resolve_head(settings.head, "cuda", dtype, triton=True)
+    return settings.with_changes(dtype=dtype, head=head)
 
 
 def slice_units(units: tuple[WorkUnit, ...], task_index: int, num_tasks: int) -> tuple[WorkUnit, ...]:

@@ -414,12 +414,12 @@ def _settings_differences(spec: EntrySpec, settings: ExtractionSettings) -> dict
         "shard_tokens": settings.shard_tokens or DEFAULT_SHARD_TOKENS,
         "context_length": settings.context_length,  # None: the model's limit, known only by planning
         "dtype": None if settings.dtype == "auto" else settings.dtype,
-        "head": settings.head,
+        "head": None if settings.head == "auto" else settings.head,  # by device and dtype, at planning
     }
     return {
         name: (cached[name], value)
         for name, value in asked.items()
-        if not (value is None and name in ("context_length", "dtype")) and cached[name] != value
+        if not (value is None and name in ("context_length", "dtype", "head")) and cached[name] != value
     }
 
 

@@ -211,17 +211,40 @@ def test_head_is_a_checked_setting_keyed_only_when_fused(gpt2_dir, tiny_corpus):
 
     with pytest.raises(InvalidArgumentError, match="head must be one of"):
         ExtractionSettings(head="bf16")
-    assert ExtractionSettings().head == "fp32"
-    fp32 = plan_extraction(str(gpt2_dir), tiny_corpus, context_length=32)
+    assert ExtractionSettings().head == "auto"
+    fp32 = plan_extraction(str(gpt2_dir), tiny_corpus, context_length=32)  # "auto" on a CPU: fp32
     fused = plan_extraction(str(gpt2_dir), tiny_corpus, context_length=32, head="fused")
     assert "head" not in fp32.key_spec and fused.key_spec["head"] == "fused"
     assert {k: v for k, v in fused.key_spec.items() if k != "head"} == fp32.key_spec
     assert EntrySpec.from_json(fused.key_spec).to_json() == fused.key_spec
     assert fused.spec.settings()["head"] == "fused" and fp32.spec.settings()["head"] == "fp32"
-    assert fused.spec.pins(fused.settings, dtype="float32", shard_tokens=fused.spec.windows.shard_tokens)
-    assert not fp32.spec.pins(fused.settings, dtype="float32", shard_tokens=fp32.spec.windows.shard_tokens)
+    shard_tokens = fused.spec.windows.shard_tokens
+    assert fused.spec.pins(fused.settings, dtype="float32", shard_tokens=shard_tokens, head="fused")
+    assert not fp32.spec.pins(fused.settings, dtype="float32", shard_tokens=shard_tokens, head="fused")
+    assert fp32.spec.pins(fp32.settings, dtype="float32", shard_tokens=shard_tokens, head="fp32")
     with pytest.raises(EntrySpecError, match="recorded only for fused"):
         EntrySpec.from_json({**fp32.key_spec, "head": "fp32"})
+
+
+@pytest.mark.parametrize(
+    ("device", "dtype", "triton", "expected"),
+    [
+        ("cuda", "bfloat16", True, "fused"),
+        ("cuda:1", "float16", True, "fused"),
+        ("device_map:auto", "bfloat16", True, "fused"),
+        ("cuda", "float32", True, "fp32"),  # the kernel's IEEE float32 path is unmeasured on a GPU
+        ("cpu", "bfloat16", True, "fp32"),
+        ("mps", "float16", True, "fp32"),
+        ("cuda", "bfloat16", False, "fp32"),  # no Triton
+    ],
+)
+def test_auto_is_the_fused_head_only_for_a_half_body_on_cuda_with_triton(device, dtype, triton, expected):
+    from rbplab.extraction.ranks import resolve_head
+
+    assert resolve_head("auto", device, dtype, triton=triton) == expected
+    # an explicit head is kept as asked (where it cannot run, planning refuses it in one line)
+    assert resolve_head("fp32", device, dtype, triton=triton) == "fp32"
+    assert resolve_head("fused", device, dtype, triton=triton) == "fused"
 
 
 def test_extract_with_the_fused_head_matches_the_fp32_head(gpt2_dir, tiny_corpus, cache_dir):
