@@ -1,6 +1,6 @@
 """The GPU check: is rbplab exact and fast on a GPU? One command, sized for under 8 minutes on one
-H100 (not yet run on one), no network. Whoever is lent a GPU runs it first and commits its output
-under benchmarks/results/.
+H100 (195-214 s on an H200, 2026-11-28), no network. Whoever is lent a GPU runs it first and commits
+its output under benchmarks/results/.
 
     PYTHONPATH=. python3 benchmarks/gpu_check.py --commit $(git rev-parse --short HEAD) \\
         | tee benchmarks/results/gpu_check-$(date +%F).txt
@@ -10,9 +10,11 @@ It prints, with the date, the GPU, the versions and the commit:
     micro-suite models (data/models, bundled prose corpus; float32 and bfloat16 bodies) and random
     models shaped like GPT-2 small and Qwen2.5-0.5B (bfloat16; synthetic ids). Both heads rank the
     same hidden states; the reference multiplies them with the head in float64. Per model and head:
-    % of tokens whose (n_greater, n_equal) equal the reference's, the differing tokens with the
-    largest relative gap |z_v - z_t| / |z_t| among their reordered pairs (a near-tie below 1e-6 is
-    float32 rounding, anything larger a bug), the largest |nll - nll_64|, and certificate failures
+    % of tokens whose (n_greater, n_equal) equal the reference's, the largest gap |z_v - z_t| among
+    the differing tokens' reordered pairs relative to |z_t| and to |h| |w_t| (the scale of float32
+    summation error: a gap below 2**-24 = 6.0e-8 of it is a near-tie that float32 rounding of the
+    d products decides, anything larger a bug; near zero, |z_t| is no scale), the largest
+    |nll - nll_64|, and certificate failures
     (calls the fused head refused because a target logit was not bit-identical to its in-tile value);
 (b) speed: bare bf16 forward vs fp32 head vs fused head, GPT-2 small, Qwen2.5-0.5B and -7B shapes,
     context 2,048, 262,144 scored tokens each (benchmarks/bench_gpu.py: tok/s, ratio to the bare
@@ -74,10 +76,13 @@ def exactness(label: str, scorer, batches: list, vocab: int) -> list[str]:
     from rbplab.extraction.weights import pinned_precision
 
     fused_head = FusedHead.from_module(scorer.model.get_output_embeddings(), vocab)
+    w_norms = scorer.head.weight[:vocab].double().norm(dim=1)
     tally = {
-        h: {"tokens": 0, "exact": 0, "differ": 0, "gaps": [], "nll": 0.0, "certificate": 0, "seconds": 0.0}
+        h: {"tokens": 0, "exact": 0, "differ": 0, "gaps": [], "scaled": [], "nll": 0.0, "certificate": 0}
         for h in ("fp32", "fused")
     }
+    for t in tally.values():
+        t["seconds"] = 0.0
     with torch.inference_mode(), pinned_precision():
         for length, group in batches:
             hidden, targets = scorer.hidden_states(length, group)
@@ -107,18 +112,22 @@ def exactness(label: str, scorer, batches: list, vocab: int) -> list[str]:
                     # Gaps of the first rows that differ (their number is counted whole).
                     for r in (~same).nonzero()[:, 0].tolist()[: max(0, MAX_GAP_ROWS - len(t["gaps"]))]:
                         # A row whose counts differ by k reordered at least k logits against z_t, so
-                        # its largest reordered gap is at least the k-th smallest relative gap: that
-                        # bound is printed (below 1e-6 is float32 rounding of a near-tie).
-                        gap = (z[r] - z_t[r]).abs() / z_t[r].abs().clamp_min(1e-30)
-                        gap[targets[start + r]] = float("inf")
-                        k = int(max(dg[r], de[r]))
-                        t["gaps"].append(float(gap.kthvalue(max(k, 1)).values))
+                        # its largest reordered gap is at least the k-th smallest gap: that bound is
+                        # printed, relative to |z_t| and to |h| |w_t|.
+                        target = targets[start + r]
+                        gap = (z[r] - z_t[r]).abs()
+                        gap[target] = float("inf")
+                        kth = float(gap.kthvalue(max(int(max(dg[r], de[r])), 1)).values)
+                        t["gaps"].append(kth / max(float(z_t[r].abs()), 1e-30))
+                        scale = float(hidden[start + r].double().norm() * w_norms[target])
+                        t["scaled"].append(kth / max(scale, 1e-30))
     lines = []
     for head, t in tally.items():
         exact = 100.0 * t["exact"] / max(t["tokens"], 1)
         worst = f"{max(t['gaps']):.1e}" if t["gaps"] else "-"
+        scaled = f"{max(t['scaled']):.1e}" if t["scaled"] else "-"
         lines.append(
-            f"{label:<26}{head:<7}{t['tokens']:>8,}{exact:>10.4f}%{t['differ']:>8}{worst:>12}"
+            f"{label:<26}{head:<7}{t['tokens']:>8,}{exact:>10.4f}%{t['differ']:>8}{worst:>11}{scaled:>12}"
             f"{t['nll']:>12.2e}{t['certificate']:>6}{t['seconds']:>9.2f}"
         )
     return lines
@@ -147,13 +156,14 @@ def random_batches(name: str, tokens: int):
 def part_a(tokens: int, smoke: bool = False) -> bool:
     print("\n## (a) exactness against float64 (hidden states of the model's own body)")
     print(
-        f"{'model':<26}{'head':<7}{'tokens':>8}{'exact':>11}{'differ':>8}{'max gap':>12}"
+        f"{'model':<26}{'head':<7}{'tokens':>8}{'exact':>11}{'differ':>8}{'gap/|z_t|':>11}{'gap/|h||w|':>12}"
         f"{'max |dnll|':>12}{'cert':>6}{'head s':>9}"
     )
     print(
-        "# differ: tokens whose (n_greater, n_equal) differ from float64; max gap: the largest, over\n"
-        "# them, of the k-th smallest |z_v - z_t| / |z_t| (k = the count difference), a lower bound on\n"
-        "# the gaps they reordered; cert: calls the fused head refused (certificate); head s: seconds"
+        "# differ: tokens whose (n_greater, n_equal) differ from float64; gap: the largest, over them,\n"
+        "# of the k-th smallest |z_v - z_t| (k = the count difference), a lower bound on the gaps they\n"
+        "# reordered, relative to |z_t| and to |h| |w_t| (below 2**-24 = 6.0e-8 of |h| |w_t|: float32\n"
+        "# rounding of a near-tie); cert: calls the fused head refused (certificate); head s: seconds"
     )
     ok = True
     runs = [

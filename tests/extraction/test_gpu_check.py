@@ -30,7 +30,7 @@ def test_gpu_check_smoke_run_ranks_exactly_with_both_heads():
     rows = [line.split() for line in done.stdout.splitlines() if line.startswith("micro-1-25K")]
     assert [row[2] for row in rows] == ["fp32", "fused"]
     for row in rows:
-        assert row[3] == "100" and row[4] == "100.0000%" and row[5] == "0" and row[8] == "0"
+        assert row[3] == "100" and row[4] == "100.0000%" and row[5] == "0" and row[9] == "0"
     assert "all parts ran" in done.stdout
 
 
