@@ -42,7 +42,7 @@ KEYS = ("families", "models", "corpora", "revisions", "settings")
 CorpusLike = str | Path | Corpus | LazyCorpus
 
 
-__all__ = ["Grid", "StudyFileError"]
+__all__ = ["Grid"]
 
 
 class StudyFileError(RbplabError, ValueError):

@@ -4,6 +4,6 @@ Pure numpy/scipy/pandas on `rbplab.core` types: no torch, no plotting, no file a
 """
 
 from rbplab.analysis.fit import PowerLawFit, fit_power_law, scaling_fits
-from rbplab.analysis.metrics import metrics_table, rbp, rbp_curve
+from rbplab.analysis.metrics import metrics_table, rbp
 
-__all__ = ["PowerLawFit", "fit_power_law", "metrics_table", "rbp", "rbp_curve", "scaling_fits"]
+__all__ = ["PowerLawFit", "fit_power_law", "metrics_table", "rbp", "scaling_fits"]

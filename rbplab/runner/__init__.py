@@ -8,6 +8,5 @@ run units locally or on Ray; `costs` says what a grid will cost before it runs (
 
 from rbplab.runner.executors import RayOptions
 from rbplab.runner.run import StudyRun, run_study
-from rbplab.runner.units import plan_study
 
-__all__ = ["RayOptions", "StudyRun", "plan_study", "run_study"]
+__all__ = ["RayOptions", "StudyRun", "run_study"]

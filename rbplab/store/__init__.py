@@ -10,6 +10,5 @@ there to its commit; `paths` finds the bundled data. Nothing here runs a model.
 from rbplab.store.cache.admin import list_entries
 from rbplab.store.cache.entry import CacheEntry
 from rbplab.store.cache.layout import cache_key as cache_key  # importable here: the cache-key test pins it
-from rbplab.store.cache.reading import CacheError
 
-__all__ = ["CacheEntry", "CacheError", "list_entries"]
+__all__ = ["CacheEntry", "list_entries"]

@@ -212,7 +212,8 @@ def test_a_read_only_cache_refuses_a_truncated_entry_in_one_line(built, gpt2_dir
 
 def test_run_recomputes_a_truncated_entry(built, gpt2_dir, corpus_file, tmp_path):
     """The runner's planning derives the counts too: a truncated entry is not 'cached'."""
-    from rbplab.runner import plan_study, run_study
+    from rbplab.runner import run_study
+    from rbplab.runner.units import plan_study
 
     clean, entry = built
     before, _ = truncate(entry)
@@ -344,7 +345,7 @@ def test_repair_refuses_a_spec_of_another_layout_in_one_line(built):
     """A spec this rbplab does not write (a development build's, a hand-made one) is not planned by
     trying settings until a key matches: it is refused, with what to do."""
     from rbplab.extraction.verify import replan
-    from rbplab.store import CacheError
+    from rbplab.store.cache.reading import CacheError
 
     _, entry = built
     older = {k: v for k, v in entry.spec.items() if k != "tokenizer"}

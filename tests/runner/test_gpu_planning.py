@@ -8,9 +8,8 @@ import shutil
 import pytest
 
 from rbplab.grid import Grid
-from rbplab.runner import plan_study
 from rbplab.runner.executors import WEIGHT_SHARE_OF_GPU, gpus_needed
-from rbplab.runner.units import run_unit
+from rbplab.runner.units import plan_study, run_unit
 from rbplab.store import CacheEntry
 
 

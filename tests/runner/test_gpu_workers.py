@@ -20,9 +20,10 @@ from rbplab.core import ExtractionSettings
 from rbplab.extraction import pipeline
 from rbplab.extraction import plan as plan_module
 from rbplab.grid import Grid
-from rbplab.runner import executors, plan_study, run_study
+from rbplab.runner import executors, run_study
 from rbplab.runner import units as units_module
 from rbplab.runner.executors import run_processes, worker_devices
+from rbplab.runner.units import plan_study
 from rbplab.store import CacheEntry
 
 

@@ -14,8 +14,8 @@ from helpers.studies import SETTINGS, shard_bytes, summary_bytes
 
 from rbplab.core import ExtractionSettings
 from rbplab.grid import Grid
-from rbplab.runner import plan_study, run_study
-from rbplab.runner.units import slice_units
+from rbplab.runner import run_study
+from rbplab.runner.units import plan_study, slice_units
 from rbplab.store import CacheEntry
 
 
