@@ -129,10 +129,12 @@ def explorer(
     *,
     max_states: int = MAX_STATES,
     fixed: Mapping[str, str] | None = None,
+    prepare: Callable[[list[dict]], None] | None = None,
 ) -> dict:
     """One plotly figure (as JSON: a dict with data, layout and frames) holding `state(**values)`
     for every combination of the last two controls' values (earlier ones stay at `current` and
-    are named in the note with `fixed`), opening on `current`.
+    are named in the note with `fixed`), opening on `current`. `prepare`, when given, is handed
+    every state's values before any state is drawn (a view that can compute them together does).
 
     The last control is a slider whose steps go to frames (one copy of it per value of the
     control before, which is a dropdown or a slider of its own: choosing there shows its copy of
@@ -148,13 +150,18 @@ def explorer(
     s0 = second.index(current[second.name]) if second is not None else 0
     p0 = last.index(current[last.name])
 
-    def figure(s: int, p: int) -> dict:
+    def values_of(s: int, p: int) -> dict:
         values = {c.name: current[c.name] for c in kept} | {last.name: last.values[p]}
         if second is not None:
             values[second.name] = seconds[s]
-        return json.loads(pio.to_json(state(**values), validate=False))
+        return values
+
+    def figure(s: int, p: int) -> dict:
+        return json.loads(pio.to_json(state(**values_of(s, p)), validate=False))
 
     combos = [(s, p) for s in range(len(seconds)) for p in range(len(last.values))]
+    if prepare is not None:
+        prepare([values_of(s, p) for s, p in combos])
     base = figure(s0, p0)
     with untemplated():  # the base figure holds the template; frames need none
         figures = [base if combo == (s0, p0) else figure(*combo) for combo in combos]

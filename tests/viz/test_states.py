@@ -121,6 +121,27 @@ def test_emergence_explorer_k_and_n(study: Study) -> None:
         assert frame["layout"]["title"]["text"] == view.figure.layout.title.text
 
 
+def test_emergence_explorer_tables_its_whole_grid_at_once_and_draws_the_same_states(
+    study: Study, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The explorer hands its states to `prepare`, which tables every k and N of a corpus in one
+    call; each state drawn from that table is the state drawn alone (as the live view draws it)."""
+    view = widgets.EmergenceView(study, k=10, n=4, n_max=50, live=False)
+    one_by_one = states.explorer(
+        view.controls(), view.state, view.values(), max_states=45, fixed=view.fixed()
+    )
+    calls = []
+    table = emergence_view.emergence.table
+    monkeypatch.setattr(
+        emergence_view.emergence, "table", lambda *a, **k: calls.append(a[1:3]) or table(*a, **k)
+    )
+    together = view.explorer(max_states=45)
+    assert together == one_by_one
+    (ks, ns) = calls[0]
+    assert len(calls) == 1 and len(ks) * len(ns) == len(together["frames"])  # one table, every state
+    assert view._tables == {}  # nothing kept for the live view
+
+
 def test_thinning_keeps_ends_and_the_current_value_and_says_so() -> None:
     k = states.Control("k", tuple(range(1, 101)), tuple(map(str, range(1, 101))))
     corpus = states.Control("corpus", ("a", "b"), ("a", "b"), slider=False)

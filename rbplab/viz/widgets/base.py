@@ -152,6 +152,10 @@ class FigureView:
         """Settings the offline explorer keeps as the view has them (named in its note)."""
         return {}
 
+    def prepare(self, states: list[dict[str, Any]]) -> None:
+        """Given the values of every state the offline explorer will draw, before it draws them:
+        a view whose states share work computes it here, once (the default: nothing)."""
+
     def build(self) -> go.Figure:
         """The figure for the current control values (a plain plotly Figure)."""
         return self.state(**self.values())
@@ -159,7 +163,14 @@ class FigureView:
     def explorer(self, max_states: int = MAX_STATES) -> dict:
         """The offline explorer: `state` over every value of the controls, as one plotly figure
         (JSON) whose sliders and dropdowns switch between the states without a kernel."""
-        return explorer(self.controls(), self.state, self.values(), max_states=max_states, fixed=self.fixed())
+        return explorer(
+            self.controls(),
+            self.state,
+            self.values(),
+            max_states=max_states,
+            fixed=self.fixed(),
+            prepare=self.prepare,
+        )
 
     def refresh(self, *_: object) -> None:
         if self._held:

@@ -7,6 +7,7 @@ from typing import Any
 
 import ipywidgets as w
 import numpy as np
+import pandas as pd
 import plotly.graph_objects as go
 
 from rbplab.core.errors import InvalidArgumentError
@@ -86,6 +87,8 @@ class EmergenceView(CorpusMixin, KMixin, View):
         extrapolate: bool = False,
         live: bool | None = None,
     ) -> None:
+        # The explorer's tables while it draws (`prepare`), by family and corpus; empty live.
+        self._tables: dict[tuple[str, str], pd.DataFrame] = {}
         super().__init__(study, family, live)
         if not 1 <= n <= n_max:
             raise InvalidArgumentError(f"N must lie in [1, n_max={n_max}], got {n}")
@@ -152,14 +155,40 @@ class EmergenceView(CorpusMixin, KMixin, View):
         return {"extrapolate": "on" if self.extrapolate_box.value else "off"}
 
     def explorer(self, max_states: int = EMERGENCE_STATES) -> dict:
-        # A state here refits the emergence law (~0.2 s): fewer of them keep notebook 03 quick.
-        return super().explorer(max_states)
+        # A state's figure takes ~0.08 s to build: fewer of them keep notebook 03 quick.
+        try:
+            return super().explorer(max_states)
+        finally:
+            self._tables = {}
 
-    def state(self, k: int, n: int, corpus: str, family: str | None = None) -> go.Figure:
+    def prepare(self, states: list[dict[str, Any]]) -> None:
+        # One table per family and corpus over every k and N the explorer draws: a run's window
+        # sums share their prefix sums across k and N, so the grid costs about what two states
+        # did one by one (notebook 03's explorer on the demo: 24.5 s before, see CHANGELOG).
+        grids: dict[tuple[str, str], tuple[set[int], set[int]]] = {}
+        for values in states:
+            study, corpus, k = self._resolved(values["k"], values["corpus"], values.get("family"))
+            ks, ns = grids.setdefault((study.family, corpus), (set(), set()))
+            ks.add(k)
+            ns.add(int(values["n"]))
+        self._tables = {
+            (family, corpus): emergence.table(
+                self.family_study(family), sorted(ks), sorted(ns), corpora=[corpus]
+            )
+            for (family, corpus), (ks, ns) in grids.items()
+        }
+
+    def _resolved(self, k: int, corpus: str, family: str | None) -> tuple[Study, str, int]:
         study = self.family_study(family)
         corpus = self._corpora_of(study, corpus)[0]
-        k = nearest(emergence_k_options(study), min(k, study.vocab_size))
-        em = emergence.table(study, [k], [n], corpora=[corpus])
+        return study, corpus, nearest(emergence_k_options(study), min(k, study.vocab_size))
+
+    def state(self, k: int, n: int, corpus: str, family: str | None = None) -> go.Figure:
+        study, corpus, k = self._resolved(k, corpus, family)
+        grid = self._tables.get((study.family, corpus))
+        em = None if grid is None else grid[(grid["k"] == k) & (grid["N"] == n)].reset_index(drop=True)
+        if em is None or em.empty:  # live, one state at a time
+            em = emergence.table(study, [k], [n], corpora=[corpus])
         return plots.emergence(
             em,
             title=f"{study.family} · {corpus}: p_(N={n}, k={k:,}) vs S",
