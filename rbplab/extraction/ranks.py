@@ -91,6 +91,18 @@ def dtype_hint(dtype: torch.dtype) -> str:
     )
 
 
+def linear_weight(head: nn.Module) -> Tensor:
+    """The [rows, d] floating-point weight of an nn.Linear-style output head, or a one-line
+    InvalidTypeError (a quantised head, a head of another kind)."""
+    weight = getattr(head, "weight", None)
+    if not isinstance(weight, Tensor) or weight.ndim != 2 or not weight.is_floating_point():
+        raise InvalidTypeError(
+            f"output head {type(head).__name__} is not a linear layer with a floating-point 2-D weight; "
+            "rank extraction supports nn.Linear-style heads (quantised heads must be dequantised first)"
+        )
+    return weight
+
+
 class FloatHead(nn.Module):
     """Float32 copy (or view, when already float32) of a linear output head.
 
@@ -110,12 +122,7 @@ class FloatHead(nn.Module):
                 raise InvalidArgumentError(f"head has {head.weight.shape[0]} rows, cannot rank over {rows}")
             if head.weight.shape[0] == rows:
                 return head
-        weight = getattr(head, "weight", None)
-        if not isinstance(weight, Tensor) or weight.ndim != 2 or not weight.is_floating_point():
-            raise InvalidTypeError(
-                f"output head {type(head).__name__} is not a linear layer with a floating-point 2-D weight; "
-                "rank extraction supports nn.Linear-style heads (quantised heads must be dequantised first)"
-            )
+        weight = linear_weight(head)
         if weight.shape[0] < rows:
             raise InvalidArgumentError(
                 f"output head has {weight.shape[0]} rows but vocab_size={rows} was requested"

@@ -33,6 +33,7 @@ import torch
 from rbplab.catalog.models import ModelLoadError, ModelSpec, ResolvedModel
 from rbplab.core.settings import ExtractionSettings
 from rbplab.extraction.gguf import shared_gguf_reader
+from rbplab.extraction.ranks import linear_weight
 from rbplab.extraction.sources import (
     DEVICE_MAP_PREFIX,
     DTYPES,
@@ -256,8 +257,6 @@ def check_head(model: torch.nn.Module, info: ModelInfo, length: int = 16) -> flo
     """Verify that base-model hidden states through the output head (float32, softcap) reproduce
     model(input_ids).logits; architectures that transform logits otherwise are refused.
     Returns the largest absolute difference seen."""
-    from rbplab.extraction.ranks import FloatHead
-
     length = min(length, info.max_context or length)
     ids = (torch.arange(length) * 7919 % info.vocab_size).unsqueeze(0).to(input_device(model))
     check_head_placed(model.get_output_embeddings())
@@ -265,7 +264,7 @@ def check_head(model: torch.nn.Module, info: ModelInfo, length: int = 16) -> flo
         reference = model(ids, use_cache=False).logits[0].float()
         hidden = model.base_model(ids, use_cache=False).last_hidden_state[0]
         head = model.get_output_embeddings()
-        ours = FloatHead.from_module(head, head.weight.shape[0])(hidden.to(head.weight.device))
+        ours = _float32_logits(head, hidden.to(head.weight.device))
         if info.softcap:
             ours = torch.tanh(ours / info.softcap) * info.softcap
     if not bool(torch.isfinite(reference).all()):
@@ -284,6 +283,22 @@ def check_head(model: torch.nn.Module, info: ModelInfo, length: int = 16) -> flo
             "logits in a way rank extraction does not support"
         )
     return diff
+
+
+CHECK_ROWS = 8192  # head rows multiplied at a time by `check_head`
+
+
+def _float32_logits(head: torch.nn.Module, hidden: torch.Tensor) -> torch.Tensor:
+    """The head's logits in float32, its rows converted a block at a time: a float32 copy of a whole
+    Qwen2.5-7B head is 2.2 GB, which a run with the fused head never needs otherwise."""
+    weight, bias = linear_weight(head), getattr(head, "bias", None)
+    x = hidden.to(torch.float32)
+    blocks = []
+    for start in range(0, weight.shape[0], CHECK_ROWS):
+        rows = slice(start, start + CHECK_ROWS)
+        b = None if bias is None else bias[rows].to(torch.float32)
+        blocks.append(torch.nn.functional.linear(x, weight[rows].to(torch.float32), b))
+    return torch.cat(blocks, dim=-1)
 
 
 def nan_source(model: torch.nn.Module, ids: torch.Tensor) -> str:

@@ -46,6 +46,27 @@ def test_load_model_checks_the_head(gpt2_dir):
     assert check_head(model, info) < 1e-4
 
 
+def test_the_head_check_converts_the_head_a_block_of_rows_at_a_time(gpt2_dir, monkeypatch):
+    """Blocks of 7 rows (the vocabulary is not a multiple of 7) give the whole head's logits: the
+    check's answer does not change, and no float32 block is wider than 7 rows (the bfloat16 model's
+    own products are the other calls)."""
+    from rbplab.extraction import weights
+
+    model, _, info = load_model(str(gpt2_dir), ExtractionSettings(dtype="bfloat16"))
+    whole = check_head(model, info)
+    widths = []
+    linear = torch.nn.functional.linear
+    monkeypatch.setattr(weights, "CHECK_ROWS", 7)
+    monkeypatch.setattr(
+        torch.nn.functional,
+        "linear",
+        lambda x, w, b=None: (w.dtype == torch.float32 and widths.append(w.shape[0])) or linear(x, w, b),
+    )
+    assert check_head(model, info) == whole
+    head_rows = model.get_output_embeddings().weight.shape[0]
+    assert head_rows % 7 and max(widths) == 7 and sum(widths) == head_rows
+
+
 def test_bfloat16_model(gpt2_dir):
     model, _, info = load_model(str(gpt2_dir), ExtractionSettings(dtype="bfloat16"))
     assert info.dtype == "bfloat16" and next(model.parameters()).dtype == torch.bfloat16
