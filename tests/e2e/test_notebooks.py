@@ -388,9 +388,10 @@ def test_training_notebook_on_the_micro_checkpoints(run) -> None:
 def test_training_notebook_falls_back_to_a_known_law_without_checkpoints(tmp_path: Path) -> None:
     if MEMBERS is None:
         pytest.skip("the micro-suite family is not registered with its weights in data/ yet")
-    result = execute_notebook(
-        notebooks_dir() / "06_training_dynamics.ipynb", tmp_path, {"families": ["micro"], "n_boot": 10}
-    )
+    # An empty cache of its own: the default one ($RBPLAB_CACHE or ~/.cache/rbplab) may hold the
+    # demo's checkpoints, which 06 would analyse instead of falling back.
+    parameters = {"families": ["micro"], "n_boot": 10, "cache_dir": str(tmp_path / "cache")}
+    result = execute_notebook(notebooks_dir() / "06_training_dynamics.ipynb", tmp_path, parameters)
     assert result.ok, result.error
     _check_training_tables(tmp_path / "06_training_dynamics")
     notices = [t for t in _shown(tmp_path, "06_training_dynamics") if "SYNTHETIC DATA" in t]
