@@ -35,7 +35,7 @@ import triton.language as tl
 from torch import Tensor, nn
 
 from rbplab.core.errors import InvalidArgumentError, InvalidTypeError, RbplabError
-from rbplab.extraction.ranks import NonFiniteLogitsError, triton_interpreted
+from rbplab.extraction.ranks import NonFiniteLogitsError, linear_weight, triton_interpreted
 
 # Fixed tiles (no autotuning: a row's result must not depend on a tuning run). 128 rows x 256 head
 # rows per tile, K in steps of 64 (32 for float32, whose tiles are twice the bytes). A GPU batch of
@@ -208,19 +208,10 @@ class FusedHead(nn.Module):
 
     @classmethod
     def from_module(cls, head: nn.Module, rows: int) -> FusedHead:
-        weight = getattr(head, "weight", None)
-        if not isinstance(weight, Tensor) or weight.ndim != 2 or not weight.is_floating_point():
-            raise InvalidTypeError(
-                f"output head {type(head).__name__} is not a linear layer with a floating-point 2-D weight; "
-                "the fused head supports nn.Linear-style heads (quantised heads must be dequantised first)"
-            )
+        weight = linear_weight(head, rows)
         if weight.dtype not in (torch.float32, torch.bfloat16, torch.float16):
             raise InvalidTypeError(
                 f"the fused head multiplies float32, bfloat16 or float16, not {weight.dtype}"
-            )
-        if weight.shape[0] < rows:
-            raise InvalidArgumentError(
-                f"output head has {weight.shape[0]} rows but vocab_size={rows} was requested"
             )
         bias = getattr(head, "bias", None)
         w = weight.detach()[:rows]

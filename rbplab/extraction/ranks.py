@@ -91,14 +91,19 @@ def dtype_hint(dtype: torch.dtype) -> str:
     )
 
 
-def linear_weight(head: nn.Module) -> Tensor:
+def linear_weight(head: nn.Module, rows: int | None = None) -> Tensor:
     """The [rows, d] floating-point weight of an nn.Linear-style output head, or a one-line
-    InvalidTypeError (a quantised head, a head of another kind)."""
+    InvalidTypeError (a quantised head, a head of another kind); with `rows`, an
+    InvalidArgumentError when the head has fewer."""
     weight = getattr(head, "weight", None)
     if not isinstance(weight, Tensor) or weight.ndim != 2 or not weight.is_floating_point():
         raise InvalidTypeError(
             f"output head {type(head).__name__} is not a linear layer with a floating-point 2-D weight; "
             "rank extraction supports nn.Linear-style heads (quantised heads must be dequantised first)"
+        )
+    if rows is not None and weight.shape[0] < rows:
+        raise InvalidArgumentError(
+            f"output head has {weight.shape[0]} rows but vocab_size={rows} was requested"
         )
     return weight
 
@@ -122,11 +127,7 @@ class FloatHead(nn.Module):
                 raise InvalidArgumentError(f"head has {head.weight.shape[0]} rows, cannot rank over {rows}")
             if head.weight.shape[0] == rows:
                 return head
-        weight = linear_weight(head)
-        if weight.shape[0] < rows:
-            raise InvalidArgumentError(
-                f"output head has {weight.shape[0]} rows but vocab_size={rows} was requested"
-            )
+        weight = linear_weight(head, rows)
         bias = getattr(head, "bias", None)
         w = weight.detach()[:rows].to(torch.float32).contiguous()
         b = None if bias is None else bias.detach()[:rows].to(torch.float32).contiguous()
@@ -156,17 +157,19 @@ def resolve_head(head: str, device: str, dtype: str, *, triton: bool | None = No
         return head
     if triton is None:
         triton = importlib.util.find_spec("triton") is not None
-    on_gpu = device.startswith("cuda") or device.startswith("device_map:")
-    return "fused" if on_gpu and dtype in ("bfloat16", "float16") and triton else "fp32"
+    return "fused" if _on_gpu(device) and dtype in ("bfloat16", "float16") and triton else "fp32"
+
+
+def _on_gpu(device: str) -> bool:
+    # A resolved device (ModelInfo.device): "cuda", "cuda:1", or a device map, whose head sits on a GPU.
+    return device.startswith("cuda") or device.startswith("device_map:")
 
 
 def check_fused_head(device: str) -> None:
     """Refuse (one line) the fused head where its kernel cannot run: it is a Triton kernel for CUDA
     devices (a device map counts: its head sits on a GPU); `TRITON_INTERPRET=1` lets it run on CPU
     tensors through Triton's interpreter, for tests. Checked from names alone, importing nothing."""
-    interpreted = triton_interpreted()
-    on_gpu = device.startswith("cuda") or device.startswith("device_map:")
-    if not on_gpu and not interpreted:
+    if not _on_gpu(device) and not triton_interpreted():
         raise InvalidArgumentError(
             f"head='fused' runs a Triton kernel on CUDA GPUs and this run is on {device}; use head='fp32'"
         )
