@@ -69,6 +69,18 @@ def float64_ranks(hidden: torch.Tensor, head, targets: torch.Tensor, vocab: int,
         yield start, (z > z_t).sum(1), (z == z_t).sum(1), torch.logsumexp(z, 1) - z_t[:, 0], z, z_t
 
 
+def reordered_gap(
+    z: torch.Tensor, z_t: torch.Tensor, target: int, k: int, scale: float
+) -> tuple[float, float]:
+    """A row whose counts differ from float64's by k reordered at least k logits against z_t, so its
+    largest reordered gap is at least the k-th smallest |z_v - z_t| over v != t (float64 logits z of
+    the row): that bound relative to |z_t| and to `scale` (|h| |w_t|, float32 summation's scale)."""
+    gap = (z - z_t).abs()
+    gap[target] = float("inf")
+    kth = float(gap.kthvalue(max(k, 1)).values)
+    return kth / max(float(z_t.abs()), 1e-30), kth / max(scale, 1e-30)
+
+
 def exactness(label: str, scorer, batches: list, vocab: int) -> list[str]:
     """Both heads against float64 on the hidden states of `batches`; one line per head."""
     from rbplab.extraction.fused_head import FusedHead, HeadCertificateError, fused_rank_stats
@@ -111,16 +123,12 @@ def exactness(label: str, scorer, batches: list, vocab: int) -> list[str]:
                     t["nll"] = max(t["nll"], float((nll[rows].double() - nll64).abs().max()))
                     # Gaps of the first rows that differ (their number is counted whole).
                     for r in (~same).nonzero()[:, 0].tolist()[: max(0, MAX_GAP_ROWS - len(t["gaps"]))]:
-                        # A row whose counts differ by k reordered at least k logits against z_t, so
-                        # its largest reordered gap is at least the k-th smallest gap: that bound is
-                        # printed, relative to |z_t| and to |h| |w_t|.
-                        target = targets[start + r]
-                        gap = (z[r] - z_t[r]).abs()
-                        gap[target] = float("inf")
-                        kth = float(gap.kthvalue(max(int(max(dg[r], de[r])), 1)).values)
-                        t["gaps"].append(kth / max(float(z_t[r].abs()), 1e-30))
+                        target = int(targets[start + r])
                         scale = float(hidden[start + r].double().norm() * w_norms[target])
-                        t["scaled"].append(kth / max(scale, 1e-30))
+                        k = int(max(dg[r], de[r]))
+                        relative, scaled = reordered_gap(z[r], z_t[r], target, k, scale)
+                        t["gaps"].append(relative)
+                        t["scaled"].append(scaled)
     lines = []
     for head, t in tally.items():
         exact = 100.0 * t["exact"] / max(t["tokens"], 1)

@@ -106,12 +106,11 @@ def part_a(runs, variants) -> None:
                         de = (result[1][rows].long() - e64).abs()
                         for r in ((dg > 0) | (de > 0)).nonzero()[:, 0].tolist():
                             t["differ"] += 1
-                            k = max(int(dg[r]), int(de[r]), 1)
-                            gap = (z[r] - z_t[r]).abs()
-                            gap[tg[r]] = float("inf")
-                            kth = float(gap.kthvalue(k).values)
-                            t["rel"] = max(t["rel"], kth / max(float(z_t[r].abs()), 1e-30))
-                            t["scaled"] = max(t["scaled"], kth / float(scale[r]))
+                            k = max(int(dg[r]), int(de[r]))
+                            rel, scaled = gpu_check.reordered_gap(
+                                z[r], z_t[r], int(tg[r]), k, float(scale[r])
+                            )
+                            t["rel"], t["scaled"] = max(t["rel"], rel), max(t["scaled"], scaled)
         for head, t in tally.items():
             rel = f"{t['rel']:.1e}" if t["differ"] else "-"
             scaled = f"{t['scaled']:.1e}" if t["differ"] else "-"
