@@ -51,6 +51,7 @@ SCALE_END = 0.85  # Viridis' last 15 % is a yellow too pale for lines on white
 EMPTY = [None]  # data of a legend-only key trace
 
 _TAG = re.compile(r"<[^>]+>")
+_AXIS_NAME = re.compile(r"[xy]axis\d*")
 # TeX-like notation people write in titles, and its plotly HTML: p_{N,k}, RBP_1, p_(N=10, k=5), S^-α.
 _BRACED = re.compile(r"([_^])\{([^{}]*)\}")
 _SUBSCRIPT = re.compile(r"\b(RBP|p|L)_(\([^()]*\)|[A-Za-z0-9]+)")
@@ -243,13 +244,17 @@ def arrange(
     (`for_page` lays it out again for another page). Returns `fig`."""
     rows, cols = panels.rows, panels.cols
     k = page.scale
+    # The layout is worked on as JSON and assigned once: each plotly assignment or update_layout
+    # re-validates what it touches, which cost an offline explorer's hundreds of states ~20 ms each.
+    current = fig.layout.to_plotly_json()
+    template = current.pop("template", None)
     entries = _legend_entries(fig) if legend != "none" else []
-    titled = bool(y_title or panels.per_axis_y_titles or _has_axis_titles(fig, "y"))
+    titled = bool(y_title or panels.per_axis_y_titles or _has_axis_titles(current, "y"))
     place = _legend_place(panels, page, entries, legend, colorbar, titled)
     tick_room, axis_room, panel_room = TICK_ROOM * k, AXIS_TITLE_ROOM * k, PANEL_TITLE_ROOM * k
     left, right, plot_width, hgap, panel_width = _columns(panels, page, entries, place, colorbar, titled)
     vgap = (panel_room if panel_titles else 8 * k) + (8 * k if panels.shared_x else tick_room + 8 * k)
-    below = tick_room + (axis_room if x_title or _has_axis_titles(fig, "x") else 0)
+    below = tick_room + (axis_room if x_title or _has_axis_titles(current, "x") else 0)
     caption_top = below
     if caption:
         below += CAPTION_ROOM * k
@@ -274,7 +279,7 @@ def arrange(
         plot_height = rows * panel_height + (rows - 1) * vgap
 
     names = ("panel title", "x title", "y title", "subtitle", "caption")
-    annotations = [a for a in fig.layout.annotations if a.name not in names]
+    annotations = [a for a in current.get("annotations", []) if a.get("name") not in names]
     for r in range(rows):
         for c in range(cols):
             index = r * cols + c + 1
@@ -283,9 +288,9 @@ def arrange(
             x1 = x0 + panel_width / plot_width
             y1 = 1 - r * (panel_height + vgap) / plot_height
             y0 = y1 - panel_height / plot_height
-            if f"xaxis{suffix}" in fig.layout:
-                fig.layout[f"xaxis{suffix}"].domain = [max(0.0, x0), min(1.0, x1)]
-                fig.layout[f"yaxis{suffix}"].domain = [max(0.0, y0), min(1.0, y1)]
+            if index == 1 or f"xaxis{suffix}" in current:  # a one-panel figure may not name its axes
+                current.setdefault(f"xaxis{suffix}", {})["domain"] = [max(0.0, x0), min(1.0, x1)]
+                current.setdefault(f"yaxis{suffix}", {})["domain"] = [max(0.0, y0), min(1.0, y1)]
             if panel_titles and index <= len(panel_titles) and panel_titles[index - 1]:
                 text, centre, size = panel_titles[index - 1], (x0 + x1) / 2, page.title_size - 1
                 annotations.append(
@@ -370,12 +375,16 @@ def arrange(
             "tracegroupgap": 0,
             "maxheight": legend_height(len(entries), page.font_size) + 8 * k,
         }
+    # The annotations are replaced whole: a figure laid out again (`for_page`) keeps none of the
+    # old ones beyond the new ones' count.
+    current["annotations"] = annotations
+    _merge(current, layout)
+    _merge(current, log_tick_updates(current, fig.data, page, (plot_width, plot_height)))
     if _TEMPLATED.get():
-        layout["template"] = TEMPLATE
-    # Assigned, not updated: update_layout merges lists element by element, so a figure laid out
-    # again (`for_page`) would keep the old annotations beyond the new ones' count.
-    fig.layout.annotations = annotations
-    fig.update_layout(**layout)
+        current["template"] = TEMPLATE
+    elif template is not None:
+        current["template"] = template
+    fig.layout = current
     for trace in fig.data:  # names built from data (quantities such as "RBP_1") in HTML too
         if trace.name and ("_" in trace.name or "^" in trace.name):
             trace.name = html_label(trace.name)
@@ -383,7 +392,6 @@ def arrange(
         fig.update_traces(
             colorbar={"x": 1.0, "xanchor": "left", "xpad": 10 * k, "len": 1.0}, selector={"type": "contour"}
         )
-    label_log_axes(fig, page, (plot_width, plot_height))
     return fig
 
 
@@ -459,21 +467,29 @@ def magnitude_label(value: float) -> str:
 
 
 def label_log_axes(fig: go.Figure, page: Page = SCREEN, plot_size: tuple[float, float] | None = None) -> None:
-    """Every log axis labelled with magnitudes (plotly writes 2×10⁵ as a bare "2"): 1, 2 and 5 of
-    each decade, or the decades alone, or every other decade, the densest of these that fits the
-    axis' length in px at `page`'s text size (`plot_size`: the plotting area, width x height; the
-    figure's own when not given); under a decade, round values evenly spaced. Tick labels are never
-    rotated: one that would not fit is left out instead."""
+    """Every log axis of `fig` labelled with magnitudes (`log_tick_updates`), in place; `plot_size`:
+    the plotting area, width x height (the figure's own when not given)."""
     width, height = plot_size or (
         (fig.layout.width or WIDTH) - (fig.layout.margin.l or 0) - (fig.layout.margin.r or 0),
         (fig.layout.height or 450) - (fig.layout.margin.t or 0) - (fig.layout.margin.b or 0),
     )
-    layout = fig.layout.to_plotly_json()
-    axes = {n: a for n, a in layout.items() if re.fullmatch(r"[xy]axis\d*", n) and isinstance(a, dict)}
+    fig.update_layout(log_tick_updates(fig.layout.to_plotly_json(), fig.data, page, (width, height)))
+
+
+def log_tick_updates(
+    layout: dict, data: Sequence, page: Page, plot_size: tuple[float, float]
+) -> dict[str, dict]:
+    """The axis settings that label every log axis of a figure (its `layout` as JSON, its traces
+    `data`) with magnitudes (plotly writes 2×10⁵ as a bare "2"): 1, 2 and 5 of each decade, or the
+    decades alone, or every other decade, the densest of these that fits the axis' length in px
+    at `page`'s text size (`plot_size`: the plotting area, width x height); under a decade, round
+    values evenly spaced. Tick labels are never rotated: one that would not fit is left out
+    instead."""
+    width, height = plot_size
+    axes = {n: a for n, a in layout.items() if _AXIS_NAME.fullmatch(n) and isinstance(a, dict)}
     # Axes that match another (shared_xaxes / shared_yaxes) share its range, so its ticks too:
     # one set of ticks per group, from the data on all of them and the shortest one's length.
     groups: dict[str, list[str]] = {}
-    # One layout update at the end: each assignment re-validates (a view redraws every step).
     updates: dict[str, dict] = {name: {"tickangle": 0} for name in axes}
     for name, axis in axes.items():
         root = axis.get("matches")
@@ -481,7 +497,7 @@ def label_log_axes(fig: go.Figure, page: Page = SCREEN, plot_size: tuple[float, 
     for members in groups.values():
         if any(axes[n].get("type") != "log" for n in members):
             continue
-        extents = [e for e in (_log_axis_extent(fig, n, axes[n]) for n in members) if e]
+        extents = [e for e in (_log_axis_extent(data, n, axes[n]) for n in members) if e]
         if not extents:
             continue
         lo, hi = min(e[0] for e in extents), max(e[1] for e in extents)
@@ -504,7 +520,7 @@ def label_log_axes(fig: go.Figure, page: Page = SCREEN, plot_size: tuple[float, 
                 # One value: plotly's autorange around it is not the factor of two the ticks
                 # were spaced for (Figure 5's labels at k near |V| overprinted), so it is set.
                 updates[name] |= {"range": [math.log10(lo / 2), math.log10(hi * 2)], "autorange": False}
-    fig.update_layout(updates)
+    return updates
 
 
 MIN_LOG_TICKS = 3  # a log axis with two labels does not say where it is log (1.5-5.5: "2" and "5")
@@ -583,7 +599,7 @@ def _round_step(raw: float) -> float:
     return next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
 
 
-def _log_axis_extent(fig: go.Figure, name: str, axis: dict) -> tuple[float, float] | None:
+def _log_axis_extent(data: Sequence, name: str, axis: dict) -> tuple[float, float] | None:
     """(low, high) drawn on log axis `name`: its explicit range (less 8 % at each end), else the
     positive values of the traces on it."""
     if axis.get("range") is not None and axis.get("autorange") in (None, False):
@@ -594,7 +610,7 @@ def _log_axis_extent(fig: go.Figure, name: str, axis: dict) -> tuple[float, floa
     letter, suffix = name[0], name[5:]
     ref = letter + suffix
     values = []
-    for trace in fig.data:
+    for trace in data:
         if (getattr(trace, f"{letter}axis", None) or letter) != ref:
             continue
         data = getattr(trace, letter, None)
@@ -619,8 +635,8 @@ def _trace_values(data: object) -> np.ndarray:
     return np.asarray([np.nan if x is None else x for x in data], dtype=float)
 
 
-def _has_axis_titles(fig: go.Figure, letter: str) -> bool:
-    layout = fig.layout.to_plotly_json()
+def _has_axis_titles(layout: dict, letter: str) -> bool:
+    """Whether an axis of `letter` in `layout` (a figure's layout as JSON) has a title of its own."""
     return any(
         (value.get("title") or {}).get("text")
         for name, value in layout.items()
@@ -638,18 +654,29 @@ def _label(
     size: float,
     colour: str | None = None,
     **shift: float,
-) -> go.layout.Annotation:
-    """A text placed on the figure's paper (titles; `name` finds it again)."""
-    return go.layout.Annotation(
-        text=html_label(text),
-        name=name,
-        x=x,
-        y=y,
-        xref="paper",
-        yref="paper",
-        xanchor=xanchor,
-        yanchor=yanchor,
-        showarrow=False,
-        font={"size": size} | ({"color": colour} if colour else {}),
+) -> dict:
+    """A text placed on the figure's paper (titles; `name` finds it again), as layout JSON."""
+    return {
+        "text": html_label(text),
+        "name": name,
+        "x": x,
+        "y": y,
+        "xref": "paper",
+        "yref": "paper",
+        "xanchor": xanchor,
+        "yanchor": yanchor,
+        "showarrow": False,
+        "font": {"size": size} | ({"color": colour} if colour else {}),
         **shift,
-    )
+    }
+
+
+def _merge(target: dict, update: dict) -> None:
+    """`update` merged into `target` (layout JSON) as plotly's update_layout merges: objects key by
+    key, anything else (a list, a number, `meta`, which plotly stores as it is given) replaced."""
+    for key, value in update.items():
+        old = target.get(key)
+        if isinstance(value, dict) and isinstance(old, dict) and key != "meta":
+            _merge(old, value)
+        else:
+            target[key] = value
