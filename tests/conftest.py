@@ -149,6 +149,34 @@ def micro_cache_wide_template(micro_cache_template, tmp_path_factory) -> Path:
     )
 
 
+@pytest.fixture(scope="session")
+def micro_report_template(micro_cache_wide_template, tmp_path_factory) -> Path:
+    """The report folder of `rbplab report` on the micro-suite and `MICRO_TWO_CORPORA` (the README's
+    `-c prose humaneval`): every notebook, PDF figures, n_boot 10, on a copy of
+    `micro_cache_wide_template` (notebook 06 analyses its checkpoints). Run once for the tests of
+    exported figures and of offline explorers. Read-only."""
+    from helpers.studies import MICRO_MAX_TOKENS, MICRO_TWO_CORPORA, copy_cache
+
+    from rbplab.grid import Grid
+    from rbplab.report import ReportOptions, run_report
+
+    def build(folder: Path) -> Path:
+        cache = copy_cache(micro_cache_wide_template, folder / "cache")
+        out = folder / "report"
+        table = run_report(
+            Grid.from_names("micro", list(MICRO_TWO_CORPORA), max_tokens=MICRO_MAX_TOKENS),
+            out,
+            cache_dir=cache,
+            parameters={"n_boot": 10},
+            options=ReportOptions(figures=("pdf",)),
+            progress=None,
+        )
+        assert table["ok"].all(), table["error"].tolist()
+        return out
+
+    return build_once(tmp_path_factory, "micro-report", build)
+
+
 @pytest.fixture
 def micro_cache(micro_cache_template, tmp_path) -> Path:
     """A private copy of `micro_cache_template`, the test's to write to."""

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from helpers.plotly_axes import OUTSIDE
-from helpers.studies import MICRO_MAX_TOKENS, MICRO_TWO_CORPORA, copy_cache
+from helpers.studies import MICRO_MAX_TOKENS, copy_cache
 
 from rbplab.grid import Grid
 from rbplab.report import ReportOptions, run_report
@@ -32,7 +32,6 @@ CHROMIUM_ARGS = [
     "--disable-background-networking",
 ]
 MAX_TOKENS = MICRO_MAX_TOKENS
-TWO_CORPORA = list(MICRO_TWO_CORPORA)  # as the README's `rbplab report -c prose humaneval`
 EXPLORER_NOTEBOOKS = ("01", "02", "03", "04", "06")  # the notebooks that show a view
 SHOTS = Path(__file__).resolve().parents[2] / "test-output" / "browser"
 
@@ -46,25 +45,26 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(scope="module")
-def micro_cache(micro_cache_wide_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The micro-suite's final models on every bundled corpus and 3 checkpoints per size on two
-    of them, scored on a few hundred tokens (what `make demo` scores, smaller; the session's
-    `micro_cache_wide_template`, copied): notebook 06 analyses the checkpoints in the two-corpus
-    report and falls back to its known law in the four-corpus one, so both of its explorers are seen."""
-    return copy_cache(micro_cache_wide_template, tmp_path_factory.mktemp("micro-cache"))
-
-
 @pytest.fixture(scope="module", params=[2, 4], ids=["2 corpora", "4 corpora"])
 def report(
-    request: pytest.FixtureRequest, micro_cache: Path, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest,
+    micro_cache_wide_template: Path,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Path:
-    corpora = TWO_CORPORA if request.param == 2 else default_corpora()
+    """A report of the micro-suite's final models on every bundled corpus and 3 checkpoints per
+    size on two of them, scored on a few hundred tokens (what `make demo` scores, smaller): on two
+    corpora the session's `micro_report_template` (every notebook); on four a report of the
+    notebooks that show a view, on a copy of `micro_cache_wide_template`. Notebook 06 analyses the
+    checkpoints in the two-corpus report and falls back to its known law in the four-corpus one,
+    so both of its explorers are seen."""
+    if request.param == 2:
+        return request.getfixturevalue("micro_report_template")
+    cache = copy_cache(micro_cache_wide_template, tmp_path_factory.mktemp("micro-cache"))
     out = tmp_path_factory.mktemp(f"report-{request.param}")
     table = run_report(
-        Grid.from_names("micro", corpora, max_tokens=MAX_TOKENS),
+        Grid.from_names("micro", default_corpora(), max_tokens=MAX_TOKENS),
         out,
-        cache_dir=micro_cache,
+        cache_dir=cache,
         parameters={"n_boot": 10},
         options=ReportOptions(notebooks=EXPLORER_NOTEBOOKS),
         progress=None,

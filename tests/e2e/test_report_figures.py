@@ -24,7 +24,7 @@ MAX_TOKENS = MICRO_MAX_TOKENS
 CASES = {"one corpus": ["prose"], "two corpora": list(MICRO_TWO_CORPORA)}
 
 pytestmark = [
-    pytest.mark.slow,  # executes every notebook twice and renders ~70 PDFs
+    pytest.mark.slow,  # executes every notebook (and uses the session's report) and renders ~70 PDFs
     pytest.mark.notebook,
     pytest.mark.browser,  # kaleido exports through Chromium
     pytest.mark.skipif(
@@ -37,25 +37,25 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def reports(micro_cache_template: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The demo's grid, small: the micro-suite's final models on prose and humaneval and three
-    checkpoints of each size on prose (the session's `micro_cache_template`, copied), reported
-    with --figures pdf on one corpus and on both."""
+def reports(
+    micro_cache_template: Path, micro_report_template: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Path]:
+    """The demo's grid, small, reported with --figures pdf: on both corpora the session's
+    `micro_report_template`; on one corpus a report of its own, on a copy of `micro_cache_template`
+    (the micro-suite's final models on prose and humaneval and three checkpoints of each size on
+    prose)."""
     cache = copy_cache(micro_cache_template, tmp_path_factory.mktemp("cache"))
-    out = {}
-    for case, corpora in CASES.items():
-        folder = tmp_path_factory.mktemp(case.replace(" ", "-"))
-        table = run_report(
-            Grid.from_names("micro", corpora, max_tokens=MAX_TOKENS),
-            folder,
-            cache_dir=cache,
-            parameters={"n_boot": 10},
-            options=ReportOptions(figures=("pdf",)),
-            progress=None,
-        )
-        assert table["ok"].all(), table["error"].tolist()
-        out[case] = folder
-    return out
+    folder = tmp_path_factory.mktemp("one-corpus")
+    table = run_report(
+        Grid.from_names("micro", CASES["one corpus"], max_tokens=MAX_TOKENS),
+        folder,
+        cache_dir=cache,
+        parameters={"n_boot": 10},
+        options=ReportOptions(figures=("pdf",)),
+        progress=None,
+    )
+    assert table["ok"].all(), table["error"].tolist()
+    return {"one corpus": folder, "two corpora": micro_report_template}
 
 
 @pytest.fixture(scope="module")
