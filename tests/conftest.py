@@ -149,22 +149,20 @@ def micro_cache_wide_template(micro_cache_template, tmp_path_factory) -> Path:
     )
 
 
-@pytest.fixture(scope="session")
-def micro_report_template(micro_cache_wide_template, tmp_path_factory) -> Path:
-    """The report folder of `rbplab report` on the micro-suite and `MICRO_TWO_CORPORA` (the README's
-    `-c prose humaneval`): every notebook, PDF figures, n_boot 10, on a copy of
-    `micro_cache_wide_template` (notebook 06 analyses its checkpoints). Run once for the tests of
-    exported figures and of offline explorers. Read-only."""
-    from helpers.studies import MICRO_MAX_TOKENS, MICRO_TWO_CORPORA, copy_cache
+def _report_once(tmp_path_factory, name: str, cache_template: Path, corpora: list[str]) -> Path:
+    """`rbplab report` of the micro-suite on `corpora` (every notebook, PDF figures, n_boot 10) on a
+    copy of `cache_template`, run once per test run: the report folder, its cache beside it
+    (`<folder>/../cache`)."""
+    from helpers.studies import MICRO_MAX_TOKENS, copy_cache
 
     from rbplab.grid import Grid
     from rbplab.report import ReportOptions, run_report
 
     def build(folder: Path) -> Path:
-        cache = copy_cache(micro_cache_wide_template, folder / "cache")
+        cache = copy_cache(cache_template, folder / "cache")
         out = folder / "report"
         table = run_report(
-            Grid.from_names("micro", list(MICRO_TWO_CORPORA), max_tokens=MICRO_MAX_TOKENS),
+            Grid.from_names("micro", corpora, max_tokens=MICRO_MAX_TOKENS),
             out,
             cache_dir=cache,
             parameters={"n_boot": 10},
@@ -174,7 +172,24 @@ def micro_report_template(micro_cache_wide_template, tmp_path_factory) -> Path:
         assert table["ok"].all(), table["error"].tolist()
         return out
 
-    return build_once(tmp_path_factory, "micro-report", build)
+    return build_once(tmp_path_factory, name, build)
+
+
+@pytest.fixture(scope="session")
+def micro_report_template(micro_cache_wide_template, tmp_path_factory) -> Path:
+    """The report of the micro-suite on `MICRO_TWO_CORPORA` (the README's `-c prose humaneval`) on
+    `micro_cache_wide_template` (notebook 06 analyses its checkpoints), as `_report_once` writes it:
+    for the tests of exported figures and of offline explorers. Read-only."""
+    from helpers.studies import MICRO_TWO_CORPORA
+
+    return _report_once(tmp_path_factory, "micro-report", micro_cache_wide_template, list(MICRO_TWO_CORPORA))
+
+
+@pytest.fixture(scope="session")
+def micro_prose_report_template(micro_cache_template, tmp_path_factory) -> Path:
+    """The report of the micro-suite on prose alone on `micro_cache_template`, as `_report_once`
+    writes it: for the tests of exported figures and of what a report's index states. Read-only."""
+    return _report_once(tmp_path_factory, "micro-prose-report", micro_cache_template, ["prose"])
 
 
 @pytest.fixture

@@ -14,17 +14,14 @@ from pathlib import Path
 import plotly.io as pio
 import pytest
 from helpers.pdf_text import cut_words, extended, have_poppler, invisible_words, words
-from helpers.studies import MICRO_MAX_TOKENS, MICRO_TWO_CORPORA, copy_cache
+from helpers.studies import MICRO_TWO_CORPORA
 
-from rbplab.grid import Grid
-from rbplab.report import ReportOptions, run_report
 from rbplab.viz.layout import for_page, paper_page
 
-MAX_TOKENS = MICRO_MAX_TOKENS
 CASES = {"one corpus": ["prose"], "two corpora": list(MICRO_TWO_CORPORA)}
 
 pytestmark = [
-    pytest.mark.slow,  # executes every notebook (and uses the session's report) and renders ~70 PDFs
+    pytest.mark.slow,  # the session's reports execute every notebook twice; ~70 PDFs rendered
     pytest.mark.notebook,
     pytest.mark.browser,  # kaleido exports through Chromium
     pytest.mark.skipif(
@@ -37,25 +34,11 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def reports(
-    micro_cache_template: Path, micro_report_template: Path, tmp_path_factory: pytest.TempPathFactory
-) -> dict[str, Path]:
-    """The demo's grid, small, reported with --figures pdf: on both corpora the session's
-    `micro_report_template`; on one corpus a report of its own, on a copy of `micro_cache_template`
-    (the micro-suite's final models on prose and humaneval and three checkpoints of each size on
-    prose)."""
-    cache = copy_cache(micro_cache_template, tmp_path_factory.mktemp("cache"))
-    folder = tmp_path_factory.mktemp("one-corpus")
-    table = run_report(
-        Grid.from_names("micro", CASES["one corpus"], max_tokens=MAX_TOKENS),
-        folder,
-        cache_dir=cache,
-        parameters={"n_boot": 10},
-        options=ReportOptions(figures=("pdf",)),
-        progress=None,
-    )
-    assert table["ok"].all(), table["error"].tolist()
-    return {"one corpus": folder, "two corpora": micro_report_template}
+def reports(micro_prose_report_template: Path, micro_report_template: Path) -> dict[str, Path]:
+    """The demo's grid, small, reported with --figures pdf on one corpus and on both (the
+    session's reports of the micro-suite: its final models on the corpora reported, and three
+    checkpoints of each size)."""
+    return {"one corpus": micro_prose_report_template, "two corpora": micro_report_template}
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from helpers.studies import MICRO_MAX_TOKENS, micro_present, write_study
+from helpers.studies import MICRO_MAX_TOKENS, copy_cache, micro_present, write_study
 
 from rbplab.grid import Grid
 from rbplab.report import ReportOptions, execution, run_report
@@ -87,23 +87,18 @@ def test_readme_report_line_with_a_relative_output_folder(
     )
 
 
-@pytest.mark.slow  # executes notebooks
-def test_index_and_results_state_the_grid_the_notebooks_analysed(tmp_path: Path, micro_cache: Path) -> None:
+@pytest.mark.slow  # the session's report executes every notebook
+def test_index_and_results_state_the_grid_the_notebooks_analysed(
+    micro_prose_report_template: Path, tmp_path: Path
+) -> None:
     """A grid on prose only: the index and results.json state prose only, as the notebooks
     analysed; results.json keys every entry behind a headline, the training notebook's
     checkpoints included (each found among the cache's entries on prose, independently listed)."""
     from rbplab.store.cache.admin import list_entries
 
-    out = tmp_path / "out"
-    table = run_report(
-        Grid.from_names("micro", ["prose"], max_tokens=MAX_TOKENS),
-        out,
-        cache_dir=micro_cache,
-        parameters={"n_boot": 10},
-        options=ReportOptions(notebooks=("01", "06_training_dynamics")),
-        progress=None,
-    )
-    assert table["ok"].all(), table["error"].tolist()
+    out = micro_prose_report_template
+    # The report's cache, copied: listing may write an index into the cache it reads.
+    cache = copy_cache(out.parent / "cache", tmp_path / "cache")
     results = json.loads((out / "results.json").read_text())
     assert results["grid"]["corpora"] == ["prose"]
     index = (out / "index.html").read_text()
@@ -111,7 +106,7 @@ def test_index_and_results_state_the_grid_the_notebooks_analysed(tmp_path: Path,
     analysed = pd.read_csv(out / "01_rbp_vs_size" / "runs.csv")
     assert sorted(analysed["corpus"].unique()) == ["prose"]
     runs = pd.DataFrame(results["runs"]["rows"], columns=results["runs"]["columns"])
-    entries = list_entries(micro_cache)
+    entries = list_entries(cache)
     on_prose = set(entries.loc[entries["corpus"] == "prose", "key"])
     assert runs["cache_key"].notna().all(), runs[runs["cache_key"].isna()]
     # 6 final models + 3 checkpoints of each, the final checkpoint being the final model's entry
