@@ -466,16 +466,6 @@ def magnitude_label(value: float) -> str:
     return power if round(mantissa, 6) == 1 else f"{mantissa:g}×{power}"
 
 
-def label_log_axes(fig: go.Figure, page: Page = SCREEN, plot_size: tuple[float, float] | None = None) -> None:
-    """Every log axis of `fig` labelled with magnitudes (`log_tick_updates`), in place; `plot_size`:
-    the plotting area, width x height (the figure's own when not given)."""
-    width, height = plot_size or (
-        (fig.layout.width or WIDTH) - (fig.layout.margin.l or 0) - (fig.layout.margin.r or 0),
-        (fig.layout.height or 450) - (fig.layout.margin.t or 0) - (fig.layout.margin.b or 0),
-    )
-    fig.update_layout(log_tick_updates(fig.layout.to_plotly_json(), fig.data, page, (width, height)))
-
-
 def log_tick_updates(
     layout: dict, data: Sequence, page: Page, plot_size: tuple[float, float]
 ) -> dict[str, dict]:

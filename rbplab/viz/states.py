@@ -332,7 +332,7 @@ def _span(values: np.ndarray, log: bool) -> list[float] | None:
     lo, hi = float(values.min()), float(values.max())
     if hi - lo < 1e-9 * max(1.0, abs(hi)):
         # One value (every model equal): a range around it, as wide as the ticks drawn for it
-        # (`rbplab.viz.layout.label_log_axes` spans a factor of 2 each way).
+        # (`rbplab.viz.layout.log_tick_updates` spans a factor of 2 each way).
         width = np.log10(2) if log else (abs(hi) / 2 or 1.0)
         return [lo - width, hi + width]
     pad = _PAD * (hi - lo)
