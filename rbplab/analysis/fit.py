@@ -29,7 +29,7 @@ DEFAULT_BY = FIT_GROUP_COLUMNS
 def t_quantile(level: float, df: int) -> float:
     """The two-sided Student-t quantile of `level` at `df` degrees of freedom (NaN without any).
     `scipy.special.stdtrit` is what `scipy.stats.t.ppf` computes, without importing scipy.stats
-    (~0.7 s at every notebook kernel's and command's start)."""
+    (~0.7 s at the start of every notebook kernel and every command that fits)."""
     return float(special.stdtrit(df, (1 + level) / 2)) if df > 0 else float("nan")
 
 

@@ -589,9 +589,9 @@ def _round_step(raw: float) -> float:
     return next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
 
 
-def _log_axis_extent(data: Sequence, name: str, axis: dict) -> tuple[float, float] | None:
+def _log_axis_extent(traces: Sequence, name: str, axis: dict) -> tuple[float, float] | None:
     """(low, high) drawn on log axis `name`: its explicit range (less 8 % at each end), else the
-    positive values of the traces on it."""
+    positive values of the `traces` on it."""
     if axis.get("range") is not None and axis.get("autorange") in (None, False):
         lo, hi = axis["range"]
         # Ticks keep off the axis' ends, where a y label would meet the x labels at the corner.
@@ -600,7 +600,7 @@ def _log_axis_extent(data: Sequence, name: str, axis: dict) -> tuple[float, floa
     letter, suffix = name[0], name[5:]
     ref = letter + suffix
     values = []
-    for trace in data:
+    for trace in traces:
         if (getattr(trace, f"{letter}axis", None) or letter) != ref:
             continue
         data = getattr(trace, letter, None)
