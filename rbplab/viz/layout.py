@@ -16,7 +16,7 @@ import contextlib
 import contextvars
 import math
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
@@ -51,7 +51,7 @@ SCALE_END = 0.85  # Viridis' last 15 % is a yellow too pale for lines on white
 EMPTY = [None]  # data of a legend-only key trace
 
 _TAG = re.compile(r"<[^>]+>")
-_AXIS_NAME = re.compile(r"[xy]axis\d*")
+AXIS_NAME = re.compile(r"[xy]axis\d*")  # a layout key that names an axis: xaxis, yaxis2, ...
 # TeX-like notation people write in titles, and its plotly HTML: p_{N,k}, RBP_1, p_(N=10, k=5), S^-α.
 _BRACED = re.compile(r"([_^])\{([^{}]*)\}")
 _SUBSCRIPT = re.compile(r"\b(RBP|p|L)_(\([^()]*\)|[A-Za-z0-9]+)")
@@ -466,6 +466,16 @@ def magnitude_label(value: float) -> str:
     return power if round(mantissa, 6) == 1 else f"{mantissa:g}×{power}"
 
 
+def axis_groups(names: Iterable[str], layout: dict) -> dict[str, list[str]]:
+    """The axes `names` of `layout` (a figure's layout as JSON) grouped by the axis they match
+    (shared_xaxes / shared_yaxes), in the order given: a group shares its range, so its ticks too."""
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        root = (layout.get(name) or {}).get("matches")
+        groups.setdefault(f"{root[0]}axis{root[1:]}" if root else name, []).append(name)
+    return groups
+
+
 def log_tick_updates(
     layout: dict, data: Sequence, page: Page, plot_size: tuple[float, float]
 ) -> dict[str, dict]:
@@ -476,15 +486,11 @@ def log_tick_updates(
     values evenly spaced. Tick labels are never rotated: one that would not fit is left out
     instead."""
     width, height = plot_size
-    axes = {n: a for n, a in layout.items() if _AXIS_NAME.fullmatch(n) and isinstance(a, dict)}
-    # Axes that match another (shared_xaxes / shared_yaxes) share its range, so its ticks too:
-    # one set of ticks per group, from the data on all of them and the shortest one's length.
-    groups: dict[str, list[str]] = {}
+    axes = {n: a for n, a in layout.items() if AXIS_NAME.fullmatch(n) and isinstance(a, dict)}
     updates: dict[str, dict] = {name: {"tickangle": 0} for name in axes}
-    for name, axis in axes.items():
-        root = axis.get("matches")
-        groups.setdefault(f"{root[0]}axis{root[1:]}" if root else name, []).append(name)
-    for members in groups.values():
+    # One set of ticks per group of matching axes, from the data on all of them and the shortest
+    # one's length.
+    for members in axis_groups(axes, layout).values():
         if any(axes[n].get("type") != "log" for n in members):
             continue
         extents = [e for e in (_log_axis_extent(data, n, axes[n]) for n in members) if e]

@@ -23,7 +23,6 @@ from __future__ import annotations
 import base64
 import copy
 import json
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -32,7 +31,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from rbplab.core.errors import InvalidArgumentError
-from rbplab.viz.layout import untemplated
+from rbplab.viz.layout import AXIS_NAME, axis_groups, untemplated
 
 MAX_STATES = 400  # ~4-10 kB of traces each: a page of a few MB at most
 # A frame switch is a redraw without transition: the figure follows the control at once.
@@ -44,7 +43,6 @@ _NOTE_LINE = 15  # px per line of the note stating the precomputed grid
 _NOTE_WIDTH = 120  # characters per line of that note
 _LABELLED_STEPS = 12  # sliders with more steps show only the current value (labels would overlap)
 _FRAME_LAYOUT_SKIP = ("template", "meta")  # not drawn, or not changed by a state
-_AXIS = re.compile(r"[xy]axis\d*")
 _PAD = 0.05  # of the data's span (in decades on a log axis), each side, as plotly pads an autorange
 
 
@@ -261,12 +259,8 @@ def fit_axes(figure: dict) -> dict:
         for letter, values in _drawn(trace).items():
             ref = trace.get(f"{letter}axis") or letter
             spans.setdefault(f"{letter}axis{ref[1:]}", []).append(values)
-    names = {n for n in layout if _AXIS.fullmatch(n) and isinstance(layout[n], dict)} | set(spans)
-    groups: dict[str, list[str]] = {}
-    for name in sorted(names):
-        root = (layout.get(name) or {}).get("matches")
-        groups.setdefault(f"{root[0]}axis{root[1:]}" if root else name, []).append(name)
-    for members in groups.values():
+    names = {n for n in layout if AXIS_NAME.fullmatch(n) and isinstance(layout[n], dict)} | set(spans)
+    for members in axis_groups(sorted(names), layout).values():
         axes = [layout.get(n) or {} for n in members]
         if any(a.get("range") is not None and a.get("autorange") in (None, False) for a in axes):
             continue  # the state set its own range
