@@ -39,7 +39,19 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print(__doc__.strip().splitlines()[-1].strip(), file=sys.stderr)
         return 2
-    before, after = (items(Path(a)) for a in argv)
+    for folder in argv:
+        if not Path(folder).is_dir():
+            print(f"compare_reports: {folder} is not a folder", file=sys.stderr)
+            return 2
+    try:
+        before, after = (items(Path(a)) for a in argv)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as err:
+        print(f"compare_reports: cannot read a report file ({type(err).__name__}: {err})", file=sys.stderr)
+        return 2
+    for folder, side in zip(argv, (before, after), strict=True):
+        if not side:
+            print(f"compare_reports: {folder} holds no tables or figures (a report folder?)", file=sys.stderr)
+            return 2
     kinds = {"tables": ".csv", "figures": ".plotly.json"}
     for name, side in (("before", before), ("after", after)):
         counts = {k: sum(n.endswith(s) for n in side) for k, s in kinds.items()}
