@@ -85,7 +85,7 @@ def exactness(label: str, scorer, batches: list, vocab: int) -> list[str]:
     """Both heads against float64 on the hidden states of `batches`; one line per head."""
     from rbplab.extraction.fused_head import FusedHead, HeadCertificateError, fused_rank_stats
     from rbplab.extraction.ranks import rank_stats
-    from rbplab.extraction.weights import pinned_precision
+    from rbplab.extraction.precision import pinned_precision
 
     fused_head = FusedHead.from_module(scorer.model.get_output_embeddings(), vocab)
     w_norms = scorer.head.weight[:vocab].double().norm(dim=1)

@@ -71,7 +71,7 @@ def heads(hidden, scorer, fhead, targets, vocab, variants):
 
 def part_a(runs, variants) -> None:
     from rbplab.extraction.fused_head import FusedHead
-    from rbplab.extraction.weights import pinned_precision
+    from rbplab.extraction.precision import pinned_precision
 
     print("\n## (a) exactness against float64, same hidden states for every head")
     print(

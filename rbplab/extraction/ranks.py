@@ -41,6 +41,16 @@ import torch
 from torch import Tensor, nn
 
 from rbplab.core.errors import InvalidArgumentError, InvalidTypeError, RbplabError
+from rbplab.extraction.exact import (
+    SOFTCAP_RELATIVE,
+    UNIT,
+    Tally,
+    band_halfwidth,
+    head_norms,
+    row_margins,
+    settle,
+)
+from rbplab.extraction.precision import pinned_precision
 
 # Two sizes. The matrix product wants many rows at once (the head weight is streamed
 # once per chunk: 512 rows of GPT-2's head run within ~3% of 1024 rows on CPU, 64 rows
@@ -119,6 +129,7 @@ class FloatHead(nn.Module):
         super().__init__()
         self.weight = nn.Parameter(weight, requires_grad=False)
         self.bias = None if bias is None else nn.Parameter(bias, requires_grad=False)
+        self._norms: tuple[float, float] | None = None
 
     @classmethod
     def from_module(cls, head: nn.Module, rows: int) -> FloatHead:
@@ -136,6 +147,12 @@ class FloatHead(nn.Module):
     @property
     def rows(self) -> int:
         return self.weight.shape[0]
+
+    def norms(self) -> tuple[float, float]:
+        """(max_v ||w_v||, max_v |b_v|) in float64, computed once: the error bound's head terms."""
+        if self._norms is None:
+            self._norms = head_norms(self.weight, self.bias, self.rows)
+        return self._norms
 
     def forward(self, hidden: Tensor) -> Tensor:
         return nn.functional.linear(hidden.to(torch.float32), self.weight, self.bias)
@@ -205,6 +222,7 @@ def rank_stats(
     vocab_size: int,
     chunk_size: int | None = None,
     softcap: float | None = None,
+    tally: Tally | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Rank statistics of `targets` under logits `head(hidden)` restricted to the first `vocab_size` rows.
 
@@ -212,7 +230,9 @@ def rank_stats(
     chunk_size: rows per product with the head (default: `default_chunk_size`); memory is
     O(chunk_size x vocab_size) whatever n is.
     softcap: the config's `final_logit_softcapping` (z -> cap * tanh(z / cap)), applied as the model does.
-    Returns (n_greater int32, n_equal int32, nll float32), each [n], on hidden's device.
+    tally: counts the rows settled in float64 (`rbplab.extraction.exact`).
+    Returns (n_greater int32, n_equal int32, nll float32), each [n], on hidden's device: the counts
+    equal float64's on every row, whatever the BLAS (`rbplab.extraction.exact`).
     Raises NonFiniteLogitsError when a row's logits hold NaN or +inf, or its target logit is not
     finite (found from the row maxima and target logits the passes compute anyway: one host sync
     per call, no extra pass over the logits).
@@ -241,20 +261,26 @@ def rank_stats(
     lo, hi = int(targets.min()), int(targets.max())
     if lo < 0 or hi >= vocab_size:
         raise InvalidArgumentError(f"target ids must lie in [0, {vocab_size}), got ids from {lo} to {hi}")
+    w_norm, b_max = fhead.norms()
+    relative = SOFTCAP_RELATIVE if softcap else 0.0
     # Per-row results, padded to whole chunks so every slice below has a constant shape.
     t_all = torch.zeros(padded, 1, dtype=torch.long, device=device)
     t_all[:n, 0] = targets
     count_dtype = torch.float32 if vocab_size < _EXACT_FLOAT_COUNT else torch.float64
     greater = torch.zeros(padded, dtype=count_dtype, device=device)
-    equal = torch.zeros_like(greater)
+    at_least = torch.zeros_like(greater)
     sum_exp = torch.ones(padded, dtype=torch.float32, device=device)
     z_max = torch.zeros(padded, 1, dtype=torch.float32, device=device)
     z_target = torch.zeros(padded, 1, dtype=torch.float32, device=device)
+    margin = torch.zeros(padded, 1, dtype=torch.float32, device=device)
     logits = torch.empty(rows, vocab_size, dtype=torch.float32, device=device)
     work = torch.empty(block, vocab_size, dtype=torch.float32, device=device)
     h_pad = torch.zeros(rows, d, dtype=torch.float32, device=device)
+    settled_greater = torch.zeros(n, dtype=torch.int64, device=device)
+    settled_equal = torch.zeros_like(settled_greater)
+    settled_rows = settled_logits = 0
     w_t = weight.t()
-    with torch.inference_mode():
+    with torch.inference_mode(), pinned_precision():
         for start in range(0, n, rows):
             m = min(rows, n - start)
             # Products always have a whole number of blocks of rows (the last chunk is
@@ -262,6 +288,7 @@ def rank_stats(
             m_pad = min(rows, -(-m // block) * block)
             h_pad[:m].copy_(hidden[start : start + m])
             h_pad[m:m_pad].zero_()
+            margin[start : start + m, 0] = row_margins(h_pad[:m], d, w_norm, b_max, UNIT)
             z_all = logits[:m_pad]
             if bias is None:
                 torch.mm(h_pad[:m_pad], w_t, out=z_all)
@@ -274,14 +301,49 @@ def rank_stats(
                 z = logits[b : b + block]
                 k = z.shape[0]  # == block except when chunk_size is not a multiple of it
                 r = slice(start + b, start + b + k)
-                _block_passes(z, t_all[r], work[:k], z_max[r], z_target[r], sum_exp[r], greater[r], equal[r])
+                _block_passes(
+                    z, t_all[r], work[:k], z_max[r], z_target[r], margin[r], relative,
+                    sum_exp[r], greater[r], at_least[r],
+                )  # fmt: skip
+            # The band holds the target itself; a row with anything more is settled (one host
+            # sync per chunk, and only the flagged rows' logits are read again).
+            c = slice(start, start + m)
+            flagged = ((at_least[c] - greater[c]) > 1).nonzero()[:, 0]
+            if flagged.numel():
+                found = _settle_chunk(
+                    logits, flagged, h_pad, weight, bias, t_all[c, 0], z_target[c], margin[c],
+                    relative, softcap, settled_greater[c], settled_equal[c],
+                )  # fmt: skip
+                settled_rows += flagged.numel()
+                settled_logits += found
         # amax propagates NaN and +inf: a row holding either has a non-finite maximum.
         bad = ~(torch.isfinite(z_max[:n, 0]) & torch.isfinite(z_target[:n, 0]))
         if bool(bad.any()):
             raise _non_finite(bad, hidden, fhead, softcap)
         # nll = logsumexp(z) - z_t = (max - z_t) + log(sum exp(z - max)), once for all rows.
         nll = (z_max - z_target)[:n, 0] + torch.log(sum_exp[:n])
-    return greater[:n].to(torch.int32), equal[:n].to(torch.int32), nll
+    if tally is not None:
+        tally.add(n, settled_rows, settled_logits)
+    n_greater = greater[:n].to(torch.int64) + settled_greater
+    return n_greater.to(torch.int32), (1 + settled_equal).to(torch.int32), nll
+
+
+def _settle_chunk(
+    logits, flagged, h, weight, bias, t, z_t, margin, relative, softcap, out_greater, out_equal
+) -> int:
+    """Settle a chunk's flagged rows: their band candidates (the target excluded) recomputed in
+    float64 (`exact.settle`), the counts added into `out_*` (this chunk's rows). Returns how many."""
+    width = band_halfwidth(z_t[flagged], margin[flagged], relative)
+    z = logits[flagged]
+    inside = (z >= z_t[flagged] - width) & (z <= z_t[flagged] + width)
+    inside[torch.arange(flagged.numel(), device=z.device), t[flagged]] = False
+    pair_rows, cols = inside.nonzero(as_tuple=True)
+    greater, equal = settle(
+        h[flagged], weight, bias, t[flagged], pair_rows, cols, softcap=softcap, n=flagged.numel()
+    )
+    out_greater.index_add_(0, flagged, greater)
+    out_equal.index_add_(0, flagged, equal)
+    return int(cols.numel())
 
 
 def _non_finite(bad: Tensor, hidden: Tensor, head: FloatHead, softcap: float | None) -> NonFiniteLogitsError:
@@ -296,8 +358,9 @@ def _non_finite(bad: Tensor, hidden: Tensor, head: FloatHead, softcap: float | N
     return NonFiniteLogitsError(first, len(rows), values, head.rows, hidden.dtype)
 
 
-def _block_passes(z, t, work, z_max, z_target, sum_exp, greater, equal) -> None:
-    """Five passes over one cache-resident block of logits, results written into row slices.
+def _block_passes(z, t, work, z_max, z_target, margin, relative, sum_exp, greater, at_least) -> None:
+    """Five passes over one cache-resident block of logits, results written into row slices:
+    target logit, maximum, exp-sum, and the counts above the band and at or above its bottom.
 
     exp(x) is computed as exp2(x * log2 e): torch's exp2 kernel is ~3x faster than exp on
     CPU and the extra rounding of the scaled argument stays near 1e-6 in nll.
@@ -306,8 +369,9 @@ def _block_passes(z, t, work, z_max, z_target, sum_exp, greater, equal) -> None:
     torch.amax(z, 1, keepdim=True, out=z_max)
     torch.add(z_max * -LOG2E, z, alpha=LOG2E, out=work).exp2_()
     torch.sum(work, 1, out=sum_exp)
+    width = band_halfwidth(z_target, margin, relative)
     # Comparisons write float 0/1 into the reused buffer; float sums count them exactly.
-    torch.gt(z, z_target, out=work)
+    torch.gt(z, z_target + width, out=work)
     torch.sum(work, 1, dtype=greater.dtype, out=greater)
-    torch.eq(z, z_target, out=work)
-    torch.sum(work, 1, dtype=equal.dtype, out=equal)
+    torch.ge(z, z_target - width, out=work)
+    torch.sum(work, 1, dtype=at_least.dtype, out=at_least)

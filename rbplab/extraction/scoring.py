@@ -31,8 +31,9 @@ import torch
 
 from rbplab.catalog import registry
 from rbplab.extraction.plan import Plan
+from rbplab.extraction.precision import pinned_precision
 from rbplab.extraction.ranks import FloatHead, NonFiniteLogitsError, rank_stats
-from rbplab.extraction.weights import input_device, numerics_record, pinned_precision
+from rbplab.extraction.weights import input_device, numerics_record
 from rbplab.extraction.windows import Window, scored_position
 from rbplab.store.cache.entry import CacheEntry
 

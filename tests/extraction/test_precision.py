@@ -7,7 +7,8 @@ import pytest
 import torch
 from helpers.extraction import extract_run
 
-from rbplab.extraction.weights import numerics_record, pinned_precision, precision_flags
+from rbplab.extraction.precision import pinned_precision, precision_flags
+from rbplab.extraction.weights import numerics_record
 
 PER_OP = (
     torch.backends,
