@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from rbplab.catalog import registry
-from rbplab.catalog.corpora import Corpus, LazyCorpus, canonical_corpus, list_corpora, open_corpus
+from rbplab.catalog.corpora import Corpus, CorpusError, LazyCorpus, corpus_name, list_corpora, open_corpus
 from rbplab.catalog.models import ModelSpec, ResolvedModel, resolve, resolve_family, resolve_member
 from rbplab.core.documents import read_toml
 from rbplab.core.errors import BadFileError, InvalidTypeError, MissingFileError, RbplabError
@@ -198,9 +198,8 @@ class Grid:
         members = list({m.model: m for m in members}.values())
         if models is not None:
             members = _subset(members, models, families)
-        opened = (
-            [canonical_corpus(c) for c in _as_list(corpora)] if corpora is not None else _bundled_corpora()
-        )
+        # every name checked and spelled here, so an unknown corpus is one line before any lookup
+        opened = [corpus_name(c) for c in _as_list(corpora)] if corpora is not None else _bundled_corpora()
         if not opened:
             raise StudyFileError("no corpora given and none bundled in data/corpora")
         if revisions is not None:
@@ -248,20 +247,11 @@ class Grid:
             raise StudyFileError(
                 f"{where}give 'corpora' (bundled names, hub:<name> or paths; see `rbplab corpora`)"
             )
-        corpora = [canonical_corpus(c) for c in _strings(data["corpora"], "corpora")]
-        known = set(list_corpora()["name"])
         base = path.parent if path else Path.cwd()
-        for name in corpora:
-            if (
-                name not in known
-                and not (base / name).expanduser().exists()
-                and not Path(name).expanduser().exists()
-            ):
-                raise StudyFileError(
-                    f"{where}unknown corpus {name!r} in 'corpora'; "
-                    f"known: {', '.join(sorted(known))}, or an existing path"
-                )
-        corpora = [name if name in known or Path(name).exists() else str(base / name) for name in corpora]
+        try:  # a relative path is relative to the study file's folder
+            corpora = [corpus_name(c, base) for c in _strings(data["corpora"], "corpora")]
+        except CorpusError as err:
+            raise StudyFileError(f"{where}'corpora': {err}") from None
         revisions = _revisions(data.get("revisions"), [m.model for m in members], where)
         settings_table = data.get("settings", {})
         if not isinstance(settings_table, Mapping):

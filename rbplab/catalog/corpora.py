@@ -571,6 +571,7 @@ def open_corpus(
 ) -> Corpus | LazyCorpus:
     """Like `load_corpus`, but a hub corpus comes back as a `LazyCorpus`: its commit is resolved
     now and its documents are read only when first used (a cache miss), at most once."""
+    corpus = corpus_name(corpus)
     text = str(corpus)
     if text.startswith("hub:"):
         return open_hub(text[len("hub:") :], max_documents, revision)
@@ -588,6 +589,7 @@ def load_corpus(
     corpus default to 1000, the other sources to all). `revision` overrides a hub corpus's pinned
     commit (a branch is resolved to its commit now, and that commit is recorded).
     """
+    corpus = corpus_name(corpus)
     text = str(corpus)
     if text.startswith("hub:") or revision is not None:
         opened = open_corpus(corpus, max_documents=max_documents, revision=revision)
@@ -597,9 +599,7 @@ def load_corpus(
     # path-like (a separator or a file suffix) is a path.
     if isinstance(corpus, str) and "/" not in text and text in bundled_names():
         return load_bundled(text, max_documents)
-    if path.exists():
-        return load_local(path, max_documents)
-    raise _unknown_corpus(text)
+    return load_local(path, max_documents)  # corpus_name found it on disk
 
 
 def _unknown_corpus(text: str) -> CorpusError:
@@ -610,35 +610,41 @@ def _unknown_corpus(text: str) -> CorpusError:
     )
 
 
-def canonical_corpus(corpus: Any) -> Any:
-    """A bundled or hub corpus name as rbplab spells it, whatever its case (``Prose`` is
-    ``prose``, ``HUB:WikiPedia@abc`` is ``hub:wikipedia@abc``), as family names are matched;
-    an existing path, a Corpus object and a name matching nothing (left for the corpus check to
-    refuse with its did-you-mean) are returned unchanged."""
-    if not isinstance(corpus, str) or Path(corpus).expanduser().exists():
+def corpus_name(corpus: Any, base: str | Path | None = None) -> Any:
+    """A corpus as a user named it, checked and spelled as rbplab does: the one resolution of
+    corpus names behind every entry point (the CLI, `Grid.from_names`, `load_study`, the
+    notebooks' `corpora`, study files), reading no document and touching no network.
+
+    A bundled name or ``hub:<name>[@<revision>]`` matches whatever its case (``Prose`` is
+    ``prose``, ``HUB:WikiPedia@abc`` is ``hub:wikipedia@abc``, as family names are matched); a
+    bare name is bundled before it is a path (as `load_corpus` reads it); anything else must be
+    an existing file or directory, looked for under `base` first (a study file's folder) and
+    returned as that path. A Corpus object is returned as it is. An unknown name is a one-line
+    CorpusError naming it, with a did-you-mean, before anything looks in the cache."""
+    if isinstance(corpus, (Corpus, LazyCorpus)):
         return corpus
-    base, at, revision = corpus.partition("@")
-    known = {name.lower(): name for name in bundled_names()}
-    known |= {f"hub:{name.lower()}": f"hub:{name}" for name in HUB_CORPORA}
-    found = known.get(base.lower())
-    return found + at + revision if found is not None else corpus
-
-
-def check_corpus(corpus: str | Path) -> None:
-    """Raise the CorpusError `load_corpus` would raise for an unknown corpus, reading no document
-    and touching no network: a bundled name, ``hub:<known name>[@revision]`` or an existing path
-    passes (whether its files parse is `load_corpus`'s business). For argument checks that must
-    come before anything slow."""
+    if not isinstance(corpus, (str, Path)):
+        raise CorpusError(
+            f"a corpus is a name, hub:<name>, a path or a Corpus, not {type(corpus).__name__} ({corpus!r})"
+        )
     text = str(corpus)
-    if text.startswith("hub:"):
-        name = text[len("hub:") :].split("@", 1)[0]
-        if name not in HUB_CORPORA:
-            raise unknown_hub_corpus(name)
-        return
-    if isinstance(corpus, str) and "/" not in text and text in bundled_names():
-        return
+    name, at, revision = text.partition("@")
+    if name.lower().startswith("hub:"):
+        hub_name = name[len("hub:") :]
+        spelled = {n.lower(): n for n in HUB_CORPORA}.get(hub_name.lower())
+        if spelled is None:
+            raise unknown_hub_corpus(hub_name)
+        return f"hub:{spelled}{at}{revision}"
+    if isinstance(corpus, str) and "/" not in text:
+        spelled = {n.lower(): n for n in bundled_names()}.get(text.lower())
+        if spelled is not None:
+            return spelled
+    if base is not None and not Path(text).expanduser().is_absolute():
+        under = Path(base) / Path(text).expanduser()
+        if under.exists():
+            return str(under)
     if Path(text).expanduser().exists():
-        return
+        return corpus
     raise _unknown_corpus(text)
 
 

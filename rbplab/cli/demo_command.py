@@ -9,7 +9,7 @@ from rbplab.cli.extract_command import check_study_arguments, configure_study, s
 
 
 def configure_demo(p: argparse.ArgumentParser) -> None:
-    configure_study(p)
+    configure_study(p, models=False)
     p.add_argument("--output-dir", "-o", default="reports", help="where the report goes (default: reports/)")
     p.add_argument("--no-notebooks", action="store_true", help="print the tables only")
 

@@ -158,7 +158,7 @@ def grid_from_args(args: argparse.Namespace):
     members += [resolve_member(name, **options) for name in args.model]
     for ref in members:  # before any weights are loaded
         _check_context(ref.label, ref.max_context, args.context_length)
-    corpora = [open_corpus(name, max_documents=args.max_documents) for name in args.corpus]
+    corpora = [open_corpus(name, max_documents=args.max_documents) for name in check_names([], args.corpus)]
     wanted = [r for r in (args.revision or "").split(",") if r.strip()]
     # Revisions are checked against every model's schedule before any weights are loaded.
     return Grid.from_names(members, corpora, settings_from_args(args), revisions=wanted or None)
@@ -220,8 +220,29 @@ def run_extract(args: argparse.Namespace) -> int:
     return 0
 
 
-def configure_study(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--family", "-f", nargs="+", default=["micro"], help="registry families (default: micro)")
+def configure_study(p: argparse.ArgumentParser, models: bool = True) -> None:
+    """The grid options of fit, report and demo; `models`: --model too, as extract takes it (the
+    demo runs one family with its checkpoints)."""
+    if models:
+        p.add_argument(
+            "--model",
+            "-m",
+            nargs="+",
+            action="extend",
+            default=[],
+            metavar="MODEL",
+            help="models by name, as rbplab extract takes them (registry short name, hub id, local "
+            "directory or .gguf file), with or instead of --family",
+        )
+    p.add_argument(
+        "--family",
+        "-f",
+        nargs="+",
+        action="extend",
+        default=None,
+        metavar="FAMILY",
+        help="registry families (default: micro, unless --model is given)",
+    )
     p.add_argument("--corpus", "-c", nargs="+", default=None, help="corpora (default: every bundled corpus)")
     p.add_argument(
         "--cache-dir", default=None, help="cache location (default $RBPLAB_CACHE or ~/.cache/rbplab)"
@@ -241,6 +262,8 @@ def check_study_arguments(args: argparse.Namespace, families: bool = True) -> No
     """Unknown families and corpora fail here, from the registry CSV and the corpus names alone,
     before anything imports torch or transformers (seconds) or opens a corpus. Bundled and hub
     corpus names are taken in any case, as family names are ("Prose" is prose)."""
+    if args.family is None:  # --family defaults to micro only when no --model names the models
+        args.family = [] if getattr(args, "model", None) else ["micro"]
     corpora = check_names(args.family if families else [], args.corpus)
     if args.corpus:
         args.corpus = corpora
@@ -249,17 +272,12 @@ def check_study_arguments(args: argparse.Namespace, families: bool = True) -> No
 def check_names(families: list[str], corpora: list[str] | None) -> list[str] | None:
     """Each family known to the registry and each corpus a known name or an existing path, else a
     one-line error; the corpora in their canonical spelling."""
-    from rbplab.catalog.corpora import canonical_corpus, check_corpus
+    from rbplab.catalog.corpora import corpus_name
     from rbplab.catalog.registry import family_models
 
     for family in families:
         family_models(family)
-    if not corpora:
-        return corpora
-    corpora = [canonical_corpus(c) for c in corpora]
-    for corpus in corpora:
-        check_corpus(corpus)
-    return corpora
+    return [corpus_name(c) for c in corpora] if corpora else corpora
 
 
 def missing_remedy(args: argparse.Namespace) -> str:

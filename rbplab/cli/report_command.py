@@ -39,7 +39,7 @@ def run_fit(args: argparse.Namespace) -> int:
     from rbplab.grid import Grid
     from rbplab.study import MissingRunsError, load_study, size
 
-    grid = Grid.from_names(args.family, args.corpus, settings_from_args(args))
+    grid = Grid.from_names(args.family + args.model, args.corpus, settings_from_args(args))
     try:
         study = load_study(grid, cache_dir=args.cache_dir, extract=args.extract)
     except MissingRunsError as err:
@@ -123,7 +123,7 @@ def _report_request(args: argparse.Namespace, parameters: dict):
     # Names given through -p get the checks --family/--corpus got (check_study_arguments).
     given_families = as_names(parameters.pop("families", None), "families")
     given_corpora = check_names(given_families or [], as_names(parameters.pop("corpora", None), "corpora"))
-    families = given_families or args.family
+    families = given_families or args.family + args.model
     corpora = given_corpora or args.corpus
     models = as_names(parameters.pop("models", None), "models")
     settings = parameters.pop("settings", None)

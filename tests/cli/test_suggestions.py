@@ -120,32 +120,3 @@ def test_mistyped_options_get_the_subcommand_usage_and_a_suggestion(capsys, argv
         cli.main(argv)
     err = capsys.readouterr().err
     assert stop.value.code == 2 and err.startswith(usage) and hint in err, err
-
-
-def test_corpus_names_ignore_case_like_family_names(capsys, monkeypatch):
-    """`-c Prose` is the bundled prose, as `-f MICRO` is micro (it used to be an unknown corpus)."""
-    seen = {}
-
-    def fake_load(grid, *args, **kwargs):
-        seen["corpora"] = list(grid.corpora)
-        raise SystemExit(0)
-
-    monkeypatch.setattr("rbplab.study.load_study", fake_load)
-    with pytest.raises(SystemExit):
-        cli.main(["fit", "-f", "MICRO", "-c", "Prose", "HumanEval", "hub:Wikipedia@abc"])
-    assert seen["corpora"] == ["prose", "humaneval", "hub:wikipedia@abc"]
-    from rbplab.catalog.corpora import canonical_corpus
-
-    assert [canonical_corpus(c) for c in ["Prose", "no-such", "hub:nope"]] == ["prose", "no-such", "hub:nope"]
-
-
-def test_corpus_names_ignore_case_in_python_and_study_files(tmp_path):
-    """`Grid.from_names` / `load_study` and study files match corpus names as the CLI does."""
-    from rbplab.grid import Grid
-
-    grid = Grid.from_names(["micro-1-25K"], ["Prose", "HUB:WikiPedia@abc"])
-    assert grid.corpora == ("prose", "hub:wikipedia@abc")
-    assert Grid.from_names("micro-1-25K", "HumanEval").corpora == ("humaneval",)  # one name, one corpus
-    study = tmp_path / "s.toml"
-    study.write_text('models = ["micro-1-25K"]\ncorpora = ["PROSE"]\n')
-    assert Grid.read(study).corpora == ("prose",)

@@ -48,7 +48,7 @@ def test_families_revisions_and_local_corpora(tmp_path):
         ('families = ["gpt5"]\ncorpora = ["prose"]\n', "unknown model family 'gpt5'; known families"),
         (
             'models = ["micro-1-25K"]\ncorpora = ["prosee"]\n',
-            "unknown corpus 'prosee' in 'corpora'; known: .*prose",
+            "'corpora': unknown corpus 'prosee' \\(did you mean 'prose'\\?\\).*known corpora: .*prose",
         ),
         ('models = ["micro-1-25K"]\n', "give 'corpora'"),
         ('models = []\ncorpora = ["prose"]\n', "'models' must be a non-empty list"),
