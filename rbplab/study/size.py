@@ -129,7 +129,41 @@ def ksweep(study: Study, ks: Iterable[int] | None = None, n_boot: int = 0, seed:
     2  synthetic-a  3  moderate  0.100  0.995
     """
     study.check_one_step("the k-sweep")
-    return k_sweep(study.runs, ks=ks, ties=study.ties, level=study.level, n_boot=n_boot, seed=seed)
+    if n_boot > 0:  # the bootstrap reads every run's per-document tables
+        return k_sweep(study.runs, ks=ks, ties=study.ties, level=study.level, n_boot=n_boot, seed=seed)
+    return k_sweep(_rbp_table(study, ks), level=study.level)
+
+
+def _rbp_table(study: Study, ks: Iterable[int] | None) -> pd.DataFrame:
+    """The RBP rows `metrics_table` gives for the k-sweep, read from the study's curves (each run at
+    the thresholds its vocabulary allows), so a study read from the cache index sweeps k without
+    reading a summary."""
+    wanted = None if ks is None else np.unique(np.asarray(list(ks), dtype=np.int64))
+    frames = []
+    for r in study.runs:
+        run_ks = metrics.as_ks(None if wanted is None else wanted[wanted <= r.vocab_size], r.vocab_size)
+        rbp = np.asarray(study.curves[(r.family, r.model, r.corpus)].rbp(run_ks), dtype=np.float64)
+        with np.errstate(divide="ignore"):
+            loss = -np.log(rbp)
+        frames.append(
+            pd.DataFrame(
+                {
+                    "family": r.family,
+                    "model": r.model,
+                    "corpus": r.corpus,
+                    "S": r.S,
+                    "metric": "rbp",
+                    "k": pd.array(run_ks, dtype="Int64"),
+                    "value": rbp,
+                    "loss": loss,
+                    "n_tokens": r.n_tokens,
+                    "n_docs": r.n_docs,
+                    "vocab_size": r.vocab_size,
+                    "ties": study.ties,
+                }
+            )
+        )
+    return pd.concat(frames, ignore_index=True)
 
 
 def bootstrap(

@@ -44,6 +44,7 @@ from rbplab.core.runs import TRAINING_FIELDS, Run, model_of_label, run_label, tr
 from rbplab.core.settings import EntrySpec, EntrySpecError, ExtractionSettings
 from rbplab.core.stats import TokenStats, check_ties
 from rbplab.grid import Grid, GridRun, corpus_label, require_grid
+from rbplab.store.cache.index import IndexedSummary
 
 
 def as_list(value: object) -> list | None:
@@ -79,12 +80,15 @@ class Study:
         if not self.runs:
             raise InvalidArgumentError("a Study needs at least one run (model x corpus)")
         missing: dict[tuple[str, str, str], Any] = {}
+        indexed: dict[tuple[str, str, str], Any] = {}
         for run in self.runs:
             key = (run.family, run.model, run.corpus)
-            if key not in self.curves and key not in missing:
-                missing[key] = run.stats
+            if key not in self.curves and key not in missing and key not in indexed:
+                # a run read from the cache index answers RBP_k on its grid without its rank pairs
+                (indexed if isinstance(run.stats, IndexedSummary) else missing)[key] = run.stats
         # rbp_curves checks self.ties, once, even when every curve was given
         self.curves.update(zip(missing, metrics.rbp_curves(list(missing.values()), self.ties), strict=True))
+        self.curves.update({key: GridCurve(stats, self.ties) for key, stats in indexed.items()})
 
     # ---- what is in the study -------------------------------------------------------------
     @property
@@ -256,6 +260,60 @@ class Study:
                 | {"rbp_1": self.curves[(r.family, r.model, r.corpus)].rbp(1)}
             )
         return pd.DataFrame(rows)
+
+
+class GridCurve:
+    """RBP_k of a run read from the cache index (`IndexedSummary`), with `RBPCurve`'s interface: on
+    the summary's k grid (and at k >= |V|) from the index row, the very numbers the rank pairs give;
+    at any other k, and for the dense arrays, from the rank pairs, read from the summary then (its
+    file kept for the last few runs read, `rbplab.store.cache.index.RECENT_FULL_SUMMARIES`)."""
+
+    def __init__(self, summary: IndexedSummary, ties: str):
+        self.summary = summary
+        self.ties = ties
+        self.n_tokens = summary.n_tokens
+        self.vocab_size = summary.vocab_size
+
+    def exact(self) -> RBPCurve:
+        """The run's full curve, from its summary's rank pairs (read now)."""
+        return metrics.rbp_curve(self.summary, self.ties)
+
+    def __getattr__(self, name: str):  # ranks, counts, tied_*: the full curve's
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.exact(), name)
+
+    def count_within(self, k: np.ndarray) -> np.ndarray:
+        k = np.asarray(k, dtype=np.int64)
+        found = self.summary.within(k.ravel(), self.ties)
+        return self.exact().count_within(k) if found is None else found.reshape(k.shape)
+
+    def rbp(self, k: float | np.ndarray) -> float | np.ndarray:
+        if self.n_tokens == 0:
+            raise InvalidArgumentError("RBP is undefined for zero tokens")
+        k = np.asarray(k, dtype=np.float64)
+        if np.any(~np.isfinite(k)) or np.any(k < 1) or np.any(k > self.vocab_size):
+            raise InvalidArgumentError(f"k must lie in [1, vocab_size={self.vocab_size}]")
+        out = self.count_within(np.floor(k).astype(np.int64)) / self.n_tokens
+        return float(out) if np.ndim(out) == 0 else out
+
+    def neg_log_rbp(self, k: float | np.ndarray) -> float | np.ndarray:
+        with np.errstate(divide="ignore"):
+            return -np.log(self.rbp(k))
+
+    @property
+    def cumulative(self) -> np.ndarray:
+        return self.exact().cumulative
+
+    @property
+    def histogram(self) -> np.ndarray:
+        return self.exact().histogram
+
+    def to_frame(self, ks: Iterable[int] | None = None) -> pd.DataFrame:
+        ks = metrics.log_spaced_ks(self.vocab_size) if ks is None else metrics.as_ks(ks, self.vocab_size)
+        rbp = np.asarray(self.rbp(ks), dtype=np.float64)
+        with np.errstate(divide="ignore"):
+            return pd.DataFrame({"k": ks, "rbp": rbp, "neg_log_rbp": -np.log(rbp)})
 
 
 SYNTHETIC = "synthetic"  # the family name of made-up studies
@@ -672,7 +730,7 @@ def _load_entries(
     check is made (`CacheEntry.summary`), but an entry missing shards with its records, n_tokens
     and summary made to match reads as the shorter entry; `rbplab cache verify` (or `rbplab
     extract` of the same request, which repairs it) derives the counts from the corpus."""
-    from rbplab.store.cache.entry import CacheEntry
+    from rbplab.store.cache.entry import CacheEntry, open_summaries
 
     check_ties(ties)
     table = isinstance(entries, pd.DataFrame)
@@ -700,9 +758,12 @@ def _load_entries(
             labels, training = _entry_labels(entry.spec, manifest, checkpointed)
         labelled.append((entry, labels, training, manifest))
     _check_one_entry_per_run(labelled)
+    # From the cache index where it holds a sound row: a study of thousands of entries then reads
+    # no summary until an analysis needs more than RBP_k on the grid and the totals.
+    summaries = open_summaries([(entry, manifest) for entry, _, _, manifest in labelled], cache_dir)
     runs = [
-        Run(**labels, stats=entry.summary(manifest), **training)
-        for entry, labels, training, manifest in labelled
+        Run(**labels, stats=summary, **training)
+        for (_, labels, training, _), summary in zip(labelled, summaries, strict=True)
     ]
     return Study(runs, ties=ties, level=level)
 

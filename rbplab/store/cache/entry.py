@@ -25,6 +25,7 @@ from filelock import FileLock, Timeout
 
 from rbplab.core.settings import EntrySpec
 from rbplab.core.stats import SUMMARY_VERSION, EntrySummary, summarize
+from rbplab.store.cache import index as cache_index
 from rbplab.store.cache.layout import (
     ENTRY_KEY_META,
     MISSING,
@@ -361,7 +362,8 @@ class CacheEntry(EntryReader):
             shards.append({"index": index, "file": shard_name(index), **record})
         # The summary is derived here, by whoever completes the entry (a Ray worker, a SLURM task),
         # from the shards just verified; the manifest records its checksum.
-        summary_record = self._write_summary(summarize(self._stats_of(pa.concat_tables(tables), manifest)))
+        summary = summarize(self._stats_of(pa.concat_tables(tables), manifest))
+        summary_record = self._write_summary(summary)
         del tables
         producers = sorted({s["producer"] for s in shards if s.get("producer")})
         provenance = {**_versions(), **manifest.get("provenance", {}), "producers": producers}
@@ -377,6 +379,9 @@ class CacheEntry(EntryReader):
             "provenance": provenance,
         }
         atomic_write(self.manifest_path, json_bytes(full))
+        # The index row last: a run killed before it leaves a complete entry without one, which a
+        # read derives from the summary; never a row for an entry that is not complete.
+        cache_index.add_row(self.root, cache_index.row_of(self.key, summary, summary_record))
         return full
 
     def _write_summary(self, summary: EntrySummary) -> dict:
@@ -412,6 +417,15 @@ class CacheEntry(EntryReader):
             )
         return self.derive_summary(manifest)
 
+    def stored_summary(self, manifest: dict) -> tuple[EntrySummary, dict | None]:
+        """(summary, record): `summary(manifest)`, and the manifest's record of the summary file it
+        was read from (None when it was derived again: its row is then written by
+        `derive_summary`)."""
+        problem, summary = self._stored_summary(manifest)
+        if summary is not None:
+            return summary, manifest["summary"]
+        return self.summary(manifest), None
+
     def derive_summary(self, manifest: dict | None = None) -> EntrySummary:
         """The summary of the entry's verified shards, derived now and stored in place of whatever
         summary it had (the manifest's record written again); in a read-only cache it is kept in
@@ -424,11 +438,52 @@ class CacheEntry(EntryReader):
                 record = self._write_summary(derived)
                 if manifest.get("summary") != record:  # the derived summary is the truth: record it
                     atomic_write(self.manifest_path, json_bytes({**manifest, "summary": record}))
+                cache_index.add_row(self.root, cache_index.row_of(self.key, derived, record), replace=True)
         except (OSError, Timeout) as err:
             warnings.warn(
                 f"cache entry {self.key[:12]}: summary derived in memory, not stored ({err})", stacklevel=2
             )
         return dataclasses.replace(derived, stats=None, load_tokens=self.read_stats)
+
+
+def open_summaries(
+    opened: list[tuple[CacheEntry, dict]], root: str | Path | None = None
+) -> list[EntrySummary]:
+    """The summary of each (entry, its checked manifest) of `opened`, for a study: from the cache's
+    index where it holds a row that every index rule accepts against the entry (`IndexedSummary`:
+    the summary file itself is read only when an analysis needs more than the row), otherwise read
+    from the summary as `CacheEntry.summary` does, its row derived and added. Row files are then
+    merged into the index when no other process holds it (a writable cache only)."""
+    root = cache_root(root)
+    found = cache_index.CacheIndex(root)
+    out: list[EntrySummary] = []
+    rows: dict[str, cache_index.IndexRow] = {}
+    derived = False
+    for entry, manifest in opened:
+        row, problem = found.row_for(entry, manifest)
+        if row is None:
+            if problem is not None:
+                warnings.warn(f"cache entry {entry.key[:12]}: {problem}; reading its summary", stacklevel=3)
+            summary, record = entry.stored_summary(manifest)
+            if record is None:  # derived again: kept whole (rare), its row already written
+                out.append(summary)
+                continue
+            row = cache_index.row_of(entry.key, summary, record)
+            derived = True
+        rows[entry.key] = row
+        out.append(cache_index.IndexedSummary(row, _summary_reader(entry, manifest)))
+    if (derived or found.row_files) and os.access(root, os.W_OK):
+        try:
+            cache_index.merge(root, found, rows, wait=False)
+        except OSError as err:
+            warnings.warn(
+                f"the cache index was not updated ({err}); reads will use the summaries", stacklevel=2
+            )
+    return out
+
+
+def _summary_reader(entry: CacheEntry, manifest: dict):
+    return lambda: entry.summary(manifest)
 
 
 def entry_at(path: Path, root: Path | None = None) -> CacheEntry | None:
