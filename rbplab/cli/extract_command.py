@@ -205,19 +205,52 @@ def run_extract(args: argparse.Namespace) -> int:
         # An existing cache that cannot be written (a shared, read-only mount) still serves hits;
         # a run that needs to write fails with this same error before loading any weights.
 
+    def say(model: str, corpus: str, n_tokens: int, from_cache: bool, key: str, path) -> None:
+        state = "cached" if from_cache else "extracted"
+        print("\t".join(str(c) for c in (model, corpus, f"{n_tokens} tokens", state, key[:12], path)))
+
+    # A grid the cache already holds is answered from plan records, as `rbplab fit` reads it:
+    # planning would import torch and transformers and describe every model (seconds) to learn
+    # keys the records already give.
+    hits = recorded_hits(grid, root)
+    if hits is not None:
+        for hit in hits:
+            say(*hit)
+        return 0
+
     from rbplab.extraction.pipeline import extract
 
-    def say(result: ExtractResult) -> None:
-        state = "cached" if result.from_cache else "extracted"
-        tokens = f"{result.n_tokens} tokens"
-        print(
-            "\t".join(
-                str(c) for c in (result.model, result.corpus, tokens, state, result.key[:12], result.path)
-            )
-        )
+    def said(result: ExtractResult) -> None:
+        say(result.model, result.corpus, result.n_tokens, result.from_cache, result.key, result.path)
 
-    extract(grid, cache_dir=root, progress=not args.no_progress, on_result=say)
+    extract(grid, cache_dir=root, progress=not args.no_progress, on_result=said)
     return 0
+
+
+def recorded_hits(grid, root) -> list[tuple] | None:
+    """(model, corpus, tokens, True, key, path) of every run of `grid`, models outer as `extract`
+    runs them, when each has a plan record (`rbplab.extraction.fingerprints.known_plan`) naming
+    a complete entry whose manifest passes its rules and whose shard files are all on disk at
+    their recorded sizes (what a cache hit checks, short of re-tokenizing the corpus to count
+    shards); None as soon as one run has no such record or entry, so `extract` plans the grid."""
+    from rbplab.extraction.fingerprints import known_plan
+    from rbplab.store.cache.entry import CacheEntry
+    from rbplab.store.cache.reading import CacheError
+
+    hits = []
+    for run in grid.runs():
+        found = known_plan(run.model, run.corpus, grid.settings, root)
+        if found is None:
+            return None
+        entry = CacheEntry.open(found.key, root)
+        try:
+            manifest = entry.manifest(mark_damaged=False)  # extract itself marks and repairs
+        except CacheError:
+            return None
+        if entry.shard_file_problems(manifest):
+            return None
+        hits.append((run.label, str(run.corpus.name), int(manifest["n_tokens"]), True, entry.key, entry.path))
+    return hits
 
 
 def configure_study(p: argparse.ArgumentParser, models: bool = True) -> None:
