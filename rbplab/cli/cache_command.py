@@ -151,6 +151,12 @@ def _verify(root, args: argparse.Namespace) -> int:
         else:
             n = len(list(path.glob("shard-*.parquet.sha256")))
             print(f"partial  {path.name[:12]}  incomplete, {n} shard(s) so far; rbplab extract resumes it")
+    from rbplab.store.cache.admin import index_problems
+
+    # The index is derived from the summaries: a row that differs from its summary's, or is stale.
+    for problem in index_problems(root, None if not args.keys else dirs):
+        print(f"CORRUPT  index  {problem}")
+        bad += 1
     _report_leftovers(root, dirs, args.fix_litter)
     if bad:
         print(
@@ -223,6 +229,10 @@ def _repair(root, prefixes: list[str], progress: bool) -> int:
             continue
         computed = result.manifest.get("provenance", {}).get("tokens_computed")
         print(f"repaired {path.name[:12]}  {result.n_tokens} tokens ({computed} recomputed)")
+    from rbplab.store.cache.admin import rebuild_index
+
+    rows = rebuild_index(root, None if not prefixes else dirs)
+    print(f"index    {rows} row(s) derived again from the entries' verified summaries")
     return 1 if failed else 0
 
 

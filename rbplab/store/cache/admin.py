@@ -19,6 +19,7 @@ import pandas as pd
 from filelock import FileLock, Timeout
 
 from rbplab.core.documents import parse_json
+from rbplab.store.cache import index as cache_index
 from rbplab.store.cache.entry import entry_at, remove_entry_dir
 from rbplab.store.cache.layout import entry_dirs, matching_dirs, max_manifest_bytes, shard_index
 from rbplab.store.cache.reading import CacheError, read_spec
@@ -232,3 +233,46 @@ def remove_entries(
             path.parent.rmdir()  # the <key[:2]> folder, when now empty
         removed.append(key)
     return removed
+
+
+def _derived_rows(root: Path, dirs: Iterable[Path]) -> tuple[dict[str, cache_index.IndexRow], set[str]]:
+    """(rows, complete): the index row of each complete entry among `dirs` whose manifest and stored
+    summary pass every rule, derived now from that summary; and the keys of every complete entry."""
+    rows: dict[str, cache_index.IndexRow] = {}
+    complete: set[str] = set()
+    for path in dirs:
+        entry = None if entry_dir_problem(path) else entry_at(path, root)
+        if entry is None or not entry.is_complete():
+            continue
+        complete.add(entry.key)
+        try:
+            manifest = entry.manifest(mark_damaged=False)
+        except CacheError:
+            continue  # the entry's own lines in verify say why
+        problem, summary = entry.stored_summary_checked(manifest)
+        if summary is not None:
+            rows[entry.key] = cache_index.row_of(entry.key, summary, manifest["summary"])
+    return rows, complete
+
+
+def index_problems(root: str | Path | None, dirs: Iterable[Path] | None = None) -> list[str]:
+    """One line per problem of the cache index (`rbplab cache verify`): files it cannot read, and rows
+    of the entries `dirs` (default: every entry, and then rows of entries that are not complete too)
+    that differ from the row their verified summary gives, or that are stale. Deletes nothing."""
+    root = cache_root(root)
+    every = dirs is None
+    rows, complete = _derived_rows(root, entry_dirs(root) if every else dirs)
+    return cache_index.index_problems(root, rows, complete if every else None)
+
+
+def rebuild_index(root: str | Path | None, dirs: Iterable[Path] | None = None) -> int:
+    """Derive the index rows of the entries `dirs` (default: all, and the index then holds nothing
+    else) from their verified summaries and write them in place of what the index held for them;
+    returns the number of rows written (`rbplab cache repair`)."""
+    root = cache_root(root)
+    if dirs is None:
+        rows, _ = _derived_rows(root, entry_dirs(root))
+        return cache_index.rebuild(root, rows)
+    rows, _ = _derived_rows(root, dirs)
+    cache_index.merge(root, cache_index.CacheIndex(root), rows, wait=True)
+    return len(rows)

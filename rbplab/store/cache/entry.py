@@ -417,6 +417,11 @@ class CacheEntry(EntryReader):
             )
         return self.derive_summary(manifest)
 
+    def stored_summary_checked(self, manifest: dict) -> tuple[str | None, EntrySummary | None]:
+        """(None, summary) when the stored summary passes every rule (its per-document tables too),
+        (why not, None) otherwise, (None, None) when there is none; writes nothing (verify)."""
+        return self._stored_summary(manifest, full=True)
+
     def stored_summary(self, manifest: dict) -> tuple[EntrySummary, dict | None]:
         """(summary, record): `summary(manifest)`, and the manifest's record of the summary file it
         was read from (None when it was derived again: its row is then written by
