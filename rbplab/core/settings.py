@@ -25,8 +25,8 @@ them from the spec and the cache checks them against it (`rbplab.store.cache`).
     vocab      |V| ranked over, whether padded rows were included, the head's rows
     softcap    final-logit soft cap (Gemma 2), or None
     max_tokens token budget, or None
-    head       the head's arithmetic as the plan resolved it ("fused"), recorded only when it is
-               not "fp32", so every key of the fp32 head is what it always was
+The output head is not in the key: both heads give counts equal to float64's
+(`rbplab.extraction.exact`); the manifest records which one ran.
 """
 
 from __future__ import annotations
@@ -53,12 +53,10 @@ def installed_versions(packages: Iterable[str]) -> dict[str, str | None]:
 
 BOS_CHOICES = ("auto", "always", "never")
 DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16")
-# The output head's arithmetic: "fp32" materialises IEEE float32 logits in chunks (any device);
-# "fused" is the Triton kernel of `rbplab.extraction.fused_head` (CUDA): tensor cores for a
-# half-precision body, logits never written. Both rank exactly against the values they compute, but
-# their sums run in other orders, so near-ties can fall differently: the head is part of the key.
-# HEADS are what an entry records; settings may also ask "auto", which a plan resolves to "fused"
-# for a bfloat16 or float16 body on CUDA where Triton is installed, else to "fp32".
+# The output head that computes ranks: "fp32" materialises IEEE float32 logits in chunks (any
+# device); "fused" is the Triton kernel of `rbplab.extraction.fused_head` (CUDA). Both give counts
+# equal to float64's (`rbplab.extraction.exact`), so the head is recorded in the manifest and is
+# not part of the key. "auto" is resolved once, by `rbplab.extraction.heads.resolve_head`.
 HEADS = ("fp32", "fused")
 HEAD_CHOICES = ("auto", *HEADS)
 # What transformers' from_pretrained takes as a named device_map besides one device.
@@ -98,8 +96,8 @@ def _positive_int(name: str, value: Any, optional: bool) -> None:
 @dataclass(frozen=True)
 class ExtractionSettings:
     """How a corpus is scored. Fields that change the numbers or the entry's layout enter the cache
-    key (context length, stride, BOS, max tokens, padded vocabulary, resolved dtype, shard size, the
-    head's arithmetic when it is not the default);
+    key (context length, stride, BOS, max tokens, padded vocabulary, resolved dtype, shard size);
+    the head computes the same counts either way (`rbplab.extraction.exact`), so it does not;
     device, device map and batch tokens change only speed (batch invariance is tested), so they do not.
 
     Examples
@@ -126,9 +124,9 @@ class ExtractionSettings:
     # Scored tokens per cache shard (default 65,536): the unit of resuming and of splitting a long
     # corpus across workers. It decides how the entry is cut, so it is part of the key.
     shard_tokens: int | None = None
-    # How the output head computes ranks (HEAD_CHOICES). "auto": the fused kernel for a half-precision
-    # body on CUDA, which an H200 ran 2-3.4x faster than the fp32 head with every reordered pair
-    # within float32 rounding (benchmarks/results/, 2026-11-28); the fp32 head everywhere else.
+    # How the output head computes ranks (HEAD_CHOICES); the counts are float64's either way.
+    # "auto": the fused kernel for a half-precision body on CUDA, 2-3.4x faster than the fp32 head on
+    # an H200 (benchmarks/results/gpu_check-2026-11-28-epilogue.txt); the fp32 head elsewhere.
     head: Literal["auto", "fp32", "fused"] = "auto"
 
     def __post_init__(self) -> None:
@@ -403,7 +401,6 @@ class EntrySpec:
     vocab: VocabIdentity
     softcap: float | None
     max_tokens: int | None
-    head: str = "fp32"
 
     VERSION: ClassVar[int] = 1  # of this layout; a change of layout is a new version, and new keys
     KEYS: ClassVar[tuple[str, ...]] = (
@@ -427,8 +424,6 @@ class EntrySpec:
             "softcap": self.softcap,
             "max_tokens": self.max_tokens,
         }
-        if self.head != HEADS[0]:  # only when set, so every fp32-head key stays what it was
-            out["head"] = self.head
         return out
 
     @classmethod
@@ -437,15 +432,9 @@ class EntrySpec:
         ``EntrySpec.from_json(d).to_json() == d`` for every spec this version writes."""
         if not isinstance(data, dict):
             raise EntrySpecError(f"an entry spec is a JSON object, got {type(data).__name__}")
-        if set(data) - {"head"} != set(cls.KEYS):
+        if set(data) != set(cls.KEYS):
             raise EntrySpecError(
-                f"entry spec has keys {sorted(data)}; version {cls.VERSION} has {sorted(cls.KEYS)} "
-                "(and head, when it is not fp32)"
-            )
-        head = data.get("head", HEADS[0])
-        if "head" in data and (head not in HEADS or head == HEADS[0]):
-            raise EntrySpecError(
-                f"entry spec field head is {head!r}; it is recorded only for {', '.join(HEADS[1:])}"
+                f"entry spec has keys {sorted(data)}; version {cls.VERSION} has {sorted(cls.KEYS)}"
             )
         softcap = data["softcap"]
         if softcap is not None and (isinstance(softcap, bool) or not isinstance(softcap, (int, float))):
@@ -458,7 +447,6 @@ class EntrySpec:
             VocabIdentity.from_json(_need(data, "vocab", dict, "")),
             softcap,
             _need(data, "max_tokens", int, "", optional=True),
-            head,
         )
 
     @classmethod
@@ -481,23 +469,28 @@ class EntrySpec:
             "include_padded_vocab": self.vocab.include_padded,
             "dtype": self.model.dtype,
             "shard_tokens": self.windows.shard_tokens,
-            "head": self.head,
         }
 
-    def pins(self, settings: Any, *, dtype: str, shard_tokens: int, head: str) -> bool:
-        """Whether this spec pins what `settings` (`ExtractionSettings`) ask, with their dtype,
-        shard size and head as the asker resolves them (a context length left open takes the spec's)."""
+    def pins(self, settings: Any, *, dtype: str, shard_tokens: int | None) -> bool:
+        """Whether this spec pins what `settings` (`ExtractionSettings`) ask, with their dtype and
+        shard size as the asker resolves them (a context length left open takes the spec's;
+        a shard size of None takes any: how an entry is cut is not what it holds)."""
         pinned = self.settings()
         return (
             pinned["bos"] == settings.bos
             and pinned["max_tokens"] == settings.max_tokens
             and pinned["include_padded_vocab"] == settings.include_padded_vocab
             and pinned["dtype"] == dtype
-            and pinned["shard_tokens"] == shard_tokens
+            and shard_tokens in (None, pinned["shard_tokens"])
             and (settings.context_length is None or pinned["context_length"] == settings.context_length)
             and pinned["stride"] == settings.stride
-            and pinned["head"] == head
         )
+
+    def cut_at(self, shard_tokens: int) -> EntrySpec:
+        """This spec with its entry cut into shards of `shard_tokens` targets: the same ranks,
+        another key (the key names the shard files on disk, which resuming and the cache's rules
+        read by their cut)."""
+        return replace(self, windows=replace(self.windows, shard_tokens=shard_tokens))
 
     def manifest_fields(self) -> dict[tuple[str, ...], Any]:
         """The manifest fields this spec determines (`MANIFEST_FIELDS`) with their values."""

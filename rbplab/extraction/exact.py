@@ -43,7 +43,7 @@ TENSOR_CORE_UNIT = 2 * UNIT  # truncated accumulation: one ulp per addition, not
 SOFTCAP_RELATIVE = 16 * UNIT + 4 * UNIT64
 # The band's rounding slack: z_t +- W in float32 may move each end by u |z_t +- W|, and W itself is a
 # few float32 operations; (1 + 2**-18) and 4u |z_t| cover both with room.
-_SLACK = 1.0 + 2.0**-18
+BAND_SLACK = 1.0 + 2.0**-18
 _PAIR_ELEMENTS = 1 << 22  # float64 products held at once while settling (32 MB)
 
 
@@ -73,14 +73,14 @@ def row_margins(hidden: Tensor, d: int, w_norm: float, b_max: float, unit: float
     h_norm = torch.linalg.vector_norm(hidden.to(torch.float64), dim=1)
     n = d + 2
     margin = (gamma(n, unit) + n * UNIT64 * 1.01) * w_norm * h_norm + 2 * UNIT * b_max
-    return (margin * _SLACK).to(torch.float32)
+    return (margin * BAND_SLACK).to(torch.float32)
 
 
 def band_halfwidth(z_t: Tensor, margin: Tensor, relative: float) -> Tensor:
     """W_i for target logits `z_t` and margins A_i: |z_v - z_t| <= E_v + E_t with E = A + r |z|, and
     |z_v| <= |z_t| + |z_v - z_t|, give (2A + 2r |z_t|) / (1 - r); the slack covers float32 rounding."""
     width = (2 * margin + (2 * relative + 4 * UNIT) * z_t.abs()) / (1 - relative)
-    return width * _SLACK
+    return width * BAND_SLACK
 
 
 def softcapped(z: Tensor, softcap: float | None) -> Tensor:

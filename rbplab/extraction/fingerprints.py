@@ -389,12 +389,11 @@ def known_plan(
         and typed.model.gguf_file == fixed["gguf_file"]
         and typed.model.trust_remote_code == fixed["trust_remote_code"]
         and typed.corpus.to_json() == req["corpus"]
-        # CPU only (cpu_only), so dtype "auto" is float32 and head "auto" the fp32 head
+        # CPU only (cpu_only), so dtype "auto" is float32
         and typed.pins(
             settings,
             dtype="float32" if settings.dtype == "auto" else settings.dtype,
-            shard_tokens=settings.shard_tokens or DEFAULT_SHARD_TOKENS,
-            head="fp32" if settings.head == "auto" else settings.head,
+            shard_tokens=settings.shard_tokens,  # None: any cut (resolve_entries may record one)
         )
     )
     if not agrees:

@@ -35,6 +35,16 @@ import triton.language as tl
 from torch import Tensor, nn
 
 from rbplab.core.errors import InvalidArgumentError, InvalidTypeError, RbplabError
+from rbplab.extraction.exact import (
+    BAND_SLACK,
+    SOFTCAP_RELATIVE,
+    TENSOR_CORE_UNIT,
+    Tally,
+    head_norms,
+    row_margins,
+    settle,
+)
+from rbplab.extraction.exact import UNIT as UNIT_F32
 from rbplab.extraction.ranks import NonFiniteLogitsError, linear_weight, triton_interpreted
 
 # Fixed tiles (no autotuning: a row's result must not depend on a tuning run). 128 rows x 256 head
@@ -51,6 +61,22 @@ NUM_WARPS = 8
 NUM_STAGES = 3
 # A constexpr: compiled kernels may read no other kind of global (the interpreter does not check).
 LOG2E = tl.constexpr(1.4426950408889634)
+# tanh's Taylor coefficients 2^2n (2^2n - 1) B_2n / (2n)!, n = 2..11 (x^3 .. x^21): below 0.6 the
+# terms fall by ~(2x/pi)^2 <= 0.15 each, so 11 terms leave a remainder far below float32's u.
+TANH_C1 = tl.constexpr(-0.3333333333333333)
+TANH_C2 = tl.constexpr(0.13333333333333333)
+TANH_C3 = tl.constexpr(-0.05396825396825397)
+TANH_C4 = tl.constexpr(0.021869488536155203)
+TANH_C5 = tl.constexpr(-0.008863235529902197)
+TANH_C6 = tl.constexpr(0.003592128036572481)
+TANH_C7 = tl.constexpr(-0.0014558343870513183)
+TANH_C8 = tl.constexpr(0.000590027440945586)
+TANH_C9 = tl.constexpr(-0.00023912911424355248)
+TANH_C10 = tl.constexpr(9.691537956929451e-05)
+UNIT = tl.constexpr(UNIT_F32)
+SLACK = tl.constexpr(BAND_SLACK)
+# Band candidates kept per row for float64 settling; a row with more is settled whole.
+MAX_CANDIDATES = 64
 
 INTERPRETED = triton_interpreted()  # as Triton read it when the kernel below was defined
 
@@ -95,11 +121,32 @@ def _logits_tile(
     if HAS_BIAS:
         acc = acc + tl.load(B + cols, mask=col_ok, other=0.0)[None, :]
     if HAS_CAP:
-        x = acc / softcap
-        e = tl.exp2(tl.abs(x) * (-2.0 * LOG2E))
-        th = (1.0 - e) / (1.0 + e)
-        acc = softcap * tl.where(x < 0, -th, th)
+        acc = softcap * _tanh(acc / softcap)
     return acc
+
+
+@triton.jit
+def _tanh(x):
+    """tanh within 8u of float64 (tests/extraction/test_fused_head.py checks it on a dense grid): an
+    odd Taylor polynomial below |x| = 0.6, where (1 - e) / (1 + e) would cancel (its error is ~u of
+    1, not of tanh x: capped logits near 0 on a grid of 1e-6 of the cap), and that quotient above,
+    where 1 - e >= 0.7 loses at most a bit to the approximate exp2 of GPUs."""
+    a = tl.abs(x)
+    x2 = x * x
+    p = TANH_C10
+    p = p * x2 + TANH_C9
+    p = p * x2 + TANH_C8
+    p = p * x2 + TANH_C7
+    p = p * x2 + TANH_C6
+    p = p * x2 + TANH_C5
+    p = p * x2 + TANH_C4
+    p = p * x2 + TANH_C3
+    p = p * x2 + TANH_C2
+    p = p * x2 + TANH_C1
+    p = p * x2 + 1.0
+    e = tl.exp2(a * (-2.0 * LOG2E))
+    th = tl.where(a < 0.6, a * p, (1.0 - e) / (1.0 + e))
+    return tl.where(x < 0, -th, th)
 
 
 @triton.jit
@@ -109,8 +156,10 @@ def _rank_kernel(
     B,  # [V] float32 bias (read when HAS_BIAS)
     T,  # [n] int32 target ids: the columns counted against
     G,  # [n] int32 target ids of the gathered tile (== T; a test passes others to reach the error)
-    OUT_GREATER,
-    OUT_EQUAL,
+    M,  # [n] float32 A_i: the absolute part of each row's logit error bound (rbplab.extraction.exact)
+    OUT_GREATER,  # logits above the band
+    OUT_BAND,  # logits inside the band, the target's column left out
+    OUT_CAND,  # [n, MAX_CAND] int32: the first MAX_CAND of those columns
     OUT_NLL,
     OUT_ZT,
     OUT_BAD,  # NaN or +inf logits per row
@@ -121,12 +170,14 @@ def _rank_kernel(
     stride_h,
     stride_w,
     softcap,
+    relative,  # r: the error bound's part relative to the logit (the softcap's rounding)
     HAS_BIAS: tl.constexpr,
     HAS_CAP: tl.constexpr,
     IEEE: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_V: tl.constexpr,
     BLOCK_D: tl.constexpr,
+    MAX_CAND: tl.constexpr,
 ):
     pid = tl.program_id(0)
     rows = pid * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -140,21 +191,27 @@ def _rank_kernel(
     gathered_ok = (lanes < BLOCK_N) & (pid * BLOCK_N + lanes < n)
     g_cols = tl.load(G + pid * BLOCK_N + lanes, mask=gathered_ok, other=0)
     g_offsets = g_cols.to(tl.int64) * stride_w
-    # Every valid id: the mask is all true, so the tile's arithmetic is the main tiles' exactly.
     acc = _logits_tile(
         H, W, B, row_offsets, row_ok, g_cols, g_offsets, g_cols >= 0, d, softcap,
         HAS_BIAS, HAS_CAP, IEEE, BLOCK_N, BLOCK_V, BLOCK_D,
     )  # fmt: skip
     diagonal = lanes[None, :] == tl.arange(0, BLOCK_N)[:, None]
     z_t = tl.max(tl.where(diagonal, acc, float("-inf")), axis=1)
+    # The band around z_t (exact.band_halfwidth, the same expression): outside it a logit is on
+    # the same side of z_t as in float64; inside it, it is a candidate for float64 settling.
+    margin = tl.load(M + rows, mask=row_ok, other=0.0)
+    width = (2.0 * margin + (2.0 * relative + 4.0 * UNIT) * tl.abs(z_t)) / (1.0 - relative) * SLACK
+    hi = z_t + width
+    lo = z_t - width
 
     m = tl.full((BLOCK_N,), float("-inf"), dtype=tl.float32)
     s = tl.zeros((BLOCK_N,), dtype=tl.float32)
     greater = tl.zeros((BLOCK_N,), dtype=tl.int32)
-    equal = tl.zeros((BLOCK_N,), dtype=tl.int32)
+    band = tl.zeros((BLOCK_N,), dtype=tl.int32)
     below_inf = tl.zeros((BLOCK_N,), dtype=tl.int32)
     seen = tl.zeros((BLOCK_N,), dtype=tl.int32)
     certified = tl.zeros((BLOCK_N,), dtype=tl.int32)
+    cand_base = OUT_CAND + rows.to(tl.int64)[:, None] * MAX_CAND
     # The epilogue runs on every logit, at the CUDA-core rate, so each operation per element costs
     # about as much as the tile's matrix product at d ~ 900: padding is masked once, and all else
     # that can be per row is.
@@ -165,30 +222,39 @@ def _rank_kernel(
             H, W, B, row_offsets, row_ok, cols, col_offsets, cols < V, d, softcap,
             HAS_BIAS, HAS_CAP, IEEE, BLOCK_N, BLOCK_V, BLOCK_D,
         )  # fmt: skip
-        # Columns past V hold -inf: never greater than or equal to a finite z_t (a row whose z_t is
-        # not finite is refused), a probability of 0.
+        # Columns past V hold -inf: below any band of a finite z_t (a row whose z_t is not finite
+        # is refused), a probability of 0.
         z = tl.where((cols < V)[None, :], acc, float("-inf"))
         # Counted as they are compared: NaN is below nothing, +inf is not below +inf.
         below_inf += tl.sum((z < float("inf")).to(tl.int32), axis=1)
-        eq = z == z_t[:, None]
-        greater += tl.sum((z > z_t[:, None]).to(tl.int32), axis=1)
-        equal += tl.sum(eq.to(tl.int32), axis=1)
+        greater += tl.sum((z > hi[:, None]).to(tl.int32), axis=1)
+        inside = (z >= lo[:, None]) & (z <= hi[:, None])
+        at_t = cols[None, :] == t[:, None]
+        # The certificate: the in-tile value at column t lies in the band of the gathered z_t, as
+        # the error bound says it must: a check of the bound on one logit of every row.
+        certified += tl.sum((inside & at_t).to(tl.int32), axis=1)
+        seen += ((t >= v0) & (t < v0 + BLOCK_V)).to(tl.int32)
+        candidate = inside & ~at_t & row_ok[:, None]
+        found = tl.sum(candidate.to(tl.int32), axis=1)
+        # Candidates are rare (most tiles hold none), so their columns are written only when a
+        # tile has any: the first MAX_CAND of each row, in column order.
+        if tl.sum(found, axis=0) > 0:
+            slot = band[:, None] + tl.cumsum(candidate.to(tl.int32), axis=1) - 1
+            keep = candidate & (slot < MAX_CAND)
+            tl.store(cand_base + slot, cols[None, :] + 0 * slot, mask=keep)
+        band += found
         # Online exp-sum, shifted by the running maximum; a row whose logits so far are all -inf is
         # shifted by 0 instead, since exp2(-inf - -inf) is NaN and exp2(-inf) is the 0 wanted.
         m_new = tl.maximum(m, tl.max(z, axis=1))
         shift = tl.where(m_new == float("-inf"), 0.0, m_new)
         s = s * tl.exp2((m - shift) * LOG2E) + tl.sum(tl.exp2((z - shift[:, None]) * LOG2E), axis=1)
         m = m_new
-        # The certificate: column t of this very tile compares equal to z_t, the value every other
-        # column was compared with (equality as the counts use it: what makes them exact).
-        certified += tl.sum((eq & (cols[None, :] == t[:, None])).to(tl.int32), axis=1)
-        seen += ((t >= v0) & (t < v0 + BLOCK_V)).to(tl.int32)
     walked = tl.cdiv(V, BLOCK_V) * BLOCK_V
     bad = walked - below_inf
     mismatch = (certified != 1).to(tl.int32) + (seen != 1).to(tl.int32)
     nll = (m - z_t) + tl.log(s)
     tl.store(OUT_GREATER + rows, greater, mask=row_ok)
-    tl.store(OUT_EQUAL + rows, equal, mask=row_ok)
+    tl.store(OUT_BAND + rows, band, mask=row_ok)
     tl.store(OUT_NLL + rows, nll, mask=row_ok)
     tl.store(OUT_ZT + rows, z_t, mask=row_ok)
     tl.store(OUT_BAD + rows, bad, mask=row_ok)
@@ -205,6 +271,7 @@ class FusedHead(nn.Module):
         self.weight = nn.Parameter(weight, requires_grad=False)
         self.bias = None if bias is None else nn.Parameter(bias, requires_grad=False)
         self._fp32: Tensor | None = None
+        self._norms: tuple[float, float] | None = None
 
     @classmethod
     def from_module(cls, head: nn.Module, rows: int) -> FusedHead:
@@ -224,6 +291,12 @@ class FusedHead(nn.Module):
     def rows(self) -> int:
         return self.weight.shape[0]
 
+    def norms(self) -> tuple[float, float]:
+        """(max_v ||w_v||, max_v |b_v|) in float64, computed once: the error bound's head terms."""
+        if self._norms is None:
+            self._norms = head_norms(self.weight, self.bias, self.rows)
+        return self._norms
+
     def weight_for(self, dtype: torch.dtype) -> Tensor:
         if dtype == self.weight.dtype:
             return self.weight
@@ -239,13 +312,17 @@ def fused_rank_stats(
     *,
     vocab_size: int,
     softcap: float | None = None,
+    tally: Tally | None = None,
     gathered: Tensor | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """`rank_stats`' contract through the fused kernel: (n_greater int32, n_equal int32, nll
-    float32), each [n], over the first `vocab_size` rows of `head`.
+    float32), each [n], over the first `vocab_size` rows of `head`; the counts equal float64's
+    (`rbplab.extraction.exact`: the kernel counts above the band and lists the band's candidates,
+    which are settled here in float64).
 
     Raises NonFiniteLogitsError for rows whose logits hold NaN or +inf or whose target logit is not
-    finite, and HeadCertificateError when any target logit differed from its in-tile value.
+    finite, and HeadCertificateError when a target's in-tile logit fell outside its own band (the
+    arithmetic was less accurate than the bound assumes). `tally` counts the rows settled.
     `gathered`: the ids whose head rows give z_t (default `targets`); a test passes others to show
     that the certificate catches a z_t that is not the compared value."""
     if hidden.ndim != 2:
@@ -273,17 +350,26 @@ def fused_rank_stats(
     # One dtype for both operands: a half weight with half states stays half (tensor cores);
     # anything else is multiplied in IEEE float32.
     half = hidden.dtype in (torch.bfloat16, torch.float16) and hidden.dtype == fhead.weight.dtype
+    if half and INTERPRETED and hidden.dtype == torch.bfloat16:
+        raise InvalidArgumentError(
+            "Triton's interpreter multiplies bfloat16 tiles as raw bit patterns: run the fused head "
+            "on bfloat16 on a GPU, or pass float32 states and head (bfloat16 values are exact in float32)"
+        )
     dtype = hidden.dtype if half else torch.float32
     h = hidden.to(dtype)
     if h.stride(1) != 1:
         h = h.contiguous()
     w = fhead.weight_for(dtype)
+    w_norm, b_max = fhead.norms()
+    # Tensor cores accumulate with truncation (exact.TENSOR_CORE_UNIT); the ieee path rounds.
+    margin = row_margins(h, d, w_norm, b_max, TENSOR_CORE_UNIT if half else UNIT_F32)
     t = targets.to(device=device, dtype=torch.int32).contiguous()
     g = t if gathered is None else gathered.to(device=device, dtype=torch.int32).contiguous()
     greater = torch.empty(n, dtype=torch.int32, device=device)
-    equal = torch.empty_like(greater)
+    band = torch.empty_like(greater)
     bad = torch.empty_like(greater)
     mismatch = torch.empty_like(greater)
+    candidates = torch.empty(n, MAX_CANDIDATES, dtype=torch.int32, device=device)
     nll = torch.empty(n, dtype=torch.float32, device=device)
     z_t = torch.empty_like(nll)
     bias = fhead.bias if fhead.bias is not None else nll  # a placeholder pointer, never read
@@ -293,8 +379,10 @@ def fused_rank_stats(
         bias,
         t,
         g,
+        margin,
         greater,
-        equal,
+        band,
+        candidates,
         nll,
         z_t,
         bad,
@@ -305,12 +393,14 @@ def fused_rank_stats(
         h.stride(0),
         w.stride(0),
         float(softcap or 1.0),
+        SOFTCAP_RELATIVE if softcap else 0.0,
         HAS_BIAS=fhead.bias is not None,
         HAS_CAP=bool(softcap),
         IEEE=not half,
         BLOCK_N=BLOCK_N,
         BLOCK_V=BLOCK_V,
         BLOCK_D=BLOCK_D_HALF if half else BLOCK_D_FP32,
+        MAX_CAND=MAX_CANDIDATES,
         num_warps=NUM_WARPS,
         num_stages=NUM_STAGES,
     )
@@ -325,8 +415,45 @@ def fused_rank_stats(
     if failed:
         first = int((mismatch > 0).nonzero()[0, 0])
         raise HeadCertificateError(
-            f"fused head: {failed} target logit(s) differ from the in-tile values they were ranked "
-            f"against (first at row {first} of the call); nothing was kept: score with head='fp32' "
-            "and report this GPU and Triton version"
+            f"fused head: {failed} target logit(s) fell outside their own error band (first at row "
+            f"{first} of the call): this GPU's arithmetic is less accurate than the bound assumes; "
+            "nothing was kept: score with head='fp32' and report this GPU and Triton version"
         )
-    return greater, equal, nll
+    n_greater, n_equal = _settle(
+        h, w, fhead.bias, t.long(), greater, band, candidates, softcap, vocab_size, tally
+    )
+    return n_greater, n_equal, nll
+
+
+def _settle(h, w, bias, t, greater, band, candidates, softcap, vocab_size, tally) -> tuple[Tensor, Tensor]:
+    """The counts from the kernel's: rows with band candidates settled in float64 from the states
+    and head rows the kernel multiplied; a row with more than MAX_CANDIDATES settles every column."""
+    n = h.shape[0]
+    greater = greater.long()
+    equal = torch.ones_like(greater)
+    listed = ((band > 0) & (band <= MAX_CANDIDATES)).nonzero()[:, 0]
+    whole = (band > MAX_CANDIDATES).nonzero()[:, 0]
+    pair_rows, cols = [], []
+    if listed.numel():
+        slots = torch.arange(MAX_CANDIDATES, device=h.device)
+        keep = slots[None, :] < band[listed, None]
+        r, j = keep.nonzero(as_tuple=True)
+        pair_rows.append(listed[r])
+        cols.append(candidates[listed[r], j].long())
+    if whole.numel():
+        every = torch.arange(vocab_size, device=h.device)
+        for row in whole.tolist():
+            others = every[every != t[row]]
+            pair_rows.append(torch.full_like(others, row))
+            cols.append(others)
+        greater[whole] = 0  # every column is settled: the kernel's count would count some twice
+    logits = 0
+    if pair_rows:
+        rows_all, cols_all = torch.cat(pair_rows), torch.cat(cols)
+        add_greater, add_equal = settle(h, w, bias, t, rows_all, cols_all, softcap=softcap, n=n)
+        greater += add_greater
+        equal += add_equal
+        logits = int(cols_all.numel())
+    if tally is not None:
+        tally.add(n, int(listed.numel() + whole.numel()), logits)
+    return greater.to(torch.int32), equal.to(torch.int32)

@@ -34,7 +34,7 @@ from rbplab.core.settings import (
     resolve_settings,
 )
 from rbplab.extraction.fingerprints import record_plan
-from rbplab.extraction.ranks import check_fused_head, resolve_head
+from rbplab.extraction.heads import check_head, resolve_head
 from rbplab.extraction.sources import ModelDescription, describe_model
 from rbplab.extraction.windows import (
     BosDecision,
@@ -67,6 +67,7 @@ class Plan:
     vocab_size: int
     settings: ExtractionSettings
     spec: EntrySpec  # the entry's identity: its JSON is spec.json and what the cache key hashes
+    head: str  # the head that ranks ("fp32" or "fused"): how, not what, so never in the key
 
     @property
     def key_spec(self) -> dict:
@@ -153,11 +154,9 @@ def plan_extraction(
         vocab=VocabIdentity(vocab_size, include_padded_vocab, info.head_rows),
         softcap=info.softcap,
         max_tokens=max_tokens,
-        head=head,
     )
-    if head == "fused":  # refused before anything is written, not when the weights load
-        check_fused_head(info.device)
-    return Plan(described, corpus, policy, decision, vocab_size, settings, entry_spec)
+    check_head(head, info.device, info.dtype)  # before anything is written or any weight loads
+    return Plan(described, corpus, policy, decision, vocab_size, settings, entry_spec, head)
 
 
 def plan_and_record(

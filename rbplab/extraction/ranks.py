@@ -33,7 +33,6 @@ other kernels, with other rounding, below that. Every pass is row-wise.
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import os
 
@@ -162,39 +161,6 @@ def triton_interpreted() -> bool:
     """Whether TRITON_INTERPRET asks Triton to interpret kernels (on CPU tensors) instead of
     compiling them."""
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
-
-
-def resolve_head(head: str, device: str, dtype: str, *, triton: bool | None = None) -> str:
-    """The head a run ranks with: `head` itself unless it is "auto", which is the fused kernel for a
-    bfloat16 or float16 body on CUDA (a device map counts) where Triton is installed, and the fp32
-    head everywhere else: a CPU, a float32 body (the kernel's IEEE float32 path is unmeasured on a
-    GPU), no Triton. `triton`: whether the machine that runs it has Triton (None: this one's). From
-    names alone, importing nothing."""
-    if head != "auto":
-        return head
-    if triton is None:
-        triton = importlib.util.find_spec("triton") is not None
-    return "fused" if _on_gpu(device) and dtype in ("bfloat16", "float16") and triton else "fp32"
-
-
-def _on_gpu(device: str) -> bool:
-    # A resolved device (ModelInfo.device): "cuda", "cuda:1", or a device map, whose head sits on a GPU.
-    return device.startswith("cuda") or device.startswith("device_map:")
-
-
-def check_fused_head(device: str) -> None:
-    """Refuse (one line) the fused head where its kernel cannot run: it is a Triton kernel for CUDA
-    devices (a device map counts: its head sits on a GPU); `TRITON_INTERPRET=1` lets it run on CPU
-    tensors through Triton's interpreter, for tests. Checked from names alone, importing nothing."""
-    if not _on_gpu(device) and not triton_interpreted():
-        raise InvalidArgumentError(
-            f"head='fused' runs a Triton kernel on CUDA GPUs and this run is on {device}; use head='fp32'"
-        )
-    if importlib.util.find_spec("triton") is None:
-        raise InvalidArgumentError(
-            "head='fused' needs Triton, which torch's CUDA builds bring (pip install triton); "
-            "or use head='fp32'"
-        )
 
 
 def block_rows(vocab_size: int, device: torch.device | str) -> int:

@@ -30,9 +30,10 @@ import pandas as pd
 import torch
 
 from rbplab.catalog import registry
+from rbplab.extraction.heads import RankHead
 from rbplab.extraction.plan import Plan
 from rbplab.extraction.precision import pinned_precision
-from rbplab.extraction.ranks import FloatHead, NonFiniteLogitsError, rank_stats
+from rbplab.extraction.ranks import NonFiniteLogitsError
 from rbplab.extraction.weights import input_device, numerics_record
 from rbplab.extraction.windows import Window, scored_position
 from rbplab.store.cache.entry import CacheEntry
@@ -74,8 +75,8 @@ def batch_arrays(group: list[Window], length: int, pad_id: int) -> tuple[np.ndar
 
 
 class Scorer:
-    """Runs windows through a loaded model: base model forward, then exact ranks from its head,
-    by the fp32 head (`rank_stats`, chunked) or the fused kernel (`fused_rank_stats`, CUDA)."""
+    """Runs windows through a loaded model: base model forward, then exact ranks from its head
+    (`rbplab.extraction.heads.RankHead`: the fp32 head or the fused kernel)."""
 
     def __init__(
         self,
@@ -90,14 +91,7 @@ class Scorer:
         self.pad_id = pad_id
         self.softcap = softcap
         self.device = input_device(model)
-        output = model.get_output_embeddings()
-        if head == "fused":
-            # Imported here: Triton is only needed (and only present) where the fused head runs.
-            from rbplab.extraction.fused_head import FusedHead, fused_rank_stats
-
-            self.head, self.rank = FusedHead.from_module(output, vocab_size), fused_rank_stats
-        else:
-            self.head, self.rank = FloatHead.from_module(output, vocab_size), rank_stats
+        self.head = RankHead(head, model.get_output_embeddings(), vocab_size, softcap)
 
     def hidden_states(self, length: int, group: list[Window]) -> tuple[torch.Tensor, torch.Tensor]:
         """The body's final hidden states at every scored position of `group` [n, d] and the
@@ -110,7 +104,7 @@ class Scorer:
         hidden = self.model.base_model(input_ids=inputs, use_cache=False).last_hidden_state
         row_index = torch.from_numpy(rows).to(hidden.device)
         hidden = hidden.reshape(-1, hidden.shape[-1]).index_select(0, row_index)
-        head_device = self.head.weight.device
+        head_device = self.head.device
         return hidden.to(head_device), torch.from_numpy(targets).to(head_device)
 
     def score(self, length: int, group: list[Window]) -> tuple[torch.Tensor, ...]:
@@ -118,7 +112,7 @@ class Scorer:
         with torch.inference_mode(), pinned_precision():
             hidden, targets = self.hidden_states(length, group)
             try:
-                return self.rank(hidden, self.head, targets, vocab_size=self.vocab_size, softcap=self.softcap)
+                return self.head(hidden, targets)
             except NonFiniteLogitsError as err:
                 raise err.located(scored_position(group, err.row)) from None
 
@@ -168,7 +162,7 @@ def make_scorer(plan: Plan, weights: torch.nn.Module) -> Scorer:
     """A scorer of `plan`'s runs over loaded `weights` (`rbplab.extraction.weights.load_weights`)."""
     tokenizer = plan.described.tokenizer
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else plan.bos.token_id or 0
-    return Scorer(weights, plan.vocab_size, int(pad_id), plan.described.info.softcap, plan.spec.head)
+    return Scorer(weights, plan.vocab_size, int(pad_id), plan.described.info.softcap, plan.head)
 
 
 def entry_manifest(
@@ -280,6 +274,7 @@ def compute_shards(
     producer = producer_id()
 
     scorer: Scorer | None = None
+    settled: dict[int, dict] = {}  # per shard scored: its head and the rows it settled in float64
 
     def score(index: int) -> pd.DataFrame | None:
         nonlocal scorer
@@ -291,6 +286,7 @@ def compute_shards(
             scorer = get_scorer(plan)
             work.timings["load"] += time.perf_counter() - clock
         clock = time.perf_counter()
+        before = scorer.head.tally.settled
         try:
             frame = shard_frame(plan, scorer, shards[index], plan.settings.batch_tokens, report)
         except NonFiniteLogitsError as err:
@@ -299,12 +295,13 @@ def compute_shards(
         # kept only if the files were not written while it was scored
         check_weights(plan, f"while shard {index} was scored")
         work.timings["score"] += time.perf_counter() - clock
+        settled[index] = {"head": scorer.head.name, "settled": scorer.head.tally.settled - before}
         return frame
 
     def write(index: int, frame: pd.DataFrame) -> None:  # on the writer thread
         clock = time.perf_counter()
         with entry.lock():
-            entry.write_shard(index, frame, producer=producer)
+            entry.write_shard(index, frame, {"producer": producer, **settled.pop(index)})
         work.timings["write"] += time.perf_counter() - clock
         work.tokens += len(frame)
         work.shards += 1

@@ -53,6 +53,7 @@ import pandas as pd
 from rbplab.catalog import registry
 from rbplab.catalog.corpora import Corpus, Document, LazyCorpus, open_corpus
 from rbplab.core.errors import InvalidArgumentError, RbplabError, RunFailedError
+from rbplab.extraction.heads import resolve_head
 from rbplab.extraction.pipeline import load_scorer
 from rbplab.extraction.plan import (
     DEFAULT_MAX_CONTEXT,
@@ -62,7 +63,7 @@ from rbplab.extraction.plan import (
     plan_extraction,
     plan_windows,
 )
-from rbplab.extraction.ranks import block_rows, default_chunk_size, resolve_head
+from rbplab.extraction.ranks import block_rows, default_chunk_size
 from rbplab.extraction.scoring import batches, default_batch_tokens
 from rbplab.grid import Grid, corpus_label
 from rbplab.runner.executors import exit_with_parent, worker_threads
@@ -168,7 +169,7 @@ def plan_costs(
         batch_tokens=batch_tokens,
         context_length=plan.policy.context_length,
         device=device,
-        head=plan.spec.head,
+        head=plan.head,
     )
     return per_token, memory
 

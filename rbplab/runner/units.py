@@ -30,9 +30,9 @@ from rbplab.catalog.models import ResolvedModel
 from rbplab.core.errors import InvalidArgumentError, RunFailedError
 from rbplab.core.settings import ExtractionSettings
 from rbplab.extraction.fingerprints import record_plan
+from rbplab.extraction.heads import resolve_head
 from rbplab.extraction.pipeline import load_scorer
 from rbplab.extraction.plan import Plan, cache_hit, plan_extraction
-from rbplab.extraction.ranks import resolve_head
 from rbplab.extraction.scoring import Scorer, compute_shards, producer_id, sound_shards
 from rbplab.grid import Grid
 from rbplab.store.cache.entry import CacheEntry

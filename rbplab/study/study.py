@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -461,23 +461,21 @@ class MissingRunsError(RbplabError, ValueError):
 # cannot be the run asked for (others, such as a context length of None, resolve per model).
 def _settings_differences(spec: EntrySpec, settings: ExtractionSettings) -> dict[str, tuple]:
     """{setting: (cached, asked)} for the settings where the entry's spec cannot match `settings`."""
-    from rbplab.extraction.fingerprints import DEFAULT_SHARD_TOKENS
-
     cached = spec.settings()
     asked = {
         "max_tokens": settings.max_tokens,
         "stride": settings.stride,
         "bos": settings.bos,
         "include_padded_vocab": settings.include_padded_vocab,
-        "shard_tokens": settings.shard_tokens or DEFAULT_SHARD_TOKENS,
+        "shard_tokens": settings.shard_tokens,  # None: any cut, as resolve_entries finds one
         "context_length": settings.context_length,  # None: the model's limit, known only by planning
         "dtype": None if settings.dtype == "auto" else settings.dtype,
-        "head": None if settings.head == "auto" else settings.head,  # by device and dtype, at planning
     }
     return {
         name: (cached[name], value)
         for name, value in asked.items()
-        if not (value is None and name in ("context_length", "dtype", "head")) and cached[name] != value
+        if not (value is None and name in ("context_length", "dtype", "shard_tokens"))
+        and cached[name] != value
     }
 
 
@@ -581,8 +579,32 @@ def resolve_entries(
 
         plan = plan_and_record(run.model, run.corpus, grid.settings, cache_dir, described=described)
         entry = CacheEntry(cache_dir, plan.key_spec)
+        if not entry.is_complete() and grid.settings.shard_tokens is None:
+            plan, entry = cached_cut(plan, cache_dir)
         resolved.append(ResolvedEntry(run, entry, plan.described.info.n_nonembedding, plan))
     return resolved
+
+
+def cached_cut(plan: Plan, cache_dir: str | Path | None) -> tuple[Plan, CacheEntry]:
+    """`plan` and its entry, or, when the cache holds the same run complete under another shard
+    size (`--shard-tokens`), that plan and entry, its plan record written so the next lookup finds
+    it without model code. The shard size is in the key, since it names the shard files that
+    resuming and the cache's rules read, but it does not change a rank: a request that names no
+    shard size is served by any cut."""
+    from rbplab.extraction.fingerprints import record_plan
+    from rbplab.store.cache.entry import CacheEntry, entry_at
+    from rbplab.store.cache.layout import entry_dirs
+    from rbplab.store.files import cache_root
+
+    root = cache_root(cache_dir)
+    for path in entry_dirs(root) if root.is_dir() else []:
+        found = entry_at(path, root)
+        spec = EntrySpec.parse(found.spec) if found is not None and found.is_complete() else None
+        if spec is not None and spec.cut_at(plan.spec.windows.shard_tokens) == plan.spec:
+            plan = replace(plan, spec=spec)
+            record_plan(plan, cache_dir)
+            break
+    return plan, CacheEntry(cache_dir, plan.key_spec)
 
 
 def read_summary(

@@ -46,6 +46,8 @@ LISTING_COLUMNS = [
     "max_tokens",
     "context_length",
     "n_tokens",
+    "head",
+    "settled_rows",
     "complete",
     "status",
     "size_bytes",
@@ -114,22 +116,26 @@ def list_entries(root: str | Path | None = None) -> pd.DataFrame:
     """One row per cache entry: key, model, revision (None for a model's final weights), step (the
     checkpoint's training step when its manifest records one), corpus, max_tokens and
     context_length (the settings it was scored with; None: no cap, the model's maximum), n_tokens
-    (so far, for incomplete entries; none for damaged ones), complete, status ("complete",
-    "incomplete", "damaged"), size_bytes, created (UTC), path. Ordered by model, corpus and
-    settings (max_tokens, context_length), then checkpoints in training order (the final weights
+    (so far, for incomplete entries; none for damaged ones), head and settled_rows (the heads that
+    ranked it and the rows they settled in float64, from a complete entry's manifest), complete,
+    status ("complete", "incomplete", "damaged"), size_bytes, created (UTC), path. Ordered by model,
+    corpus and settings (max_tokens, context_length), then checkpoints in training order (the final weights
     last) and key, so one model's entries stand together however they were made. A damaged entry
     never stops the listing."""
     rows = []
     for path in entry_dirs(cache_root(root)):
         status, n_tokens, _ = entry_status(path)
         spec = read_spec(path) or {}
-        created, step = None, None
+        created, step, head, settled = None, None, None, None
         if status == "complete":  # a complete entry's manifest passed its rules just now
             with contextlib.suppress(OSError, ValueError, AttributeError):
                 raw = read_entry_file(path / "manifest.json", path, max_manifest_bytes(spec))
                 manifest = parse_json(raw, "manifest.json")
                 created = manifest.get("created")
                 step = (manifest.get("training") or {}).get("step")
+                provenance = manifest.get("provenance") or {}
+                heads, settled = provenance.get("heads"), provenance.get("settled_rows")
+                head = "+".join(heads) if isinstance(heads, list) and heads else None
         model = spec.get("model") if isinstance(spec.get("model"), dict) else {}
         windows = spec.get("windows") if isinstance(spec.get("windows"), dict) else {}
         try:
@@ -152,6 +158,10 @@ def list_entries(root: str | Path | None = None) -> pd.DataFrame:
                 "max_tokens": spec.get("max_tokens"),
                 "context_length": windows.get("context_length"),
                 "n_tokens": n_tokens,
+                "head": head,
+                "settled_rows": settled
+                if isinstance(settled, int) and not isinstance(settled, bool)
+                else None,
                 "complete": status == "complete",
                 "status": status,
                 "size_bytes": size,
@@ -162,7 +172,7 @@ def list_entries(root: str | Path | None = None) -> pd.DataFrame:
             }
         )
     table = pd.DataFrame(rows, columns=LISTING_COLUMNS)
-    for column in ("step", "max_tokens", "context_length", "n_tokens"):
+    for column in ("step", "max_tokens", "context_length", "n_tokens", "settled_rows"):
         table[column] = table[column].astype("Int64")
     table["complete"] = table["complete"].astype(bool)
     table["size_bytes"] = table["size_bytes"].astype("int64")

@@ -236,9 +236,10 @@ class CacheEntry(EntryReader):
         pq.write_table(table, sink, compression="zstd")
         return sink.getvalue().to_pybytes()
 
-    def write_shard(self, index: int, frame: pd.DataFrame, producer: str | None = None) -> None:
-        """Store shard `index` (rows of SHARD_SCHEMA) atomically, then its checksum (which records
-        the `producer`, e.g. host:pid, for the manifest). Hold lock()."""
+    def write_shard(self, index: int, frame: pd.DataFrame, provenance: dict | None = None) -> None:
+        """Store shard `index` (rows of SHARD_SCHEMA) atomically, then its checksum, which records
+        `provenance` for the manifest: "producer" (host:pid), "head" and "settled" (rows the head
+        settled in float64). Hold lock()."""
         if len(frame) > max_shard_rows(self.spec):
             raise ValueError(
                 f"shard {index} has {len(frame)} rows, more than one shard holds under the entry's spec "
@@ -255,7 +256,7 @@ class CacheEntry(EntryReader):
             raise location_error(err, shard) from err
         atomic_write(shard, data)
         record = {"sha256": sha256_hex(data), "rows": len(frame), "bytes": len(data)}
-        atomic_write(checksum, json_bytes(record | ({"producer": producer} if producer else {})))
+        atomic_write(checksum, json_bytes(record | (provenance or {})))
 
     @contextlib.contextmanager
     def shard_claim(self, index: int, wait: bool) -> Iterator[bool]:
@@ -367,6 +368,11 @@ class CacheEntry(EntryReader):
         del tables
         producers = sorted({s["producer"] for s in shards if s.get("producer")})
         provenance = {**_versions(), **manifest.get("provenance", {}), "producers": producers}
+        # Which heads ranked, and how many rows they settled in float64: known when every shard
+        # says (a shard written by an older rbplab does not).
+        if all(isinstance(s.get("settled"), int) and s.get("head") for s in shards):
+            provenance["heads"] = sorted({s["head"] for s in shards})
+            provenance["settled_rows"] = sum(s["settled"] for s in shards)
         full = {
             **manifest,
             "key": self.key,

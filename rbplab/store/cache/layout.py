@@ -47,7 +47,7 @@ SUMMARY_BYTES_FIXED = 64 * 2**20
 # Bounds on every file of an entry, so that no read is unbounded: a shard linked to /dev/zero or a
 # sparse file declaring terabytes is refused before a byte of it is read.
 MAX_SPEC_BYTES = 1 << 20  # spec.json (a few hundred bytes in practice)
-MAX_RECORD_BYTES = 1 << 14  # a .sha256 record: {"sha256", "rows", "bytes", "producer"}
+MAX_RECORD_BYTES = 1 << 14  # a .sha256 record: {"sha256", "rows", "bytes", "producer", "head", "settled"}
 MAX_ROW_BYTES = (1 << 12) + 64  # one parquet row at worst: six numbers and a document id (< 4 KiB)
 SHARD_OVERHEAD_BYTES = 1 << 20  # parquet footer, schema and metadata of one shard
 MANIFEST_BASE_BYTES = 1 << 20  # a manifest without its shard records (model, corpus, provenance)
