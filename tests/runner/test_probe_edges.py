@@ -148,7 +148,9 @@ def test_the_timed_batches_are_a_shuffled_sample_of_every_length(plan, probe):
     assert _ids(probe.scorer.calls[first + 1 :][: len(made)]) == _ids(timed)
 
 
-def test_probe_tokens_of_the_command_line_reach_the_probe(probe, tmp_path, scored_counts, capsys, monkeypatch):
+def test_probe_tokens_of_the_command_line_reach_the_probe(
+    probe, tmp_path, scored_counts, capsys, monkeypatch
+):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     status = main(
         ["plan", "-m", "micro-1-25K", "-c", "humaneval", "--max-tokens", "3000", "--context-length", "256"]
