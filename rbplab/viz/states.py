@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -51,13 +52,20 @@ class Control:
     """One control of a view: the keyword of its `state`, the values the explorer precomputes
     (in the control's order) with their labels, and whether it is drawn as a slider or a
     dropdown. `reach` is how many values the live control offers (the note says when the
-    explorer holds fewer)."""
+    explorer holds fewer). `title` is the name a reader sees on it, the live widget's
+    description (03's N slider takes `n`): `name` when not given."""
 
     name: str
     values: tuple[object, ...]
     labels: tuple[str, ...]
     slider: bool = True
     reach: int | None = None
+    title: str | None = None
+
+    @property
+    def shown(self) -> str:
+        """The name written on the control and in the explorer's note."""
+        return self.title or self.name
 
     def __post_init__(self) -> None:
         if not self.values:
@@ -79,15 +87,24 @@ class Control:
 
 def thin(controls: Sequence[Control], current: Mapping[str, object], max_states: int) -> list[Control]:
     """`controls` with at most `max_states` combinations: the last control (the slider the
-    explorer moves along its frames) keeps evenly spaced values (its ends and the current value
-    included)."""
+    explorer moves along its frames) keeps evenly spaced values, its ends and the current value
+    included: evenly spaced on each side of the current value, the stops shared between the two
+    sides by their lengths (the current value added to one even spacing put it one step from
+    a stop: 03's k slider held 1, 14, 15, 30)."""
     *others, last = controls
     rest = int(np.prod([len(c.values) for c in others]))
     keep = max(2, max_states // rest)
-    if keep >= len(last.values):
+    n = len(last.values)
+    if keep >= n:
         return list(controls)
-    picked = set(np.round(np.linspace(0, len(last.values) - 1, keep)).astype(int).tolist())
-    order = sorted(picked | {last.index(current[last.name])})
+    now = last.index(current[last.name])
+    gaps = keep - 1
+    if now in (0, n - 1) or gaps < 2:
+        picked = np.linspace(0, n - 1, keep)
+    else:
+        left = min(max(round(gaps * now / (n - 1)), 1), gaps - 1)
+        picked = np.r_[np.linspace(0, now, left + 1), np.linspace(now, n - 1, gaps - left + 1)]
+    order = sorted({*np.round(picked).astype(int).tolist(), now})
     thinned = replace(
         last,
         values=tuple(last.values[j] for j in order),
@@ -104,11 +121,11 @@ def note(controls: Sequence[Control], fixed: Mapping[str, str] | None = None) ->
     for c in controls:
         held = f"{c.labels[0]} … {c.labels[-1]}" if c.slider and len(c.values) > 3 else ", ".join(c.labels)
         if c.reach is not None and c.reach > len(c.values):
-            parts.append(f"{c.name}: {len(c.values)} of the notebook's {c.reach} values ({held})")
+            parts.append(f"{c.shown}: {len(c.values)} of the notebook's {c.reach} values ({held})")
         elif c.slider:
-            parts.append(f"{c.name}: all {len(c.values)} values ({held})")
+            parts.append(f"{c.shown}: all {len(c.values)} values ({held})")
         else:
-            parts.append(f"{c.name}: {held}")
+            parts.append(f"{c.shown}: {held}")
     parts += [f"{name} = {value} (as in the notebook)" for name, value in (fixed or {}).items()]
     n = int(np.prod([len(c.values) for c in controls]))
     lines = [f"Offline explorer, {n} precomputed states"]
@@ -140,7 +157,7 @@ def explorer(
     if not controls:
         raise InvalidArgumentError("an explorer needs at least one control")
     *kept, second, last = [None, *controls] if len(controls) == 1 else controls
-    fixed = {**{c.name: str(current[c.name]) for c in kept}, **(fixed or {})}
+    fixed = {**{c.shown: str(current[c.name]) for c in kept}, **(fixed or {})}
     varied = [c for c in (second, last) if c is not None]
     varied = thin(varied, current, max_states)
     second, last = (None, varied[0]) if len(varied) == 1 else varied
@@ -202,16 +219,12 @@ def explorer(
             layout["sliders"] = [_slider(second, steps, s0, y)]
         else:
             for b in steps:
-                if not b["label"].startswith(second.name):
-                    b["label"] = f"{second.name}: {b['label']}"
-            # Opened downwards, a menu longer than the room under it (the slider and the note)
-            # becomes a scroll box whose first options hide behind its header: it opens upwards
-            # over the plot instead.
-            room = _SLIDER_ROW + note_px
-            direction = "down" if _MENU_ITEM * (len(steps) + 1) <= room else "up"
+                if not b["label"].startswith(second.shown):
+                    b["label"] = f"{second.shown}: {b['label']}"
             layout["updatemenus"] = [
-                {"type": "dropdown", "direction": direction, "active": s0, "buttons": steps, "x": 0.0,
-                 "xanchor": "left", "y": y, "yanchor": "top", "showactive": True, "name": second.name}
+                {"type": "dropdown", "direction": _open_menu(layout, len(steps), y_px), "active": s0,
+                 "buttons": steps, "x": 0.0, "xanchor": "left", "y": y, "yanchor": "top",
+                 "showactive": True, "name": second.shown}
             ]  # fmt: skip
         y_px += _SLIDER_ROW if second.slider else _DROPDOWN_ROW
     copies = []
@@ -220,8 +233,11 @@ def explorer(
             {"label": label, "method": "animate", "args": [[_frame_name(s, p, len(last.values))], _ANIMATE]}
             for p, label in enumerate(last.labels)
         ]
-        draw = _slider if last.slider else _menu
-        copies.append(draw(last, steps, p0, -y_px / plot_h) | {"visible": s == s0})
+        if last.slider:
+            copies.append(_slider(last, steps, p0, -y_px / plot_h) | {"visible": s == s0})
+        else:
+            direction = _open_menu(layout, len(steps), y_px)
+            copies.append(_menu(last, steps, p0, -y_px / plot_h, direction) | {"visible": s == s0})
     # The second control's slider or menu (if any) is the last entry, after the copies its steps index.
     layout[kind] = copies + layout.get(kind, [])
     layout["annotations"] = [
@@ -271,6 +287,7 @@ def fit_axes(figure: dict) -> dict:
         span = _span(np.concatenate(values), log)
         if span is None:
             continue
+        span = _allowed(span, axes)
         for name in members:
             layout[name] = {**(layout.get(name) or {}), "range": span, "autorange": False}
     return figure
@@ -333,16 +350,47 @@ def _span(values: np.ndarray, log: bool) -> list[float] | None:
     return [lo - pad, hi + pad]
 
 
+def _allowed(span: list[float], axes: list[dict]) -> list[float]:
+    """`span` inside the bounds the axes allow (`maxallowed`, `minallowed`, in range units: a
+    probability's axis ends at 1), as plotly bounds its own autorange."""
+    lo, hi = span
+    top = min((a["maxallowed"] for a in axes if a.get("maxallowed") is not None), default=None)
+    bottom = max((a["minallowed"] for a in axes if a.get("minallowed") is not None), default=None)
+    if top is not None:
+        hi = min(hi, top)
+    if bottom is not None:
+        lo = max(lo, bottom)
+    return [lo, hi]
+
+
 def _frame_name(s: int, p: int, n: int) -> str:
     return str(s * n + p)
 
 
-def _menu(control: Control, steps: list[dict], active: int, y: float) -> dict:
-    """A dropdown of `control`'s choices (its buttons are `steps`, labelled "name: label")."""
-    buttons = [b | {"label": f"{control.name}: {b['label']}"} for b in steps]
+def _open_menu(layout: dict, options: int, y_px: float) -> str:
+    """Which way a dropdown of `options` choices whose header's top lies `y_px` below the plot
+    opens so that every option lies inside the figure: down when the room under its header
+    holds them, else up over the plot when that holds them, else down into room added below
+    the figure (`layout` grows). An option past the figure's edge lies under the page's next
+    cell, where no click reaches it (notebook 04's corpus menu, issue 50)."""
+    below = _bottom_px(layout) - y_px - _MENU_ITEM  # under the header
+    above = float(_margin(layout).get("t", 100)) + _plot_height(layout) + y_px
+    needed = _MENU_ITEM * options
+    if needed <= below:
+        return "down"
+    if needed <= above:
+        return "up"
+    _make_room(layout, math.ceil(needed - below))
+    return "down"
+
+
+def _menu(control: Control, steps: list[dict], active: int, y: float, direction: str) -> dict:
+    """A dropdown of `control`'s choices (its buttons are `steps`, labelled "name: label"),
+    opening `direction` ("down" or "up": `_open_menu`)."""
+    buttons = [b | {"label": f"{control.shown}: {b['label']}"} for b in steps]
     return {
         "type": "dropdown",
-        "direction": "down",
+        "direction": direction,
         "active": active,
         "buttons": buttons,
         "x": 0.0,
@@ -350,14 +398,14 @@ def _menu(control: Control, steps: list[dict], active: int, y: float) -> dict:
         "y": y,
         "yanchor": "top",
         "showactive": True,
-        "name": control.name,
+        "name": control.shown,
     }
 
 
 def _slider(control: Control, steps: list[dict], active: int, y: float) -> dict:
     labelled = len(steps) <= _LABELLED_STEPS
     return {
-        "name": control.name,
+        "name": control.shown,
         "active": active,
         "steps": steps,
         "x": 0.0,
@@ -367,7 +415,7 @@ def _slider(control: Control, steps: list[dict], active: int, y: float) -> dict:
         "yanchor": "top",
         "pad": {"t": 28, "b": 0},
         "currentvalue": {
-            "prefix": f"{control.name} = ",
+            "prefix": f"{control.shown} = ",
             "visible": True,
             "xanchor": "left",
             "font": {"color": "#222", "size": 14},

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from rbplab.study import Study, emergence, size, synthetic_study
@@ -74,3 +75,26 @@ def test_every_line_drawn_lies_inside_its_panels_log_axis(study: Study, n: int) 
         assert np.all((y >= lo) & (y <= hi)), (n, trace.name, y, (lo, hi))
         drawn += len(y)
     assert drawn > 0
+
+
+def _flat(p: float) -> pd.DataFrame:
+    """An emergence table of one panel whose largest model measures and predicts p."""
+    s, ps = [1e5, 1e6, 1e7], [0.01, 0.1, p]
+    return pd.DataFrame({"model": ["a", "b", "c"], "S": s, "k": 4096, "N": 277, "p_pred": ps, "p_emp": ps})
+
+
+# The top of the p axis is 1.6 x the largest p drawn, but never past 1: 1/1.6 = 0.625 reaches it.
+@pytest.mark.parametrize(
+    ("p", "top"),
+    [(1.0, 1.0), (0.625, 1.0), (0.624, 0.624 * 1.6), (0.626, 1.0), (1 - 1e-9, 1.0)],
+    ids=["p = 1", "1.6 p = 1", "just under", "just over", "p just under 1"],
+)
+def test_the_probability_axis_never_runs_past_1(p: float, top: float) -> None:
+    """03's axis ran to ~5 at k = 4,096 (every p = 1); it ends at 1 at most, and its markers
+    at p = 1 are drawn whole on its edge."""
+    fig = plots.emergence(_flat(p))
+    lo, hi = fig.layout.yaxis.range
+    assert 10**hi == pytest.approx(top, rel=1e-12) and 10**hi <= 1.0
+    assert 10**lo == pytest.approx(0.01 / 1.6)
+    assert fig.layout.yaxis.maxallowed == 0  # log10(1): plotly's zoom and pan stop there too
+    assert all(t.cliponaxis is False for t in fig.data if t.meta == "empirical")

@@ -105,11 +105,11 @@ def test_emergence_explorer_k_and_n(study: Study) -> None:
     fit the state budget, and the note says how many of the notebook's k it holds."""
     view = widgets.EmergenceView(study, k=10, n=4, n_max=50, live=False)
     explorer = view.explorer(max_states=45)
-    (n_slider,) = [s for s in explorer["layout"]["sliders"] if s["name"] == "n"]
+    (n_slider,) = [s for s in explorer["layout"]["sliders"] if s["name"] == "N"]  # as the lab names it
     assert [s["label"] for s in n_slider["steps"]] == [str(n) for n in emergence_view.n_grid(50, 4)]
     copy = next(i for i, s in enumerate(explorer["layout"]["sliders"]) if s["name"] == "k" and s["visible"])
     labels = [s["label"] for s in explorer["layout"]["sliders"][copy]["steps"]]
-    assert "10" in labels and len(labels) <= 45 // len(n_slider["steps"]) + 1  # + the current k
+    assert "10" in labels and len(labels) <= 45 // len(n_slider["steps"])  # the current k among them
     assert (
         f"k: {len(labels)} of the notebook's {len(view.k_slider.options)} values"
         in (explorer["layout"]["annotations"][-1]["text"])
@@ -200,7 +200,7 @@ def test_training_explorer_step_and_k_are_the_live_views_states() -> None:
         view.figure,
     )
     assert relayout["title"]["text"] == view.figure.layout.title.text
-    assert "quantity = rbp (as in the notebook)" in explorer["layout"]["annotations"][-1]["text"]
+    assert "loss = rbp (as in the notebook)" in explorer["layout"]["annotations"][-1]["text"]
 
 
 def test_emergence_explorer_on_cached_summaries_holds_the_summaries_k_grid(study: Study) -> None:
@@ -285,3 +285,117 @@ def test_fit_axes_spans_points_error_bars_and_bars_and_leaves_set_ranges() -> No
     assert layout["yaxis"]["range"] == pytest.approx([0.5 - 0.125, 3.0 + 0.125])  # the error bars
     assert layout["yaxis2"]["range"] == [0, 10]  # the state's own range stays
     assert layout["xaxis2"]["range"] == pytest.approx([5e3, 1.5e4])  # one value: a range around it
+
+
+def _menu_explorer(options: int) -> dict:
+    """An explorer whose one control is a menu of `options` choices, on a figure 450 px high with
+    margins of 100 px above and 80 below (a plot 270 px high)."""
+
+    def state(corpus: str) -> go.Figure:
+        return go.Figure(
+            go.Scatter(x=[1, 2], y=[1, 2]), layout={"height": 450, "margin": {"t": 100, "b": 80}}
+        )
+
+    names = tuple(f"c{i}" for i in range(options))
+    return states.explorer([states.Control("corpus", names, names, slider=False)], state, {"corpus": "c0"})
+
+
+def _option_span(layout: dict, menu: dict) -> tuple[float, float]:
+    """The px (from the figure's top) that an opened menu's options cover, as plotly draws them:
+    each option `_MENU_ITEM` px, under its header (down) or above its top (up)."""
+    plot = layout["height"] - layout["margin"]["t"] - layout["margin"]["b"]
+    header = layout["margin"]["t"] + plot - menu["y"] * plot
+    items = states._MENU_ITEM * len(menu["buttons"])
+    if menu["direction"] == "down":
+        return header + states._MENU_ITEM, header + states._MENU_ITEM + items
+    return header - items, header
+
+
+# Under the menu's header lie the rest of its row and the one-line note: 46 + 25 - 35 = 36 px,
+# one option; over it the plot and the top margin: 80 + 270 + 100 = 450 px, twelve options.
+@pytest.mark.parametrize(
+    ("options", "direction", "grown"),
+    [(1, "down", False), (2, "up", False), (12, "up", False), (13, "down", True)],
+    ids=["one fits below", "two: just too many below", "twelve fit above", "thirteen: room made below"],
+)
+def test_a_menu_opens_where_its_options_lie_inside_the_figure(
+    options: int, direction: str, grown: bool
+) -> None:
+    """Notebook 04's corpus menu opened down past the figure's bottom edge, where the page's
+    next cell lay over its options: each menu opens where all of them lie inside the figure."""
+    layout = _menu_explorer(options)["layout"]
+    (menu,) = layout["updatemenus"]
+    assert menu["direction"] == direction
+    assert (layout["height"] > 450 + 46 + 25) == grown
+    top, bottom = _option_span(layout, menu)
+    assert 0 <= top and bottom <= layout["height"], (top, bottom, layout["height"])
+
+
+def test_the_second_controls_menu_opens_inside_the_figure(study: Study) -> None:
+    """The corpus menu above the k slider (01, 02) too: its options lie inside the figure."""
+    wide = synthetic_study(n_tokens=500, corpora=tuple("abcdefgh"), sizes=(1e5, 1e6, 1e7))
+    for view in (widgets.ScalingView(study, live=False), widgets.ScalingView(wide, live=False)):
+        layout = view.explorer(max_states=40)["layout"]
+        (menu,) = layout["updatemenus"]
+        top, bottom = _option_span(layout, menu)
+        assert 0 <= top and bottom <= layout["height"], (len(menu["buttons"]), top, bottom, layout["height"])
+
+
+@pytest.mark.parametrize("now", [1, 2, 14, 15, 16, 32, 33])
+def test_thinning_spaces_its_stops_evenly_around_the_current_value(now: int) -> None:
+    """12 of 33 values: the ends and the current value kept, and no two stops closer than half
+    the even spacing (3 values) unless the current value lies beside an end (2: 1 and 2)."""
+    values = tuple(range(1, 34))
+    k = states.Control("k", values, tuple(map(str, values)))
+    n = states.Control("N", tuple(range(10)), tuple(map(str, range(10))))
+    kept = states.thin([n, k], {"k": now, "N": 0}, max_states=120)[1].values
+    assert len(kept) <= 12 and {1, 33, now} <= set(kept)
+    gaps = np.diff(kept)
+    beside_an_end = now in (2, 32)
+    assert gaps.min() >= (1 if beside_an_end else 2), kept
+    assert (gaps < 2).sum() <= (1 if beside_an_end else 0), kept
+
+
+def test_thinning_keeps_an_even_grid_that_holds_the_current_value_as_it_is() -> None:
+    values = tuple(range(1, 34))
+    k = states.Control("k", values, tuple(map(str, values)))
+    kept = states.thin([k], {"k": 1}, max_states=12)[0].values
+    assert kept == tuple(int(v) + 1 for v in np.round(np.linspace(0, 32, 12)))
+
+
+def test_every_explorer_control_is_named_as_its_live_widget(study: Study) -> None:
+    """One name per control: the explorer's sliders, menus and note call a control what the
+    lab's widget calls it (03's N slider was "n" in the report, 06's loss menu "quantity")."""
+    from rbplab.study.study import synthetic_training_table
+
+    views = [
+        widgets.ScalingView(study, live=False),
+        widgets.KSweepView(study, live=False),
+        widgets.EmergenceView(study, n=3, n_max=20, live=False),
+        widgets.RankDistributionView(study, live=False),
+        widgets.TrainingView(synthetic_training_table(ks=(1, 100)), live=False),
+    ]
+    for view in views:
+        described = {control.description for control in view._controls()}
+        shown = {control.shown for control in view.controls()}
+        assert shown <= described, (type(view).__name__, shown - described)
+    explorer = widgets.EmergenceView(study, n=3, n_max=20, live=False).explorer(max_states=40)
+    prefixes = [s["currentvalue"]["prefix"] for s in explorer["layout"]["sliders"]]
+    assert "N = " in prefixes and "n = " not in prefixes
+
+
+# A linear probability axis (maxallowed 1): data reaching 1 exactly, just under and just over
+# the point where the 5 % pad would pass 1 (0.5 to 0.97 pads to 0.5 - 0.0235 ... 0.9935).
+@pytest.mark.parametrize(
+    ("high", "top"),
+    [(1.0, 1.0), (0.97, 0.97 + 0.05 * 0.47), (0.98, 1.0), (0.5 + 1 / 1.05 * 0.5, 1.0)],
+    ids=["reaches 1", "pad ends under 1", "pad would pass 1", "pad ends at 1"],
+)
+def test_fit_axes_keeps_a_probability_axis_under_1(high: float, top: float) -> None:
+    figure = {
+        "data": [{"type": "scatter", "x": [1, 2], "y": [0.5, high]}],
+        "layout": {"yaxis": {"maxallowed": 1.0}},
+    }
+    low, got = states.fit_axes(figure)["layout"]["yaxis"]["range"]
+    assert got == pytest.approx(top, rel=1e-12) and got <= 1.0
+    assert low == pytest.approx(0.5 - 0.05 * (high - 0.5))

@@ -16,6 +16,7 @@ from rbplab.viz.plots.traces import (
     grid_note,
     line_trace,
     marker_trace,
+    probability_axis,
     require_columns,
     subplots,
 )
@@ -54,7 +55,7 @@ def rank_distribution(pmf: pd.DataFrame, *, title: str | None = None) -> go.Figu
         )
     fig.add_traces(traces)
     fig.update_xaxes(type="log", title_text="rank R of the ground-truth token")
-    fig.update_yaxes(type="log", **POWER_TICKS)
+    fig.update_yaxes(type="log", **POWER_TICKS, **probability_axis(True))
     return arrange(
         fig,
         Panels(panel_height=420),

@@ -17,6 +17,7 @@ from rbplab.viz.plots.traces import (
     grid_note,
     line_trace,
     marker_trace,
+    probability_axis,
     require_columns,
     subplots,
     vrect,
@@ -28,6 +29,7 @@ INDEPENDENCE_DASH, LAW_DASH = "dot", "dash"  # Figure 7's two predictions, told 
 # where the two agree both stay visible (two thin patterns on one path read as one line).
 INDEPENDENCE_WIDTH, LAW_WIDTH, LAW_OPACITY = 1.5, 5.0, 0.45
 P_FLOOR = 1e-6  # Figure 7's log axis reaches no lower than this (a measured p of one run in 10⁶)
+P_MAX = 1.0  # nor higher than this: markers at p = 1 are drawn whole on its edge (cliponaxis off)
 
 
 def _corpus_k_grid(frame: pd.DataFrame) -> tuple[list, list, list[str]]:
@@ -120,8 +122,10 @@ def _p_ranges(pending: list) -> dict[tuple[int, int], tuple[float, float]]:
         if len(ours):
             floor = max(floor, float(ours.min()) / MEASURED_REACH)
         lo = max(float(p.min()), floor) / 1.6
-        # Everything below the floor (N = 32 at k = 1, nothing measured): a decade above it, empty.
-        ranges[cell] = (lo, max(min(float(p.max()) * 1.6, 1.05), lo * 10))
+        # Everything below the floor (N = 32 at k = 1, nothing measured): a decade above it,
+        # empty; a probability's axis ends at 1 at most, and spans a decade at least.
+        hi = min(max(float(p.max()) * 1.6, lo * 10), P_MAX)
+        ranges[cell] = (min(lo, hi / 10), hi)
     return ranges
 
 
@@ -166,7 +170,7 @@ def emergence(em: pd.DataFrame, *, title: str | None = None, extrapolate: bool =
                 colour = colours[float(n)]
                 hover = "%{text}<br>S=%{x:.3s}<br>p=%{y:.3g}<extra>empirical</extra>"
                 dots = marker_trace(sel["S"], sel["p_emp"], colour, f"N={n}", f"N{n}", "empirical", size=8)
-                dots.update(showlegend=first, text=sel["model"], hovertemplate=hover)
+                dots.update(showlegend=first, text=sel["model"], hovertemplate=hover, cliponaxis=False)
                 independence = line_trace(
                     sel["S"],
                     sel["p_pred"],
@@ -244,7 +248,9 @@ def emergence(em: pd.DataFrame, *, title: str | None = None, extrapolate: bool =
     # p spans decades across N and k: a log axis fitted to all that each panel draws (a linear
     # 0-1 axis left k = 1 and N >= 4 flat on 0).
     for (r, c), (lo, hi) in ranges.items():
-        fig.update_yaxes(type="log", range=[np.log10(lo), np.log10(hi)], row=r, col=c)
+        fig.update_yaxes(
+            type="log", range=[np.log10(lo), np.log10(hi)], **probability_axis(True), row=r, col=c
+        )
     default = f"Emergence: sequence success {P_NK} vs size"
     subtitle = (
         "faded dashed: fitted law extrapolated beyond the measured sizes (shaded)"

@@ -14,6 +14,7 @@ from rbplab.viz.plots.traces import (
     band_trace,
     format_k,
     grid_note,
+    probability_axis,
     require_columns,
     subplots,
     vline,
@@ -57,6 +58,7 @@ def rbp_curves(curves: pd.DataFrame, *, title: str | None = None, marker_k: floa
         # Shapes as plain dicts set once: add_vline per panel re-validates the figure each time.
         fig.update_layout(shapes=[vline(c, marker_k) for c in range(1, len(corpora) + 1)])
     fig.update_xaxes(type="log")
+    fig.update_yaxes(**probability_axis(False))
     return arrange(
         fig,
         Panels(cols=len(corpora), panel_height=380),

@@ -22,6 +22,13 @@ S_TITLE = "non-embedding parameters S"
 NEG_LOG_RBP = "−log RBP<sub>k</sub>"
 
 
+def probability_axis(log: bool) -> dict:
+    """The axis settings of a probability: its range never past 1. `maxallowed` is in the units
+    of the axis' range (log10 on a log axis); plotly keeps autorange, zoom and pan under it, and
+    `rbplab.viz.states.fit_axes` the explorer's ranges (03's p axis ran to ~5 at k = 4,096)."""
+    return {"maxallowed": 0.0 if log else 1.0}
+
+
 def require_columns(frame: pd.DataFrame, columns: Sequence[str], what: str) -> None:
     """Raise a one-line InvalidArgumentError naming the columns `frame` (a `what` frame) lacks."""
     missing = [c for c in columns if c not in frame.columns]

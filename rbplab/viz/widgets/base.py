@@ -112,13 +112,17 @@ def nearest(options: list[tuple[str, int]], k: int) -> int:
     return int(values[np.argmin(np.abs(np.log(values) - np.log(max(k, 1))))])
 
 
-def slider_control(name: str, options: list[tuple[str, int]]) -> Control:
-    return Control(name, tuple(v for _, v in options), tuple(label for label, _ in options))
+def slider_control(name: str, options: list[tuple[str, int]], title: str | None = None) -> Control:
+    return Control(name, tuple(v for _, v in options), tuple(label for label, _ in options), title=title)
 
 
-def dropdown_control(name: str, options: list) -> Control:
+def dropdown_control(name: str, options: list, title: str | None = None) -> Control:
+    """A menu of `options` for the keyword `name`, shown as `title` (the live widget's
+    description) when that differs."""
     pairs = [o if isinstance(o, tuple) else (str(o), o) for o in options]
-    return Control(name, tuple(v for _, v in pairs), tuple(label for label, _ in pairs), slider=False)
+    return Control(
+        name, tuple(v for _, v in pairs), tuple(label for label, _ in pairs), slider=False, title=title
+    )
 
 
 class FigureView:

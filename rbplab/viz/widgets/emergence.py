@@ -147,7 +147,7 @@ class EmergenceView(CorpusMixin, KMixin, View):
             *self._family_controls(),
             self._corpus_control(),
             Control("n", (ns := tuple(n_grid(int(self.n_slider.max), self.n))), tuple(map(str, ns)),
-                    reach=int(self.n_slider.max)),
+                    reach=int(self.n_slider.max), title=self.n_slider.description),
             slider_control("k", self._slider_options()),
         ]  # fmt: skip
 

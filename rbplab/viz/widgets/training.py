@@ -133,7 +133,9 @@ class TrainingView(FigureView):
     def controls(self) -> list[Control]:
         return [
             dropdown_control("corpus", list(self.corpus_dropdown.options)),
-            dropdown_control("quantity", list(self.quantity_toggle.options)),
+            dropdown_control(
+                "quantity", list(self.quantity_toggle.options), title=self.quantity_toggle.description
+            ),
             dropdown_control("k", list(self.k_buttons.options)),
             slider_control("step", list(self.step_slider.options)),
         ]
