@@ -202,20 +202,88 @@ def write_grid(root: Path, n_entries: int, n_tokens: int) -> list[str]:
     return keys
 
 
-def grid_variant(root: str, n_tokens: int, n: int) -> dict:
-    from rbplab.study import load_study, size
+def backfill_rows(root: Path, keys: list[str]) -> int:
+    """Write the index row of each entry that has none, as `CacheEntry.finalize` writes it when an
+    entry completes (for entries written before the index existed); returns how many."""
+    from rbplab.store.cache import index
+    from rbplab.store.cache.entry import CacheEntry
 
-    keys = write_grid(Path(root), n, n_tokens)  # all present: only derives the keys
+    present = index.CacheIndex(root).rows
+    written = 0
+    for key in keys:
+        if key in present:
+            continue
+        entry = CacheEntry.open(key, root)
+        manifest = entry.manifest()
+        summary, record = entry.stored_summary(manifest)
+        index.write_row(root, index.row_of(key, summary, record))
+        written += 1
+    return written
+
+
+def grid_variant(root: str, n_tokens: int, n: int, variant: str) -> dict:
+    """Open the first n entries: "index" (load_study(entries=...), through the cache index) or
+    "summaries" (each entry's summary read whole, as load_study read them before the index)."""
+    from rbplab.core.runs import Run
+    from rbplab.store.cache.entry import CacheEntry
+    from rbplab.study import Study, load_study, size
+
+    keys = [CacheEntry(root, _entry_spec(i, n_tokens)).key for i in range(n)]
     base = _rss_mb()
     clock = time.perf_counter()
-    study = load_study(entries=keys, cache_dir=root)
+    if variant == "index":
+        study = load_study(entries=keys, cache_dir=root)
+    else:
+        runs = []
+        for key in keys:
+            entry = CacheEntry.open(key, root)
+            manifest = entry.manifest()
+            model, corpus = manifest["model"], manifest["corpus"]
+            runs.append(
+                Run("custom", model["name"], corpus["name"], model["n_nonembedding"], entry.summary(manifest))
+            )
+        study = Study(runs)
     seconds = time.perf_counter() - clock
+    open_mb = _rss_mb() - base
+    clock = time.perf_counter()
     fit = size.fit_table(study, [1, 10, 100])
-    assert len(fit)
-    return {"base_mb": base, "peak_mb": _rss_mb(), "seconds": seconds, "runs": len(study.runs)}
+    fit_seconds = time.perf_counter() - clock
+    clock = time.perf_counter()
+    sweep = size.ksweep(study)
+    sweep_seconds = time.perf_counter() - clock
+    digest = float(
+        sum(
+            pd.util.hash_pandas_object(t.select_dtypes("number").round(12), index=False).sum() % 10**9
+            for t in (fit, sweep)
+        )
+    )
+    return {
+        "base_mb": base,
+        "open_mb": open_mb,
+        "peak_mb": _rss_mb(),
+        "seconds": seconds,
+        "fit_table": fit_seconds,
+        "ksweep": sweep_seconds,
+        "runs": len(study.runs),
+        "digest": digest,
+    }
 
 
-def run_grid(root: Path, entries: list[int], n_tokens: int) -> None:
+# Measured on main (797a97e) before the index, quiet 2-core machine (issue 52): entries ->
+# (load_study(entries=...) s, peak RSS after fit_table MB, above the baseline MB).
+BASELINE = {
+    250: (2.3, 394, 243),
+    500: (3.4, 617, 465),
+    1000: (7.6, 1063, 912),
+    2000: (17.9, 1959, 1809),
+    5000: (58.6, 4653, 4501),
+}
+
+
+def run_grid(root: Path, entries: list[int], n_tokens: int, compare_max: int) -> None:
+    import shutil
+
+    from rbplab.store.cache import index
     from rbplab.store.cache.layout import SUMMARY_FILE
 
     clock = time.perf_counter()
@@ -223,13 +291,51 @@ def run_grid(root: Path, entries: list[int], n_tokens: int) -> None:
     print(f"wrote/kept {len(keys)} entries of {n_tokens:,} tokens in {time.perf_counter() - clock:.0f} s")
     sizes = [(root / k[:2] / k / SUMMARY_FILE).stat().st_size for k in keys]
     print(f"summary size per entry: median {np.median(sizes) / 1e6:.3f} MB, max {max(sizes) / 1e6:.3f} MB")
-    print(f"{'entries':>8}{'tokens':>16}{'open s':>10}{'peak RSS':>12}{'above base':>12}")
+    # "cold": the index as the workers that completed the entries leave it (one row file per entry,
+    # nothing merged), restored before each cold open; "warm": a second open in a new process.
+    folder = index.index_dir(root)
+    pristine = root / "index-rows-as-written"
+    if not pristine.is_dir():
+        clock = time.perf_counter()
+        written = backfill_rows(root, keys)
+        print(f"index rows written for {written} entries that had none ({time.perf_counter() - clock:.0f} s)")
+        shutil.rmtree(pristine, ignore_errors=True)
+        pristine.mkdir()
+        rows = index.CacheIndex(root)
+        shutil.rmtree(folder)
+        folder.mkdir(parents=True)
+        for key in keys:
+            for row in rows.rows[key]:
+                index.write_row(root, row)
+        shutil.copytree(folder, pristine, dirs_exist_ok=True)
+    print("open s: load_study(entries=...) of the first N entries, each in a new process; cold: the index as")
+    print("the entries' writers left it (a row file per entry; merged by this open); warm: a second open;")
+    print("summaries: each summary read whole (the path before the index), only up to --compare-max entries;")
+    print("before: issue 52's table (main at 797a97e, quiet machine).")
+    print("RSS: MB above the baseline after the imports, after the open and at the peak (after ksweep).")
+    head = f"{'entries':>8}{'variant':>11}{'open s':>8}{'before s':>9}{'RSS open':>9}{'peak':>7}{'before':>7}"
+    print(head + f"{'fit_table s':>12}{'ksweep s':>9}")
     for n in entries:
-        row = _child(["_grid", str(root), str(n_tokens), str(n)])
-        print(
-            f"{n:>8}{n * n_tokens:>16,}{row['seconds']:>10.1f}{row['peak_mb']:>10.0f}MB"
-            f"{row['peak_mb'] - row['base_mb']:>10.0f}MB"
-        )
+        rows = {}
+        shutil.rmtree(folder)
+        shutil.copytree(pristine, folder)
+        rows["cold"] = _child(["_grid", str(root), str(n_tokens), str(n), "index"])
+        rows["warm"] = _child(["_grid", str(root), str(n_tokens), str(n), "index"])
+        if n <= compare_max:
+            rows["summaries"] = _child(["_grid", str(root), str(n_tokens), str(n), "summaries"])
+        before = BASELINE.get(n)
+        for variant, row in rows.items():
+            was = f"{before[0]:>9.1f}" if before and variant != "warm" else f"{'':>9}"
+            was_mb = f"{before[2]:>7}" if before and variant != "warm" else f"{'':>7}"
+            peak = row["peak_mb"] - row["base_mb"]
+            print(
+                f"{n:>8}{variant:>11}{row['seconds']:>8.1f}{was}{row['open_mb']:>9.0f}{peak:>7.0f}{was_mb}"
+                f"{row['fit_table']:>12.2f}{row['ksweep']:>9.2f}"
+            )
+        same = len({row["digest"] for row in rows.values()}) == 1
+        print(f"{'':>8}fit_table and ksweep identical in every variant: {same}")
+    shutil.rmtree(folder)
+    shutil.copytree(pristine, folder)
 
 
 def main() -> None:
@@ -237,7 +343,7 @@ def main() -> None:
         print(json.dumps(demo_variant(sys.argv[2], sys.argv[3])))
         return
     if len(sys.argv) > 1 and sys.argv[1] == "_grid":
-        print(json.dumps(grid_variant(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))))
+        print(json.dumps(grid_variant(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])))
         return
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -249,11 +355,14 @@ def main() -> None:
     grid.add_argument("--dir", required=True, type=Path)
     grid.add_argument("--entries", nargs="+", type=int, default=[100, 300, 1000])
     grid.add_argument("--tokens", type=int, default=1_000_000)
+    grid.add_argument(
+        "--compare-max", type=int, default=1000, help="open without the index up to this many entries"
+    )
     args = parser.parse_args()
     if args.what == "demo":
         run_demo(args.cache)
     else:
-        run_grid(args.dir, sorted(args.entries), args.tokens)
+        run_grid(args.dir, sorted(args.entries), args.tokens, args.compare_max)
 
 
 if __name__ == "__main__":

@@ -79,17 +79,26 @@ def model_groups(table: pd.DataFrame, y: str, by: list[str]):
         if col not in table.columns:
             raise InvalidArgumentError(f"table needs columns 'S' and {y!r}; it has {list(table.columns)}")
     model = "model" if "model" in table.columns else None
+    if model:
+        # Once for the whole table, not per group: a k-sweep of a large study fits tens of
+        # thousands of groups. The group's columns are part of each row compared, so this is the
+        # per-group deduplication.
+        table = table.drop_duplicates([*by, model, "S", y])
+        if table.duplicated([*by, model]).any():
+            grouped = table.groupby(by, dropna=False, sort=True) if by else [((), table)]
+            for key, frame in grouped:
+                if frame[model].duplicated().any():
+                    key = key if isinstance(key, tuple) else (key,)
+                    dup = frame.loc[frame[model].duplicated(), model].iloc[0]
+                    raise InvalidArgumentError(
+                        f"group {dict(zip(by, key, strict=True))}: several {y} values for model {dup!r}"
+                    )
+    # A stable sort by S of the whole table keeps each group's rows in S order, ties as they came.
+    table = table.sort_values("S", kind="stable")
     grouped = table.groupby(by, dropna=False, sort=True) if by else [((), table)]
     for key, frame in grouped:
         key = key if isinstance(key, tuple) else (key,)
-        if model:
-            frame = frame.drop_duplicates([model, "S", y])
-            if frame[model].duplicated().any():
-                dup = frame.loc[frame[model].duplicated(), model].iloc[0]
-                raise InvalidArgumentError(
-                    f"group {dict(zip(by, key, strict=True))}: several {y} values for model {dup!r}"
-                )
-        yield dict(zip(by, key, strict=True)), frame.sort_values("S", kind="stable")
+        yield dict(zip(by, key, strict=True)), frame
 
 
 def fit_many(S: np.ndarray, loss: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

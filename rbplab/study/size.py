@@ -137,33 +137,37 @@ def ksweep(study: Study, ks: Iterable[int] | None = None, n_boot: int = 0, seed:
 def _rbp_table(study: Study, ks: Iterable[int] | None) -> pd.DataFrame:
     """The RBP rows `metrics_table` gives for the k-sweep, read from the study's curves (each run at
     the thresholds its vocabulary allows), so a study read from the cache index sweeps k without
-    reading a summary."""
+    reading a summary. Columns are stacked once: a study may hold thousands of runs."""
     wanted = None if ks is None else np.unique(np.asarray(list(ks), dtype=np.int64))
-    frames = []
+    run_ks, rbp = [], []
     for r in study.runs:
-        run_ks = metrics.as_ks(None if wanted is None else wanted[wanted <= r.vocab_size], r.vocab_size)
-        rbp = np.asarray(study.curves[(r.family, r.model, r.corpus)].rbp(run_ks), dtype=np.float64)
-        with np.errstate(divide="ignore"):
-            loss = -np.log(rbp)
-        frames.append(
-            pd.DataFrame(
-                {
-                    "family": r.family,
-                    "model": r.model,
-                    "corpus": r.corpus,
-                    "S": r.S,
-                    "metric": "rbp",
-                    "k": pd.array(run_ks, dtype="Int64"),
-                    "value": rbp,
-                    "loss": loss,
-                    "n_tokens": r.n_tokens,
-                    "n_docs": r.n_docs,
-                    "vocab_size": r.vocab_size,
-                    "ties": study.ties,
-                }
-            )
-        )
-    return pd.concat(frames, ignore_index=True)
+        chosen = metrics.as_ks(None if wanted is None else wanted[wanted <= r.vocab_size], r.vocab_size)
+        run_ks.append(chosen)
+        rbp.append(np.asarray(study.curves[(r.family, r.model, r.corpus)].rbp(chosen), dtype=np.float64))
+    counts = [len(k) for k in run_ks]
+    values = np.concatenate(rbp)
+    with np.errstate(divide="ignore"):
+        loss = -np.log(values)
+
+    def each(name: str) -> np.ndarray:
+        return np.repeat(np.array([getattr(r, name) for r in study.runs], dtype=object), counts)
+
+    return pd.DataFrame(
+        {
+            "family": each("family"),
+            "model": each("model"),
+            "corpus": each("corpus"),
+            "S": np.repeat(np.array([r.S for r in study.runs], dtype=np.float64), counts),
+            "metric": "rbp",
+            "k": pd.array(np.concatenate(run_ks), dtype="Int64"),
+            "value": values,
+            "loss": loss,
+            "n_tokens": np.repeat([r.n_tokens for r in study.runs], counts),
+            "n_docs": np.repeat([r.n_docs for r in study.runs], counts),
+            "vocab_size": np.repeat([r.vocab_size for r in study.runs], counts),
+            "ties": study.ties,
+        }
+    )
 
 
 def bootstrap(
