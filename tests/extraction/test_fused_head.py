@@ -19,6 +19,7 @@ triton = pytest.importorskip("triton", reason="Triton (the dev extra, Linux x86_
 
 from rbplab.core.errors import InvalidArgumentError  # noqa: E402
 from rbplab.extraction import fused_head  # noqa: E402
+from rbplab.extraction.exact import Tally  # noqa: E402
 from rbplab.extraction.fused_head import HeadCertificateError, fused_rank_stats  # noqa: E402
 from rbplab.extraction.heads import check_head, resolve_head  # noqa: E402
 from rbplab.extraction.ranks import NonFiniteLogitsError, rank_stats  # noqa: E402
@@ -154,15 +155,16 @@ def test_a_non_finite_hidden_row_names_its_row():
     assert err.value.row == 70 and err.value.rows == 1
 
 
-@pytest.mark.parametrize("masked", [slice(100, None), slice(0, 140)])
+@pytest.mark.parametrize("masked", [slice(100, None), slice(0, fused_head.BLOCK_V)])
 def test_minus_inf_logits_elsewhere_are_zero_probabilities(masked):
-    """-inf logits at the end, or filling the whole first tile (the online exp-sum then starts from
-    nothing: exp2(-inf - -inf) would be NaN)."""
+    """-inf logits at the end, or filling the whole first tile of BLOCK_V columns (the online
+    exp-sum then starts from nothing: exp2(-inf - -inf) would be NaN)."""
     head = integer_head(300, 8, bias=True)
     with torch.no_grad():
         head.bias[masked] = float("-inf")
     hidden = integer_hidden(30, 8)
-    targets = torch.randint(140, 300, (30,), generator=torch.Generator().manual_seed(6)).to(DEVICE)
+    first = fused_head.BLOCK_V
+    targets = torch.randint(first, 300, (30,), generator=torch.Generator().manual_seed(6)).to(DEVICE)
     if masked.start == 100:
         targets = targets % 100  # targets among the finite logits
     greater, equal, nll = fused_rank_stats(hidden, head, targets, vocab_size=300)
@@ -330,3 +332,173 @@ def test_the_kernel_compiles_for_an_h100_without_a_gpu():
     env["TRITON_DEFAULT_FP_FUSION"] = "1"
     done = subprocess.run([sys.executable, str(helper)], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0 and "TTIR ok" in done.stdout and "PTX ok" in done.stdout, done.stderr[-2000:]
+
+
+# --- real-valued inputs: the band, its candidates and float64 settling ----------------------------
+
+
+def bf16_values(*shape, seed: int, scale: float = 1.0) -> torch.Tensor:
+    """Random float32 values that bfloat16 holds exactly (what a bfloat16 body would give)."""
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(*shape, generator=g) * scale).bfloat16().float().to(DEVICE)
+
+
+@pytest.mark.parametrize(("near", "softcap"), [(20, None), (20, 30.0), (fused_head.MAX_CANDIDATES + 6, None)])
+def test_near_ties_are_settled_and_rank_as_float64(near, softcap):
+    """`near` head rows equal to a target's row, or to it but for 2**-20 in one coordinate: their
+    logits lie within float32's error bound of the target's (a third of them tie it exactly), so
+    the kernel lists them and they are settled in float64. With more than MAX_CANDIDATES of them a
+    row settles every column."""
+    vocab, d, n = 700, 64, 150
+    weight = bf16_values(vocab, d, seed=11, scale=d**-0.5)
+    g = torch.Generator().manual_seed(12)
+    for j in range(near):
+        k = int(torch.randint(0, d, (1,), generator=g))
+        weight[vocab - 1 - j] = weight[5]
+        weight[vocab - 1 - j, k] += (j % 3 - 1) * 2.0**-20
+    head = nn.Linear(d, vocab, bias=False).to(DEVICE)
+    with torch.no_grad():
+        head.weight.copy_(weight)
+    hidden = bf16_values(n, d, seed=13, scale=2.0)
+    targets = torch.randint(0, vocab, (n,), generator=g).to(DEVICE)
+    targets[:60] = 5
+    tally = Tally()
+    greater, equal, nll = fused_rank_stats(
+        hidden, head, targets, vocab_size=vocab, softcap=softcap, tally=tally
+    )
+    ref_g, ref_e, ref_nll, _ = float64_reference(hidden, head, targets, vocab, softcap)
+    assert torch.equal(greater.cpu().long(), ref_g.cpu()) and torch.equal(equal.cpu().long(), ref_e.cpu())
+    assert torch.allclose(nll.cpu().double(), ref_nll.cpu(), atol=1e-5, rtol=0)
+    assert tally.settled >= 60 and tally.rows == n
+    if near > fused_head.MAX_CANDIDATES:
+        assert tally.logits >= 60 * (vocab - 1)  # every column of those rows
+
+
+def test_the_fused_and_fp32_heads_agree_on_real_valued_rows():
+    """No integer inputs: both heads' counts are float64's whatever order the interpreter's numpy
+    sums in (OPENBLAS_CORETYPE changes it by column), and batch invariance follows."""
+    vocab, d, n = 1000, 96, 260
+    head = nn.Linear(d, vocab, bias=True).to(DEVICE)
+    with torch.no_grad():
+        head.weight.copy_(bf16_values(vocab, d, seed=14, scale=d**-0.5))
+        head.bias.copy_(bf16_values(vocab, seed=15))
+    hidden = bf16_values(n, d, seed=16, scale=3.0)
+    targets = torch.randint(0, vocab, (n,), generator=torch.Generator().manual_seed(17)).to(DEVICE)
+    greater, equal, nll = assert_exact(hidden, head, targets, vocab)
+    fp32 = rank_stats(hidden, head, targets, vocab_size=vocab)
+    assert torch.equal(greater, fp32[0]) and torch.equal(equal, fp32[1])
+    part = fused_rank_stats(hidden[100:229], head, targets[100:229], vocab_size=vocab)
+    assert torch.equal(part[0], greater[100:229]) and torch.equal(part[1], equal[100:229])
+
+
+def test_the_kernel_tanh_is_within_8u_of_float64():
+    """The softcap's tanh (fused_head._tanh) on a dense grid through 0.6, where its two formulas
+    meet, and on tiny and saturating arguments: within 8u relative of float64's tanh (the bound
+    that exact.SOFTCAP_RELATIVE takes)."""
+    import numpy as np
+    import triton.language as tl
+
+    @triton.jit
+    def tanh_kernel(X, Y, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        ok = offsets < n
+        tl.store(Y + offsets, fused_head._tanh(tl.load(X + offsets, mask=ok)), mask=ok)
+
+    x = torch.cat([
+        torch.linspace(-3, 3, 200_001), torch.linspace(0.59, 0.61, 20_001), torch.logspace(-30, 1, 20_000),
+        -torch.logspace(-30, 1, 20_000), torch.tensor([0.0, 9.0, 20.0, 88.0]),
+    ]).float().to(DEVICE)  # fmt: skip
+    y = torch.empty_like(x)
+    tanh_kernel[(triton.cdiv(x.numel(), 4096),)](x, y, x.numel(), BLOCK=4096)
+    want = np.tanh(x.cpu().double().numpy())
+    got = y.cpu().double().numpy()
+    relative = np.abs(got - want) / np.maximum(np.abs(want), np.finfo(np.float64).tiny)
+    assert float(relative.max()) <= 8 * 2.0**-24
+
+
+def test_the_certificate_names_the_first_of_two_failing_rows():
+    head = integer_head(300, 16, bias=False)
+    hidden = integer_hidden(200, 16)
+    targets = torch.randint(0, 300, (200,), generator=torch.Generator().manual_seed(18)).to(DEVICE)
+    z = float64_reference(hidden, head, targets, 300)[3]
+    gathered = targets.clone()
+    for row in (150, 40):  # the second program's row first: the error names row 40 all the same
+        gathered[row] = int(torch.nonzero((z[row] - z[row, targets[row]]).abs() > 1)[0, 0])
+    with pytest.raises(HeadCertificateError, match=r"2 target logit\(s\).*first at row 40 of the call"):
+        fused_rank_stats(hidden, head, targets, vocab_size=300, gathered=gathered)
+
+
+def test_a_target_logit_of_minus_inf_is_refused():
+    """A target whose logit is -inf (a masked token) has no rank: refused, not counted as last."""
+    head = integer_head(300, 8, bias=True)
+    with torch.no_grad():
+        head.bias[9] = float("-inf")
+    hidden = integer_hidden(20, 8)
+    targets = torch.full((20,), 4, dtype=torch.long, device=DEVICE)
+    targets[13] = 9
+    with pytest.raises(NonFiniteLogitsError) as err:
+        fused_rank_stats(hidden, head, targets, vocab_size=300)
+    assert err.value.row == 13 and err.value.rows == 1
+
+
+@pytest.mark.parametrize("bad", [1, 2, 3])
+def test_the_error_counts_every_non_finite_logit_of_its_row(bad):
+    head = integer_head(300, 8, bias=True)
+    with torch.no_grad():
+        head.bias[[17, 201, 299][:bad]] = float("nan")
+    with pytest.raises(NonFiniteLogitsError) as err:
+        fused_rank_stats(
+            integer_hidden(5, 8), head, torch.zeros(5, dtype=torch.long, device=DEVICE), vocab_size=300
+        )
+    assert err.value.values == bad and err.value.rows == 5
+
+
+def test_half_states_with_a_float32_head_reach_the_kernel_as_one_dtype(monkeypatch):
+    """The kernel multiplies one dtype: float16 states with a float32 head are ranked in float32
+    (the states converted, exactly), and the counts are float64's."""
+    seen = []
+    kernel = fused_head._rank_kernel
+
+    class Spy:
+        def __getitem__(self, grid):
+            def launch(h, w, *args, **kwargs):
+                seen.append((h.dtype, w.dtype, kwargs["IEEE"]))
+                return kernel[grid](h, w, *args, **kwargs)
+
+            return launch
+
+    monkeypatch.setattr(fused_head, "_rank_kernel", Spy())
+    head = integer_head(200, 16, bias=False)
+    hidden = integer_hidden(30, 16).half()
+    targets = torch.randint(0, 200, (30,), generator=torch.Generator().manual_seed(19)).to(DEVICE)
+    assert_exact(hidden, head, targets, 200)
+    assert seen == [(torch.float32, torch.float32, True)]
+
+
+def test_a_transposed_head_weight_is_ranked():
+    """A head weight stored transposed (stride 1 along the vocabulary) is made contiguous once."""
+    base = integer_head(200, 16, bias=False)
+    head = nn.Linear(16, 200, bias=False).to(DEVICE)
+    head.weight = nn.Parameter(base.weight.detach().t().contiguous().t(), requires_grad=False)
+    assert head.weight.stride(1) != 1
+    hidden = integer_hidden(40, 16)
+    targets = torch.randint(0, 200, (40,), generator=torch.Generator().manual_seed(20)).to(DEVICE)
+    assert_exact(hidden, head, targets, 200)
+
+
+def test_softcapped_logits_near_zero_rank_as_float64():
+    """Capped logits near 0 (cap 30), 1e-6 of the cap apart or closer: tanh as (1 - e) / (1 + e)
+    puts them on a grid of ~1e-6 of the cap and misranks them; the kernel's tanh does not."""
+    vocab, d, n = 512, 16, 64
+    g = torch.Generator().manual_seed(21)
+    weight = torch.zeros(vocab, d)
+    weight[:, 0] = torch.linspace(-3e-5, 3e-5, vocab)
+    weight[:, 1:] = torch.randn(vocab, d - 1, generator=g) * 1e-7
+    head = nn.Linear(d, vocab, bias=False).to(DEVICE)
+    with torch.no_grad():
+        head.weight.copy_(weight)
+    hidden = (torch.ones(n, d) + torch.rand(n, d, generator=g)).to(DEVICE)
+    targets = torch.randint(0, vocab, (n,), generator=g).to(DEVICE)
+    greater, equal, _ = fused_rank_stats(hidden, head, targets, vocab_size=vocab, softcap=30.0)
+    ref_g, ref_e, _, _ = float64_reference(hidden, head, targets, vocab, softcap=30.0)
+    assert torch.equal(greater.cpu().long(), ref_g.cpu()) and torch.equal(equal.cpu().long(), ref_e.cpu())
