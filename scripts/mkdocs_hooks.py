@@ -8,10 +8,14 @@ cannot drift from the code. Each marker below is a line of its own.
 - `<!-- api: PACKAGE -->` becomes the package's docstring and one mkdocstrings entry (`::: path`)
   per name of its `__all__`, each at the module that defines it (the packages import most names
   lazily, which static analysis cannot follow); a module in `__all__` is listed with the names of
-  its own `__all__`. The API reference is what the packages export, no more and no less.
+  its own `__all__`, or without one, with the public functions and classes it defines. The API
+  reference is what the packages export, no more and no less.
 
 A marker naming a notebook that does not exist, or a notebook without a parameters cell, fails the
 build.
+
+After the build, MathJax 2.7 (jupyter-server-mathjax's, as the report uses it) is copied into
+`site/mathjax/`, where `extra_javascript` loads it: the pages' `$math$` is typeset offline.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import html
 import inspect
 import os
 import re
+import shutil
 from importlib import import_module
 from pathlib import Path
 from types import ModuleType
@@ -142,6 +147,21 @@ def _exports(package: ModuleType) -> list[str]:
     return list(names)
 
 
+def module_names(module: ModuleType) -> list[str]:
+    """What an exported module exports: its `__all__`, or without one the public functions and
+    classes it defines itself (not those it imports)."""
+    names = getattr(module, "__all__", None)
+    if names is not None:
+        return list(names)
+    return [
+        name
+        for name, obj in vars(module).items()
+        if not name.startswith("_")
+        and (inspect.isfunction(obj) or inspect.isclass(obj))
+        and getattr(obj, "__module__", None) == module.__name__
+    ]
+
+
 def _owner(path: str) -> str:
     """The API page that documents `path` in full: of the packages that export it, the one closest
     to where it is defined (`rbplab.core.errors.RbplabError`: rbplab.core, not the top level)."""
@@ -169,10 +189,10 @@ def api_reference(package_name: str) -> str:
             blocks.append(f"## `{name}`\n\n[`{path}`][{path}], documented under [`{owner}`][{owner}].\n")
             continue
         shown.add(path)
-        if inspect.ismodule(obj) and hasattr(obj, "__all__"):
+        if inspect.ismodule(obj):
             options = "members: false", "heading_level: 2", "show_root_full_path: true"
             blocks.append(f"::: {path}\n    options:\n" + "".join(f"      {o}\n" for o in options))
-            for member in _exports(obj):
+            for member in module_names(obj):
                 member_path = _defined_at(obj, member)
                 if member_path not in shown:
                     shown.add(member_path)
@@ -187,3 +207,17 @@ def on_page_markdown(markdown: str, page, config, files) -> str:  # noqa: ARG001
         markdown = CLI_MARKER.sub(lambda _: cli_reference(), markdown)
     markdown = API_MARKER.sub(lambda match: api_reference(match["package"]), markdown)
     return NOTEBOOK_MARKER.sub(lambda match: parameters_table(match["stem"]), markdown)
+
+
+# The speech-rule engine and its maps serve only MathJax's accessibility explorer, off by default
+# (the report leaves them out too: rbplab.report.pages).
+_MATHJAX_SKIP = shutil.ignore_patterns("mathmaps", "mathjax-sre.js")
+
+
+def on_post_build(config) -> None:
+    """MathJax next to the pages, where mkdocs.yml's extra_javascript points."""
+    from rbplab.report.pages import mathjax_source
+
+    shutil.copytree(
+        mathjax_source(), Path(config["site_dir"]) / "mathjax", dirs_exist_ok=True, ignore=_MATHJAX_SKIP
+    )

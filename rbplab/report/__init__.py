@@ -9,6 +9,14 @@ the cache holds, index.html and results.json, a folder that holds one report).
 """
 
 from rbplab.report.handoff import banner, headline, save_figure, save_table
-from rbplab.report.run import ReportOptions, run_report
+from rbplab.report.run import ReportOptions, cached_checkpoints, run_report
 
-__all__ = ["ReportOptions", "banner", "headline", "run_report", "save_figure", "save_table"]
+__all__ = [
+    "ReportOptions",
+    "banner",
+    "cached_checkpoints",
+    "headline",
+    "run_report",
+    "save_figure",
+    "save_table",
+]

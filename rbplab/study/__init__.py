@@ -11,6 +11,20 @@ lognormal theory), `decomposition` (CE = EE + SA - Conf, `metric_table`, `predic
 Markdown or LaTeX, `results` a study's results file.
 """
 
-from rbplab.study.study import MissingRunsError, Study, load_study, synthetic_study
+from rbplab.study import decomposition, distribution, emergence, size, tables, training
+from rbplab.study.study import MissingRunsError, Study, default_corpora, load_study, synthetic_study
 
-__all__ = ["MissingRunsError", "Study", "load_study", "synthetic_study"]
+# The question modules are the API too: the README, the docs and the notebooks call them.
+__all__ = [
+    "MissingRunsError",
+    "Study",
+    "decomposition",
+    "default_corpora",
+    "distribution",
+    "emergence",
+    "load_study",
+    "size",
+    "synthetic_study",
+    "tables",
+    "training",
+]

@@ -10,8 +10,9 @@ from importlib import import_module
 from typing import Any
 
 # Every submodule loads on first use; the figures, the notebook views and `save` are the API.
-_SUBMODULES = ("export", "headlines", "layout", "parameters", "plots", "states", "widgets")
-__all__ = ["plots", "save", "widgets"]
+_SUBMODULES = ("export", "headlines", "layout", "parameters", "plots", "readable", "states", "widgets")
+# headlines, parameters and readable are what every notebook imports.
+__all__ = ["headlines", "parameters", "plots", "readable", "save", "widgets"]
 
 
 def __getattr__(name: str) -> Any:
