@@ -74,7 +74,7 @@ def grouping_columns(table: pd.DataFrame, by: Iterable[str] | None, exclude: Seq
 
 
 def model_groups(table: pd.DataFrame, y: str, by: list[str]):
-    """Yield (key dict, group frame with one row per model sorted by S)."""
+    """Yield (key dict, S, y) per group: one value per model, sorted by S (ties as they came)."""
     for col in ("S", y):
         if col not in table.columns:
             raise InvalidArgumentError(f"table needs columns 'S' and {y!r}; it has {list(table.columns)}")
@@ -95,10 +95,21 @@ def model_groups(table: pd.DataFrame, y: str, by: list[str]):
                     )
     # A stable sort by S of the whole table keeps each group's rows in S order, ties as they came.
     table = table.sort_values("S", kind="stable")
-    grouped = table.groupby(by, dropna=False, sort=True) if by else [((), table)]
+    S, values = table["S"].to_numpy(np.float64), table[y].to_numpy(np.float64)
+    if not by:
+        yield {}, S, values
+        return
+    grouped = table.groupby(by, dropna=False, sort=True)
+    if len(by) > 1 and not table[by].isna().to_numpy().any():
+        # Positions of each group's rows, keyed and ordered as iteration gives them (sorted
+        # keys), without building a frame per group: a k-sweep of a large study has tens of
+        # thousands of groups.
+        for key, rows in grouped.indices.items():
+            yield dict(zip(by, key, strict=True)), S[rows], values[rows]
+        return
     for key, frame in grouped:
         key = key if isinstance(key, tuple) else (key,)
-        yield dict(zip(by, key, strict=True)), frame
+        yield dict(zip(by, key, strict=True)), frame["S"].to_numpy(np.float64), frame[y].to_numpy(np.float64)
 
 
 def fit_many(S: np.ndarray, loss: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -183,6 +194,11 @@ def fit_power_law(S: Sequence[float], y: Sequence[float], level: float = 0.95) -
     problem = unusable_reason(S, y)
     if problem:
         raise InvalidArgumentError(problem)
+    return _fit_power_law(S, y, level)
+
+
+def _fit_power_law(S: np.ndarray, y: np.ndarray, level: float) -> PowerLawFit:
+    """`fit_power_law` of float64 arrays that `unusable_reason` accepts (checked once per group)."""
     if not 0 < level < 1:
         raise InvalidArgumentError(f"level must lie in (0, 1), got {level}")
     x = np.log(S)
@@ -227,10 +243,11 @@ def fit_columns(x: np.ndarray, y: np.ndarray, level: float = 0.95) -> dict:
     """One table row's worth of `fit_power_law(x, y)`: the `FIT_COLUMNS` and note = None, or only
     note = why the points cannot be fitted. The row of `scaling_fits` (x = S) and of
     `data_scaling.data_fits` (x = D, alpha read as beta)."""
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     problem = unusable_reason(x, y)
     if problem is not None:
         return {"note": problem}
-    fit = fit_power_law(x, y, level)
+    fit = _fit_power_law(x, y, level)
     return {**{name: getattr(fit, name) for name in FIT_COLUMNS}, "note": None}
 
 
@@ -272,8 +289,7 @@ def scaling_fits(
     """
     by = grouping_columns(table, by)
     rows = []
-    for key, frame in model_groups(table, y, by):
-        S, v = frame["S"].to_numpy(np.float64), frame[y].to_numpy(np.float64)
+    for key, S, v in model_groups(table, y, by):
         row = {**key, "n_models": len(S), "S_min": S.min(), "S_max": S.max(), **fit_columns(S, v, level)}
         if row["note"] is None:
             if len(S) <= 2:
