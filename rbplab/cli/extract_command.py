@@ -229,26 +229,26 @@ def run_extract(args: argparse.Namespace) -> int:
 
 def recorded_hits(grid, root) -> list[tuple] | None:
     """(model, corpus, tokens, True, key, path) of every run of `grid`, models outer as `extract`
-    runs them, when each has a plan record (`rbplab.extraction.fingerprints.known_plan`) naming
-    a complete entry whose manifest passes its rules and whose shard files are all on disk at
-    their recorded sizes (what a cache hit checks, short of re-tokenizing the corpus to count
-    shards); None as soon as one run has no such record or entry, so `extract` plans the grid."""
-    from rbplab.extraction.fingerprints import known_plan
-    from rbplab.store.cache.entry import CacheEntry
+    runs them, when the lookup `rbplab fit` makes (`rbplab.study.study.resolve_entries`: plan
+    records, any shard size when none is asked) finds each complete, its manifest passing its
+    rules and its shard files all on disk at their recorded sizes (what a cache hit checks, short
+    of re-tokenizing the corpus to count shards); None when one is not, so `extract` runs the
+    grid. Model code is imported only for a run without a plan record."""
     from rbplab.store.cache.reading import CacheError
+    from rbplab.study.study import resolve_entries
 
     hits = []
-    for run in grid.runs():
-        found = known_plan(run.model, run.corpus, grid.settings, root)
-        if found is None:
+    for resolved in resolve_entries(grid, root, outer="model"):
+        entry = resolved.entry
+        if not entry.is_complete():
             return None
-        entry = CacheEntry.open(found.key, root)
         try:
             manifest = entry.manifest(mark_damaged=False)  # extract itself marks and repairs
         except CacheError:
             return None
         if entry.shard_file_problems(manifest):
             return None
+        run = resolved.run
         hits.append((run.label, str(run.corpus.name), int(manifest["n_tokens"]), True, entry.key, entry.path))
     return hits
 
