@@ -46,10 +46,23 @@ DEFAULT_TOKENS = 1 << 18  # 262,144 scored tokens per model
 
 def model_config(name: str, context: int) -> Any:
     """The architecture of `name` (random weights are drawn from it), with `context` positions."""
-    from transformers import GPT2Config, Qwen2Config
+    from transformers import Gemma2Config, GPT2Config, Qwen2Config
 
     if name == "gpt2":
         return GPT2Config(n_positions=max(context, 1024))  # GPT-2 small otherwise
+    if name == "gemma2-head":  # Gemma-2-2B's head (|V| = 256,000, d = 2,304, softcap 30) on 2 layers
+        return Gemma2Config(
+            vocab_size=256_000,
+            hidden_size=2_304,
+            intermediate_size=9_216,
+            num_hidden_layers=2,
+            num_attention_heads=8,
+            num_key_value_heads=4,
+            head_dim=256,
+            final_logit_softcapping=30.0,
+            attn_logit_softcapping=50.0,
+            max_position_embeddings=max(context, 8_192),
+        )
     qwen = {
         "qwen2.5-0.5b": dict(
             vocab_size=151_936,
@@ -75,7 +88,7 @@ def model_config(name: str, context: int) -> Any:
     )
 
 
-MODELS = ("gpt2", "qwen2.5-0.5b", "qwen2.5-7b")
+MODELS = ("gpt2", "qwen2.5-0.5b", "qwen2.5-7b", "gemma2-head")
 
 
 def build_model(name: str, context: int, device: torch.device, dtype: torch.dtype) -> torch.nn.Module:
@@ -164,7 +177,8 @@ def _run(approach: str, name: str, args: argparse.Namespace, queue: Any) -> None
     memory.start()  # before the scorer: the fp32 head's float32 copy is part of its cost
     scorer = None
     if approach != "bare forward":
-        scorer = Scorer(model, vocab, 0, head="fused" if approach == "fused head" else "fp32")
+        softcap = getattr(model.config, "final_logit_softcapping", None)
+        scorer = Scorer(model, vocab, 0, softcap, head="fused" if approach == "fused head" else "fp32")
 
     def bare(length: int, group: list) -> int:
         ids = torch.from_numpy(batch_arrays(group, length, 0)[0]).to(device)
@@ -207,7 +221,8 @@ def _run(approach: str, name: str, args: argparse.Namespace, queue: Any) -> None
         else f"CPU, {torch.get_num_threads()} threads"
     )
     chunk = ranks.default_chunk_size(vocab, device)
-    queue.put((seconds, tokens, memory.peak(), n_params, len(groups), info, chunk))
+    settled = scorer.head.tally.settled / max(scorer.head.tally.rows, 1) if scorer is not None else None
+    queue.put((seconds, tokens, memory.peak(), n_params, len(groups), info, chunk, settled))
 
 
 def run_approach(approach: str, name: str, args: argparse.Namespace, context: Any) -> tuple | str:
@@ -249,7 +264,10 @@ def print_table(args: argparse.Namespace) -> bool:
         f"device {args.device}, dtype {args.dtype}, context {args.context}, {args.tokens:,} scored tokens "
         f"per model, batches of <= {args.batch_tokens:,} padded tokens"
     )
-    print(f"{'model':<14}{'approach':<24}{'tok/s':>10}{'seconds':>10}{'x bare':>8}{'peak MiB':>10}")
+    print(
+        f"{'model':<14}{'approach':<24}{'tok/s':>10}{'seconds':>10}{'x bare':>8}{'peak MiB':>10}"
+        f"{'settled':>9}"
+    )
     context = mp.get_context("spawn")  # a fresh CUDA context and allocator per approach
     ok = True
     for name in args.models:
@@ -260,7 +278,7 @@ def print_table(args: argparse.Namespace) -> bool:
                 ok = False
                 print(f"{name:<14}{approach:<24}  FAILED: {result}", flush=True)
                 continue
-            seconds, scored, peak, n_params, n_batches, info, chunk = result
+            seconds, scored, peak, n_params, n_batches, info, chunk, settled = result
             if approach == "bare forward":
                 bare_seconds = seconds
                 print(f"# {name}: {n_params / 1e6:,.0f}M parameters, {n_batches} batches, {info}")
@@ -268,7 +286,7 @@ def print_table(args: argparse.Namespace) -> bool:
             ratio = seconds / bare_seconds if bare_seconds else float("nan")
             print(
                 f"{name:<14}{label:<24}{scored / seconds:>10,.0f}{seconds:>10.2f}{ratio:>7.2f}x"
-                f"{peak / 2**20:>10,.0f}",
+                f"{peak / 2**20:>10,.0f}{'' if settled is None else f'{100 * settled:>8.2f}%'}",
                 flush=True,
             )
     return ok

@@ -17,6 +17,8 @@ BENCHMARKS = ROOT / "benchmarks"
 
 
 def test_gpu_check_smoke_run_ranks_exactly_with_both_heads():
+    """Part (a) ranks micro-1's states exactly with both heads (interpreted), batch-invariantly, and
+    part (d) runs `rbplab run` end to end with the fused head and reads back its manifest."""
     pytest.importorskip("triton", reason="the fused head's kernel needs Triton (the dev extra)")
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
@@ -27,10 +29,12 @@ def test_gpu_check_smoke_run_ranks_exactly_with_both_heads():
         timeout=300,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    rows = [line.split() for line in done.stdout.splitlines() if line.startswith("micro-1-25K")]
-    assert [row[2] for row in rows] == ["fp32", "fused"]
-    for row in rows:
-        assert row[3] == "100" and row[4] == "100.0000%" and row[5] == "0" and row[9] == "0"
+    rows = [line.split() for line in done.stdout.splitlines() if line.startswith("micro-1-25K float32")]
+    assert [row[2] for row in rows] == ["fp32", "fused", "fused"]
+    for row in rows[:2]:  # model, dtype, head, tokens, exact, differ, settled, dnll, cert, b.inv
+        assert row[3] == "100" and row[4] == "100.0000%" and row[5] == "0" and row[8] == "0"
+        assert row[9] == "yes"
+    assert rows[2][3] == "100" and rows[2][-4].endswith("%")  # (d): tokens, rows settled
     assert "all parts ran" in done.stdout
 
 
