@@ -127,7 +127,10 @@ def add_settings_arguments(p: argparse.ArgumentParser) -> None:
         help="padded tokens per forward pass (default: 16,384 on a GPU, 2,048 on a CPU)",
     )
     g.add_argument(
-        "--shard-tokens", type=positive_int, help="scored tokens per cache shard (default 65536): resume unit"
+        "--shard-tokens",
+        type=positive_int,
+        help="scored tokens per cache shard, the unit of resuming (default 65536 when extracting); "
+        "without it a lookup takes the run cut at any size",
     )
     g.add_argument(
         "--head",
