@@ -19,7 +19,7 @@ from rbplab.store.cache import index as cache_index
 from rbplab.store.cache.admin import index_problems, rebuild_index
 from rbplab.store.cache.entry import CacheEntry
 from rbplab.store.cache.reading import CacheCorruptedError, CacheError
-from rbplab.study import Study, load_study, size
+from rbplab.study import Study, emergence, load_study, size
 
 VOCAB = 5000
 TOKENS = 3000
@@ -136,6 +136,16 @@ def test_completion_writes_a_row_and_a_study_reads_only_rows(cache, monkeypatch)
         pd.testing.assert_frame_equal(a.run_table(), b.run_table(), check_exact=True)
     pd.testing.assert_frame_equal(fit, size.fit_table(from_summaries(root, study)), check_exact=True)
     assert len(sweep)
+    # Analyses that need the summaries' tables read them through the row's entry: the same numbers.
+    b = from_summaries(root, study)
+    pd.testing.assert_frame_equal(
+        size.bootstrap(study, [1, 10], n_boot=20), size.bootstrap(b, [1, 10], n_boot=20), check_exact=True
+    )
+    pd.testing.assert_frame_equal(
+        emergence.table(study, [1, 10], [1, 2, 4], n_boot=20),
+        emergence.table(b, [1, 10], [1, 2, 4], n_boot=20),
+        check_exact=True,
+    )
 
 
 def _complete(root: str, first: int, count: int, start) -> None:

@@ -990,14 +990,15 @@ def _index_row_grid(c: IndexRowCheck) -> Iterator[str]:
 
 def _index_row_within(c: IndexRowCheck) -> Iterator[str]:
     n = c.row.n_tokens
-    for ties in INDEX_TIES:
-        w = c.row.within[ties]
-        if not np.all(np.isfinite(w)) or (len(w) and (w.min() < 0 or w.max() > n)):
+    w = np.stack([c.row.within[ties] for ties in INDEX_TIES])  # one pass for the three conventions
+    for ties, counts, finite in zip(INDEX_TIES, w, np.isfinite(w).all(axis=1), strict=True):
+        if not finite or (len(counts) and (counts.min() < 0 or counts.max() > n)):
             yield f"its index row's {ties} counts lie outside 0..{n}"
             return
-        if np.any(np.diff(w) < 0):
-            yield f"its index row's {ties} counts fall as k grows"
-            return
+    falls = (np.diff(w, axis=1) < 0).any(axis=1)
+    if falls.any():
+        yield f"its index row's {INDEX_TIES[int(np.argmax(falls))]} counts fall as k grows"
+        return
     for ties in RUN_TIES:  # hits are whole tokens under the 0/1 conventions
         if np.any(c.row.within[ties] != np.round(c.row.within[ties])):
             yield f"its index row's {ties} counts are not whole tokens"
