@@ -139,6 +139,23 @@ def reads_grid(paths: Sequence[Path], study_file: bool) -> bool:
     )
 
 
+def synthetic_notebooks(
+    paths: Sequence[Path], *, chosen: bool, say: Callable[[str], None] | None = None
+) -> list[Path]:
+    """The notebooks of `paths` with a synthetic mode (they declare `synthetic`): a report on made-up
+    models leaves the others out (05 only extracts and reads real runs), saying so; one the user
+    chose by name (`chosen`) is a one-line error instead."""
+    without = [p.stem for p in paths if "synthetic" not in declared_parameters([p])]
+    if without and chosen:
+        raise InvalidArgumentError(
+            f"notebook {', '.join(without)} has no synthetic mode (it reads real runs): "
+            "leave it out of --notebook, or drop synthetic"
+        )
+    if without and say is not None:
+        say(f"synthetic: {', '.join(without)} left out (no synthetic mode: it reads real runs)")
+    return [p for p in paths if p.stem not in without]
+
+
 def cached_checkpoints(
     families: Iterable[str],
     corpora: Sequence[str],
@@ -595,7 +612,7 @@ def run_report(
     (`ReportOptions`). Returns one row per notebook: notebook, ok, seconds, executed, html,
     summary, error, ... Failures do not raise; check the `ok` column.
     """
-    from rbplab.viz.parameters import check_names
+    from rbplab.viz.parameters import as_flag, check_names
 
     options = options or ReportOptions()
     # Every path is absolute before papermill starts: kernels run in the notebooks' folder and
@@ -613,19 +630,22 @@ def run_report(
         "extract": bool(extract),
         **(parameters or {}),
     }
+    synthetic = as_flag(params.get("synthetic", False), "synthetic")
+    if synthetic:  # made-up models: no cache is read, and a notebook without that mode cannot run
+        paths = synthetic_notebooks(paths, chosen=options.notebooks is not None, say=progress)
     stated = analysed.to_dict()
     if extract and any(p.stem == EXTRACTION_NOTEBOOK for p in paths):
         # The corpora extraction will read, opened now (a hub corpus resolves its commit): an
         # unreachable hub or an unknown dataset is one error, not a failed notebook and the rest.
         resolved(lambda: analysed.opened)
-    if not extract and reads_grid(paths, analysed.path is not None):
+    if not extract and not synthetic and reads_grid(paths, analysed.path is not None):
         from rbplab.study.study import absent_runs
 
         absent = absent_runs(analysed, cache_dir)
         if absent is not None:
             raise absent.with_remedy(options.missing_remedy) if options.missing_remedy else absent
     training = any(p.stem == TRAINING_NOTEBOOK for p in paths)
-    if training and params.get("checkpoints") is None and analysed.path is None:
+    if training and not synthetic and params.get("checkpoints") is None and analysed.path is None:
         params["checkpoints"] = cached_checkpoints(analysed.families, stated["corpora"], cache_dir)
     if training and params.get("checkpoints"):
         stated = {**stated, "checkpoints": params["checkpoints"]}

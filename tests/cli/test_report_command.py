@@ -144,3 +144,30 @@ def test_figure_size_reaches_the_export(capsys, tmp_path, captured):
     assert captured["report"][1]["options"].figure_size == "full"  # paper figures, 7 in, by default
     with pytest.raises(SystemExit):
         run(capsys, "report", "-c", "prose", "-o", out, "--figure-size", "poster")
+
+
+def test_a_synthetic_report_needs_no_cached_run(capsys, tmp_path, monkeypatch):
+    """`rbplab report -p synthetic true` on an empty cache used to stop at "24 run(s) are not in
+    the cache": made-up models read none. The extraction notebook (no synthetic mode) is left out,
+    and refused in one line when asked for by name."""
+    from rbplab.report import execution
+    from rbplab.report import run as report_run
+
+    ran: dict = {}
+
+    def fake_execute(path, out, params, **kwargs):
+        ran[path.stem] = params
+        return execution.NotebookResult(path.stem, True, 0.0, None, None, "made-up")
+
+    monkeypatch.setattr(report_run, "execute_notebook", fake_execute)
+    empty = tmp_path / "cache"
+    status, out, err = run(capsys, "report", "-p", "synthetic", "true", "-o", str(tmp_path / "r"),
+                                     "--cache-dir", str(empty))  # fmt: skip
+    assert status == 0, err
+    assert sorted(ran) == ["01_rbp_vs_size", "02_k_sweep", "03_emergence", "04_lognormal",
+                           "06_training_dynamics", "07_beyond_the_paper"]  # fmt: skip
+    assert all(params["synthetic"] is True for params in ran.values())
+    assert "05_extraction left out" in out
+    status, out, err = run(capsys, "report", "-p", "synthetic", "true", "--notebook", "01", "05",
+                           "-o", str(tmp_path / "r"), "--cache-dir", str(empty))  # fmt: skip
+    assert status == 1 and err.count("\n") == 1 and "05_extraction has no synthetic mode" in err
