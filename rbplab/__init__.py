@@ -18,7 +18,7 @@ with `core` (TokenStats, runs, tie conventions, settings) at the bottom.
 from importlib import import_module
 from typing import Any
 
-from rbplab.core.errors import RbplabError
+from rbplab.core.errors import RbplabError, RbplabWarning
 
 # Imported on first use: torch and transformers take seconds to import, which
 # `rbplab cache ls` and the analysis-only modules should not pay, and pandas a third of a
@@ -40,7 +40,7 @@ _SUBPACKAGES = frozenset(
     ("analysis", "catalog", "cli", "core", "extraction", "grid", "report", "runner", "store", "study", "viz")
 )
 
-__all__ = ["RbplabError", *_LAZY]
+__all__ = ["RbplabError", "RbplabWarning", *_LAZY]
 __version__ = "0.1.0"
 
 

@@ -53,7 +53,7 @@ from typing import Any
 import pandas as pd
 
 from rbplab.core.documents import parse_json, read_bytes, read_json
-from rbplab.core.errors import BadFileError, RbplabError, did_you_mean
+from rbplab.core.errors import BadFileError, RbplabError, RbplabWarning, did_you_mean
 from rbplab.store import hub
 from rbplab.store.files import UnsafeFileError, open_regular_file
 from rbplab.store.hub import COMMIT_RE
@@ -210,7 +210,9 @@ def build_corpus(
         raise CorpusError(f"corpus {name!r} has no non-empty documents")
     if empty:
         shown = ", ".join(repr(i) for i in empty[:5]) + (" ..." if len(empty) > 5 else "")
-        warnings.warn(f"corpus {name!r}: skipped {len(empty)} empty document(s): {shown}", stacklevel=4)
+        warnings.warn(
+            f"corpus {name!r}: skipped {len(empty)} empty document(s): {shown}", RbplabWarning, stacklevel=4
+        )
     return Corpus(name=name, documents=tuple(documents), source=source)
 
 
@@ -508,6 +510,7 @@ def open_hub(name: str, max_documents: int | None, revision: str | None) -> Lazy
         warnings.warn(
             f"hub:{name} is not pinned to a commit: {entry.repo}@{requested} is {commit[:12]} today; "
             f"pin it with hub:{name}@{commit} (or set the {name.upper()}_REVISION constant)",
+            RbplabWarning,
             stacklevel=3,
         )
     limit = max_documents if max_documents is not None else entry.default_max_documents

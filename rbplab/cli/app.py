@@ -6,17 +6,21 @@ Each command family lives in a module of its own (`extract_command`, `cache_comm
 `register()`), configuring only the subcommand a command line names, and dispatches.
 A user error (unknown model, empty corpus, unwritable cache, ...)
 prints one line and exits with status 1; `--traceback` (or RBPLAB_DEBUG=1) shows the full trace
-instead.
+instead. A warning of rbplab's (a damaged entry recomputed, a summary derived again) prints as one
+`rbplab: warning: ...` line, without the file and source line Python's default shows.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import sys
-from collections.abc import Callable, Iterable
+import warnings
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from rbplab.cli.cache_command import CACHE_EXAMPLES, CACHE_HELP, configure_cache, run_cache
 from rbplab.cli.catalog_command import configure_families, configure_size, run_corpora, run_families, run_size
@@ -32,7 +36,7 @@ from rbplab.cli.report_command import (
     run_report_command,
 )
 from rbplab.cli.study_command import configure_plan, configure_run, run_plan, run_study_file
-from rbplab.core.errors import did_you_mean
+from rbplab.core.errors import RbplabWarning, did_you_mean
 
 
 @dataclass(frozen=True)
@@ -207,7 +211,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     debug = args.traceback or os.environ.get("RBPLAB_DEBUG") not in (None, "", "0")
     try:
-        status = int(args._run(args) or 0)
+        with warning_lines():
+            status = int(args._run(args) or 0)
         sys.stdout.flush()  # a reader that went away shows here, not at exit
         return status
     except BrokenPipeError:
@@ -227,6 +232,48 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"rbplab: error: {one_line(err)}", file=sys.stderr)
         return 1
+
+
+# A warning raised by a module of this package (whatever its category): rbplab's own, to be shown
+# as rbplab's. Warnings of other packages keep Python's format, which names where they come from.
+_PACKAGE = str(Path(__file__).resolve().parents[1]) + os.sep
+
+
+def is_rbplab_warning(category: type[Warning], filename: str) -> bool:
+    """Whether a warning is rbplab's: of `RbplabWarning`, or raised at a line of rbplab's."""
+    if issubclass(category, RbplabWarning):
+        return True
+    try:
+        return str(Path(filename).resolve()).startswith(_PACKAGE)
+    except (OSError, ValueError):  # a frame without a file ("<string>")
+        return False
+
+
+def warning_line(message: Warning | str) -> str:
+    """What the command line prints for a warning of rbplab's: one line, no file, no source."""
+    return f"rbplab: warning: {' '.join(str(message).split())}\n"
+
+
+@contextlib.contextmanager
+def warning_lines() -> Iterator[None]:
+    """Show rbplab's warnings as `warning_line`s on stderr while a command runs; other warnings as
+    Python shows them. Only the command line does this: a notebook keeps Python's own display,
+    in which an `RbplabWarning` names itself and the user's line that led to it."""
+    previous = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if not is_rbplab_warning(category, filename):
+            return previous(message, category, filename, lineno, file, line)
+        stream = file if file is not None else sys.stderr
+        with contextlib.suppress(OSError, AttributeError):  # no stderr, or a closed one: say nothing
+            stream.write(warning_line(message))
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        if warnings.showwarning is show:  # unless the command installed a hook of its own
+            warnings.showwarning = previous
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from rbplab.core.errors import RbplabError
+    from rbplab.core.errors import RbplabError, RbplabWarning
     from rbplab.core.runs import Run
     from rbplab.core.settings import ExtractionSettings
     from rbplab.core.stats import TokenStats
@@ -20,11 +20,12 @@ if TYPE_CHECKING:
 _LAZY = {
     "ExtractionSettings": "rbplab.core.settings",
     "RbplabError": "rbplab.core.errors",
+    "RbplabWarning": "rbplab.core.errors",
     "Run": "rbplab.core.runs",
     "TokenStats": "rbplab.core.stats",
 }
 
-__all__ = ["ExtractionSettings", "RbplabError", "Run", "TokenStats"]
+__all__ = ["ExtractionSettings", "RbplabError", "RbplabWarning", "Run", "TokenStats"]
 
 
 def __getattr__(name: str) -> Any:

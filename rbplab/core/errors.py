@@ -48,6 +48,14 @@ class RunFailedError(RbplabError, RuntimeError):
     """Work that could not be completed (failed extraction units, a view used the wrong way)."""
 
 
+class RbplabWarning(UserWarning):
+    """Something rbplab did on the user's behalf that they should know of (a damaged entry
+    recomputed, a summary derived again, a record ignored). Its message is one line that says what
+    was found and what was done; a UserWarning, so the filters that take those take it. The command
+    line shows it as one `rbplab: warning: ...` line; elsewhere Python's warnings machinery shows
+    it, at the caller's line (each call passes the stacklevel of the user's code)."""
+
+
 class BadFileError(RbplabError, ValueError):
     """A file handed in that rbplab will not take (`rbplab.core.documents`): not a regular file,
     larger than its kind may be, nested too deeply, not valid JSON/TOML/YAML, or a field of the

@@ -43,7 +43,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from rbplab.core.documents import parse_json
-from rbplab.core.errors import BadFileError
+from rbplab.core.errors import BadFileError, RbplabWarning
 from rbplab.store.cache.entry import CacheEntry, entry_at, foreign_items, remove_entry_dir
 from rbplab.store.cache.layout import (
     MAX_RECORD_BYTES,
@@ -569,6 +569,7 @@ def _check_staged(staging: Path, key: str, archive: Path) -> None:
         warnings.warn(
             f"archive {archive}: entry {key[:12]}: {mismatch[0]}; its summary was derived again from its "
             "shards",
+            RbplabWarning,
             stacklevel=3,
         )
         entry.derive_summary()

@@ -39,7 +39,7 @@ from rbplab.analysis.data_scaling import synthetic_law_table
 from rbplab.analysis.lognormal import sample_lognormal_ranks
 from rbplab.analysis.metrics import RBPCurve
 from rbplab.catalog.corpora import Corpus, LazyCorpus, list_corpora
-from rbplab.core.errors import InvalidArgumentError, NotFoundError, RbplabError
+from rbplab.core.errors import InvalidArgumentError, NotFoundError, RbplabError, RbplabWarning
 from rbplab.core.runs import TRAINING_FIELDS, Run, model_of_label, run_label, training_compute
 from rbplab.core.settings import EntrySpec, EntrySpecError, ExtractionSettings
 from rbplab.core.stats import TokenStats, check_ties
@@ -641,7 +641,7 @@ def read_summary(
     except CacheCorruptedError as err:
         if not extract:
             raise MissingRunsError(f"{err}; or load with extract=True") from None
-        warnings.warn(f"{err}; recomputing the damaged shards now", stacklevel=3)
+        warnings.warn(f"{err}; recomputing the damaged shards now", RbplabWarning, stacklevel=3)
         compute()
         manifest = entry.manifest()
         return entry.summary(manifest), manifest

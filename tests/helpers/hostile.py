@@ -6,6 +6,7 @@ and on a read-only mount."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -16,7 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from helpers.factories import SPEC, complete_entry
+from rbplab.core.stats import SUMMARY_VERSION, TokenStats, summarize
 from rbplab.store.cache.entry import CacheEntry
+from rbplab.store.cache.layout import SUMMARY_FILE
+from rbplab.store.cache.reading import summary_bytes
 
 SPEC_V = {**SPEC, "vocab": {"size": 50, "include_padded": False, "head_rows": 50}}
 HUGE = 20 * 2**30  # 20 GiB, always sparse
@@ -196,3 +200,18 @@ def safe_snapshot(root: Path) -> dict[str, tuple]:
             else:
                 out[key] = (stat.S_IFMT(info.st_mode),)
     return out
+
+
+def forge_summary(entry: CacheEntry) -> None:
+    """The summary of the entry's tokens with every rank halved, written with its .sha256 record and
+    the manifest's record fixed: what a careful forger leaves."""
+    stats = entry.read_stats()
+    other = TokenStats(
+        stats.doc, stats.position, stats.n_greater // 2, stats.n_equal, stats.nll, stats.vocab_size
+    )
+    data = summary_bytes(summarize(other), entry.key)
+    record = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data), "version": SUMMARY_VERSION}
+    entry.summary_path.write_bytes(data)
+    (entry.path / f"{SUMMARY_FILE}.sha256").write_text(json.dumps(record))
+    manifest = json.loads(entry.manifest_path.read_text())
+    entry.manifest_path.write_text(json.dumps({**manifest, "summary": record}))

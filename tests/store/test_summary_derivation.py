@@ -5,36 +5,18 @@ import derive the summary again. Plain reads stay on the fast path (no shard is 
 
 from __future__ import annotations
 
-import hashlib
-import json
-
 import numpy as np
 import pytest
 from helpers.factories import complete_entry
+from helpers.hostile import forge_summary
 
 from rbplab.cli import app as cli
-from rbplab.core.stats import SUMMARY_VERSION, TokenStats, summarize
+from rbplab.core.stats import TokenStats, summarize
 from rbplab.store.archive import export_entries, import_archive
 from rbplab.store.cache.entry import CacheEntry
-from rbplab.store.cache.layout import SUMMARY_FILE
 from rbplab.store.cache.reading import summary_bytes
 
 MISMATCH = "its summary is not the one its shards give"
-
-
-def forge_summary(entry: CacheEntry) -> None:
-    """The summary of the entry's tokens with every rank halved, written with its .sha256 record and
-    the manifest's record fixed: what a careful forger leaves."""
-    stats = entry.read_stats()
-    other = TokenStats(
-        stats.doc, stats.position, stats.n_greater // 2, stats.n_equal, stats.nll, stats.vocab_size
-    )
-    data = summary_bytes(summarize(other), entry.key)
-    record = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data), "version": SUMMARY_VERSION}
-    entry.summary_path.write_bytes(data)
-    (entry.path / f"{SUMMARY_FILE}.sha256").write_text(json.dumps(record))
-    manifest = json.loads(entry.manifest_path.read_text())
-    entry.manifest_path.write_text(json.dumps({**manifest, "summary": record}))
 
 
 @pytest.fixture
