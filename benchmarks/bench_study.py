@@ -11,19 +11,23 @@ Two benchmarks, each variant in a fresh process so peak RSS is its own (RSS is r
              .venv/bin/python benchmarks/bench_study.py demo --cache ~/.cache/rbplab
 
   grid   a synthetic grid written through the store's own API (CacheEntry.write_shard + finalize,
-         so every entry's summary is derived as a worker would): random lognormal ranks at
-         |V| = 151,936, `--tokens` per entry; then opens the first N entries (`load_study(entries=...)`) for
-         each N of `--entries` and reports seconds and RSS, and the summary size per entry.
+         so every entry's summary and index row are derived as a worker would): random lognormal
+         ranks at |V| = 151,936, `--tokens` per entry; then opens the first N entries
+         (`load_study(entries=...)`) for each N of `--entries`, cold (the index as the writers left
+         it: a row file per entry) and warm (a second open), and without the index (each summary
+         read whole) up to `--compare-max` entries; reports seconds, RSS, fit_table and ksweep
+         seconds beside issue 52's measurements before the index, and the machine's load.
          Writing is resumable: entries already complete are kept (progress in WRITE_DIR/progress.txt).
 
-             .venv/bin/python benchmarks/bench_study.py grid --dir /tmp/grid --entries 100 300 1000 \\
-                 --tokens 1000000
+             .venv/bin/python benchmarks/bench_study.py grid --dir /tmp/grid \\
+                 --entries 250 500 1000 2000 5000 --tokens 100000
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -332,6 +336,8 @@ def run_grid(root: Path, entries: list[int], n_tokens: int, compare_max: int) ->
                 f"{n:>8}{variant:>11}{row['seconds']:>8.1f}{was}{row['open_mb']:>9.0f}{peak:>7.0f}{was_mb}"
                 f"{row['fit_table']:>12.2f}{row['ksweep']:>9.2f}"
             )
+        load = " / ".join(f"{v:.1f}" for v in os.getloadavg())
+        print(f"{'':>8}load average (1, 5, 15 min) after these runs: {load}")
         same = len({row["digest"] for row in rows.values()}) == 1
         print(f"{'':>8}fit_table and ksweep identical in every variant: {same}")
     shutil.rmtree(folder)

@@ -16,7 +16,7 @@ from rbplab.analysis import metrics
 from rbplab.cli import app as cli
 from rbplab.core.runs import Run
 from rbplab.store.cache import index as cache_index
-from rbplab.store.cache.admin import index_problems, rebuild_index
+from rbplab.store.cache.admin import index_problems, rebuild_index, remove_entries
 from rbplab.store.cache.entry import CacheEntry
 from rbplab.store.cache.reading import CacheCorruptedError, CacheError
 from rbplab.study import Study, emergence, load_study, size
@@ -283,3 +283,11 @@ def test_a_killed_row_write_leaves_no_row(cache, monkeypatch):
     (folder / f".row-{keys[0]}-0123456789abcdef.parquet.tmp-1-deadbeef").write_bytes(b"half a row")
     assert cache_index.CacheIndex(root).rows == {}
     assert indexed(load_study(entries=keys, cache_dir=root))
+
+
+def test_removing_an_entry_removes_its_row(cache):
+    root, keys = cache
+    load_study(entries=keys, cache_dir=root)
+    assert remove_entries(keys[4][:12], root=root) == [keys[4]]
+    assert keys[4] not in merged_rows(root) and len(merged_rows(root)) == 11
+    assert index_problems(root) == []

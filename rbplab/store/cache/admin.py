@@ -242,6 +242,11 @@ def remove_entries(
         with contextlib.suppress(OSError):
             path.parent.rmdir()  # the <key[:2]> folder, when now empty
         removed.append(key)
+    if removed:  # their index rows go too (a row is never read without its entry, but verify names it)
+        gone = set(removed)
+        index = cache_index.CacheIndex(root)
+        if any(key in gone for key in index.rows):
+            cache_index.merge(root, index, {}, wait=True, keep=lambda key: key not in gone)
     return removed
 
 

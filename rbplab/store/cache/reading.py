@@ -426,7 +426,7 @@ class EntryReader:
         can be checked without reading shard bytes."""
         names = ()
         if entry_dir_problem(self.path) is None and self.path.is_dir():
-            names = tuple(item.name for item in self.path.iterdir())
+            names = tuple(sorted(os.listdir(self.path)))  # names only: no Path per item
         return rules.problems(Manifest(self.key, self.spec, manifest, self.spec_problem(), names))
 
     def damaged(self, what: str) -> CacheCorruptedError:
