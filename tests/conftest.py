@@ -149,10 +149,12 @@ def micro_cache_wide_template(micro_cache_template, tmp_path_factory) -> Path:
     )
 
 
-def _report_once(tmp_path_factory, name: str, cache_template: Path, corpora: list[str]) -> Path:
-    """`rbplab report` of the micro-suite on `corpora` (every notebook, PDF figures, n_boot 10) on a
-    copy of `cache_template`, run once per test run: the report folder, its cache beside it
-    (`<folder>/../cache`)."""
+def _report_once(
+    tmp_path_factory, name: str, cache_template: Path, corpora: list[str], notebooks: tuple[str, ...] = ()
+) -> Path:
+    """`rbplab report` of the micro-suite on `corpora` (every notebook and PDF figures, or only
+    `notebooks` and no figures; n_boot 10) on a copy of `cache_template`, run once per test run:
+    the report folder, its cache beside it (`<folder>/../cache`)."""
     from helpers.studies import MICRO_MAX_TOKENS, copy_cache
 
     from rbplab.grid import Grid
@@ -166,7 +168,7 @@ def _report_once(tmp_path_factory, name: str, cache_template: Path, corpora: lis
             out,
             cache_dir=cache,
             parameters={"n_boot": 10},
-            options=ReportOptions(figures=("pdf",)),
+            options=ReportOptions(figures=() if notebooks else ("pdf",), notebooks=notebooks or None),
             progress=None,
         )
         assert table["ok"].all(), table["error"].tolist()
@@ -183,6 +185,21 @@ def micro_report_template(micro_cache_wide_template, tmp_path_factory) -> Path:
     from helpers.studies import MICRO_TWO_CORPORA
 
     return _report_once(tmp_path_factory, "micro-report", micro_cache_wide_template, list(MICRO_TWO_CORPORA))
+
+
+@pytest.fixture(scope="session")
+def micro_wide_report_template(micro_cache_wide_template, tmp_path_factory) -> Path:
+    """The report of the micro-suite on the four bundled corpora (as `make demo` writes it), of the
+    notebooks that show explorers, on `micro_cache_wide_template` (its checkpoints are on two
+    corpora: notebook 06 falls back to its known law), as `_report_once` writes it. Read-only."""
+    from helpers.explorer_clicks import EXPLORER_NOTEBOOKS
+
+    from rbplab.study.study import default_corpora
+
+    corpora = default_corpora()
+    return _report_once(
+        tmp_path_factory, "micro-wide-report", micro_cache_wide_template, corpora, EXPLORER_NOTEBOOKS
+    )
 
 
 @pytest.fixture(scope="session")

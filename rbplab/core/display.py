@@ -1,21 +1,31 @@
 """Numbers as people read them, one way everywhere (report tables and headlines, the notebooks'
 tables, figure labels): 3 significant digits, whole numbers with thousands separators, sizes as
-85.1M, an estimate with its interval as "0.123 [0.101, 0.145]", and a value too small for 3
-significant digits to mean anything (a fitted E of 3.5e-121) as "< 1e-6".
+85.1M, an estimate with its interval as "0.123 [0.101, 0.145]" (the bounds no more precise
+than the estimate), and a value too small for 3 significant digits to mean anything (a fitted E of
+3.5e-121) as "< 1e-6". A table's column is written in one notation (`column`).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 SIGNIFICANT = 3
 FLOOR = 1e-6  # below this a value is shown as "< 1e-6": 3 significant digits of it say nothing
 FLOOR_TEXT = "1e-6"
 MISSING = "n/a"
+# A column is written in fixed notation when its values lie in [FIXED_LOW, FIXED_HIGH): 0.000621
+# reads as a number beside 0.5; 6.21e-05 and 1.23e+05 need their exponent.
+FIXED_LOW, FIXED_HIGH = 1e-4, 1e5
 
 
 def _missing(value: object) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
+    # pandas' NA (a nullable integer column's missing k) is missing too, not the text "<NA>".
+    return (
+        value is None
+        or (isinstance(value, float) and math.isnan(value))
+        or type(value).__name__ in ("NAType", "NaTType")
+    )
 
 
 def significant(value: float) -> tuple[str, int | None]:
@@ -84,10 +94,12 @@ def size(value: object) -> str:
 
 
 def interval(value: float, low: float | None, high: float | None) -> str:
-    """ "0.0200 [0.0130, 0.0255]": the estimate and its interval with the estimate's decimals; the
-    estimate alone when the interval is missing, and a note instead of an interval that does not
-    contain its estimate (a fit at a bound of its range, e.g. E = 0, whose resamples all land
-    inside it)."""
+    """ "0.0200 [0.0130, 0.0255]": the estimate to 3 significant digits and its interval at that
+    precision: the bounds with the estimate's decimals, but no more significant digits than it
+    has (an estimate near 0 with a wide interval read "0.00470 [-0.11662, 0.12602]"; now
+    "0.00470 [-0.117, 0.126]"); the estimate alone when the interval is missing, and a note
+    instead of an interval that does not contain its estimate (a fit at a bound of its range,
+    e.g. E = 0, whose resamples all land inside it)."""
     if _missing(value):
         return MISSING
     value = float(value)
@@ -99,4 +111,66 @@ def interval(value: float, low: float | None, high: float | None) -> str:
         return f"{text} (at a bound of its fit: no interval)"
     if decimals is None:
         return f"{text} [{significant(low)[0]}, {significant(high)[0]}]"
+    widest = max(abs(low), abs(high))
+    if widest > 0:
+        decimals = min(decimals, max(0, SIGNIFICANT - 1 - math.floor(math.log10(widest))))
     return f"{text} [{low:.{decimals}f}, {high:.{decimals}f}]"
+
+
+def column(values: Sequence[object]) -> list[str]:
+    """The values of one table column as text in one notation: whole numbers as `number` writes
+    them; otherwise 3 significant digits each, in fixed notation when every value lies in
+    [1e-4, 1e5) and in scientific notation for all when one does not (a column read 0.00233 beside
+    6.21e-04). A column whose every number is below 1e-6 is rounding noise of a zero (07's
+    residual CE − (EE + SA − Conf)) and reads 0, as does a negative value below 1e-6 among larger
+    ones; a positive one reads "< 1e-6" (a fitted E of 3.5e-121 is an estimate, not a zero).
+    Missing values read "n/a", text and booleans as they are.
+
+    Examples
+    --------
+    >>> column([0.5, 0.00233, 0.000621]), column([0.5, 6.21e-05]), column([2e-9, -3e-8, 0.0])
+    (['0.500', '0.00233', '0.000621'], ['5.00e-01', '6.21e-05'], ['0', '0', '0'])
+    """
+    numbers = [_number_or_none(v) for v in values]
+    finite = [v for v in numbers if v is not None and math.isfinite(v)]
+    if finite and all(abs(v) < FLOOR for v in finite):
+        return [
+            number(v) if x is None or not math.isfinite(x) else "0"
+            for v, x in zip(values, numbers, strict=True)
+        ]
+    if all(v.is_integer() and abs(v) < 1e15 for v in finite):
+        return [number(v) for v in values]
+    shown = [abs(v) for v in finite if abs(v) >= FLOOR]
+    scientific = any(not FIXED_LOW <= v < FIXED_HIGH for v in shown)
+    out = []
+    for v, x in zip(values, numbers, strict=True):
+        if x is None or not math.isfinite(x):
+            out.append(number(v))
+        elif abs(x) < FLOOR:
+            out.append("0" if x <= 0 else f"< {FLOOR_TEXT}")
+        elif scientific:
+            out.append(f"{x:.{SIGNIFICANT - 1}e}")
+        else:
+            out.append(_fixed(x))
+    return out
+
+
+def _number_or_none(value: object) -> float | None:
+    """`value` as a float when it is a number (not text, a boolean or missing)."""
+    if _missing(value) or isinstance(value, str) or type(value).__name__ in ("bool", "bool_"):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _fixed(value: float) -> str:
+    """`value` in fixed notation: whole as `number` writes it, else 3 significant digits."""
+    if value.is_integer():
+        return number(value)
+    decimals = max(0, SIGNIFICANT - 1 - math.floor(math.log10(abs(value))))
+    text = f"{value:.{decimals}f}"
+    if decimals and len(text.lstrip("-").replace(".", "").lstrip("0")) > SIGNIFICANT:
+        text = f"{value:.{decimals - 1}f}"  # rounding carried into the next power of ten
+    return text

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 
-from rbplab.core.display import interval, number, size
-from rbplab.viz.readable import readable, text_table
+from rbplab.core.display import column, interval, number, size
+from rbplab.viz.readable import header, readable, table_html, text, text_table
 
 
 def test_numbers_read_as_people_write_them() -> None:
@@ -88,3 +89,71 @@ def test_tables_merge_intervals_and_drop_what_says_nothing() -> None:
     html = readable(fits)._repr_html_()
     assert "overflow-x: auto" in html and "25472" not in html and "0.0423 [0.0301, 0.0544]" in html
     assert "<th></th>" not in html and ">7<" not in html  # no index column
+
+
+# An interval's bounds have the estimate's decimals but no more significant digits than it: 3 at
+# the larger bound's magnitude. 03's 0.00470 [-0.11662, 0.12602] had five decimals.
+@pytest.mark.parametrize(
+    ("value", "low", "high", "expected"),
+    [
+        (0.0047, -0.11662, 0.12602, "0.00470 [-0.117, 0.126]"),
+        (0.0047, -0.0099, 0.0999, "0.00470 [-0.0099, 0.0999]"),
+        (0.0047, -0.0099, 0.1, "0.00470 [-0.010, 0.100]"),
+        (0.0047, -0.0099, 0.00999, "0.00470 [-0.00990, 0.00999]"),
+    ],
+    ids=["the issue's interval", "bound just under 0.1", "bound at 0.1", "narrow: the estimate's decimals"],
+)
+def test_an_intervals_bounds_are_no_more_precise_than_its_estimate(
+    value: float, low: float, high: float, expected: str
+) -> None:
+    assert interval(value, low, high) == expected
+
+
+# A column is in fixed notation when every value lies in [1e-4, 1e5), else all in scientific.
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ([0.5, 1e-4], ["0.500", "0.000100"]),
+        ([0.5, 9.99e-5], ["5.00e-01", "9.99e-05"]),
+        ([0.5, 99999.4], ["0.500", "99999"]),
+        ([0.5, 100000.5], ["5.00e-01", "1.00e+05"]),
+        ([0.00233, 6.21e-04], ["0.00233", "0.000621"]),
+    ],
+    ids=["1e-4 exactly", "just under 1e-4", "just under 1e5", "just over 1e5", "the issue's column"],
+)
+def test_a_column_is_written_in_one_notation(values: list[float], expected: list[str]) -> None:
+    assert column(values) == expected
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ([2e-9, -3e-8, 0.0], ["0", "0", "0"]),
+        ([9.99e-7, -9.99e-7], ["0", "0"]),
+        ([1e-6, -3e-8], ["1.00e-06", "0"]),
+        ([0.5, 3.5e-121, -2e-9], ["0.500", "< 1e-6", "0"]),
+    ],
+    ids=["all noise", "just under 1e-6", "1e-6 exactly is a value", "a tiny estimate among values"],
+)
+def test_rounding_noise_reads_0(values: list[float], expected: list[str]) -> None:
+    """07's residual CE − (EE + SA − Conf) showed "> −1e-6": a column of noise reads 0."""
+    assert column(values) == expected
+
+
+def test_missing_values_of_every_kind_read_n_a_and_blank_columns_go() -> None:
+    frame = pd.DataFrame({"k": pd.array([1, None], dtype="Int64"), "note": ["", " "], "x": [None, None]})
+    assert text_table(frame).to_dict("records") == [{"k": "1"}, {"k": "n/a"}]
+
+
+def test_headers_read_as_words_and_keep_the_identifier_at_hand() -> None:
+    assert [header(c) for c in ("alpha", "r2", "alpha_jackknife_se", "ee_mm", "n_boot_valid", "S_opt")] == [
+        "α", "R²", "α jackknife SE", "EE (Miller-Madow)", "resamples fitted", "S optimal",
+    ]  # fmt: skip
+    frame = pd.DataFrame({"corpus": ["prose"], "alpha_loo_min": [0.0123], "n_models": [6]})
+    page = table_html(frame)
+    assert '<th title="alpha_loo_min">α leave-one-out min</th>' in page
+    assert '<th title="corpus">corpus</th>' in page and "<th>alpha_loo_min</th>" not in page
+    shown = text(frame)
+    assert shown.splitlines()[0].split() == ["corpus", "α", "leave-one-out", "min", "models"]
+    assert shown.splitlines()[-1] == "columns: α leave-one-out min = alpha_loo_min, models = n_models"
+    assert repr(readable(frame)) == shown and text(frame.iloc[:0]) == "(none)"

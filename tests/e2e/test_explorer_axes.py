@@ -16,12 +16,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from helpers.explorer_clicks import EXPLORER_NOTEBOOKS
 from helpers.plotly_axes import OUTSIDE
-from helpers.studies import MICRO_MAX_TOKENS, copy_cache
-
-from rbplab.grid import Grid
-from rbplab.report import ReportOptions, run_report
-from rbplab.study.study import default_corpora
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
 CHROMIUM_ARGS = [
@@ -31,8 +27,6 @@ CHROMIUM_ARGS = [
     "--no-first-run",
     "--disable-background-networking",
 ]
-MAX_TOKENS = MICRO_MAX_TOKENS
-EXPLORER_NOTEBOOKS = ("01", "02", "03", "04", "06")  # the notebooks that show a view
 SHOTS = Path(__file__).resolve().parents[2] / "test-output" / "browser"
 
 pytestmark = [
@@ -46,31 +40,15 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module", params=[2, 4], ids=["2 corpora", "4 corpora"])
-def report(
-    request: pytest.FixtureRequest,
-    micro_cache_wide_template: Path,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Path:
+def report(request: pytest.FixtureRequest) -> Path:
     """A report of the micro-suite's final models on every bundled corpus and 3 checkpoints per
-    size on two of them, scored on a few hundred tokens (what `make demo` scores, smaller): on two
-    corpora the session's `micro_report_template` (every notebook); on four a report of the
-    notebooks that show a view, on a copy of `micro_cache_wide_template`. Notebook 06 analyses the
-    checkpoints in the two-corpus report and falls back to its known law in the four-corpus one,
-    so both of its explorers are seen."""
-    if request.param == 2:
-        return request.getfixturevalue("micro_report_template")
-    cache = copy_cache(micro_cache_wide_template, tmp_path_factory.mktemp("micro-cache"))
-    out = tmp_path_factory.mktemp(f"report-{request.param}")
-    table = run_report(
-        Grid.from_names("micro", default_corpora(), max_tokens=MAX_TOKENS),
-        out,
-        cache_dir=cache,
-        parameters={"n_boot": 10},
-        options=ReportOptions(notebooks=EXPLORER_NOTEBOOKS),
-        progress=None,
-    )
-    assert table["ok"].all(), table["error"].tolist()
-    return out
+    size on two of them, scored on a few hundred tokens (what `make demo` scores, smaller): the
+    session's `micro_report_template` on two corpora (every notebook), `micro_wide_report_template`
+    on four (the notebooks that show a view). Notebook 06 analyses the checkpoints in the
+    two-corpus report and falls back to its known law in the four-corpus one, so both of its
+    explorers are seen."""
+    name = "micro_report_template" if request.param == 2 else "micro_wide_report_template"
+    return request.getfixturevalue(name)
 
 
 # Counts redraws, so a move is checked once the figure shows it.

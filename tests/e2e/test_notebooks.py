@@ -181,7 +181,7 @@ def test_index_shows_headline_figures_and_tables(run) -> None:
         # As the tables are shown: each estimate with its interval in one column.
         headline = text_table(_table(out, name, "headline"))
         for column in headline.columns:
-            assert f"<th>{column}</th>" in section, (name, column)
+            assert f'<th title="{column}">' in section, (name, column)  # a readable header, this tooltip
         assert section.count("Plotly.newPlot") == (name in with_figure), name
     # The emergence headline is the view's figure: over the measured sizes (extrapolation is asked for).
     fig = json.loads((out / "03_emergence" / "headline.plotly.json").read_text())

@@ -166,7 +166,15 @@ def test_index_shows_headline_figure_and_table(executed) -> None:
     assert '<script type="text/javascript" src="plotly.min.js"></script>' in index
     # The table as HTML with its values.
     assert '<table class="dataframe headline">' in section
-    for cell in ("<td>micro</td>", "<td>0.250</td>", "<td>123</td>", "<th>alpha</th>", "<th>tokens</th>"):
+    # Headers read as words, the identifier in their tooltip.
+    cells = (
+        "<td>micro</td>",
+        "<td>0.250</td>",
+        "<td>123</td>",
+        '<th title="alpha">α</th>',
+        '<th title="tokens">tokens</th>',
+    )
+    for cell in cells:
         assert cell in section, cell
     failed = index[index.index('<section id="b_fails"') :]
     assert "FAILED: cell 4" in failed[: failed.index("</section>")]
@@ -213,9 +221,12 @@ def test_headline_text_and_save_table(tmp_path: Path) -> None:
     # whole numbers as integers (a CSV column with a gap reads back as floats: k 1.0, S 25472.0)
     whole = pd.DataFrame({"corpus": ["a"], "k": [1.0], "S": [25472.0], "n": [np.int64(6)]})
     assert handoff.headline_text(whole) == "a: k=1, S=25.5K, n=6"
-    # an estimate with its interval, as the tables show it; a value below display precision as such
+    # an estimate with its interval, as the tables show it; a column all below display precision
+    # (a fit at its bound 0, or rounding noise) as 0, one such value among others as a bound
     fit = pd.DataFrame({"quantity": ["CE"], "alpha": [0.1234], "alpha_low": [0.1011], "alpha_high": [0.1452]})
-    assert handoff.headline_text(fit.assign(E=3.5e-121)) == "CE: alpha=0.123 [0.101, 0.145], E=< 1e-6"
+    assert handoff.headline_text(fit.assign(E=3.5e-121)) == "CE: alpha=0.123 [0.101, 0.145], E=0"
+    two = pd.concat([fit, fit]).assign(E=[3.5e-121, 0.5])
+    assert handoff.headline_text(two).endswith("E=< 1e-6; CE: alpha=0.123 [0.101, 0.145], E=0.500")
     assert handoff.save_table(frame, "t", None) is frame and not any(tmp_path.iterdir())
     handoff.save_table(frame, "t", tmp_path / "sub")
     assert pd.read_csv(tmp_path / "sub" / "t.csv").shape == (2, 4)

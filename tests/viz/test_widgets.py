@@ -283,3 +283,15 @@ def test_rank_distribution_explorer_picks_the_corpus_from_a_menu(study: Study) -
         assert button["method"] == "animate"
         (name,) = button["args"][0]
         assert corpus in frames[name]["layout"]["title"]["text"]
+
+
+def test_all_corpora_is_offered_only_when_there_are_several() -> None:
+    """Of one corpus, "(all corpora)" drew what the corpus does: the report's explorer offered two
+    choices that showed the same figure."""
+    one = synthetic_study(n_tokens=500, corpora=("a",), sizes=(1e5, 1e6, 1e7))
+    two = synthetic_study(n_tokens=500, corpora=("a", "b"), sizes=(1e5, 1e6, 1e7))
+    for view in (widgets.ScalingView, widgets.KSweepView):
+        assert list(view(one, live=False).corpus_dropdown.options) == ["a"]
+        assert list(view(two, live=False).corpus_dropdown.options) == [base.ALL_CORPORA, "a", "b"]
+    assert widgets.KSweepView(one, live=False).corpus_dropdown.value == "a"  # it opens on all of them
+    assert widgets.KSweepView(two, live=False).corpus_dropdown.value == base.ALL_CORPORA

@@ -258,10 +258,18 @@ class View(FigureView):
 
 
 class CorpusMixin:
+    def _corpus_options(self) -> list[str]:
+        # Of one corpus, "(all corpora)" draws what the corpus does: a choice that changes nothing.
+        many = self._allow_all and len(self.study.corpora) > 1
+        return ([ALL_CORPORA] if many else []) + list(self.study.corpora)
+
     def _corpus_dropdown(self, corpus: str | None, allow_all: bool) -> w.Dropdown:
-        options = ([ALL_CORPORA] if allow_all else []) + list(self.study.corpora)
+        self._allow_all = allow_all
+        options = self._corpus_options()
         # Default: one corpus, the lightest figure to redraw while dragging.
         value = corpus if corpus is not None else self.study.corpora[0]
+        if value == ALL_CORPORA and allow_all and value not in options:
+            value = options[0]  # the study's one corpus is all of them
         if value not in options:
             raise InvalidArgumentError(
                 f"unknown corpus {corpus!r}; this study has {list(self.study.corpora)}"
@@ -289,9 +297,7 @@ class CorpusMixin:
         # Another family may have other corpora and another |V|: keep selections that still exist.
         with self.hold_refresh():
             old = self.corpus_dropdown.value
-            options = ([ALL_CORPORA] if ALL_CORPORA in self.corpus_dropdown.options else []) + list(
-                self.study.corpora
-            )
+            options = self._corpus_options()
             self.corpus_dropdown.options = options
             self.corpus_dropdown.value = old if old in options else self.study.corpora[0]
             if hasattr(self, "k_slider"):

@@ -57,8 +57,10 @@ class KSweepView(CorpusKMixin, View):
         with self.hold_refresh():
             k = self.k
             old = self.corpus_dropdown.value
-            self.corpus_dropdown.options = [ALL_CORPORA, *self.study.corpora]
-            self.corpus_dropdown.value = old if old in self.corpus_dropdown.options else ALL_CORPORA
+            self.corpus_dropdown.options = self._corpus_options()
+            self.corpus_dropdown.value = (
+                old if old in self.corpus_dropdown.options else self._corpus_options()[0]
+            )
             options = self._slider_options()
             self.k_slider.options = options
             self.k_slider.value = nearest(options, k)
