@@ -254,7 +254,8 @@ def test_repair_rebuilds_a_damaged_or_missing_index(cache, capsys):
     merged.write_bytes(b"PAR1 not a parquet file")
     problems = index_problems(root)
     assert len(problems) == 1 and problems[0].startswith("index file index.parquet is refused")
-    study = load_study(entries=keys, cache_dir=root)  # reads the summaries, writes the index again
+    with pytest.warns(UserWarning, match="index file index.parquet is refused"):
+        study = load_study(entries=keys, cache_dir=root)  # reads the summaries, writes the index again
     assert indexed(study) and index_problems(root) == []
     merged.unlink()
     status = cli.main(["cache", "--cache-dir", str(root), "repair", "--no-progress"])

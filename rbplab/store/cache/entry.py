@@ -467,6 +467,8 @@ def open_summaries(
     merged into the index when no other process holds it (a writable cache only)."""
     root = cache_root(root)
     found = cache_index.CacheIndex(root)
+    for problem in found.problems[:1]:  # the entries' summaries stand in for what it cannot give
+        warnings.warn(f"the cache index: {problem}; its entries' summaries are read instead", stacklevel=3)
     out: list[EntrySummary] = []
     rows: dict[str, cache_index.IndexRow] = {}
     derived = False
