@@ -38,6 +38,11 @@ if TYPE_CHECKING:
 class ParameterError(RbplabError, ValueError):
     """A notebook parameter that cannot be used as given."""
 
+    def _render_traceback_(self) -> list[str]:
+        # IPython shows an exception with this method as the lines it returns: in a kernel (the lab,
+        # papermill, the report) a wrong parameter is its one-line message, not ~30 lines of frames.
+        return [f"{type(self).__name__}: {self}"]
+
 
 # A parameters file names a few values: a few KB. The bound keeps /dev/zero or a huge file out.
 MAX_PARAMS_FILE_BYTES = 1 << 20

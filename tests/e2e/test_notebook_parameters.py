@@ -1,8 +1,8 @@
 """Notebook parameters through papermill's own command line, on every notebook: `-p` types only
 True, False, None and numbers, so a flag or a number given as other text reaches the kernel as
 text. Each notebook types them in the cell right after its parameters cell, or stops there with a
-one-line `ParameterError` naming the parameter, its value and the type expected; `-p extract
-false` and `-p synthetic false` are false."""
+one-line `ParameterError` naming the parameter, its value and the type expected (the kernel shows
+that line alone, no frames); `-p extract false` and `-p synthetic false` are false."""
 
 from __future__ import annotations
 
@@ -60,6 +60,11 @@ def test_a_parameter_of_another_type_stops_the_notebook_in_one_line(notebook, tm
     assert "typed_parameters(globals())" in "".join(failed["source"])
     (error,) = [o for o in failed["outputs"] if o.get("output_type") == "error"]
     assert error["ename"] == "ParameterError" and error["evalue"].startswith(message)
+    # the kernel shows the message alone (ParameterError._render_traceback_), not ~17 lines of
+    # frames; what papermill prints around it is its own traceback
+    assert error["traceback"] == [f"ParameterError: {error['evalue']}"]
+    kernel_part = output.split('Exception encountered at "In [', 1)[1].splitlines()[1:]
+    assert [line for line in kernel_part if line.strip()] == error["traceback"], output[-3000:]
 
 
 def test_extract_false_is_false(tmp_path):
