@@ -164,10 +164,14 @@ def cached_checkpoints(
     """A study table naming the training checkpoints of `families` that the cache holds on every
     one of `corpora` (what `rbplab demo` scores, or `rbplab run` with revisions): the revisions
     every model has at one scoring cap, the cap that covers the most checkpoints. None when the
-    cache holds no checkpoint of every model on every corpus."""
+    cache holds no checkpoint of every model on every corpus. Corpus names are resolved as
+    everywhere (`rbplab.catalog.corpora.corpus_name`: any case; an unknown one is an error, not
+    "no checkpoints")."""
     from rbplab.catalog import registry
+    from rbplab.catalog.corpora import corpus_name
     from rbplab.store.cache.admin import list_entries
 
+    corpora = [str(corpus_name(c)) for c in corpora]
     families = list(families)
     members = pd.concat([registry.family_models(f) for f in families], ignore_index=True)["model"]
     entries = list_entries(cache_dir)

@@ -11,6 +11,7 @@ import rbplab
 from rbplab.catalog.corpora import CorpusError, corpus_name, load_corpus
 from rbplab.cli import app as cli
 from rbplab.grid import Grid
+from rbplab.report import cached_checkpoints
 from rbplab.viz.parameters import NotebookParameters
 
 MISTYPED = "prosse"  # close to prose, so the error suggests it
@@ -83,6 +84,10 @@ def test_a_mistyped_corpus_is_one_line_from_python_and_the_notebooks(no_cache_lo
     params = NotebookParameters.read({"families": ["micro"], "corpora": f'["prose", "{MISTYPED}"]'})
     with pytest.raises(CorpusError, match=r"\(did you mean 'prose'\?\)"):
         params.open_study()
+    # notebook 06 looks for the checkpoints the cache holds on its corpora: a mistyped one used to
+    # find none and fall back to a synthetic law
+    with pytest.raises(CorpusError, match=r"\(did you mean 'prose'\?\)"):
+        cached_checkpoints(["micro"], ["prose", MISTYPED])
 
 
 def test_corpus_case_is_ignored_everywhere(tmp_path, monkeypatch, capsys):
