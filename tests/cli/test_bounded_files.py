@@ -5,7 +5,6 @@ were RecursionErrors, MemoryErrors, hangs and tracebacks."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import struct
 import tarfile
@@ -15,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from helpers.factories import SPEC, complete_entry
-from helpers.hostile import no_hang, safe_snapshot
+from helpers.hostile import SPARSE, deep_json, hostile_file, no_hang, safe_snapshot
 
 from rbplab.cli import app as cli
 from rbplab.store.paths import data_dir
@@ -23,25 +22,17 @@ from rbplab.store.paths import data_dir
 # Levels: Python's parsers die near a thousand; 3,000 fit every byte bound (16 KiB for a checksum
 # record), so the depth, not the size, is what is refused.
 DEEP = 3_000
-SPARSE = 2 << 30
-DEEP_JSON = "[" * DEEP + "]" * DEEP
+DEEP_JSON = deep_json(DEEP)
 HOSTILITIES = ("deep", "/dev/zero", "fifo", "sparse 2 GiB", "wrong shape")
 
 
 def make(path: Path, how: str, deep: str, wrong: str) -> None:
     """Put at `path` the file `how` names: deep nesting, a link to /dev/zero, a FIFO, a sparse
     2 GiB file (no disk used) or a well-formed file of the wrong shape."""
-    if how == "deep":
-        path.write_text(deep)
-    elif how == "/dev/zero":
-        path.symlink_to("/dev/zero")
-    elif how == "fifo":
-        os.mkfifo(path)
-    elif how == "sparse 2 GiB":
-        with open(path, "wb") as handle:
-            handle.truncate(SPARSE)
+    if how in ("deep", "wrong shape"):
+        hostile_file(path, "text", text=deep if how == "deep" else wrong)
     else:
-        path.write_text(wrong)
+        hostile_file(path, "sparse" if how == "sparse 2 GiB" else how)
 
 
 def one_line_exit_1(capsys, argv: list[str], root: Path, seconds: int = 60) -> str:
@@ -144,11 +135,11 @@ def _write_bytes(data: bytes) -> Callable[[Path], None]:
 
 
 def _sparse(size: int) -> Callable[[Path], None]:
-    def make_sparse(path: Path) -> None:
-        with open(path, "wb") as handle:
-            handle.truncate(size)
+    return lambda path: hostile_file(path, "sparse", size=size)
 
-    return make_sparse
+
+def _hostile(how: str) -> Callable[[Path], None]:
+    return lambda path: hostile_file(path, how)
 
 
 MODEL_FILES: dict[str, tuple[str, Callable[[Path], None], str]] = {
@@ -163,12 +154,12 @@ MODEL_FILES: dict[str, tuple[str, Callable[[Path], None], str]] = {
     ),
     "tokenizer_config.json /dev/zero": (
         "tokenizer_config.json",
-        lambda p: (p.unlink(), p.symlink_to("/dev/zero")),
+        _hostile("/dev/zero"),
         "is a character device",
     ),
     "tokenizer_config.json a FIFO": (
         "tokenizer_config.json",
-        lambda p: (p.unlink(), os.mkfifo(p)),
+        _hostile("fifo"),
         "is a FIFO",
     ),
     "safetensors header nested deep": (
@@ -188,10 +179,10 @@ MODEL_FILES: dict[str, tuple[str, Callable[[Path], None], str]] = {
     ),
     "index /dev/zero": (
         "model.safetensors.index.json",
-        lambda p: p.symlink_to("/dev/zero"),
+        _hostile("/dev/zero"),
         "character device",
     ),
-    "index a FIFO": ("model.safetensors.index.json", os.mkfifo, "is a FIFO, not a regular file"),
+    "index a FIFO": ("model.safetensors.index.json", _hostile("fifo"), "is a FIFO, not a regular file"),
     "index sparse 2 GiB": (
         "model.safetensors.index.json",
         _sparse(SPARSE),
@@ -268,9 +259,9 @@ CORPORA = {
         _word,
         "document 'word.txt' has more than 1,048,576 characters without",
     ),
-    "a FIFO .txt": ("fifo.txt", os.mkfifo, "is a FIFO, not a regular file"),
-    "a .txt linked to /dev/zero": ("zero.txt", lambda p: p.symlink_to("/dev/zero"), "is a character device"),
-    "a FIFO .jsonl": ("fifo.jsonl", os.mkfifo, "is a FIFO, not a regular file"),
+    "a FIFO .txt": ("fifo.txt", _hostile("fifo"), "is a FIFO, not a regular file"),
+    "a .txt linked to /dev/zero": ("zero.txt", _hostile("/dev/zero"), "is a character device"),
+    "a FIFO .jsonl": ("fifo.jsonl", _hostile("fifo"), "is a FIFO, not a regular file"),
     "a .jsonl line nested deep": (
         "deep.jsonl",
         lambda p: p.write_text('{"id": "a", "text": "fine"}\n' + DEEP_JSON + "\n"),

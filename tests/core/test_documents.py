@@ -4,11 +4,10 @@ refused in one line naming the file and the field."""
 
 from __future__ import annotations
 
-import os
 import random
 
 import pytest
-from helpers.hostile import no_hang
+from helpers.hostile import hostile_file, no_hang
 
 from rbplab.core.documents import (
     Fields,
@@ -126,16 +125,7 @@ def test_the_declared_shape_takes_what_it_declares():
     ],
 )
 def test_only_a_bounded_regular_file_is_read(read, how, told, tmp_path):
-    path = tmp_path / "file"
-    if how == "/dev/zero":
-        path.symlink_to("/dev/zero")
-    elif how == "fifo":
-        os.mkfifo(path)
-    elif how == "sparse":
-        with open(path, "wb") as handle:
-            handle.truncate(2 << 30)
-    else:
-        path.mkdir()
+    path = hostile_file(tmp_path / "file", how)
     with no_hang(20), pytest.raises(BadFileError, match=rf"^results file {path} {told}$"):
         read(path, "results file", 1 << 20)
 

@@ -1,4 +1,6 @@
-"""Hostile files for cache tests (issue 20): what an attacker or an unlucky colleague can put in a
+"""Hostile files: `hostile_file`, the one maker of what stands where a small file should (a link to
+/dev/zero, a FIFO, a sparse giant, a folder, text nested too deeply), shared by every reader's tests;
+and hostile cache entries (issue 20): what an attacker or an unlucky colleague can put in a
 shared cache besides bad JSON. Each `CASES` entry damages one complete entry of a cache and says
 what `rbplab cache verify` must print about it; tests run the list one by one, on a full tmpfs
 and on a read-only mount."""
@@ -24,6 +26,36 @@ from rbplab.store.cache.reading import summary_bytes
 
 SPEC_V = {**SPEC, "vocab": {"size": 50, "include_padded": False, "head_rows": 50}}
 HUGE = 20 * 2**30  # 20 GiB, always sparse
+SPARSE = 2 << 30  # 2 GiB: past every bound a reader has, in no disk space
+HOSTILE = ("/dev/zero", "fifo", "sparse", "folder")  # what stands where a small file should
+
+
+def deep_json(depth: int) -> str:
+    """A JSON list nested `depth` levels deep."""
+    return "[" * depth + "]" * depth
+
+
+def hostile_file(path: Path, how: str, *, size: int = SPARSE, text: str | bytes = "") -> Path:
+    """Put at `path` (in place of a file there) what a careless colleague or an attacker leaves
+    where a small file should be: "/dev/zero" (a link to it), "fifo", "sparse" (a file of `size`
+    bytes that takes no disk), "folder", or "text" (`text` as written: binary, nested too deeply,
+    well formed but of the wrong shape). Returns `path`."""
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    if how == "/dev/zero":
+        path.symlink_to("/dev/zero")
+    elif how == "fifo":
+        os.mkfifo(path)
+    elif how == "sparse":
+        with open(path, "wb") as handle:
+            handle.truncate(size)
+    elif how == "folder":
+        path.mkdir()
+    elif how == "text":
+        path.write_bytes(text.encode() if isinstance(text, str) else text)
+    else:
+        raise ValueError(f"no hostile file {how!r}: one of {HOSTILE} or 'text'")
+    return path
 
 
 class Hung(Exception):

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 from helpers.extraction import extract_run
+from helpers.hostile import hostile_file
 from helpers.untrusted import read_only, snapshot
 
 from rbplab.catalog.models import ModelSpec
@@ -265,8 +266,7 @@ def test_a_config_file_that_is_a_device_is_refused_when_checked_for_code(gpt2_di
 
     model = tmp_path / "model"
     shutil.copytree(gpt2_dir, model)
-    (model / "tokenizer_config.json").unlink()
-    (model / "tokenizer_config.json").symlink_to("/dev/zero")
+    hostile_file(model / "tokenizer_config.json", "/dev/zero")
     with pytest.raises(
         ModelLoadError, match="cannot check .*tokenizer_config.json.* for custom code: .*character device"
     ):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from helpers.hostile import hostile_file
 
 from rbplab.core import ExtractionSettings
 from rbplab.grid import Grid, StudyFileError
@@ -147,17 +148,11 @@ def _run(capsys, *argv) -> tuple[int, str, str]:
 def test_hostile_study_files_are_one_line_errors(tmp_path, capsys, kind, message):
     """Binary garbage gave UnicodeDecodeError and /dev/zero MemoryError: now a bounded read of a
     regular file and a text check, each one line, for `Grid.read` and `rbplab run`."""
-    if kind == "binary":
-        path = tmp_path / "study.toml"
-        path.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4)
-    elif kind == "/dev/zero":
-        path = tmp_path / "study.toml"
-        path.symlink_to("/dev/zero")
-    elif kind == "large":
+    if kind == "large":
         path = write(tmp_path, EXAMPLE + "#" * (1 << 20) + "\n")
     else:
-        path = tmp_path / "study.toml"
-        path.mkdir()
+        binary = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
+        path = hostile_file(tmp_path / "study.toml", "text" if kind == "binary" else kind, text=binary)
     with pytest.raises(StudyFileError, match=message) as info:
         Grid.read(path)
     assert "\n" not in str(info.value)

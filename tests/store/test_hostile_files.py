@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from helpers.factories import shard_frame
-from helpers.hostile import CASES, HUGE, SPEC_V, entry_with_new_prefix, no_hang
+from helpers.hostile import CASES, HUGE, SPEC_V, entry_with_new_prefix, hostile_file, no_hang
 from helpers.untrusted import snapshot
 
 from rbplab.cli import app as cli
@@ -121,10 +121,10 @@ def test_read_entry_file_reads_only_regular_files_inside_the_entry(tmp_path):
         read_entry_file(entry_dir / "sub" / "ok.json", entry_dir, 10)
     with pytest.raises(UnsafeFileError, match="is not a file directly inside"):
         read_entry_file(entry_dir / ".." / "x", entry_dir, 10)
-    os.mkfifo(entry_dir / "fifo")
-    (entry_dir / "zero").symlink_to("/dev/zero")
+    hostile_file(entry_dir / "fifo", "fifo")
+    hostile_file(entry_dir / "zero", "/dev/zero")
     (entry_dir / "inner-link").symlink_to(entry_dir / "ok.json")  # even a link inside the entry
-    (entry_dir / "folder").mkdir()
+    hostile_file(entry_dir / "folder", "folder")
     with no_hang(5):
         for name, what in [
             ("fifo", "a FIFO"),

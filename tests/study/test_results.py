@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 from importlib import metadata
 
 import numpy as np
 import pandas as pd
 import pytest
-from helpers.hostile import no_hang
+from helpers.hostile import deep_json, hostile_file, no_hang
 
 import rbplab
 from rbplab.store.cache.entry import CacheEntry
@@ -88,20 +87,10 @@ GOOD = {"format": "rbplab-results", "version": RESULTS_VERSION}
 )
 def test_a_hostile_results_file_is_one_line(how, told, tmp_path):
     """Each was a RecursionError, a MemoryError, a hang, an AttributeError, or accepted."""
-    path = tmp_path / "results.json"
-    if how == "deep":
-        path.write_text(
-            '{"format": "rbplab-results", "version": 1, "grid": ' + "[" * 100_000 + "]" * 100_000 + "}"
-        )
-    elif how == "/dev/zero":
-        path.symlink_to("/dev/zero")
-    elif how == "fifo":
-        os.mkfifo(path)
-    elif how == "sparse 2 GiB":
-        with open(path, "wb") as handle:
-            handle.truncate(2 << 30)
-    else:
-        path.write_text(json.dumps(how))
+    deep = '{"format": "rbplab-results", "version": 1, "grid": ' + deep_json(100_000) + "}"
+    kinds = {"deep": ("text", deep), "sparse 2 GiB": ("sparse", "")}
+    kind, text = kinds.get(how, (how, "")) if isinstance(how, str) else ("text", json.dumps(how))
+    path = hostile_file(tmp_path / "results.json", kind, text=text)
     with no_hang(20), pytest.raises(ResultsError) as err:
         load_results(path)
     assert re.search(told, str(err.value)) and str(path) in str(err.value) and "\n" not in str(err.value)
