@@ -20,13 +20,25 @@ HINT = f"unknown corpus {MISTYPED!r} (did you mean 'prose'?)"
 
 @pytest.fixture
 def no_cache_lookup(monkeypatch):
-    """Fail any test that reaches the cache: a name must be refused before."""
+    """Fail any test that reaches the cache: a name must be refused before. Every binding of the
+    cache's entry points is replaced (and restored), so no module keeps the stand-in."""
+    import importlib
+    import sys
+
+    from rbplab.store import files
+    from rbplab.store.cache import layout
+
+    for name in ("rbplab.study.study", "rbplab.extraction.fingerprints", "rbplab.store.cache.admin"):
+        importlib.import_module(name)  # bound to the real functions before any is replaced
 
     def looked(*args, **kwargs):
         raise AssertionError("the cache was looked in before the corpus name was checked")
 
-    monkeypatch.setattr("rbplab.store.files.cache_root", looked)
-    monkeypatch.setattr("rbplab.store.cache.layout.entry_dirs", looked)
+    originals = (files.cache_root, layout.entry_dirs)
+    for module in [m for n, m in sys.modules.items() if n.startswith("rbplab") and m is not None]:
+        for attribute, value in list(vars(module).items()):
+            if any(value is original for original in originals):
+                monkeypatch.setattr(module, attribute, looked)
 
 
 def test_corpus_name_spells_and_checks_every_kind_of_name(tmp_path):
