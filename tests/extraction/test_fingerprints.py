@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-import torch
+from helpers.models import edit_saved
 from helpers.weights import rewrite, scaled_safetensors
 
 from rbplab.extraction import scoring
@@ -21,16 +21,11 @@ from rbplab.store import CacheEntry
 
 
 def test_fingerprint_follows_the_weights(gpt2_dir, tmp_path):
-    from transformers import AutoModelForCausalLM
-
     copy = tmp_path / "copy"
     shutil.copytree(gpt2_dir, copy)
     original = describe_model(str(gpt2_dir)).info
     assert describe_model(str(copy)).info.fingerprint == original.fingerprint  # path-independent
-    model = AutoModelForCausalLM.from_pretrained(copy)
-    with torch.no_grad():
-        model.lm_head.weight[0, 0] += 1.0
-    model.save_pretrained(copy)
+    edit_saved(copy, lambda model: model.lm_head.weight[0, 0].add_(1.0))
     changed = describe_model(str(copy)).info
     assert changed.fingerprint != original.fingerprint
     assert changed.tokenizer_fingerprint == original.tokenizer_fingerprint

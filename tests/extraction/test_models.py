@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 import torch
-from helpers.models import PAD_ROWS, build_tokenizer
+from helpers.models import PAD_ROWS, build_tokenizer, save_tiny
 from transformers import LlamaConfig
 
 from rbplab.catalog import registry
@@ -73,22 +73,7 @@ def test_bfloat16_model(gpt2_dir):
 
 
 def test_softcapped_logits(tmp_path, tiny_tokenizer):
-    from transformers import Gemma2Config, Gemma2ForCausalLM
-
-    torch.manual_seed(0)
-    config = Gemma2Config(
-        vocab_size=len(tiny_tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        head_dim=16,
-        max_position_embeddings=64,
-        final_logit_softcapping=0.5,
-    )
-    Gemma2ForCausalLM(config).save_pretrained(tmp_path)
-    tiny_tokenizer.save_pretrained(tmp_path)
+    save_tiny(tmp_path, tiny_tokenizer, "gemma2", seed=0, final_logit_softcapping=0.5)
     model, _, info = load_model(str(tmp_path))
     assert info.softcap == 0.5
     check_head(model, info)

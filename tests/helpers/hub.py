@@ -26,9 +26,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import torch
-
-from helpers.models import DOCUMENTS, PAD_ROWS, TEXT
+from helpers.models import DOCUMENTS, PAD_ROWS, TEXT, save_tiny
 
 PYTHIA = "EleutherAI/pythia-14m"
 OPT = "facebook/opt-125m"
@@ -114,66 +112,25 @@ def qwen_tokenizer():
 
 
 def _save_neox(path: Path, tokenizer, seed: int) -> Path:
-    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
-
-    torch.manual_seed(seed)
-    config = GPTNeoXConfig(
-        vocab_size=len(tokenizer) + PAD_ROWS,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-        max_position_embeddings=64,
-        tie_word_embeddings=False,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )
-    GPTNeoXForCausalLM(config).eval().save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
+    return save_tiny(path, tokenizer, "gpt_neox", seed=seed, vocab_size=len(tokenizer) + PAD_ROWS)
 
 
 def _save_opt(path: Path, tokenizer) -> Path:
-    from transformers import OPTConfig, OPTForCausalLM
-
-    torch.manual_seed(3)
-    config = OPTConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        num_hidden_layers=2,
-        ffn_dim=64,
-        num_attention_heads=4,
-        max_position_embeddings=64,
-        word_embed_proj_dim=32,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    OPTForCausalLM(config).eval().save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
+    return save_tiny(path, tokenizer, "opt", seed=3, pad_token_id=tokenizer.pad_token_id)
 
 
 def _save_qwen(path: Path, tokenizer) -> Path:
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    torch.manual_seed(4)
     endoftext = tokenizer.convert_tokens_to_ids("<|endoftext|>")
-    config = Qwen2Config(
-        vocab_size=len(tokenizer) + PAD_ROWS,  # padded head, as Qwen2.5's 151,936 rows for 151,665 tokens
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-        tie_word_embeddings=True,
+    # A padded head, as Qwen2.5's 151,936 rows for 151,665 tokens; no bos token of its own.
+    return save_tiny(
+        path,
+        tokenizer,
+        "qwen2",
+        seed=4,
+        vocab_size=len(tokenizer) + PAD_ROWS,
         bos_token_id=endoftext,
         eos_token_id=endoftext,
     )
-    Qwen2ForCausalLM(config).eval().save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Tiny tokenizer and random causal LMs built locally (no hub), and the float64 reference ranks.
 
 Everything is built from the text below: a byte-level BPE trained with `tokenizers` and
-randomly initialised GPT-2 / GPT-NeoX / Llama configs a few thousand parameters in size.
+randomly initialised GPT-2 / GPT-NeoX / Llama configs a few thousand parameters in size, each by
+`save_tiny`, the one builder of tiny models every test uses (OPT, Qwen2 and Gemma-2 too).
 The models are deliberately awkward:
 - GPT-2 (tied head): some embedding rows duplicated, so logits tie exactly;
 - GPT-NeoX (untied head): output layer padded beyond the tokenizer's vocabulary,
@@ -11,7 +12,9 @@ The models are deliberately awkward:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -76,75 +79,116 @@ def tie_pairs(tokenizer, corpus_texts: list[str], n: int = 6) -> list[tuple[int,
     return list(zip(frequent[0::2], frequent[1::2], strict=False))
 
 
-def build_gpt2(path: Path, tokenizer, seed: int = 0) -> Path:
-    from transformers import GPT2Config, GPT2LMHeadModel
+# The one shape of the tiny test models: 2 layers 32 wide, an MLP of 64, 4 heads, 64 positions.
+SHAPE = {
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "max_position_embeddings": 64,
+}
+# Per architecture: (config class, model class, its config of the shape above). GPT-2 and OPT name
+# the same sizes their own way; each entry keeps the bytes every test was written against.
+ARCHITECTURES: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "gpt2": ("GPT2Config", "GPT2LMHeadModel", {"n_positions": 64, "n_embd": 32, "n_layer": 2, "n_head": 2}),
+    "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM", {**SHAPE, "tie_word_embeddings": False}),
+    "llama": (
+        "LlamaConfig",
+        "LlamaForCausalLM",
+        {**SHAPE, "num_key_value_heads": 2, "tie_word_embeddings": False},
+    ),
+    "qwen2": (
+        "Qwen2Config",
+        "Qwen2ForCausalLM",
+        {**SHAPE, "num_key_value_heads": 2, "tie_word_embeddings": True},
+    ),
+    "opt": (
+        "OPTConfig",
+        "OPTForCausalLM",
+        {
+            "hidden_size": 32,
+            "word_embed_proj_dim": 32,
+            "ffn_dim": 64,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "max_position_embeddings": 64,
+        },
+    ),
+    "gemma2": (
+        "Gemma2Config",
+        "Gemma2ForCausalLM",
+        {**SHAPE, "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16},
+    ),
+}
 
+
+def save_tiny(
+    path: Path,
+    tokenizer,
+    arch: str,
+    *,
+    seed: int,
+    edit: Callable[[torch.nn.Module], None] | None = None,
+    **config: Any,
+) -> Path:
+    """The one builder of tiny test models: a randomly initialised `arch` (a key of ARCHITECTURES)
+    of the tiny shape, its weights drawn after `torch.manual_seed(seed)`, changed by `edit(model)`
+    (under no_grad), saved at `path` with `tokenizer`. The vocabulary size and bos/eos ids are the
+    tokenizer's; `config` adds to or overrides the architecture's config (a padded head, a softcap)."""
+    import transformers
+
+    config_class, model_class, shape = ARCHITECTURES[arch]
     torch.manual_seed(seed)
-    config = GPT2Config(
-        vocab_size=len(tokenizer),
-        n_positions=64,
-        n_embd=32,
-        n_layer=2,
-        n_head=2,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )
-    model = GPT2LMHeadModel(config).eval()
-    _duplicate_rows(model.transformer.wte.weight, tie_pairs(tokenizer, [t for _, t in DOCUMENTS]))
+    settings = {
+        "vocab_size": len(tokenizer),
+        "bos_token_id": tokenizer.bos_token_id,
+        "eos_token_id": tokenizer.eos_token_id,
+        **shape,
+        **config,
+    }
+    model = getattr(transformers, model_class)(getattr(transformers, config_class)(**settings)).eval()
+    if edit is not None:
+        with torch.no_grad():
+            edit(model)
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
+
+
+def edit_saved(path: Path, edit: Callable[[torch.nn.Module], None]) -> None:
+    """Change the weights of the model saved at `path` with `edit(model)` (under no_grad) and save
+    it there again (what a test does to make a model that fails a check)."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(path)
+    with torch.no_grad():
+        edit(model)
+    model.save_pretrained(path)
+
+
+def build_gpt2(path: Path, tokenizer, seed: int = 0) -> Path:
+    def tie(model) -> None:
+        _duplicate_rows(model.transformer.wte.weight, tie_pairs(tokenizer, [t for _, t in DOCUMENTS]))
+
+    return save_tiny(path, tokenizer, "gpt2", seed=seed, edit=tie)
 
 
 PAD_ROWS = 11
 
 
 def build_neox(path: Path, tokenizer, seed: int = 1) -> Path:
-    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
-
-    torch.manual_seed(seed)
     real = len(tokenizer)
-    config = GPTNeoXConfig(
-        vocab_size=real + PAD_ROWS,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-        max_position_embeddings=64,
-        tie_word_embeddings=False,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )
-    model = GPTNeoXForCausalLM(config).eval()
-    head = model.get_output_embeddings().weight
-    _duplicate_rows(head, tie_pairs(tokenizer, [t for _, t in DOCUMENTS]))
-    with torch.no_grad():
+
+    def tie_and_pad(model) -> None:
+        head = model.get_output_embeddings().weight
+        _duplicate_rows(head, tie_pairs(tokenizer, [t for _, t in DOCUMENTS]))
         head[real:] = head[:PAD_ROWS] * 20.0  # padded rows that would outrank real tokens
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
+
+    return save_tiny(path, tokenizer, "gpt_neox", seed=seed, edit=tie_and_pad, vocab_size=real + PAD_ROWS)
 
 
 def build_llama(path: Path, tokenizer, seed: int = 2) -> Path:
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(seed)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-        tie_word_embeddings=False,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )
-    model = LlamaForCausalLM(config).eval()
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
+    return save_tiny(path, tokenizer, "llama", seed=seed)
 
 
 def naive_reference(

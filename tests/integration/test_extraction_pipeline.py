@@ -16,7 +16,7 @@ import pytest
 import torch
 from helpers.cache_rows import entry_rows
 from helpers.extraction import extract_run
-from helpers.models import naive_reference
+from helpers.models import naive_reference, save_tiny
 
 from rbplab.catalog import registry
 from rbplab.catalog.models import ModelLoadError, ModelSpec
@@ -384,44 +384,11 @@ def test_gguf_placeholder_tokens_are_left_out(padded_gguf, gguf_files, tiny_corp
 
 
 def _build_opt(path: Path, tokenizer) -> Path:
-    from transformers import OPTConfig, OPTForCausalLM
-
-    torch.manual_seed(3)
-    config = OPTConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        word_embed_proj_dim=32,
-        ffn_dim=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        max_position_embeddings=64,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )
-    OPTForCausalLM(config).eval().save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
+    return save_tiny(path, tokenizer, "opt", seed=3)
 
 
 def _build_qwen2(path: Path, tokenizer) -> Path:
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    torch.manual_seed(4)
-    config = Qwen2Config(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-        tie_word_embeddings=True,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )
-    Qwen2ForCausalLM(config).eval().save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
+    return save_tiny(path, tokenizer, "qwen2", seed=4)
 
 
 @pytest.mark.parametrize("arch", ["gpt2", "neox", "llama", "opt", "qwen2", "micro"])

@@ -15,6 +15,7 @@ import pytest
 import torch
 from helpers.extraction import extract_run
 from helpers.hostile import hostile_file
+from helpers.models import edit_saved
 from helpers.untrusted import read_only, snapshot
 
 from rbplab.catalog.models import ModelSpec
@@ -109,12 +110,7 @@ def _pickle_checkpoint(model):
 
 
 def _nan_weights(model):
-    from transformers import AutoModelForCausalLM
-
-    weights = AutoModelForCausalLM.from_pretrained(model)
-    with torch.no_grad():
-        weights.transformer.h[1].mlp.c_fc.weight.fill_(float("nan"))
-    weights.save_pretrained(model)
+    edit_saved(model, lambda weights: weights.transformer.h[1].mlp.c_fc.weight.fill_(float("nan")))
 
 
 @pytest.mark.parametrize(
@@ -275,12 +271,11 @@ def test_a_config_file_that_is_a_device_is_refused_when_checked_for_code(gpt2_di
 
 def _poisoned_embedding(model, token: int, value: float) -> None:
     """One input-embedding row of an untied model set to `value` (the head stays finite)."""
-    from transformers import AutoModelForCausalLM
 
-    weights = AutoModelForCausalLM.from_pretrained(model)
-    with torch.no_grad():
+    def poison(weights) -> None:
         weights.get_input_embeddings().weight[token] = value
-    weights.save_pretrained(model)
+
+    edit_saved(model, poison)
 
 
 def _frequent_token_outside_load_check(tokenizer, ids: list[int]) -> int:
