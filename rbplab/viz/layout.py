@@ -253,7 +253,10 @@ def arrange(
     place = _legend_place(panels, page, entries, legend, colorbar, titled)
     tick_room, axis_room, panel_room = TICK_ROOM * k, AXIS_TITLE_ROOM * k, PANEL_TITLE_ROOM * k
     left, right, plot_width, hgap, panel_width = _columns(panels, page, entries, place, colorbar, titled)
-    vgap = (panel_room if panel_titles else 8 * k) + (8 * k if panels.shared_x else tick_room + 8 * k)
+    # Between rows: the row above's x tick labels (and its axes' own x titles, as 06's stacked
+    # column figure has: the next panel's title sat on them), and the next row's panel titles.
+    below_row = tick_room + (axis_room if _has_axis_titles(current, "x") else 0) + 8 * k
+    vgap = (panel_room if panel_titles else 8 * k) + (8 * k if panels.shared_x else below_row)
     below = tick_room + (axis_room if x_title or _has_axis_titles(current, "x") else 0)
     caption_top = below
     if caption:
@@ -444,6 +447,9 @@ def for_page(fig: go.Figure | dict, page: Page) -> go.Figure:
         # Two panels side by side leave a column ~100 px each: stack them (plotly places panels
         # by domain, so the same axes take the new places).
         panels = replace(panels, rows=2, cols=1, panel_height=round(panels.panel_height * 0.7))
+        # Each stacked panel is the leftmost of its row: it labels its y axis (a shared y axis
+        # labelled only the first column's).
+        fig.update_yaxes(showticklabels=True)
     arrange(fig, panels, page=page, **spec)
     # Markers and lines shrink with the page (not below half): screen-sized ones crowd a column.
     shrink = max(0.5, min(1.0, page.width / WIDTH))

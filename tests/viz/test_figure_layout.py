@@ -780,3 +780,43 @@ def test_each_paper_figure_names_its_corpus_and_models_without_its_title(figures
     text = " ".join(plain_text(t) for t in texts)
     assert any(c in text for c in (*CORPORA, "synthetic")), f"{name}: no corpus in {text[:300]!r}"
     assert re.search(r"synthetic|\d+ models", text), f"{name}: no models in {text[:300]!r}"
+
+
+# ---- a column figure's stacked panels ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("own_x_titles", [True, False], ids=["axes titled", "one x title"])
+def test_stacked_column_panels_leave_room_for_the_row_above(own_x_titles: bool) -> None:
+    """Two panels side by side are stacked on a paper column; between them lie the upper panel's
+    x tick labels, its axis's own x title when it has one (06's "tokens seen D", on which the
+    lower panel's title sat), and the lower panel's title: no more room than that when the axes
+    have no titles of their own. Both panels label their y axis."""
+    from plotly.subplots import make_subplots
+
+    from rbplab.viz.layout import (
+        AXIS_TITLE_ROOM,
+        PANEL_TITLE_ROOM,
+        TICK_ROOM,
+        Panels,
+        arrange,
+        for_page,
+        paper_page,
+    )
+
+    fig = make_subplots(rows=1, cols=2, shared_yaxes=True)
+    fig.add_scatter(x=[1, 2], y=[1, 2], row=1, col=1)
+    fig.add_scatter(x=[1, 2], y=[2, 1], row=1, col=2)
+    if own_x_titles:
+        fig.update_xaxes(title_text="tokens seen D", row=1, col=1)
+        fig.update_xaxes(title_text="S", row=1, col=2)
+    arrange(
+        fig, Panels(cols=2), title="t", panel_titles=["left", "right"], x_title=None if own_x_titles else "x"
+    )
+    page = paper_page("column")
+    column = for_page(fig, page).layout
+    plot_height = column.height - column.margin.t - column.margin.b
+    gap = (column.yaxis.domain[0] - column.yaxis2.domain[1]) * plot_height
+    k = page.scale
+    needed = (TICK_ROOM + (AXIS_TITLE_ROOM if own_x_titles else 0) + 8 + PANEL_TITLE_ROOM) * k
+    assert gap == pytest.approx(needed, abs=0.5)
+    assert column.yaxis.showticklabels is not False and column.yaxis2.showticklabels is True
