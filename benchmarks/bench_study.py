@@ -206,23 +206,29 @@ def write_grid(root: Path, n_entries: int, n_tokens: int) -> list[str]:
     return keys
 
 
-def backfill_rows(root: Path, keys: list[str]) -> int:
-    """Write the index row of each entry that has none, as `CacheEntry.finalize` writes it when an
-    entry completes (for entries written before the index existed); returns how many."""
+def backfill_rows(root: Path, keys: list[str], pristine: Path) -> int:
+    """Keep in `pristine` the row file of every entry of `keys`, as `CacheEntry.finalize` writes it
+    when an entry completes: taken from the index when it holds the entry's row, else derived from
+    the entry's summary (entries written before the index existed); returns how many were added."""
     from rbplab.store.cache import index
     from rbplab.store.cache.entry import CacheEntry
 
-    present = index.CacheIndex(root).rows
-    written = 0
+    pristine.mkdir(parents=True, exist_ok=True)
+    have = {m[1] for m in map(index.ROW_FILE_RE.match, os.listdir(pristine)) if m}
+    present = index.CacheIndex(root)
+    added = 0
     for key in keys:
-        if key in present:
+        if key in have:
             continue
         entry = CacheEntry.open(key, root)
         manifest = entry.manifest()
-        summary, record = entry.stored_summary(manifest)
-        index.write_row(root, index.row_of(key, summary, record))
-        written += 1
-    return written
+        row, _ = present.row_for(entry, manifest)
+        if row is None:
+            summary, record = entry.stored_summary(manifest)
+            row = index.row_of(key, summary, record)
+        (pristine / row.file_name).write_bytes(index._encode([row], merged=False))
+        added += 1
+    return added
 
 
 def grid_variant(root: str, n_tokens: int, n: int, variant: str) -> dict:
@@ -299,19 +305,9 @@ def run_grid(root: Path, entries: list[int], n_tokens: int, compare_max: int) ->
     # nothing merged), restored before each cold open; "warm": a second open in a new process.
     folder = index.index_dir(root)
     pristine = root / "index-rows-as-written"
-    if not pristine.is_dir():
-        clock = time.perf_counter()
-        written = backfill_rows(root, keys)
-        print(f"index rows written for {written} entries that had none ({time.perf_counter() - clock:.0f} s)")
-        shutil.rmtree(pristine, ignore_errors=True)
-        pristine.mkdir()
-        rows = index.CacheIndex(root)
-        shutil.rmtree(folder)
-        folder.mkdir(parents=True)
-        for key in keys:
-            for row in rows.rows[key]:
-                index.write_row(root, row)
-        shutil.copytree(folder, pristine, dirs_exist_ok=True)
+    clock = time.perf_counter()
+    added = backfill_rows(root, keys, pristine)
+    print(f"index row files kept for the cold opens: {added} added ({time.perf_counter() - clock:.0f} s)")
     print("open s: load_study(entries=...) of the first N entries, each in a new process; cold: the index as")
     print("the entries' writers left it (a row file per entry; merged by this open); warm: a second open;")
     print("summaries: each summary read whole (the path before the index), only up to --compare-max entries;")
@@ -321,7 +317,7 @@ def run_grid(root: Path, entries: list[int], n_tokens: int, compare_max: int) ->
     print(head + f"{'fit_table s':>12}{'ksweep s':>9}")
     for n in entries:
         rows = {}
-        shutil.rmtree(folder)
+        shutil.rmtree(folder, ignore_errors=True)
         shutil.copytree(pristine, folder)
         rows["cold"] = _child(["_grid", str(root), str(n_tokens), str(n), "index"])
         rows["warm"] = _child(["_grid", str(root), str(n_tokens), str(n), "index"])
@@ -340,7 +336,7 @@ def run_grid(root: Path, entries: list[int], n_tokens: int, compare_max: int) ->
         print(f"{'':>8}load average (1, 5, 15 min) after these runs: {load}")
         same = len({row["digest"] for row in rows.values()}) == 1
         print(f"{'':>8}fit_table and ksweep identical in every variant: {same}")
-    shutil.rmtree(folder)
+    shutil.rmtree(folder, ignore_errors=True)
     shutil.copytree(pristine, folder)
 
 

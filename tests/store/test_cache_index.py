@@ -89,7 +89,7 @@ def put_row(root: Path, row: cache_index.IndexRow) -> None:
     """Replace the entry's rows in the merged file by `row` (what someone with write access could)."""
     folder = cache_index.index_dir(root)
     others = [r for key, rows in merged_rows(root).items() if key != row.key for r in rows]
-    for name in folder.glob("row-*.parquet"):
+    for name in folder.glob("row-*.arrow"):
         name.unlink()
     (folder / cache_index.MERGED_FILE).write_bytes(cache_index._encode([row, *others]))
 
@@ -115,10 +115,10 @@ def test_a_row_holds_what_the_rank_pairs_give(cache):
 def test_completion_writes_a_row_and_a_study_reads_only_rows(cache, monkeypatch):
     root, keys = cache
     folder = cache_index.index_dir(root)
-    assert len(list(folder.glob("row-*.parquet"))) == 12  # one per completed entry, none merged yet
+    assert len(list(folder.glob("row-*.arrow"))) == 12  # one per completed entry, none merged yet
     first = load_study(entries=keys, cache_dir=root)
     assert indexed(first)
-    assert not list(folder.glob("row-*.parquet")) and (folder / cache_index.MERGED_FILE).is_file()
+    assert not list(folder.glob("row-*.arrow")) and (folder / cache_index.MERGED_FILE).is_file()
     # A second open reads no summary at all: a summary read would fail here.
     monkeypatch.setattr(CacheEntry, "_stored_summary", lambda *a, **k: pytest.fail("summary read"))
     study = load_study(entries=keys, cache_dir=root)
@@ -279,9 +279,9 @@ def test_a_killed_row_write_leaves_no_row(cache, monkeypatch):
     """A row write that dies before its rename leaves a temporary only: no row reads as complete."""
     root, keys = cache
     folder = cache_index.index_dir(root)
-    for name in folder.glob("row-*.parquet"):
+    for name in folder.glob("row-*.arrow"):
         name.unlink()
-    (folder / f".row-{keys[0]}-0123456789abcdef.parquet.tmp-1-deadbeef").write_bytes(b"half a row")
+    (folder / f".row-{keys[0]}-0123456789abcdef.arrow.tmp-1-deadbeef").write_bytes(b"half a row")
     assert cache_index.CacheIndex(root).rows == {}
     assert indexed(load_study(entries=keys, cache_dir=root))
 

@@ -17,13 +17,13 @@ The index is derived data, never trusted over the entries:
   from them and compared, so a forged row cannot survive past the first look at its summary.
 
 Files, under ``<root>/index/v1/``: ``index.parquet`` (the merged rows) and one
-``row-<key>-<sha16>.parquet`` per completed entry not merged yet. Whoever completes an entry (a
-Ray worker, a SLURM task) writes its own row file, atomically (temporary name, fsync, rename), under
-a name no other entry uses: workers finishing at once never write the same file, and a run killed
-before its row is renamed into place leaves no row (the read then reads the summary). Readers merge
-row files into ``index.parquet`` under ``<root>/locks/index.lock`` (skipped when another process
-holds it), replacing it by rename and deleting only the row files they merged. A row lost in a race
-costs one summary read, never a wrong number.
+``row-<key>-<sha16>.arrow`` (an Arrow IPC stream) per completed entry not merged yet. Whoever
+completes an entry (a Ray worker, a SLURM task) writes its own row file, atomically (temporary
+name, fsync, rename), under a name no other entry uses: workers finishing at once never write the
+same file, and a run killed before its row is renamed into place leaves no row (the read then reads
+the summary). Readers merge row files into ``index.parquet`` under ``<root>/locks/index.lock``
+(skipped when another process holds it), replacing it by rename and deleting only the row files
+they merged. A row lost in a race costs one summary read, never a wrong number.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ from rbplab.store.files import (
 
 INDEX_VERSION = 1
 MERGED_FILE = "index.parquet"
-ROW_FILE_RE = re.compile(r"^row-([0-9a-f]{64})-([0-9a-f]{16})\.parquet$")
+ROW_FILE_RE = re.compile(r"^row-([0-9a-f]{64})-([0-9a-f]{16})\.arrow$")
 # Bounds of every read: a row is ~3 KB (three lists of ~60 numbers); the merged file holds a row per
 # entry, so 1 GiB is ~300,000 entries.
 MAX_ROW_FILE_BYTES = 1 << 16
@@ -118,7 +118,7 @@ class IndexRow:
 
     @property
     def file_name(self) -> str:
-        return f"row-{self.key}-{self.summary_sha256[:16]}.parquet"
+        return f"row-{self.key}-{self.summary_sha256[:16]}.arrow"
 
 
 def within_counts(pairs: RankPairs, ks: np.ndarray, ties: str) -> np.ndarray:
@@ -174,9 +174,16 @@ def _table(rows: Iterable[IndexRow]) -> pa.Table:
     return pa.table(columns, schema=SCHEMA)
 
 
-def _encode(rows: Iterable[IndexRow]) -> bytes:
+def _encode(rows: Iterable[IndexRow], *, merged: bool = True) -> bytes:
+    """The merged file in Parquet (columnar, compressed); a row file as an Arrow IPC stream, which
+    reads in a tenth of the time of a one-row Parquet file (a cold open reads thousands)."""
+    table = _table(rows)
     sink = pa.BufferOutputStream()
-    pq.write_table(_table(rows), sink, compression="zstd")
+    if merged:
+        pq.write_table(table, sink, compression="zstd")
+    else:
+        with pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table)
     return sink.getvalue().to_pybytes()
 
 
@@ -187,31 +194,44 @@ def _flat(table: pa.Table, name: str, dtype) -> tuple[np.ndarray, np.ndarray]:
     return values, np.asarray(column.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
-def _decode(data: bytes) -> list[IndexRow]:
-    """The rows of one index file; ValueError when it is not one (a damaged or foreign file)."""
+def _read_table(data: bytes, merged: bool) -> pa.Table:
+    """The table of one index file, its schema checked; ValueError when it is not one (a damaged or
+    foreign file)."""
     try:
-        table = pq.read_table(pa.BufferReader(data))
+        if merged:
+            table = pq.read_table(pa.BufferReader(data))
+        else:
+            table = pa.ipc.open_stream(pa.BufferReader(data)).read_all()
     except (pa.ArrowException, OSError) as err:
-        raise ValueError(f"not a readable parquet file ({err})") from None
+        kind = "parquet file" if merged else "Arrow stream"
+        raise ValueError(f"not a readable {kind} ({_problem(err)})") from None
     if not table.schema.remove_metadata().equals(SCHEMA.remove_metadata()):
         raise ValueError("its columns are not those of this index version")
     if (table.schema.metadata or {}).get(b"rbplab.index_version") != str(INDEX_VERSION).encode():
         raise ValueError("it is not of this index version")
     if table.num_rows and any(table.column(n).null_count for n in SCHEMA.names):
         raise ValueError("it has empty cells")
+    return table
+
+
+def _rows(table: pa.Table) -> list[IndexRow]:
+    """The rows of a checked index table (several files' tables concatenated: decoded at once)."""
     scalars = {name: table.column(name).to_pylist() for name in ("key", "summary_sha256", *_SCALARS)}
     ks, ks_off = _flat(table, "ks", np.int64)
     lists = {ties: _flat(table, f"within_{ties}", np.float64) for ties in INDEX_TIES}
-    rows = []
-    for i in range(table.num_rows):
-        rows.append(
-            IndexRow(
-                **{name: values[i] for name, values in scalars.items()},
-                ks=ks[ks_off[i] : ks_off[i + 1]],
-                within={t: v[o[i] : o[i + 1]] for t, (v, o) in lists.items()},
-            )
+    return [
+        IndexRow(
+            **{name: values[i] for name, values in scalars.items()},
+            ks=ks[ks_off[i] : ks_off[i + 1]],
+            within={t: v[o[i] : o[i + 1]] for t, (v, o) in lists.items()},
         )
-    return rows
+        for i in range(table.num_rows)
+    ]
+
+
+def _decode(data: bytes, *, merged: bool = True) -> list[IndexRow]:
+    """The rows of one index file; ValueError when it is not one."""
+    return _rows(_read_table(data, merged))
 
 
 def _problem(err: OSError | ValueError) -> str:
@@ -242,31 +262,34 @@ class CacheIndex:
         except OSError as err:
             self.problems.append(f"the index folder cannot be listed ({err.strerror or err})")
             return
+        tables = []
         for name in names:
-            if name == MERGED_FILE:
-                self._read(name, MAX_MERGED_BYTES)
-            elif ROW_FILE_RE.match(name):
-                if self._read(name, MAX_ROW_FILE_BYTES, ROW_FILE_RE.match(name)):
-                    self.row_files.append(name)
-
-    def _read(self, name: str, limit: int, named: re.Match | None = None) -> bool:
-        try:
-            rows = _decode(read_entry_file(self.folder / name, self.folder, limit))
-        except FileNotFoundError:
-            return False  # merged away meanwhile: its rows are in the merged file now
-        except (OSError, ValueError) as err:
-            self.problems.append(f"index file {name} is refused: {_problem(err)}")
-            return False
-        if named is not None and not (
-            len(rows) == 1 and rows[0].key == named[1] and rows[0].summary_sha256[:16] == named[2]
-        ):
-            self.problems.append(f"index file {name} does not hold the row its name gives")
-            return False
+            match = ROW_FILE_RE.match(name)
+            if name != MERGED_FILE and match is None:
+                continue
+            try:
+                data = read_entry_file(
+                    self.folder / name, self.folder, MAX_ROW_FILE_BYTES if match else MAX_MERGED_BYTES
+                )
+                table = _read_table(data, merged=match is None)
+            except FileNotFoundError:
+                continue  # merged away meanwhile: its row is in the merged file now
+            except (OSError, ValueError) as err:
+                self.problems.append(f"index file {name} is refused: {_problem(err)}")
+                continue
+            if match is not None:
+                keys, shas = table.column("key").to_pylist(), table.column("summary_sha256").to_pylist()
+                if keys != [match[1]] or shas[0][:16] != match[2]:
+                    self.problems.append(f"index file {name} does not hold the row its name gives")
+                    continue
+                self.row_files.append(name)
+            tables.append(table)
+        # Every file's rows decoded at once: thousands of row files cost one pass, not thousands.
+        rows = _rows(pa.concat_tables(tables)) if tables else []
         for row in rows:
             known = self.rows.setdefault(row.key, [])
             if not any(row.same(other) for other in known):
                 known.append(row)
-        return True
 
     def row_for(self, entry, manifest: dict) -> tuple[IndexRow | None, str | None]:
         """(row, None) when the index holds a row for the summary `manifest` (checked) records and
@@ -295,7 +318,7 @@ def write_row(root: Path, row: IndexRow) -> None:
     folder = index_dir(root)
     ensure_real_dir(folder.parent, "the index folder")
     ensure_real_dir(folder, "the index folder")
-    atomic_write(folder / row.file_name, _encode([row]))
+    atomic_write(folder / row.file_name, _encode([row], merged=False))
 
 
 def add_row(root: Path, row: IndexRow, *, replace: bool = False) -> None:
