@@ -24,6 +24,7 @@ rules only judge what was read.
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
 from collections.abc import Callable, Iterator, Sequence
@@ -278,6 +279,18 @@ class SpecFile:
     key: str
     on_disk: Any
 
+    @cached_property
+    def on_disk_key(self) -> str | None:
+        """The key spec.json hashes to; None when it is no JSON object (hashed once for two rules)."""
+        return _key_or_none(self.on_disk)
+
+
+def _key_or_none(spec: Any) -> str | None:
+    try:
+        return cache_key(spec)
+    except (TypeError, ValueError):
+        return None
+
 
 @dataclass(frozen=True)
 class Record:
@@ -343,14 +356,12 @@ class ShardRecords:
 
 
 def _spec_is_object(s: SpecFile) -> Iterator[str]:
-    try:
-        cache_key(s.on_disk)
-    except TypeError:
+    if s.on_disk_key is None:
         yield "spec.json is not a JSON object"
 
 
 def _spec_is_the_entrys(s: SpecFile) -> Iterator[str]:
-    key = cache_key(s.on_disk)
+    key = s.on_disk_key
     if key != s.key:
         yield f"spec.json hashes to {key[:12]}, not to the entry's key (copied from another entry?)"
 
@@ -412,9 +423,8 @@ def _manifest_key(m: Manifest) -> Iterator[str]:
             f"the manifest's key {str(manifest.get('key'))[:12]!r} is not the entry's key "
             "(manifest copied from another entry?)"
         )
-    elif not isinstance(manifest.get("spec"), dict) or canonical_json(manifest["spec"]) != canonical_json(
-        m.spec
-    ):
+    elif not isinstance(manifest.get("spec"), dict) or _key_or_none(manifest["spec"]) != m.key:
+        # m.key is the hash of the entry's spec: equal hashes, equal canonical texts
         yield "the manifest's spec differs from the entry's spec"
 
 
@@ -978,8 +988,15 @@ def _index_row_counts(c: IndexRowCheck) -> Iterator[str]:
         yield "its index row does not hold the entry's tokens and |V|"
 
 
+@functools.lru_cache(maxsize=64)
+def _summary_grid(vocab_size: int) -> np.ndarray:
+    grid = summary_ks(vocab_size)
+    grid.flags.writeable = False  # shared by every row of that |V|
+    return grid
+
+
 def _index_row_grid(c: IndexRowCheck) -> Iterator[str]:
-    if not np.array_equal(c.row.ks, summary_ks(c.vocab_size)):
+    if not np.array_equal(c.row.ks, _summary_grid(c.vocab_size)):
         yield "its index row's thresholds are not the grid of its |V|"
         return
     for ties in INDEX_TIES:
