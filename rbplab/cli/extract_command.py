@@ -234,15 +234,18 @@ def recorded_hits(grid, root) -> list[tuple] | None:
     """(model, corpus, tokens, True, key, path) of every run of `grid`, models outer as `extract`
     runs them, when the lookup `rbplab fit` makes (`rbplab.study.study.resolve_entries`: plan
     records, any shard size when none is asked) finds each complete, its manifest passing its
-    rules and its shard files all on disk at their recorded sizes (what a cache hit checks, short
-    of re-tokenizing the corpus to count shards); None when one is not, so `extract` runs the
-    grid. Model code is imported only for a run without a plan record."""
+    rules, its shard files all on disk at their recorded sizes, and its shards holding the rows
+    its plan record says the corpus gives (what a cache hit checks, the count from the record an
+    earlier extraction wrote instead of tokenizing the corpus again); None when one is not, so
+    `extract` runs the grid and checks it in full. Model code is imported only for a run
+    without a plan record."""
+    from rbplab.extraction.fingerprints import known_plan
     from rbplab.store.cache.reading import CacheError
     from rbplab.study.study import resolve_entries
 
     hits = []
     for resolved in resolve_entries(grid, root, outer="model"):
-        entry = resolved.entry
+        entry, run = resolved.entry, resolved.run
         if not entry.is_complete():
             return None
         try:
@@ -251,7 +254,10 @@ def recorded_hits(grid, root) -> list[tuple] | None:
             return None
         if entry.shard_file_problems(manifest):
             return None
-        run = resolved.run
+        found = known_plan(run.model, run.corpus, grid.settings, root)
+        rows = tuple(int(record["rows"]) for record in manifest["shards"])
+        if found is None or found.key != entry.key or found.rows != rows:
+            return None  # counts never derived, or the entry lost shards since (issue 31)
         hits.append((run.label, str(run.corpus.name), int(manifest["n_tokens"]), True, entry.key, entry.path))
     return hits
 

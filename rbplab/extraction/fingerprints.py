@@ -253,11 +253,15 @@ _UNKEYED = ("batch_tokens",)
 @dataclass(frozen=True)
 class KnownPlan:
     """A request's entry, found through its plan record: key and the model's non-embedding size S
-    (the entry's manifest's, which the record agrees with)."""
+    (the entry's manifest's, which the record agrees with); `rows`, the rows of each shard its
+    corpus, tokenizer and spec give, when the planning that wrote the record had derived them (an
+    extraction or its hit check tokenized the corpus): what a cached `rbplab extract` checks the
+    manifest against without tokenizing again; None otherwise."""
 
     key: str
     n_nonembedding: float
     spec: EntrySpec
+    rows: tuple[int, ...] | None = None
 
 
 def cpu_only(settings: ExtractionSettings) -> bool:
@@ -352,6 +356,8 @@ def record_plan(plan: Any, cache_dir: str | Path | None) -> None:
         "key": CacheEntry(root, plan.spec).key,
         "n_nonembedding": int(info.n_nonembedding),
     }
+    if "shards" in vars(plan):  # derived already (a hit check or an extraction tokenized the corpus)
+        record["rows"] = [sum(w.n_scored for w in shard) for shard in plan.shards]
     try:
         ensure_real_dir(root / PLANS_DIR, "the plans folder")
         ensure_real_dir(path.parent, "a plans folder")
@@ -407,7 +413,11 @@ def known_plan(
             stacklevel=2,
         )
         return None
-    return KnownPlan(entry.key, float(recorded), typed)
+    rows = record.get("rows")
+    counted = isinstance(rows, list) and all(
+        isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in rows
+    )
+    return KnownPlan(entry.key, float(recorded), typed, tuple(rows) if counted else None)
 
 
 def _manifest_size(entry: CacheEntry) -> int | None:

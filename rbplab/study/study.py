@@ -590,20 +590,29 @@ def cached_cut(plan: Plan, cache_dir: str | Path | None) -> tuple[Plan, CacheEnt
     size (`--shard-tokens`), that plan and entry, its plan record written so the next lookup finds
     it without model code. The shard size is in the key, since it names the shard files that
     resuming and the cache's rules read, but it does not change a rank: a request that names no
-    shard size is served by any cut."""
+    shard size is served by any cut. The other cut's shards are first counted against its corpus
+    (as a cache hit is), so a damaged entry is never adopted, and its record holds the count."""
     from rbplab.extraction.fingerprints import record_plan
+    from rbplab.extraction.plan import count_problems
     from rbplab.store.cache.entry import CacheEntry, entry_at
     from rbplab.store.cache.layout import entry_dirs
+    from rbplab.store.cache.reading import CacheError
     from rbplab.store.files import cache_root
 
     root = cache_root(cache_dir)
     for path in entry_dirs(root) if root.is_dir() else []:
         found = entry_at(path, root)
         spec = EntrySpec.parse(found.spec) if found is not None and found.is_complete() else None
-        if spec is not None and spec.cut_at(plan.spec.windows.shard_tokens) == plan.spec:
-            plan = replace(plan, spec=spec)
-            record_plan(plan, cache_dir)
-            break
+        if spec is None or spec.cut_at(plan.spec.windows.shard_tokens) != plan.spec:
+            continue
+        recut = replace(plan, spec=spec)
+        try:
+            damaged = recut.counts_derivable and count_problems(recut, found.manifest(mark_damaged=False))
+        except CacheError:
+            continue
+        if not damaged:
+            record_plan(recut, cache_dir)
+            return recut, CacheEntry(cache_dir, recut.key_spec)
     return plan, CacheEntry(cache_dir, plan.key_spec)
 
 
