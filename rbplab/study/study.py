@@ -753,14 +753,17 @@ def _load_entries(
     entry per run: entries that would be the same run (one model, revision and corpus, scored
     with different settings, e.g. ``rbplab demo``'s full corpora and its 16,384-token
     checkpoints) are an error naming them, the settings that differ, and how to select.
-    Reads each entry's summary and nothing else: no model code is imported and no model or
-    corpus is opened, so a grid of thousands of entries (`rbplab cache ls`, or a table a runner
-    wrote) opens in memory that grows with the entries.
+    Reads each entry's manifest and its row of the cache index (`rbplab.store.cache.index`: RBP_k
+    on the summary's k grid, the totals), or its summary where the index has no sound row; a run
+    reads its summary only when an analysis needs more than the row. No model code is imported and
+    no model or corpus is opened, so a grid of thousands of entries (`rbplab cache ls`, or a table a
+    runner wrote) opens in seconds and in memory of a few KB per entry (docs/benchmarks.md).
 
-    Not checked, since no corpus is opened: how many tokens each entry must hold. Every store
-    check is made (`CacheEntry.summary`), but an entry missing shards with its records, n_tokens
-    and summary made to match reads as the shorter entry; `rbplab cache verify` (or `rbplab
-    extract` of the same request, which repairs it) derives the counts from the corpus."""
+    Not checked, since no corpus is opened: how many tokens each entry must hold. Every store check
+    is made (`CacheEntry.summary`, or the index rules and the manifest's summary record), but an
+    entry missing shards with its records, n_tokens and summary made to match reads as the shorter
+    entry; `rbplab cache verify` (or `rbplab extract` of the same request, which repairs it) derives
+    the counts from the corpus."""
     from rbplab.store.cache.entry import CacheEntry, open_summaries
 
     check_ties(ties)
