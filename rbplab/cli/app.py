@@ -20,7 +20,6 @@ import sys
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 from rbplab.cli.cache_command import CACHE_EXAMPLES, CACHE_HELP, configure_cache, run_cache
 from rbplab.cli.catalog_command import configure_families, configure_size, run_corpora, run_families, run_size
@@ -234,19 +233,19 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
-# A warning raised by a module of this package (whatever its category): rbplab's own, to be shown
-# as rbplab's. Warnings of other packages keep Python's format, which names where they come from.
-_PACKAGE = str(Path(__file__).resolve().parents[1]) + os.sep
+def is_rbplab_warning(category: type[Warning], module: str) -> bool:
+    """Whether a warning is rbplab's: of `RbplabWarning`, or raised by a module of rbplab's."""
+    return issubclass(category, RbplabWarning) or module == "rbplab" or module.startswith("rbplab.")
 
 
-def is_rbplab_warning(category: type[Warning], filename: str) -> bool:
-    """Whether a warning is rbplab's: of `RbplabWarning`, or raised at a line of rbplab's."""
-    if issubclass(category, RbplabWarning):
-        return True
-    try:
-        return str(Path(filename).resolve()).startswith(_PACKAGE)
-    except (OSError, ValueError):  # a frame without a file ("<string>")
-        return False
+def _warning_module() -> str:
+    """The module that called `warnings.warn` for the warning being shown: the first frame past
+    the display hook and the warnings module. Not the frame its stacklevel names, which may lie
+    outside rbplab (a caller's, a thread's bootstrap) for a warning rbplab raised."""
+    frame = sys._getframe(2)  # past this function and the hook
+    while frame is not None and frame.f_globals.get("__name__") == "warnings":
+        frame = frame.f_back
+    return frame.f_globals.get("__name__", "") if frame is not None else ""
 
 
 def warning_line(message: Warning | str) -> str:
@@ -262,7 +261,7 @@ def warning_lines() -> Iterator[None]:
     previous = warnings.showwarning
 
     def show(message, category, filename, lineno, file=None, line=None):
-        if not is_rbplab_warning(category, filename):
+        if not is_rbplab_warning(category, _warning_module()):
             return previous(message, category, filename, lineno, file, line)
         stream = file if file is not None else sys.stderr
         with contextlib.suppress(OSError, AttributeError):  # no stderr, or a closed one: say nothing
