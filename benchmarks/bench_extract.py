@@ -10,6 +10,10 @@ Prints, for one model on the same batches of one corpus:
   vs a bare forward pass `model(input_ids).logits`: the overhead ratio (target <= 1.10x
   on a ~100M-parameter model);
 - the naive dense ranks `(z > z_t).sum(-1)`, `(z == z_t).sum(-1)`, `logsumexp` on full logits;
+- the fp32 head alone on the same hidden states, with its error band and float64 settling
+  (`rbplab.extraction.exact`) against the same head with a band of zero width and no settling
+  (what it computed before: counts exact only up to float32 rounding), side by side (aim <= 1.05x),
+  and the share of rows settled;
 - a straightforward per-token Python loop (softmax, top-k over 10,000,
   `.cpu()` per value), timed on a subset of tokens;
 - for a GGUF model from PyPI, when one is at hand (--gguf PATH, $RBPLAB_BENCH_GGUF, or the
@@ -113,6 +117,55 @@ def naive_dense(model, ids: torch.Tensor, rows: np.ndarray, targets: np.ndarray)
     (z > z_t).sum(-1), (z == z_t).sum(-1), torch.logsumexp(z, -1) - z_t[:, 0]
 
 
+def time_head(scorer, arrays, groups, clock, repeats: int) -> None:
+    """The fp32 head with the band against without, on the hidden states of every batch."""
+    from rbplab.extraction import ranks
+    from rbplab.extraction.exact import Tally
+    from rbplab.extraction.ranks import rank_stats
+
+    with torch.inference_mode():
+        states = [scorer.hidden_states(length, group) for length, group in groups]
+    module = scorer.head.module
+    tally = Tally()
+
+    def with_band():
+        for hidden, targets in states:
+            rank_stats(
+                hidden, module, targets, vocab_size=scorer.vocab_size, softcap=scorer.softcap, tally=tally
+            )
+
+    def without():
+        # The same head with a band of zero width and nothing settled: its five passes count
+        # z > z_t and z >= z_t as they did before the band (exact only up to float32 rounding).
+        saved = ranks.band_halfwidth, ranks._settle_rows
+        ranks.band_halfwidth = lambda z_t, margin, relative: torch.zeros_like(z_t)
+        ranks._settle_rows = lambda *args: 0
+        try:
+            for hidden, targets in states:
+                rank_stats(hidden, module, targets, vocab_size=scorer.vocab_size, softcap=scorer.softcap)
+        finally:
+            ranks.band_halfwidth, ranks._settle_rows = saved
+
+    times: dict[str, list[float]] = {"fp32 head, band + settling": [], "fp32 head, no band": []}
+    with torch.inference_mode():
+        with_band()
+        for _ in range(repeats):
+            for name, fn in zip(times, (with_band, without), strict=True):
+                start = clock()
+                fn()
+                times[name].append(clock() - start)
+    base = min(times["fp32 head, no band"])
+    print(f"\n{'head alone':<36}{'seconds (best)':>16}{'ratio':>8}{'seconds (median)':>19}")
+    for name, ts in times.items():
+        print(f"{name:<36}{min(ts):>16.3f}{min(ts) / base:>7.3f}x{statistics.median(ts):>19.3f}")
+    rows = tally.rows // (repeats + 1)
+    settled = tally.settled // (repeats + 1)
+    print(
+        f"rows settled in float64: {settled:,} of {rows:,} ({100 * settled / max(rows, 1):.2f}%), "
+        f"{tally.logits // (repeats + 1):,} logits recomputed"
+    )
+
+
 def time_speed(args) -> None:
     model, tokenizer, vocab, softcap, label = load(args.model)
     limit = getattr(model.config, "n_positions", None) or getattr(
@@ -173,6 +226,7 @@ def time_speed(args) -> None:
         f"{'paper-style loop (topk 10k, .cpu())':<36}{limit_tokens / loop_seconds:>16,.0f}"
         f"{loop_seconds / (per_token_bare * limit_tokens):>7.2f}x   (one pass over {limit_tokens} tokens)"
     )
+    time_head(scorer, arrays, groups, clock, args.repeats)
 
 
 def _status_bytes(field: str) -> int:

@@ -269,17 +269,16 @@ def rank_stats(
                     z, t_all[r], work[:k], z_max[r], z_target[r], margin[r], relative,
                     sum_exp[r], greater[r], at_least[r],
                 )  # fmt: skip
-            # The band holds the target itself; a row with anything more is settled (one host
-            # sync per chunk, and only the flagged rows' logits are read again).
-            c = slice(start, start + m)
-            flagged = ((at_least[c] - greater[c]) > 1).nonzero()[:, 0]
-            if flagged.numel():
-                found = _settle_chunk(
-                    logits, flagged, h_pad, weight, bias, t_all[c, 0], z_target[c], margin[c],
-                    relative, softcap, settled_greater[c], settled_equal[c],
-                )  # fmt: skip
-                settled_rows += flagged.numel()
-                settled_logits += found
+                # The band holds the target itself; a real row with anything more is settled
+                # while its block is in cache (one host sync per block: per chunk on GPUs).
+                real = slice(start + b, start + b + min(k, m - b))
+                flagged = ((at_least[real] - greater[real]) > 1).nonzero()[:, 0]
+                if flagged.numel():
+                    settled_logits += _settle_rows(
+                        z, work[:k], at_least[r], flagged, h_pad[b : b + k], weight, bias, t_all[r, 0],
+                        z_target[r], margin[r], relative, softcap, settled_greater[real], settled_equal[real],
+                    )  # fmt: skip
+                    settled_rows += flagged.numel()
         # amax propagates NaN and +inf: a row holding either has a non-finite maximum.
         bad = ~(torch.isfinite(z_max[:n, 0]) & torch.isfinite(z_target[:n, 0]))
         if bool(bad.any()):
@@ -302,16 +301,26 @@ def _head_product(h: Tensor, w_t: Tensor, bias: Tensor | None, out: Tensor, targ
         torch.addmm(bias, h, w_t, out=out)
 
 
-def _settle_chunk(
-    logits, flagged, h, weight, bias, t, z_t, margin, relative, softcap, out_greater, out_equal
+def _settle_rows(
+    logits, mask, above, flagged, h, weight, bias, t, z_t, margin, relative, softcap, out_greater, out_equal
 ) -> int:
-    """Settle a chunk's flagged rows: their band candidates (the target excluded) recomputed in
-    float64 (`exact.settle`), the counts added into `out_*` (this chunk's rows). Returns how many."""
+    """Settle a block's flagged rows: their band candidates (the target excluded) recomputed in
+    float64 (`exact.settle`), the counts added into `out_*` (the block's real rows). Returns how
+    many logits that took."""
+    # The candidates are the logits with z >= z_t - W and z <= z_t + W, the passes' own predicates,
+    # the target left out. `mask` still holds the last pass's z >= z_t - W (0/1): where its ones are
+    # few (targets ranked high), their positions are found directly; else the rows are compared.
     width = band_halfwidth(z_t[flagged], margin[flagged], relative)
-    z = logits[flagged]
-    inside = (z >= z_t[flagged] - width) & (z <= z_t[flagged] + width)
-    inside[torch.arange(flagged.numel(), device=z.device), t[flagged]] = False
-    pair_rows, cols = inside.nonzero(as_tuple=True)
+    if above[flagged].sum() * 8 < flagged.numel() * logits.shape[1]:
+        pair_rows, cols = mask.index_select(0, flagged).nonzero(as_tuple=True)
+        inside = logits[flagged[pair_rows], cols] <= (z_t[flagged] + width)[pair_rows, 0]
+    else:
+        z = logits.index_select(0, flagged)
+        inside = (z >= z_t[flagged] - width) & (z <= z_t[flagged] + width)
+        pair_rows, cols = inside.nonzero(as_tuple=True)
+        inside = inside[pair_rows, cols]
+    keep = inside & (cols != t[flagged][pair_rows])
+    pair_rows, cols = pair_rows[keep], cols[keep]
     greater, equal = settle(
         h[flagged], weight, bias, t[flagged], pair_rows, cols, softcap=softcap, n=flagged.numel()
     )
