@@ -110,6 +110,22 @@ def test_fit_passes_extract(capsys, captured):
     assert "--extract" in help_text and "a missing run is an error" in help_text
 
 
+def test_fit_and_report_take_models_as_extract_does(capsys, tmp_path, captured):
+    """`rbplab fit -m micro-6-2.7M` was "unrecognized arguments": -m/--model names models as for
+    extract, with or instead of --family (micro is the default only without -m)."""
+    status, _, err = run(capsys, "fit", "-m", "micro-6-2.7M", "micro-1-25K", "-c", "prose")
+    assert status == 0, err
+    assert captured["load_study"][0][0].models == ["micro-6-2.7M", "micro-1-25K"]
+    status, _, err = run(capsys, "fit", "-f", "micro", "-m", "EleutherAI/pythia-70m", "-c", "prose")
+    assert status == 0, err
+    assert len(captured["load_study"][0][0].models) == 7  # the family's six and the hub model
+    status, _, err = run(capsys, "report", "--model", "micro-1-25K", "-c", "prose", "-o", str(tmp_path / "o"))
+    assert status == 0, err
+    assert captured["report"][0][0].models == ["micro-1-25K"]
+    status, _, err = run(capsys, "fit", "-m", "micro-6-2.8M", "-c", "prose")
+    assert status == 1 and err.count("\n") == 1 and "did you mean 'micro-6-2.7M'" in err
+
+
 def test_notebook_is_taken_by_number(capsys, tmp_path, captured):
     status, _, err = run(capsys, "report", "-o", str(tmp_path / "out"), "--notebook", "01", "6")
     assert status == 0, err
