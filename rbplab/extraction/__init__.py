@@ -5,9 +5,11 @@ what the user named, its config and tokenizer read and checked, its weight files
 will be placed); `gguf` reads GGUF files; `fingerprints` identifies the weights and finds requests
 already planned on this machine without model code; `windows` turns documents into model inputs
 (the token each starts with, the windows it is scored in); `plan` keys a run from metadata and
-tells whether the cache holds it; `weights` loads the model, checks its head and pins its numerics;
-`ranks` computes the exact counts from hidden states (`fused_head`: the same counts in one Triton
-kernel on a GPU); `scoring` scores a plan's shards into the entry; `pipeline` is `extract`, a
+tells whether the cache holds it; `weights` loads the model and checks its head; `heads` decides
+which head ranks (and refuses one that cannot run) and is the one interface to both: `ranks` (the
+fp32 head, any device) and `fused_head` (one Triton kernel on a GPU), whose counts `exact` makes
+float64's (an error band, and float64 for the logits inside it) under the float32 arithmetic
+`precision` pins; `scoring` scores a plan's shards into the entry; `pipeline` is `extract`, a
 grid's runs one after another (also `rbplab.extract`); `reading` reads a run's token stats back
 (`load_stats`); `verify` checks entries against what only the corpus and the model can tell and
 repairs damaged ones.
