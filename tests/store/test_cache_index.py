@@ -292,3 +292,19 @@ def test_removing_an_entry_removes_its_row(cache):
     assert remove_entries(keys[4][:12], root=root) == [keys[4]]
     assert keys[4] not in merged_rows(root) and len(merged_rows(root)) == 11
     assert index_problems(root) == []
+
+
+def test_an_index_folder_that_is_a_link_is_never_read_or_written_through(cache, tmp_path):
+    root, keys = cache
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    folder = cache_index.index_dir(root)
+    for item in folder.iterdir():
+        item.unlink()
+    folder.rmdir()
+    folder.symlink_to(outside)
+    with pytest.warns(UserWarning, match="the index folder is a symbolic link"):
+        study = load_study(entries=keys, cache_dir=root)
+    assert list(outside.iterdir()) == [] and folder.is_symlink()
+    ref = from_summaries(root, Study(study.runs))
+    pd.testing.assert_frame_equal(size.fit_table(study), size.fit_table(ref), check_exact=True)
