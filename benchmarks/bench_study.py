@@ -240,7 +240,7 @@ def grid_variant(root: str, n_tokens: int, n: int, variant: str) -> dict:
 
     keys = [CacheEntry(root, _entry_spec(i, n_tokens)).key for i in range(n)]
     base = _rss_mb()
-    clock = time.perf_counter()
+    clock, cpu = time.perf_counter(), time.process_time()
     if variant == "index":
         study = load_study(entries=keys, cache_dir=root)
     else:
@@ -253,14 +253,15 @@ def grid_variant(root: str, n_tokens: int, n: int, variant: str) -> dict:
                 Run("custom", model["name"], corpus["name"], model["n_nonembedding"], entry.summary(manifest))
             )
         study = Study(runs)
-    seconds = time.perf_counter() - clock
+    seconds, open_cpu = time.perf_counter() - clock, time.process_time() - cpu
     open_mb = _rss_mb() - base
-    clock = time.perf_counter()
+    clock, cpu = time.perf_counter(), time.process_time()
     fit = size.fit_table(study, [1, 10, 100])
     fit_seconds = time.perf_counter() - clock
     clock = time.perf_counter()
     sweep = size.ksweep(study)
     sweep_seconds = time.perf_counter() - clock
+    analysis_cpu = time.process_time() - cpu
     digest = float(
         sum(
             pd.util.hash_pandas_object(t.select_dtypes("number").round(12), index=False).sum() % 10**9
@@ -272,6 +273,8 @@ def grid_variant(root: str, n_tokens: int, n: int, variant: str) -> dict:
         "open_mb": open_mb,
         "peak_mb": _rss_mb(),
         "seconds": seconds,
+        "open_cpu": open_cpu,
+        "analysis_cpu": analysis_cpu,
         "fit_table": fit_seconds,
         "ksweep": sweep_seconds,
         "runs": len(study.runs),
@@ -313,8 +316,9 @@ def run_grid(root: Path, entries: list[int], n_tokens: int, compare_max: int) ->
     print("summaries: each summary read whole (the path before the index), only up to --compare-max entries;")
     print("before: issue 52's table (main at 797a97e, quiet machine).")
     print("RSS: MB above the baseline after the imports, after the open and at the peak (after ksweep).")
+    print("Seconds are wall-clock; CPU s: this process's CPU time (other jobs on the machine add none).")
     head = f"{'entries':>8}{'variant':>11}{'open s':>8}{'before s':>9}{'RSS open':>9}{'peak':>7}{'before':>7}"
-    print(head + f"{'fit_table s':>12}{'ksweep s':>9}")
+    print(head + f"{'fit_table s':>12}{'ksweep s':>9}{'CPU s: open':>12}{'fit+sweep':>10}")
     for n in entries:
         rows = {}
         shutil.rmtree(folder, ignore_errors=True)
@@ -330,7 +334,7 @@ def run_grid(root: Path, entries: list[int], n_tokens: int, compare_max: int) ->
             peak = row["peak_mb"] - row["base_mb"]
             print(
                 f"{n:>8}{variant:>11}{row['seconds']:>8.1f}{was}{row['open_mb']:>9.0f}{peak:>7.0f}{was_mb}"
-                f"{row['fit_table']:>12.2f}{row['ksweep']:>9.2f}"
+                f"{row['fit_table']:>12.2f}{row['ksweep']:>9.2f}{row['open_cpu']:>12.1f}{row['analysis_cpu']:>10.1f}"
             )
         load = " / ".join(f"{v:.1f}" for v in os.getloadavg())
         print(f"{'':>8}load average (1, 5, 15 min) after these runs: {load}")
