@@ -323,8 +323,26 @@ def check_names(families: list[str], corpora: list[str] | None) -> list[str] | N
 
 
 def missing_remedy(args: argparse.Namespace) -> str:
-    """How the CLI says to compute missing runs: the user's own command with --extract."""
+    """How the CLI says to compute missing runs: the user's own command with --extract, less a
+    `--head fused` this machine cannot run (the head changes no rank, so the command then works)."""
     import shlex
 
+    from rbplab.extraction.heads import runnable_here
+
     argv = [a for a in getattr(args, "argv", []) if a != "--extract"]
+    if not runnable_here(settings_from_args(args)):
+        argv = _without_option(argv, "--head")
     return f"--extract: {shlex.join(['rbplab', *argv, '--extract'])}"
+
+
+def _without_option(argv: list[str], option: str) -> list[str]:
+    """`argv` without `option` and its value (`--head fused` or `--head=fused`)."""
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == option:
+            skip = True
+        elif not arg.startswith(option + "="):
+            out.append(arg)
+    return out

@@ -45,7 +45,7 @@ from rbplab.extraction.exact import (
     settle,
 )
 from rbplab.extraction.exact import UNIT as UNIT_F32
-from rbplab.extraction.ranks import NonFiniteLogitsError, linear_weight, triton_interpreted
+from rbplab.extraction.ranks import NonFiniteLogitsError, linear_weight
 
 # Fixed tiles (no autotuning: a row's result must not depend on a tuning run). 128 rows x 256 head
 # rows per tile, K in steps of 64 (32 for float32, whose tiles are twice the bytes). A GPU batch of
@@ -78,7 +78,7 @@ SLACK = tl.constexpr(BAND_SLACK)
 # Band candidates kept per row for float64 settling; a row with more is settled whole.
 MAX_CANDIDATES = 64
 
-INTERPRETED = triton_interpreted()  # as Triton read it when the kernel below was defined
+INTERPRETED = triton.knobs.runtime.interpret  # as Triton read it when the kernel below was defined
 
 
 class HeadCertificateError(RbplabError, ArithmeticError):

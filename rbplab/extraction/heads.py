@@ -12,13 +12,21 @@ an entry computed by either serves a lookup by either. Their nll agree to float3
 from __future__ import annotations
 
 import importlib.util
-
-from torch import Tensor, nn
+import os
+from typing import TYPE_CHECKING
 
 from rbplab.core.errors import InvalidArgumentError
-from rbplab.core.settings import HEAD_CHOICES
-from rbplab.extraction.exact import Tally
-from rbplab.extraction.ranks import FloatHead, rank_stats, triton_interpreted
+from rbplab.core.settings import HEAD_CHOICES, ExtractionSettings
+from rbplab.extraction.fingerprints import cpu_only
+
+if TYPE_CHECKING:  # the policy above imports no torch: a cached `rbplab fit` never loads it
+    from torch import Tensor, nn
+
+
+def triton_interpreted() -> bool:
+    """Whether TRITON_INTERPRET asks Triton to interpret kernels (on CPU tensors) instead of
+    compiling them."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
 def resolve_head(head: str, device: str, dtype: str, *, triton: bool | None = None) -> str:
@@ -64,11 +72,38 @@ def check_head(head: str, device: str, dtype: str) -> None:
         )
 
 
+def runnable_here(settings: ExtractionSettings) -> bool:
+    """Whether the head `settings` ask for can run on this machine as far as names tell (no torch,
+    no model): False only for a fused head that `check_head` would refuse."""
+    try:
+        refuse_unrunnable_head(settings)
+    except InvalidArgumentError:
+        return False
+    return True
+
+
+def refuse_unrunnable_head(settings: ExtractionSettings) -> None:
+    """`check_head` for what `settings` ask, before any model is described or loaded (its files
+    hashed, its weights read): "auto" devices are judged from the machine's GPU device nodes."""
+    if settings.head != "fused":
+        return
+    if settings.device_map:
+        device = f"device_map:{settings.device_map}"
+    elif settings.device == "auto":
+        device = "cpu" if cpu_only(settings) else "cuda"
+    else:
+        device = settings.device
+    check_head("fused", device, settings.dtype)
+
+
 class RankHead:
     """A loaded output head and the function that ranks with it, as a run resolved it: call it with
     hidden states and targets for (n_greater, n_equal, nll); `tally` sums the rows it settled."""
 
     def __init__(self, name: str, output: nn.Module, vocab_size: int, softcap: float | None) -> None:
+        from rbplab.extraction.exact import Tally
+        from rbplab.extraction.ranks import FloatHead, rank_stats
+
         self.name, self.vocab_size, self.softcap = name, vocab_size, softcap
         self.tally = Tally()
         if name == "fused":

@@ -34,7 +34,7 @@ from rbplab.core.settings import (
     resolve_settings,
 )
 from rbplab.extraction.fingerprints import record_plan
-from rbplab.extraction.heads import check_head, resolve_head
+from rbplab.extraction.heads import check_head, refuse_unrunnable_head, resolve_head
 from rbplab.extraction.sources import ModelDescription, describe_model
 from rbplab.extraction.windows import (
     BosDecision,
@@ -109,6 +109,7 @@ def plan_extraction(
     caller keeps for one pass over a grid, so each model is described once, not once per corpus
     (again when its weight files changed meanwhile)."""
     settings = resolve_settings(settings, **overrides)
+    refuse_unrunnable_head(settings)  # before the model is described: its weight files are hashed
     if described is None:
         described = {}
     memo = (model, settings.dtype, settings.device, settings.device_map)

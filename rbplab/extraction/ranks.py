@@ -34,7 +34,6 @@ other kernels, with other rounding, below that. Every pass is row-wise.
 from __future__ import annotations
 
 import math
-import os
 
 import torch
 from torch import Tensor, nn
@@ -155,12 +154,6 @@ class FloatHead(nn.Module):
 
     def forward(self, hidden: Tensor) -> Tensor:
         return nn.functional.linear(hidden.to(torch.float32), self.weight, self.bias)
-
-
-def triton_interpreted() -> bool:
-    """Whether TRITON_INTERPRET asks Triton to interpret kernels (on CPU tensors) instead of
-    compiling them."""
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
 def block_rows(vocab_size: int, device: torch.device | str) -> int:

@@ -158,7 +158,8 @@ def plan_costs(
     plan: Plan, arch: Architecture, *, batch_tokens: int, device: str
 ) -> tuple[int, tuple[int, int, int]]:
     """Forward FLOPs per scored token of `plan`'s model (of architecture `arch`), and the bytes
-    `memory_needed` gives for its run on `device` in batches of `batch_tokens` padded tokens."""
+    `memory_needed` gives for its run on `device` in batches of `batch_tokens` padded tokens, with
+    the head `device` resolves (`run_head`)."""
     info = plan.described.info
     per_token = flops_per_token(info.n_nonembedding, arch.d, plan.vocab_size)
     memory = memory_needed(
@@ -169,9 +170,15 @@ def plan_costs(
         batch_tokens=batch_tokens,
         context_length=plan.policy.context_length,
         device=device,
-        head=plan.head,
+        head=run_head(plan.settings.head, device, info.dtype),
     )
     return per_token, memory
+
+
+def run_head(head: str, device: str, dtype: str) -> str:
+    """The head a run on `device` resolves (`resolve_head`): a CUDA worker's torch brings Triton,
+    so a driver without either plans a GPU worker's head as the worker will resolve it."""
+    return resolve_head(head, device, dtype, triton=True if device.startswith("cuda") else None)
 
 
 def device_memory(device: str) -> tuple[str, int | None]:
@@ -656,7 +663,7 @@ def _registry_row(ref, row: pd.Series, values: dict, settings, device: str, no_c
         batch_tokens=batch,
         context_length=context,
         device=device,
-        head=resolve_head(settings.head, device, dtype),
+        head=run_head(settings.head, device, dtype),
     )
     step = settings.shard_tokens or SHARD_TOKENS
     sizes = [min(step, budget - start) for start in range(0, budget, step)]

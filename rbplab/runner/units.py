@@ -30,7 +30,6 @@ from rbplab.catalog.models import ResolvedModel
 from rbplab.core.errors import InvalidArgumentError, RunFailedError
 from rbplab.core.settings import ExtractionSettings
 from rbplab.extraction.fingerprints import record_plan
-from rbplab.extraction.heads import resolve_head
 from rbplab.extraction.pipeline import load_scorer
 from rbplab.extraction.plan import Plan, cache_hit, plan_extraction
 from rbplab.extraction.scoring import Scorer, compute_shards, producer_id, sound_shards
@@ -107,9 +106,10 @@ def plan_study(
     each corpus once per tokenizer); one that does not is reported and recomputed.
 
     accelerator: the units will run on GPUs while this driver may have none. The dtype "auto"
-    resolves to the checkpoint's own half type on a GPU and to float32 on a CPU, the head "auto" to
-    the fused kernel for a half-precision body on a GPU, and both are part of the key, so the driver
-    plans each model with the dtype and head a GPU worker will use (`accelerator_settings`)."""
+    resolves to the checkpoint's own half type on a GPU and to float32 on a CPU, and it is part of
+    the key, so the driver plans each model with the dtype a GPU worker will use
+    (`accelerator_settings`). The head is not in the key: each worker resolves "auto" on its own
+    device, and the driver never checks a head it will not run."""
     if shards_per_unit < 1:
         raise InvalidArgumentError(f"shards_per_unit must be a positive integer, got {shards_per_unit}")
     entries: list[EntryPlan] = []
@@ -183,11 +183,10 @@ def accelerator_dtype(model: ResolvedModel) -> str:
 
 
 def accelerator_settings(settings: ExtractionSettings, dtype: str) -> ExtractionSettings:
-    """`settings` with dtype and head as a GPU worker resolves them, `dtype` being the model's
-    resolved there (`accelerator_dtype`, or "auto" where it cannot be read): a worker's CUDA build
-    of torch brings Triton, so a half-precision body ranks with the fused head."""
-    head = resolve_head(settings.head, "cuda", dtype, triton=True)
-    return settings.with_changes(dtype=dtype, head=head)
+    """`settings` with the dtype a GPU worker resolves, `dtype` being the model's resolved there
+    (`accelerator_dtype`, or "auto" where it cannot be read). The head is left as asked: a worker
+    resolves "auto" on its own device (`rbplab.extraction.heads.resolve_head`)."""
+    return settings.with_changes(dtype=dtype)
 
 
 def slice_units(units: tuple[WorkUnit, ...], task_index: int, num_tasks: int) -> tuple[WorkUnit, ...]:

@@ -38,9 +38,8 @@ def test_accelerator_plans_with_the_dtype_a_gpu_resolves(tmp_path, gpt2_dir, tin
     cpu = plan_study(study, tmp_path / "cache")
     gpu = plan_study(study, tmp_path / "cache", accelerator=True)
     assert cpu.units[0].settings.dtype == "auto" and gpu.units[0].settings.dtype == stored
-    # head "auto": the fused kernel for a half-precision body on a GPU, keyed apart
-    assert cpu.units[0].settings.head == "auto"
-    assert gpu.units[0].settings.head == ("fused" if stored == "bfloat16" else "fp32")
+    # head "auto" stays as asked: each worker resolves it on its own device (not in the key)
+    assert cpu.units[0].settings.head == gpu.units[0].settings.head == "auto"
     assert (gpu.units[0].key == cpu.units[0].key) == (stored == "float32")  # dtype is in the key
     assert gpu.units[0].weight_bytes == cpu.units[0].weight_bytes // (2 if stored == "bfloat16" else 1)
     # A worker re-plans the unit it is given and arrives at the driver's key.
