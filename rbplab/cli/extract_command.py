@@ -239,6 +239,7 @@ def recorded_hits(grid, root) -> list[tuple] | None:
     earlier extraction wrote instead of tokenizing the corpus again); None when one is not, so
     `extract` runs the grid and checks it in full. Model code is imported only for a run
     without a plan record."""
+    from rbplab.catalog.corpora import LazyCorpus
     from rbplab.extraction.fingerprints import known_plan
     from rbplab.store.cache.reading import CacheError
     from rbplab.study.study import resolve_entries
@@ -255,8 +256,13 @@ def recorded_hits(grid, root) -> list[tuple] | None:
         if entry.shard_file_problems(manifest):
             return None
         found = known_plan(run.model, run.corpus, grid.settings, root)
+        if found is None or found.key != entry.key:
+            return None
+        # A hub corpus's documents are not read for a cached entry, so a hit is not counted
+        # against them (cache_hit skips it too); any other entry holds the rows its record keeps.
+        unread = isinstance(run.corpus, LazyCorpus) and not run.corpus.loaded
         rows = tuple(int(record["rows"]) for record in manifest["shards"])
-        if found is None or found.key != entry.key or found.rows != rows:
+        if not unread and found.rows != rows:
             return None  # counts never derived, or the entry lost shards since (issue 31)
         hits.append((run.label, str(run.corpus.name), int(manifest["n_tokens"]), True, entry.key, entry.path))
     return hits
