@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from rbplab.extraction import scoring
+from rbplab.extraction.exact import Tally
 from rbplab.extraction.scoring import shard_frame
 from rbplab.extraction.windows import Window
 
@@ -75,7 +76,7 @@ class _Entry:
     def lock(self):
         yield self
 
-    def write_shard(self, index: int, frame: pd.DataFrame, producer: str | None = None) -> None:
+    def write_shard(self, index: int, frame: pd.DataFrame, provenance: dict | None = None) -> None:
         time.sleep(self.write_seconds)
         if index == self.fail:
             self.failed.set()
@@ -104,7 +105,8 @@ def loop(monkeypatch):
             settings=SimpleNamespace(batch_tokens=None),
             described=SimpleNamespace(weights=None),  # no weight files to re-check between shards
         )
-        scoring.compute_shards(plan, entry, range(n), get_scorer=lambda _plan: object())
+        scorer = SimpleNamespace(head=SimpleNamespace(name="fp32", tally=Tally()))  # no model: no rows
+        scoring.compute_shards(plan, entry, range(n), get_scorer=lambda _plan: scorer)
         return scored
 
     run.scored = scored
