@@ -32,7 +32,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from rbplab.core.errors import InvalidArgumentError
-from rbplab.viz.layout import AXIS_NAME, axis_groups, untemplated
+from rbplab.viz.layout import AXIS_NAME, axis_groups, html_label, untemplated
 
 MAX_STATES = 400  # ~4-10 kB of traces each: a page of a few MB at most
 # A frame switch is a redraw without transition: the figure follows the control at once.
@@ -126,7 +126,8 @@ def note(controls: Sequence[Control], fixed: Mapping[str, str] | None = None) ->
             parts.append(f"{c.shown}: all {len(c.values)} values ({held})")
         else:
             parts.append(f"{c.shown}: {held}")
-    parts += [f"{name} = {value} (as in the notebook)" for name, value in (fixed or {}).items()]
+    # A value written as TeX-like text (−log RBP_k) in plotly's HTML, as the figure's titles are.
+    parts += [f"{name} = {html_label(value)} (as in the notebook)" for name, value in (fixed or {}).items()]
     n = int(np.prod([len(c.values) for c in controls]))
     lines = [f"Offline explorer, {n} precomputed states"]
     for part in parts:  # wrapped at part boundaries (plotly does not wrap text)
@@ -157,7 +158,8 @@ def explorer(
     if not controls:
         raise InvalidArgumentError("an explorer needs at least one control")
     *kept, second, last = [None, *controls] if len(controls) == 1 else controls
-    fixed = {**{c.shown: str(current[c.name]) for c in kept}, **(fixed or {})}
+    # A kept control is named as its widget shows it: its title and its value's label.
+    fixed = {**{c.shown: c.labels[c.index(current[c.name])] for c in kept}, **(fixed or {})}
     varied = [c for c in (second, last) if c is not None]
     varied = thin(varied, current, max_states)
     second, last = (None, varied[0]) if len(varied) == 1 else varied

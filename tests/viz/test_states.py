@@ -200,7 +200,8 @@ def test_training_explorer_step_and_k_are_the_live_views_states() -> None:
         view.figure,
     )
     assert relayout["title"]["text"] == view.figure.layout.title.text
-    assert "loss = rbp (as in the notebook)" in explorer["layout"]["annotations"][-1]["text"]
+    note = explorer["layout"]["annotations"][-1]["text"]  # the loss as its menu shows it
+    assert "loss = −log RBP<sub>k</sub> = −log Pr(rank ≤ k) (as in the notebook)" in note
 
 
 def test_emergence_explorer_on_cached_summaries_holds_the_summaries_k_grid(study: Study) -> None:
