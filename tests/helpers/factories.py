@@ -36,6 +36,27 @@ def complete_entry(root, spec=SPEC, shards=2) -> CacheEntry:
     return entry
 
 
+def one_token_entry(root, spec, **manifest) -> CacheEntry:
+    """A complete entry of `spec` holding one token (document "d", rank 1, nll 0.5) in one shard;
+    `manifest` adds to its manifest (vocab_size 10 unless given)."""
+    frame = pd.DataFrame(
+        {
+            "doc_index": [0],
+            "doc_id": ["d"],
+            "position": [1],
+            "target_id": [2],
+            "n_greater": [0],
+            "n_equal": [1],
+            "nll": [0.5],
+        }
+    )
+    entry = CacheEntry(root, spec)
+    with entry.lock():
+        entry.write_shard(0, frame)
+        entry.finalize({"vocab_size": 10, **manifest})
+    return entry
+
+
 def power_table(alpha=0.08, prefactor=3.0, noise=0.0, seed=0, families=("a",), sizes=SIZES) -> pd.DataFrame:
     """Losses on an exact power law per family (alpha may differ by family), log-normal noise."""
     rng = np.random.default_rng(seed)

@@ -2,25 +2,12 @@
 
 from __future__ import annotations
 
-import pandas as pd
 import pytest
+from helpers.factories import one_token_entry
 
 from rbplab.catalog import registry
 from rbplab.catalog.registry import schedule_of
 from rbplab.report.run import cached_checkpoints
-from rbplab.store.cache.entry import CacheEntry
-
-ONE_TOKEN = pd.DataFrame(
-    {
-        "doc_index": [0],
-        "doc_id": ["d"],
-        "position": [1],
-        "target_id": [2],
-        "n_greater": [0],
-        "n_equal": [1],
-        "nll": [0.5],
-    }
-)
 
 
 def _members() -> list[str]:
@@ -39,10 +26,7 @@ def _entry(root, model, corpus, revision, step, max_tokens):
         "corpus": {"name": corpus},
         "max_tokens": max_tokens,
     }
-    entry = CacheEntry(root, spec)
-    with entry.lock():
-        entry.write_shard(0, ONE_TOKEN)
-        entry.finalize({"vocab_size": 10, "training": {"step": step}})
+    one_token_entry(root, spec, training={"step": step})
 
 
 def test_cached_checkpoints_every_model_on_every_corpus(tmp_path):

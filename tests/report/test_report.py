@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import pytest
+from helpers.factories import one_token_entry
 
 from rbplab.core.errors import InvalidArgumentError
 from rbplab.grid import Grid
@@ -547,15 +548,10 @@ def test_a_study_files_settings_key_its_runs_in_the_results_file(tmp_path: Path)
     import json
 
     from rbplab.catalog import registry
-    from rbplab.store.cache.entry import CacheEntry
 
     model = registry.family_models("micro")["model"].iloc[0]
     cache = tmp_path / "cache"
-    entry = CacheEntry(cache, {"model": {"name": model}, "corpus": {"name": "prose"}, "max_tokens": 300})
-    one_token = {"doc_index": [0], "doc_id": ["d"], "position": [1], "target_id": [2]}
-    with entry.lock():
-        entry.write_shard(0, pd.DataFrame(one_token | {"n_greater": [0], "n_equal": [1], "nll": [0.5]}))
-        entry.finalize({"vocab_size": 10})
+    entry = one_token_entry(cache, {"model": {"name": model}, "corpus": {"name": "prose"}, "max_tokens": 300})
     study = tmp_path / "study.toml"
     study.write_text(f'models = ["{model}"]\ncorpora = ["prose"]\n[settings]\nmax_tokens = 300\n')
     src = tmp_path / "src"

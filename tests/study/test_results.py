@@ -9,10 +9,10 @@ from importlib import metadata
 import numpy as np
 import pandas as pd
 import pytest
+from helpers.factories import one_token_entry
 from helpers.hostile import deep_json, hostile_file, no_hang
 
 import rbplab
-from rbplab.store.cache.entry import CacheEntry
 from rbplab.study import size, synthetic_study, tables
 from rbplab.study.results import RESULTS_VERSION, ResultsError, load_results, matching_keys, save_results
 
@@ -103,22 +103,7 @@ def _entry(root, model, corpus, revision=None, max_tokens=None):
         "max_tokens": max_tokens,
         "windows": {"context_length": 32},
     }
-    entry = CacheEntry(root, spec)
-    frame = pd.DataFrame(
-        {
-            "doc_index": [0],
-            "doc_id": ["d"],
-            "position": [1],
-            "target_id": [2],
-            "n_greater": [0],
-            "n_equal": [1],
-            "nll": [0.5],
-        }
-    )
-    with entry.lock():
-        entry.write_shard(0, frame)
-        entry.finalize({"vocab_size": 10})
-    return entry.key
+    return one_token_entry(root, spec).key
 
 
 def test_cache_keys_only_when_one_entry_matches(tmp_path):
