@@ -96,3 +96,18 @@ def test_rbp_curves_is_a_cdf(study: Study) -> None:
     fig = plots.rbp_curves(size.curve_frame(study, corpora=["a"]), marker_k=10)
     for trace in fig.data:
         assert np.all(np.diff(trace.y) >= 0) and trace.y[-1] <= 1
+
+
+def test_probability_axes_end_at_1(study: Study) -> None:
+    """RBP_k reaches 1 at k = |V| and a rank's frequency may near it: their axes end at 1 for
+    plotly's autorange and for the explorer's ranges (`maxallowed`, in range units: log10 on a
+    log axis), and a range fitted to the curves stops at 1 exactly."""
+    from rbplab.study import distribution
+    from rbplab.viz import states
+
+    curves = plots.rbp_curves(size.curve_frame(study))
+    assert {axis.maxallowed for axis in curves.select_yaxes()} == {1.0}
+    fitted = states.fit_axes(curves.to_plotly_json())
+    assert fitted["layout"]["yaxis"]["range"][1] == 1.0  # RBP_|V| = 1 is drawn: no pad past it
+    ranks = plots.rank_distribution(distribution.rank_pmf(study, study.corpora[0]))
+    assert ranks.layout.yaxis.maxallowed == 0.0 and ranks.layout.yaxis.type == "log"
