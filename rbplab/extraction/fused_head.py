@@ -45,7 +45,7 @@ from rbplab.extraction.exact import (
     settle,
 )
 from rbplab.extraction.exact import UNIT as UNIT_F32
-from rbplab.extraction.ranks import NonFiniteLogitsError, linear_weight
+from rbplab.extraction.ranks import FloatHead, NonFiniteLogitsError, linear_weight, rank_stats
 
 # Fixed tiles (no autotuning: a row's result must not depend on a tuning run). 128 rows x 256 head
 # rows per tile, K in steps of 64 (32 for float32, whose tiles are twice the bytes). A GPU batch of
@@ -272,6 +272,7 @@ class FusedHead(nn.Module):
         self.bias = None if bias is None else nn.Parameter(bias, requires_grad=False)
         self._fp32: Tensor | None = None
         self._norms: tuple[float, float] | None = None
+        self._float: FloatHead | None = None
 
     @classmethod
     def from_module(cls, head: nn.Module, rows: int) -> FusedHead:
@@ -296,6 +297,13 @@ class FusedHead(nn.Module):
         if self._norms is None:
             self._norms = head_norms(self.weight, self.bias, self.rows)
         return self._norms
+
+    def float_head(self) -> FloatHead:
+        """The fp32 head over the same rows (a float32 copy of a half weight, made once): what ranks
+        a row whose band holds more than MAX_CANDIDATES logits."""
+        if self._float is None:
+            self._float = FloatHead(self.weight_for(torch.float32), self.bias)
+        return self._float
 
     def weight_for(self, dtype: torch.dtype) -> Tensor:
         if dtype == self.weight.dtype:
@@ -419,41 +427,36 @@ def fused_rank_stats(
             f"{first} of the call): this GPU's arithmetic is less accurate than the bound assumes; "
             "nothing was kept: score with head='fp32' and report this GPU and Triton version"
         )
-    n_greater, n_equal = _settle(
-        h, w, fhead.bias, t.long(), greater, band, candidates, softcap, vocab_size, tally
-    )
+    n_greater, n_equal = _settle(fhead, h, w, t.long(), greater, band, candidates, softcap, vocab_size, tally)
     return n_greater, n_equal, nll
 
 
-def _settle(h, w, bias, t, greater, band, candidates, softcap, vocab_size, tally) -> tuple[Tensor, Tensor]:
+def _settle(fhead, h, w, t, greater, band, candidates, softcap, vocab_size, tally) -> tuple[Tensor, Tensor]:
     """The counts from the kernel's: rows with band candidates settled in float64 from the states
-    and head rows the kernel multiplied; a row with more than MAX_CANDIDATES settles every column."""
+    and head rows the kernel multiplied. A row with more than MAX_CANDIDATES (a wide band: tensor
+    cores' bound, logits packed near z_t) is ranked again by the fp32 head (`rank_stats`): IEEE
+    float32 logits, whose band is half as wide, then its own float64 settling."""
     n = h.shape[0]
     greater = greater.long()
     equal = torch.ones_like(greater)
     listed = ((band > 0) & (band <= MAX_CANDIDATES)).nonzero()[:, 0]
     whole = (band > MAX_CANDIDATES).nonzero()[:, 0]
-    pair_rows, cols = [], []
+    logits = 0
     if listed.numel():
         slots = torch.arange(MAX_CANDIDATES, device=h.device)
-        keep = slots[None, :] < band[listed, None]
-        r, j = keep.nonzero(as_tuple=True)
-        pair_rows.append(listed[r])
-        cols.append(candidates[listed[r], j].long())
-    if whole.numel():
-        every = torch.arange(vocab_size, device=h.device)
-        for row in whole.tolist():
-            others = every[every != t[row]]
-            pair_rows.append(torch.full_like(others, row))
-            cols.append(others)
-        greater[whole] = 0  # every column is settled: the kernel's count would count some twice
-    logits = 0
-    if pair_rows:
-        rows_all, cols_all = torch.cat(pair_rows), torch.cat(cols)
-        add_greater, add_equal = settle(h, w, bias, t, rows_all, cols_all, softcap=softcap, n=n)
+        r, j = (slots[None, :] < band[listed, None]).nonzero(as_tuple=True)
+        rows, cols = listed[r], candidates[listed[r], j].long()
+        add_greater, add_equal = settle(h, w, fhead.bias, t, rows, cols, softcap=softcap, n=n)
         greater += add_greater
         equal += add_equal
-        logits = int(cols_all.numel())
+        logits = int(cols.numel())
+    if whole.numel():
+        inner = Tally()
+        again = rank_stats(
+            h[whole], fhead.float_head(), t[whole], vocab_size=vocab_size, softcap=softcap, tally=inner
+        )
+        greater[whole], equal[whole] = again[0].long(), again[1].long()
+        logits += inner.logits
     if tally is not None:
         tally.add(n, int(listed.numel() + whole.numel()), logits)
     return greater.to(torch.int32), equal.to(torch.int32)
