@@ -88,23 +88,29 @@ _HEADERS = {
 }  # fmt: skip
 
 
+_IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9]*(_[A-Za-z0-9]+)*")
+_AT_K = re.compile(r"^k(\d+)$")  # alpha_k100: α at k = 100
+
+
 def header(name: object) -> str:
     """A column's identifier as a reader's header: alpha_loo_min as "α leave-one-out min", r2 as
-    "R²", n_models as "models", rbp_1 as "RBP_1" (the identifier itself when no word of it is
-    known to read otherwise).
+    "R²", n_models as "models", rbp_1 as "RBP_1", alpha_k100 as "α (k = 100)" (the identifier
+    itself when no word of it is known to read otherwise, or when it is no identifier).
 
     Examples
     --------
-    >>> [header(c) for c in ("alpha_loo_min", "r2_boot_median", "n_rbe", "rbp_1", "corpus")]
-    ['α leave-one-out min', 'R² bootstrap median', 'distinct RBE values', 'RBP_1', 'corpus']
+    >>> [header(c) for c in ("alpha_loo_min", "r2_boot_median", "n_rbe", "rbp_1", "alpha_k100")]
+    ['α leave-one-out min', 'R² bootstrap median', 'distinct RBE values', 'RBP_1', 'α (k = 100)']
     """
     text = str(name)
     if text in _HEADERS:
         return _HEADERS[text]
+    if not _IDENTIFIER.fullmatch(text):
+        return text  # written for readers already (04's "alpha -log RBP_1 (empirical)")
     words = text.split("_")
     if len(words) == 2 and words[0] in _WORDS and words[1].isdigit():
         return f"{_WORDS[words[0]]}_{words[1]}"  # a quantity at a k: RBP_1
-    return " ".join(_WORDS.get(w, w) for w in words)
+    return " ".join(_AT_K.sub(r"(k = \1)", _WORDS.get(w, w)) for w in words)
 
 
 def text(frame: pd.DataFrame) -> str:

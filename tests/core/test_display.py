@@ -149,6 +149,9 @@ def test_headers_read_as_words_and_keep_the_identifier_at_hand() -> None:
     assert [header(c) for c in ("alpha", "r2", "alpha_jackknife_se", "ee_mm", "n_boot_valid", "S_opt")] == [
         "α", "R²", "α jackknife SE", "EE (Miller-Madow)", "resamples fitted", "S optimal",
     ]  # fmt: skip
+    # A header written for readers stays as it is; a k in an identifier reads as one.
+    assert header("alpha -log RBP_1 (empirical)") == "alpha -log RBP_1 (empirical)"
+    assert [header(c) for c in ("alpha_k1", "alpha_k", "k")] == ["α (k = 1)", "α k", "k"]
     frame = pd.DataFrame({"corpus": ["prose"], "alpha_loo_min": [0.0123], "n_models": [6]})
     page = table_html(frame)
     assert '<th title="alpha_loo_min">α leave-one-out min</th>' in page
