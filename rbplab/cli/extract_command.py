@@ -330,15 +330,22 @@ def check_names(families: list[str], corpora: list[str] | None) -> list[str] | N
 
 def missing_remedy(args: argparse.Namespace) -> str:
     """How the CLI says to compute missing runs: the user's own command with --extract, less a
-    `--head fused` this machine cannot run (the head changes no rank, so the command then works)."""
+    `--head fused` this machine cannot run (the head changes no rank, so the command then works);
+    a CUDA device this machine lacks is kept (it decides the dtype, so the key) and named."""
     import shlex
 
+    from rbplab.extraction.fingerprints import cpu_only
     from rbplab.extraction.heads import runnable_here
 
     argv = [a for a in getattr(args, "argv", []) if a != "--extract"]
-    if not runnable_here(settings_from_args(args)):
+    settings = settings_from_args(args)
+    if not runnable_here(settings):
         argv = _without_option(argv, "--head")
-    return f"--extract: {shlex.join(['rbplab', *argv, '--extract'])}"
+    command = shlex.join(["rbplab", *argv, "--extract"])
+    if settings.device.startswith("cuda") and cpu_only(settings.with_changes(device="auto")):
+        # the device asked for decides the dtype "auto" (so the key): the command stays, and where
+        return f"--extract on a machine with CUDA (this one has none): {command}"
+    return f"--extract: {command}"
 
 
 def _without_option(argv: list[str], option: str) -> list[str]:

@@ -119,3 +119,15 @@ def test_the_head_policy_imports_no_torch():
     code = "import sys, rbplab.extraction.heads; print('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "False", done.stderr[-2000:]
+
+
+def test_a_missing_run_on_an_absent_gpu_says_where_its_command_runs(monkeypatch, tmp_path, capsys):
+    """`--device cuda` decides the dtype "auto", so the key: the suggestion keeps it and says that
+    the command runs on a machine with CUDA, rather than offering one that this machine refuses."""
+    from rbplab.cli.app import main
+    from rbplab.extraction import fingerprints
+
+    monkeypatch.setattr(fingerprints, "cpu_only", lambda settings: settings.device in ("auto", "cpu"))
+    status = main(["fit", "-f", "micro", "-c", "prose", "--device", "cuda", "--cache-dir", str(tmp_path)])
+    err = capsys.readouterr().err.strip()
+    assert status != 0 and "--extract on a machine with CUDA (this one has none): rbplab fit" in err
