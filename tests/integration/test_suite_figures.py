@@ -123,7 +123,7 @@ def test_a_fresh_clone_is_run_and_recorded(figures, tmp_path):
     repo = tmp_path / "repo"
     repo.mkdir()
     (repo / "test_small.py").write_text(SUITE.replace("assert False", "assert True"))
-    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
     subprocess.run(["git", "init", "--quiet", str(repo)], check=True)
     subprocess.run([*git, "add", "test_small.py"], check=True)
     subprocess.run([*git, "commit", "--quiet", "-m", "one"], check=True)
