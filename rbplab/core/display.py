@@ -93,28 +93,50 @@ def size(value: object) -> str:
     raise AssertionError("unreachable")
 
 
-def interval(value: float, low: float | None, high: float | None) -> str:
+def interval(value: float, low: float | None, high: float | None, *, scientific: bool | None = None) -> str:
     """ "0.0200 [0.0130, 0.0255]": the estimate to 3 significant digits and its interval at that
     precision: the bounds with the estimate's decimals, but no more significant digits than it
     has (an estimate near 0 with a wide interval read "0.00470 [-0.11662, 0.12602]"; now
     "0.00470 [-0.117, 0.126]"); the estimate alone when the interval is missing, and a note
     instead of an interval that does not contain its estimate (a fit at a bound of its range,
-    e.g. E = 0, whose resamples all land inside it)."""
+    e.g. E = 0, whose resamples all land inside it). `scientific` sets the notation (as its
+    table column has it: `intervals`); by default the estimate's size does."""
     if _missing(value):
         return MISSING
     value = float(value)
-    text, decimals = significant(value)
+    if scientific is None or abs(value) < FLOOR:
+        text, decimals = significant(value)
+    elif scientific:
+        text, decimals = f"{value:.{SIGNIFICANT - 1}e}", None
+    else:
+        text = _fixed(value)
+        decimals = len(text.split(".")[1]) if "." in text else 0
     if _missing(low) or _missing(high):
         return text
     low, high = float(low), float(high)
     if not low <= value <= high:
         return f"{text} (at a bound of its fit: no interval)"
     if decimals is None:
-        return f"{text} [{significant(low)[0]}, {significant(high)[0]}]"
+        ends = [f"{b:.{SIGNIFICANT - 1}e}" if scientific and b else significant(b)[0] for b in (low, high)]
+        return f"{text} [{ends[0]}, {ends[1]}]"
     widest = max(abs(low), abs(high))
     if widest > 0:
         decimals = min(decimals, max(0, SIGNIFICANT - 1 - math.floor(math.log10(widest))))
     return f"{text} [{low:.{decimals}f}, {high:.{decimals}f}]"
+
+
+def intervals(values: Sequence[object], lows: Sequence[object], highs: Sequence[object]) -> list[str]:
+    """A table column of estimates with their intervals (`interval`), in one notation: scientific
+    for all when one estimate needs it, as `column` decides."""
+    scientific = _scientific([_number_or_none(v) for v in values])
+    return [interval(v, lo, hi, scientific=scientific) for v, lo, hi in zip(values, lows, highs, strict=True)]
+
+
+def _scientific(numbers: Sequence[float | None]) -> bool:
+    """Whether a column of `numbers` is written in scientific notation: a value shown to 3
+    significant digits (not whole, not below display precision) lies outside [1e-4, 1e5)."""
+    shown = [abs(v) for v in numbers if v is not None and math.isfinite(v) and abs(v) >= FLOOR]
+    return any(not FIXED_LOW <= v < FIXED_HIGH for v in shown if not v.is_integer())
 
 
 def column(values: Sequence[object]) -> list[str]:
@@ -140,8 +162,7 @@ def column(values: Sequence[object]) -> list[str]:
         ]
     if all(v.is_integer() and abs(v) < 1e15 for v in finite):
         return [number(v) for v in values]
-    shown = [abs(v) for v in finite if abs(v) >= FLOOR]
-    scientific = any(not FIXED_LOW <= v < FIXED_HIGH for v in shown)
+    scientific = _scientific(finite)
     out = []
     for v, x in zip(values, numbers, strict=True):
         if x is None or not math.isfinite(x):

@@ -16,7 +16,7 @@ import re
 
 import pandas as pd
 
-from rbplab.core.display import MISSING, column, interval, size
+from rbplab.core.display import MISSING, column, intervals, size
 
 # Parameter and token counts: S and its range, the compute-optimal S, tokens seen D.
 SIZE_COLUMN = re.compile(r"(S|D)(_min|_max)?|(.+_)?S_opt")
@@ -61,8 +61,7 @@ def text_table(frame: pd.DataFrame) -> pd.DataFrame:
             continue
         if name in merged:
             low, high = merged[name]
-            rows = zip(values, frame[low], frame[high], strict=True)
-            out[name] = [interval(*_floats(v, lo, hi)) for v, lo, hi in rows]
+            out[name] = intervals(*(_floats(frame[c]) for c in (name, low, high)))
         elif isinstance(name, str) and SIZE_COLUMN.fullmatch(name) and pd.api.types.is_numeric_dtype(values):
             out[name] = [size(v) for v in values]
         else:
@@ -126,7 +125,7 @@ def text(frame: pd.DataFrame) -> str:
     return body + (f"\ncolumns: {', '.join(renamed)}" if renamed else "")
 
 
-def _floats(*values: object) -> list[float | None]:
+def _floats(values: pd.Series) -> list[float | None]:
     return [None if pd.isna(v) else float(v) for v in values]
 
 

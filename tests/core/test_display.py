@@ -160,3 +160,21 @@ def test_headers_read_as_words_and_keep_the_identifier_at_hand() -> None:
     assert shown.splitlines()[0].split() == ["corpus", "α", "leave-one-out", "min", "models"]
     assert shown.splitlines()[-1] == "columns: α leave-one-out min = alpha_loo_min, models = n_models"
     assert repr(readable(frame)) == shown and text(frame.iloc[:0]) == "(none)"
+
+
+def test_a_column_of_intervals_is_written_in_one_notation() -> None:
+    """The estimates of an interval column share a notation, as a plain column's values do:
+    0.000621 stays fixed beside 0.00233 (both in [1e-4, 1e5)); 9.99e-05 makes the column
+    scientific."""
+    frame = pd.DataFrame(
+        {"alpha": [0.00233, 0.000621], "alpha_low": [0.0015, 0.0005], "alpha_high": [0.003, 0.0007]}
+    )
+    assert text_table(frame)["alpha"].tolist() == [
+        "0.00233 [0.00150, 0.00300]",
+        "0.000621 [0.000500, 0.000700]",
+    ]
+    frame.loc[1, ["alpha", "alpha_low", "alpha_high"]] = [9.99e-5, 9e-5, 1.1e-4]
+    assert text_table(frame)["alpha"].tolist() == [
+        "2.33e-03 [1.50e-03, 3.00e-03]",
+        "9.99e-05 [9.00e-05, 1.10e-04]",
+    ]
