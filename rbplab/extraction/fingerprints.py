@@ -39,6 +39,7 @@ from typing import Any
 from rbplab.catalog.corpora import Corpus, LazyCorpus
 from rbplab.catalog.models import ModelLoadError, ResolvedModel
 from rbplab.core.documents import parse_json
+from rbplab.core.errors import RbplabWarning
 from rbplab.core.settings import EntrySpec, ExtractionSettings, installed_versions
 from rbplab.store import hub
 from rbplab.store.cache.entry import CacheEntry
@@ -410,6 +411,7 @@ def known_plan(
         warnings.warn(
             f"plan record {path.name[:12]} gives S = {n_nonembedding:,} for cache entry {entry.key[:12]}, "
             f"whose manifest {said}; the record is ignored, the run planned again and its record rewritten",
+            RbplabWarning,
             stacklevel=2,
         )
         return None

@@ -22,7 +22,7 @@ from typing import Any
 
 from rbplab.catalog.corpora import Corpus, LazyCorpus, open_corpus
 from rbplab.catalog.models import ModelSpec, ResolvedModel
-from rbplab.core.errors import InvalidArgumentError, RbplabError
+from rbplab.core.errors import InvalidArgumentError, RbplabError, RbplabWarning
 from rbplab.core.settings import (
     BosIdentity,
     CorpusIdentity,
@@ -276,14 +276,14 @@ def cache_hit(entry: CacheEntry, plan: Plan | None = None) -> ExtractResult | No
     try:
         manifest = entry.manifest()
     except CacheCorruptedError as err:
-        warnings.warn(str(err), stacklevel=3)
+        warnings.warn(str(err), RbplabWarning, stacklevel=3)
         return None
     problems = list(hit_problems(entry, plan, manifest).values())
     if problems:
         err = entry.damaged(problems[0])
         if entry.is_complete():
             raise err
-        warnings.warn(f"{err}; recomputing the damaged shards now", stacklevel=3)
+        warnings.warn(f"{err}; recomputing the damaged shards now", RbplabWarning, stacklevel=3)
         return None
     return ExtractResult(entry.key, entry.path, int(manifest["n_tokens"]), True, manifest)
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from rbplab.catalog.corpora import Corpus, LazyCorpus
 from rbplab.catalog.models import ModelSpec
+from rbplab.core.errors import RbplabWarning
 from rbplab.core.settings import ExtractionSettings, resolve_settings
 from rbplab.core.stats import TokenStats
 from rbplab.extraction.fingerprints import record_plan
@@ -66,5 +67,5 @@ def load_run(
         except CacheCorruptedError as err:
             if attempt == 2:
                 raise
-            warnings.warn(f"{err}; recomputing the damaged shards now", stacklevel=3)
+            warnings.warn(f"{err}; recomputing the damaged shards now", RbplabWarning, stacklevel=3)
     raise AssertionError("unreachable")

@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 from rbplab.catalog.corpora import load_corpus
 from rbplab.catalog.models import ModelSpec
 from rbplab.core.documents import parse_json
+from rbplab.core.errors import RbplabWarning
 from rbplab.core.settings import EntrySpec, EntrySpecError
 from rbplab.extraction.pipeline import extract_plan, load_scorer
 from rbplab.extraction.plan import ExtractResult, Plan, count_problems, plan_extraction
@@ -141,6 +142,7 @@ def repair_entry(key: str | Path, root: str | Path | None = None, *, progress: b
                 warnings.warn(
                     f"cache entry {entry.key[:12]}: {mismatch}; its summary was derived again from its "
                     "shards",
+                    RbplabWarning,
                     stacklevel=2,
                 )
     return extract_plan(plan, cache_dir=root, progress=progress)  # the very plan whose key matched

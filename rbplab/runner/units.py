@@ -125,10 +125,10 @@ def plan_study(
             settings = accelerator_settings(settings, dtypes.get(ref, settings.dtype))
         plan = plan_extraction(ref, run.corpus, settings, described=described)
         entry = CacheEntry(cache_dir, plan.key_spec)
-        record_plan(plan, cache_dir)
         # A complete entry counts as done only with the shards and tokens its corpus gives: one
         # missing its last shard is reported, marked incomplete and cut into units like any other.
         hit = cache_hit(entry, plan)
+        record_plan(plan, cache_dir)  # after the hit check, which derives the rows per shard it keeps
         cached = hit is not None
         if cached and not plan.counts_derivable:  # a hub corpus is not read for a cached entry
             sizes = [int(record["rows"]) for record in hit.manifest["shards"]]

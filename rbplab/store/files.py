@@ -171,7 +171,9 @@ def read_entry_file(path: Path, entry_dir: Path, max_bytes: int) -> bytes:
         now = os.fstat(fd)
         if (now.st_dev, now.st_ino) != (before.st_dev, before.st_ino) or not stat.S_ISREG(now.st_mode):
             raise UnsafeFileError(errno.EAGAIN, f"{path.name} was replaced while being opened", str(path))
-        data = read_up_to(fd, min(now.st_size, max_bytes) + 1)  # one byte more: a file that grows is caught
+        # One byte past the bound, not past the size seen: a file that grows while it is read is read
+        # as it now is, and one that grows past the bound is caught.
+        data = read_up_to(fd, max_bytes + 1)
     finally:
         os.close(fd)
     if len(data) > max_bytes:

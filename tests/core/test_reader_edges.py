@@ -88,7 +88,14 @@ def test_a_cache_file_of_its_bound_is_read_and_one_byte_more_refused(tmp_path, s
 
 @pytest.mark.parametrize(
     ("size", "grows", "refused"),
-    [(BOUND - 1, 1, False), (BOUND, 1, True), (BOUND, 50, True), (BOUND - 1, 0, False)],
+    [
+        (BOUND - 1, 1, False),
+        (BOUND, 1, True),
+        (BOUND, 50, True),
+        (BOUND - 1, 0, False),
+        (BOUND - 1, 2, True),  # from under the bound to one over: not cut at the size first seen
+        (BOUND - 10, 5, False),  # grows within the bound: read as it now is, not cut
+    ],
 )
 def test_a_cache_file_that_grows_past_its_bound_while_read_is_refused(
     tmp_path, monkeypatch, size, grows, refused

@@ -211,8 +211,8 @@ def test_resume_after_crash(gpt2_dir, tiny_corpus, tmp_path, monkeypatch):
     written = []
     original = CacheEntry.write_shard
 
-    def crash_after_first(self, index, frame, **kwargs):
-        original(self, index, frame, **kwargs)
+    def crash_after_first(self, index, frame, *args, **kwargs):
+        original(self, index, frame, *args, **kwargs)
         written.append(index)
         if len(written) == 2:
             raise KeyboardInterrupt("simulated crash after shard 1")
@@ -243,8 +243,8 @@ def test_resume_after_sigkill(gpt2_dir, tiny_corpus, tmp_path, monkeypatch):
         from rbplab.catalog.corpora import Corpus, Document
         plan.SHARD_TOKENS = 40
         original = CacheEntry.write_shard
-        def write_then_die(self, index, frame, **kwargs):
-            original(self, index, frame, **kwargs)
+        def write_then_die(self, index, frame, *args, **kwargs):
+            original(self, index, frame, *args, **kwargs)
             if index == 1:
                 os.kill(os.getpid(), signal.SIGKILL)
         CacheEntry.write_shard = write_then_die

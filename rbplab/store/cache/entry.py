@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from filelock import FileLock, Timeout
 
+from rbplab.core.errors import RbplabWarning
 from rbplab.core.settings import EntrySpec
 from rbplab.core.stats import SUMMARY_VERSION, EntrySummary, summarize
 from rbplab.store.cache import index as cache_index
@@ -215,7 +216,9 @@ class CacheEntry(EntryReader):
                     f"cache entry {self.key[:12]}: {problem} and cannot be removed ({err.strerror or err}); "
                     f"remove {item} by hand"
                 ) from None
-            warnings.warn(f"cache entry {self.key[:12]}: {problem}; it was removed", stacklevel=4)
+            warnings.warn(
+                f"cache entry {self.key[:12]}: {problem}; it was removed", RbplabWarning, stacklevel=4
+            )
 
     def encode_shard(self, index: int, frame: pd.DataFrame) -> bytes:
         """The exact bytes shard `index` of this entry is stored as, for rows `frame` (SHARD_SCHEMA
@@ -305,6 +308,7 @@ class CacheEntry(EntryReader):
                 reason = problem or f"shard {index} failed its checksum"
                 warnings.warn(
                     f"cache entry {self.key[:12]}: {reason}; it was removed and will be recomputed",
+                    RbplabWarning,
                     stacklevel=2,
                 )
                 self._discard_shard(index)
@@ -419,7 +423,9 @@ class CacheEntry(EntryReader):
             return summary
         if problem is not None:
             warnings.warn(
-                f"cache entry {self.key[:12]}: {problem}; deriving it again from the shards", stacklevel=2
+                f"cache entry {self.key[:12]}: {problem}; deriving it again from the shards",
+                RbplabWarning,
+                stacklevel=2,
             )
         return self.derive_summary(manifest)
 
@@ -452,7 +458,9 @@ class CacheEntry(EntryReader):
                 cache_index.add_row(self.root, cache_index.row_of(self.key, derived, record), replace=True)
         except (OSError, Timeout) as err:
             warnings.warn(
-                f"cache entry {self.key[:12]}: summary derived in memory, not stored ({err})", stacklevel=2
+                f"cache entry {self.key[:12]}: summary derived in memory, not stored ({err})",
+                RbplabWarning,
+                stacklevel=2,
             )
         return dataclasses.replace(derived, stats=None, load_tokens=self.read_stats)
 
@@ -468,7 +476,11 @@ def open_summaries(
     root = cache_root(root)
     found = cache_index.CacheIndex(root)
     for problem in found.problems[:1]:  # the entries' summaries stand in for what it cannot give
-        warnings.warn(f"the cache index: {problem}; its entries' summaries are read instead", stacklevel=3)
+        warnings.warn(
+            f"the cache index: {problem}; its entries' summaries are read instead",
+            RbplabWarning,
+            stacklevel=3,
+        )
     out: list[EntrySummary] = []
     rows: dict[str, cache_index.IndexRow] = {}
     derived = False
@@ -476,7 +488,11 @@ def open_summaries(
         row, problem = found.row_for(entry, manifest)
         if row is None:
             if problem is not None:
-                warnings.warn(f"cache entry {entry.key[:12]}: {problem}; reading its summary", stacklevel=3)
+                warnings.warn(
+                    f"cache entry {entry.key[:12]}: {problem}; reading its summary",
+                    RbplabWarning,
+                    stacklevel=3,
+                )
             summary, record = entry.stored_summary(manifest)
             if record is None:  # derived again: kept whole (rare), its row already written
                 out.append(summary)
@@ -490,7 +506,9 @@ def open_summaries(
             cache_index.merge(root, found, rows, wait=False)
         except OSError as err:
             warnings.warn(
-                f"the cache index was not updated ({err}); reads will use the summaries", stacklevel=2
+                f"the cache index was not updated ({err}); reads will use the summaries",
+                RbplabWarning,
+                stacklevel=2,
             )
     return out
 

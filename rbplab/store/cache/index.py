@@ -43,6 +43,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from filelock import FileLock, Timeout
 
+from rbplab.core.errors import RbplabWarning
 from rbplab.core.stats import EntrySummary, RankPairs
 from rbplab.store.cache import rules
 from rbplab.store.cache.layout import SUMMARY_FILE
@@ -333,6 +334,7 @@ def add_row(root: Path, row: IndexRow, *, replace: bool = False) -> None:
         warnings.warn(
             f"cache entry {row.key[:12]}: its index row was not written ({_problem(err)}); reads will "
             "use its summary",
+            RbplabWarning,
             stacklevel=3,
         )
 

@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rbplab.core.documents import parse_json
-from rbplab.core.errors import RbplabError
+from rbplab.core.errors import RbplabError, RbplabWarning
 from rbplab.core.settings import EntrySpec
 from rbplab.core.stats import RUN_TIES, SUMMARY_VERSION, TIES, EntrySummary, HitRuns, TokenStats, summarize
 from rbplab.store.cache import rules
@@ -473,7 +473,9 @@ class EntryReader:
         for record in self.manifest()["shards"]:
             problem, data = self.shard_problem(record)
             if problem is not None:
-                warnings.warn(f"cache entry {self.key[:12]} is corrupted: {problem}", stacklevel=4)
+                warnings.warn(
+                    f"cache entry {self.key[:12]} is corrupted: {problem}", RbplabWarning, stacklevel=4
+                )
                 if data is not None:
                     self._discard_shard(record["index"])
                 raise self._corrupted(problem + ("" if data is None else "; the shard was removed"))
