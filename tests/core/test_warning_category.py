@@ -22,8 +22,10 @@ def _warn_calls_without_category() -> list[str]:
                 continue
             if not (isinstance(func.value, ast.Name) and func.value.id == "warnings"):
                 continue
-            given = call.args[1] if len(call.args) > 1 else next(
-                (k.value for k in call.keywords if k.arg == "category"), None
+            given = (
+                call.args[1]
+                if len(call.args) > 1
+                else next((k.value for k in call.keywords if k.arg == "category"), None)
             )
             if not (isinstance(given, ast.Name) and given.id == "RbplabWarning"):
                 found.append(f"{path.relative_to(PACKAGE.parent)}:{call.lineno}")
