@@ -27,6 +27,6 @@ def test_a_plan_request_keys_the_stride_and_not_the_batch_size(gpt2_dir, tiny_co
 def test_an_entry_spec_pins_its_bos_policy():
     spec = EntrySpec.from_json(json.loads(GOLDEN.read_text()))  # planned with bos "auto"
     same = ExtractionSettings(max_tokens=2000, context_length=256, bos="auto")
-    assert spec.pins(same, dtype="float32", shard_tokens=65536, head="fp32")
+    assert spec.pins(same, dtype="float32", shard_tokens=65536)
     for other in ("always", "never"):
-        assert not spec.pins(same.with_changes(bos=other), dtype="float32", shard_tokens=65536, head="fp32")
+        assert not spec.pins(same.with_changes(bos=other), dtype="float32", shard_tokens=65536)
