@@ -44,9 +44,12 @@ SOFTCAP_RELATIVE = 16 * UNIT + 4 * UNIT64
 # The band's rounding slack: z_t +- W in float32 may move each end by u |z_t +- W|, and W itself is a
 # few float32 operations; (1 + 2**-18) and 4u |z_t| cover both with room.
 BAND_SLACK = 1.0 + 2.0**-18
-# float64 products held at once while settling: 32 MB on a CPU (cache-sized), 128 MB on a GPU
-# (fewer launches; a batch of 16K rows may settle a million pairs).
-_PAIR_ELEMENTS = {"cpu": 1 << 22, "cuda": 1 << 24}
+# Float64 products held at once while settling (32 MB): about seven such arrays are alive at once,
+# which `rbplab plan` counts (SETTLE_BYTES).
+PAIR_ELEMENTS = 1 << 22
+# Band candidates the fused kernel lists per row; a row with more is ranked by the fp32 head.
+MAX_CANDIDATES = 64
+SETTLE_BYTES = 7 * PAIR_ELEMENTS * 8
 
 
 def gamma(terms: int, unit: float) -> float:
@@ -110,7 +113,7 @@ def settle(
     greater = torch.zeros(n, dtype=torch.int64, device=hidden.device)
     equal = torch.zeros_like(greater)
     d = hidden.shape[1]
-    step = max(1, _PAIR_ELEMENTS.get(hidden.device.type, 1 << 22) // (2 * max(1, d)))
+    step = max(1, PAIR_ELEMENTS // (2 * max(1, d)))
     for start in range(0, rows.numel(), step):
         r, c = rows[start : start + step], cols[start : start + step]
         t = targets[r]

@@ -37,6 +37,7 @@ from torch import Tensor, nn
 from rbplab.core.errors import InvalidArgumentError, InvalidTypeError, RbplabError
 from rbplab.extraction.exact import (
     BAND_SLACK,
+    MAX_CANDIDATES,
     SOFTCAP_RELATIVE,
     TENSOR_CORE_UNIT,
     Tally,
@@ -75,8 +76,6 @@ TANH_C9 = tl.constexpr(-0.00023912911424355248)
 TANH_C10 = tl.constexpr(9.691537956929451e-05)
 UNIT = tl.constexpr(UNIT_F32)
 SLACK = tl.constexpr(BAND_SLACK)
-# Band candidates kept per row for float64 settling; a row with more is settled whole.
-MAX_CANDIDATES = 64
 
 INTERPRETED = triton.knobs.runtime.interpret  # as Triton read it when the kernel below was defined
 

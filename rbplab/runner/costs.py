@@ -16,7 +16,8 @@ maps d hidden units to the |V| ranked rows:
   where fused kernels do not materialise it), and the head's chunk of float32 logits with its
   work block and the batch's final hidden states in float32 (`rbplab.extraction.ranks`). The fused
   head (`rbplab.extraction.fused_head`) makes no copy and no chunk: it reads the model's own head
-  and writes six 4-byte numbers per token.
+  and writes seven 4-byte numbers and 64 band candidates per token, settled in float64 arrays of
+  `rbplab.extraction.exact.SETTLE_BYTES`.
 - time: FLOPs divided by a FLOP rate (the probe's, below); every other model's time scales
   with its FLOPs per token.
 
@@ -53,6 +54,7 @@ import pandas as pd
 from rbplab.catalog import registry
 from rbplab.catalog.corpora import Corpus, Document, LazyCorpus, open_corpus
 from rbplab.core.errors import InvalidArgumentError, RbplabError, RunFailedError
+from rbplab.extraction.exact import MAX_CANDIDATES, SETTLE_BYTES
 from rbplab.extraction.heads import resolve_head
 from rbplab.extraction.pipeline import load_scorer
 from rbplab.extraction.plan import (
@@ -147,7 +149,10 @@ def memory_needed(
     activations = tokens * (2 * arch.hidden + arch.widest) * size
     activations += windows * arch.heads * length * length * size
     if not fp32_head:
-        return weights, activations, 6 * FLOAT32_BYTES * tokens
+        # per token: seven 4-byte numbers and MAX_CANDIDATES band candidates; then settling's float64
+        # arrays. (A batch whose rows overflow the candidate list also makes the fp32 head's copy,
+        # which this leaves out: it is the exception, and gpu_check measures the peak.)
+        return weights, activations, (7 + MAX_CANDIDATES) * FLOAT32_BYTES * tokens + SETTLE_BYTES
     rows = default_chunk_size(vocab, device)
     block = min(rows, block_rows(vocab, device))
     head_chunk = FLOAT32_BYTES * (vocab * (rows + block) + rows * arch.d + tokens * arch.d)

@@ -185,7 +185,8 @@ def test_gpu_workers_planned_from_a_cpu_driver(tmp_path, cpu_only):
     row = plan.table.iloc[0]
     assert row["dtype"] == "bfloat16"
     assert row["weight_bytes"] == 2 * n_params  # bf16 weights, which the fused head reads as they are
-    assert row["head_chunk_bytes"] == 6 * 4 * tokens  # six 4-byte numbers per token of a batch
+    # per token of a batch: seven 4-byte numbers and 64 candidate ids; settling's 7 float64 arrays of 2**22
+    assert row["head_chunk_bytes"] == (7 + 64) * 4 * tokens + 7 * 2**22 * 8
     grid = Grid.from_names(["micro-1-25K"], ["prose"], max_tokens=1000, context_length=256, head="fp32")
     fp32 = estimate_costs(grid, tmp_path / "cache", accelerator=True).table.iloc[0]
     assert fp32["weight_bytes"] == 2 * n_params + 4 * V * d  # bf16 weights + the float32 head copy
