@@ -176,9 +176,9 @@ def test_run_plan_runs_nothing(study_path, tmp_path, capsys):
 
 def test_gpu_workers_planned_from_a_cpu_driver(tmp_path, cpu_only):
     """`run --executor ray --gpus-per-task 1 --plan` on a machine without a GPU: the dtype a GPU
-    resolves "auto" to (micro-1-25K's config says bfloat16), the head it resolves "auto" to for
-    that dtype (the fused kernel) and the fp32 head's chunk when asked, no memory to compare with
-    and no probe of this CPU."""
+    resolves "auto" to (micro-1-25K's config says bfloat16), the memory of the head it resolves
+    "auto" to for that dtype (the fused kernel) and the fp32 head's chunk when asked, one key for
+    both, no memory to compare with and no probe of this CPU."""
     d, V, n_params, tokens = 32, 4096, 287_616, 16_384
     grid = Grid.from_names(["micro-1-25K"], ["prose"], max_tokens=1000, context_length=256)
     plan = estimate_costs(grid, tmp_path / "cache", accelerator=True)
@@ -192,7 +192,7 @@ def test_gpu_workers_planned_from_a_cpu_driver(tmp_path, cpu_only):
     assert fp32["weight_bytes"] == 2 * n_params + 4 * V * d  # bf16 weights + the float32 head copy
     # GPU: chunks of min(4096, 2**25 // 4096) rows, the work block is the whole chunk
     assert fp32["head_chunk_bytes"] == 4 * (V * (4096 + 4096) + 4096 * d + tokens * d)
-    assert fp32["key"] != row["key"]  # the head is in the key
+    assert fp32["key"] == row["key"]  # the head is not in the key: both give float64's counts
     assert row["device_bytes"] is None and row["fits"] is None and plan.totals.fits is None
     assert plan.totals.throughput is None and plan.totals.seconds is None
     cpu = estimate_costs(grid, tmp_path / "cache", probe=False).table.iloc[0]
