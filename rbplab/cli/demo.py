@@ -14,7 +14,6 @@ from pathlib import Path
 import pandas as pd
 import transformers
 
-from rbplab.cli.output import readable
 from rbplab.cli.study_command import probe_setup
 from rbplab.core.errors import RunFailedError
 from rbplab.core.settings import ExtractionSettings
@@ -25,6 +24,7 @@ from rbplab.runner.costs import CostTotals, estimate_costs
 from rbplab.store.files import cache_root
 from rbplab.study import distribution, load_study, size
 from rbplab.study.study import default_corpora
+from rbplab.viz.readable import text
 
 DEMO_KS = (1, 10, 100)
 # The data axis: the micro-suite's four intermediate checkpoints and its final models, each corpus
@@ -86,16 +86,14 @@ def run_demo(
     fits = size.fit_table(study, DEMO_KS)
     ce_fits = distribution.ce_exponents(study)
 
-    with pd.option_context(
-        "display.width", 160, "display.max_columns", 20, "display.float_format", "{:.4g}".format
-    ):
+    with pd.option_context("display.width", 160, "display.max_columns", 20):
         print("\nPer model and corpus (RBP_k, pessimistic ties; CE in nats/token):")
-        print(readable(per_model.sort_values(["corpus", "S"])).to_string(index=False))
+        print(text(per_model.sort_values(["corpus", "S"])))
         print("\nScaling fits  -log RBP_k = A * S^-alpha  (OLS in log-log, 95% CI):")
-        print(readable(fits).to_string(index=False))
+        print(text(fits))
         if ce_fits is not None:
             print("\nCross-entropy versus -log RBP_1 exponents:")
-            print(readable(ce_fits).to_string(index=False))
+            print(text(ce_fits))
 
     out = Path(output_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -134,7 +132,11 @@ def score_checkpoints(
     except StudyFileError as err:
         print(f"data axis skipped: {err}")
         return None
-    print(f"\ndata axis: {DEMO_REVISIONS} checkpoints per model, first {cap} tokens of each corpus")
+    checkpoints = DEMO_REVISIONS.split(":")[1]
+    print(
+        f"\ndata axis: {checkpoints} checkpoints per model, evenly spaced in log training step, "
+        f"first {cap:,} tokens of each corpus"
+    )
     run = run_study(grid, cache_dir=root, workers=os.cpu_count() or 1)
     if not run.ok:
         raise RunFailedError(f"{len(run.failures)} checkpoint unit(s) failed: {run.failures[0]}")
@@ -149,9 +151,9 @@ def _print_data_axis(headline: Path, scored: bool) -> None:
         return
     table = pd.read_csv(headline)
     columns = ["corpus", "quantity", "alpha", "alpha_low", "alpha_high", "beta", "beta_low", "beta_high"]
-    with pd.option_context("display.width", 160, "display.float_format", "{:.3g}".format):
+    with pd.option_context("display.width", 160):
         print("\nJoint law L(S, D) = E + A S^-alpha + B D^-beta on the checkpoints (95% intervals):")
-        print(table[columns].to_string(index=False))
+        print(text(table[columns]))
 
 
 def plan_line(totals: CostTotals) -> str:

@@ -30,24 +30,17 @@ def add_format_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", choices=FORMATS, default="table", help=FORMAT_HELP)
 
 
-def readable(frame: pd.DataFrame) -> pd.DataFrame:
-    """`frame` as a person reads it: columns with no value at all left out (a `note` column of
-    None on every row says nothing), and a missing value in a text column shown as blank."""
-    shown = frame.loc[:, frame.notna().any(axis=0)] if len(frame) else frame
-    text = [c for c in shown.columns if shown[c].dtype == object]
-    return shown.assign(**{c: shown[c].where(shown[c].notna(), "") for c in text})
-
-
 def print_table(frame: pd.DataFrame, fmt: str = "table") -> None:
-    """`frame` as csv, json records or an aligned table ("(none)" when empty; `readable`)."""
+    """`frame` as csv, json records or the one table display of terminal, lab and report
+    (`rbplab.viz.readable.text`: readable headers, one notation per column, "(none)" when empty)."""
     if fmt == "csv":
         print(frame.to_csv(index=False), end="")
     elif fmt == "json":
         print(frame.to_json(orient="records", date_format="iso", indent=1))
-    elif frame.empty:
-        print("(none)")
     else:
-        print(readable(frame).to_string(index=False))
+        from rbplab.viz.readable import text  # no plotly: the display module is pandas alone
+
+        print(text(frame))
 
 
 def one_line(err: BaseException) -> str:

@@ -80,10 +80,12 @@ def test_columns_tell_revisions_and_settings_apart(capsys, cache):
     partial = table[table["corpus"] == "wiki"].iloc[0]
     assert partial["status"] == "incomplete" and partial["n_tokens"] == 1 and pd.isna(partial["step"])
     status, out, _ = ls(capsys, cache)
-    header = out.splitlines()[1].split()
+    # the terminal's one table display: readable headers, the identifier in a legend below
+    header = out.splitlines()[1].replace("max tokens", "max_tokens").split()
     assert header == [
         "key", "model", "revision", "step", "corpus", "max_tokens", "tokens", "status", "size", "created"
     ]  # fmt: skip
+    assert out.splitlines()[-1] == "columns: max tokens = max_tokens"
     rows = [line.split() for line in out.splitlines()[2:]]
     assert ["m-small", "step-200", "200", "prose", "2", "2"] in [r[1:7] for r in rows]
     assert ["m-large", "final", "prose", "all", "3"] in [r[1:3] + r[3:6] for r in rows]
@@ -170,10 +172,14 @@ def listing(root):
     n = 5000
     return pd.DataFrame({
         "key": ["%064x" % i for i in range(n)], "model": "m", "revision": None, "step": 1,
-        "corpus": "c", "max_tokens": None, "context_length": 32, "n_tokens": 3, "complete": True,
+        "corpus": "c", "max_tokens": None, "context_length": 32, "n_tokens": 3, "head": "fp32",
+        "settled_rows": 0, "complete": True,
         "status": "complete", "size_bytes": 100, "created": pd.Timestamp("2025-01-01", tz="UTC"),
         "path": "p",
-    }).astype({"step": "Int64", "max_tokens": "Int64", "context_length": "Int64", "n_tokens": "Int64"})
+    }).astype({
+    "step": "Int64", "max_tokens": "Int64", "context_length": "Int64", "n_tokens": "Int64",
+    "settled_rows": "Int64",
+})
 
 admin.list_entries = listing
 sys.exit(app.main(["cache", "ls"] + sys.argv[1:]))
