@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
+import pandas as pd
+import plotly.io as pio
 import pytest
 
 from rbplab.analysis import data_scaling
 from rbplab.study.study import synthetic_training_table
 from rbplab.viz import plots
+from rbplab.viz.plots.training import move_step
 from rbplab.viz.widgets import TrainingView
+from rbplab.viz.widgets.base import FigureView
 
 
 @pytest.fixture(scope="module")
@@ -79,3 +85,58 @@ def test_training_view_controls_say_what_they_choose(table) -> None:
     assert [value for _, value in view.quantity_toggle.options] == ["rbp", "ce"]
     assert "-log RBP_k" not in labels and "rank" in labels[0] and "cross-entropy" in labels[1]
     assert view.quantity_toggle.style.button_width == "auto"  # labels are not cut to a fixed width
+
+
+def _drawn(figure) -> dict:
+    return json.loads(pio.to_json(figure, validate=False))
+
+
+@pytest.mark.parametrize("live", [False, True])
+def test_a_step_alone_moves_the_step_in_place_and_draws_what_a_full_build_draws(
+    table, live, monkeypatch
+) -> None:
+    """Moving only the step slider redraws the step's trace, line and panel title in place,
+    without building the figure again (its cost then does not grow with the checkpoints), and
+    the result is, byte for byte, the figure a full redraw at that step shows."""
+    view = TrainingView(table, k=100, live=live)
+    steps = [v for _, v in view.step_slider.options]
+    built = []
+    original = plots.training_dynamics
+
+    def counted(*args, **kwargs):
+        built.append(kwargs.get("step"))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(plots, "training_dynamics", counted)
+    for step in steps[::-1]:
+        view.set_step(step)
+    monkeypatch.undo()
+    assert built == [] and view.updates == len(steps)  # the last step was shown already: no redraw
+    full = TrainingView(table, k=100, step=steps[0], live=live)
+    FigureView.refresh(full)  # a second, full redraw: the shown figure keeps its template
+    assert _drawn(view.figure) == _drawn(full.figure)
+    (at,) = [t for t in view.figure.data if t.meta == "step"]
+    chosen = table[(table["k"] == 100) & (table["step"] == steps[0])].sort_values("S")
+    assert np.allclose(at.y, chosen["neg_log_rbp"]) and at.name == f"at step {steps[0]:,}"
+
+
+def test_a_step_no_size_reached_is_drawn_whole(table) -> None:
+    """Where no size has the chosen step on the shown corpus, nothing can be moved: the view
+    draws the figure whole (no step trace points, no line), as it did before."""
+    other = table.assign(corpus="other", step=table["step"] + 1, D=table["D"] + 1)
+    view = TrainingView(pd.concat([table, other], ignore_index=True), corpus="known law", live=False)
+    view.set_step(int(other["step"].min()))
+    (at,) = [t for t in view.figure.data if t.meta == "step"]
+    assert len(at.x) == 0 and not view.figure.layout.shapes
+    view.set_step(int(table["step"].min()))
+    (at,) = [t for t in view.figure.data if t.meta == "step"]
+    assert len(at.x) == table["S"].nunique() and len(view.figure.layout.shapes) == 1
+
+
+def test_move_step_refuses_a_figure_without_a_step_trace(table) -> None:
+    sel = table[table["k"] == 1]
+    fig = plots.training_dynamics(sel)
+    fig.data = [t for t in fig.data if t.meta != "step"]
+    before = _drawn(fig)
+    assert not move_step(fig, sel, "neg_log_rbp", int(sel["step"].max()))
+    assert _drawn(fig) == before

@@ -102,12 +102,10 @@ def training_dynamics(
         pending.append(
             (
                 go.Scatter(
-                    x=at["S"],
-                    y=at[y],
+                    **_step_values(at, y, step),
                     mode="markers+lines",
                     marker={"color": [colours[float(s)] for s in at["S"]], "size": 10, "line": {"width": 1}},
                     line={"color": "#555", "width": 1},
-                    name=f"at step {step:,.0f}",
                     meta="step",
                 ),
                 1,
@@ -126,9 +124,47 @@ def training_dynamics(
         Panels(cols=2, panel_height=380),
         title=title or f"{y_label} over training",
         caption=grid_note(points) or None,
-        panel_titles=["vs tokens seen D", "vs size S" + ("" if step is None else f" at step {step:,.0f}")],
+        panel_titles=["vs tokens seen D", _size_panel_title(step)],
         y_title=y_label,
     )
+
+
+def _size_panel_title(step: float | None) -> str:
+    return "vs size S" + ("" if step is None else f" at step {step:,.0f}")
+
+
+def _step_values(at: pd.DataFrame, y: str, step: float) -> dict:
+    # What the step's trace changes with the step: shared by the full build and `move_step`.
+    return {"x": at["S"], "y": at[y], "name": f"at step {step:,.0f}"}
+
+
+def move_step(fig: go.Figure, points: pd.DataFrame, y: str, step: float) -> bool:
+    """Move a `training_dynamics` figure of `points` (the ones it was drawn from, `y` its loss
+    column) to another `step` in place: the step's trace on the right, its line on the left and
+    the right panel's title; what `training_dynamics(points, ..., step=step)` would draw, without
+    rebuilding the fits and every size's checkpoints (a slider step of notebook 06's view costs
+    then a few traces, whatever the number of checkpoints). Returns False, changing nothing, when
+    the figure has no step trace or no size reached `step` (the caller draws it whole)."""
+    points = points[points["D"] > 0]
+    at = points[points["step"] == step].sort_values("S")
+    slots = [i for i, trace in enumerate(fig.data) if trace.meta == "step"]
+    titles = [i for i, a in enumerate(fig.layout.annotations) if a.name == "panel title"]
+    if len(slots) != 1 or len(titles) != 2 or not len(at):
+        return False
+    colours = sequential(sorted(points["S"].unique()))
+    values = _step_values(at, y, step)
+    title = _size_panel_title(step)
+    meta = dict(fig.layout.meta or {})
+    arranged = dict(meta.get("rbplab.arrange") or {})
+    if arranged.get("panel_titles"):
+        arranged["panel_titles"] = [arranged["panel_titles"][0], title]
+        meta["rbplab.arrange"] = arranged
+    with fig.batch_update():
+        fig.data[slots[0]].update(values, marker={"color": [colours[float(s)] for s in at["S"]]})
+        fig.layout.shapes = [vline(1, float(at["D"].iloc[0]))]
+        fig.layout.annotations[titles[1]].text = title
+        fig.layout.meta = meta
+    return True
 
 
 def iso_loss(

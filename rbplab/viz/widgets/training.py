@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 from rbplab.analysis import data_scaling
 from rbplab.core.errors import InvalidArgumentError
 from rbplab.viz import plots
+from rbplab.viz.plots.training import move_step
 from rbplab.viz.states import Control
 from rbplab.viz.widgets.base import (
     FigureView,
@@ -84,7 +85,26 @@ class TrainingView(FigureView):
         )
         for control in (self.k_buttons, self.step_slider, self.corpus_dropdown, self.quantity_toggle):
             control.observe(self.refresh, names="value")
+        # Per-size fits do not depend on the step: fitted once per corpus, k and loss.
+        self._fits: dict[tuple[str, int, str], pd.DataFrame] = {}
+        self._drawn: tuple[str, str, int] | None = None  # the corpus, loss and k the figure shows
         self.refresh()
+
+    def refresh(self, *_: object) -> None:
+        """Redraw for the controls' values. A move of the step slider alone changes only the
+        step's trace, line and panel title: those are moved in place (`plots.training.move_step`)
+        instead of rebuilding every size's checkpoints and fits, so a slider step costs the same
+        on 5 checkpoints as on 154."""
+        if self._held:
+            return
+        drawn = (self.corpus_dropdown.value, self.quantity_toggle.value, self.k)
+        if self.updates and drawn == self._drawn:
+            y = "neg_log_rbp" if drawn[1] == "rbp" else "ce"
+            if move_step(self.figure, self.selection(drawn[0], drawn[2]), y, self.step):
+                self.updates += 1
+                return
+        super().refresh()
+        self._drawn = drawn
 
     @property
     def k(self) -> int:
@@ -144,7 +164,9 @@ class TrainingView(FigureView):
         y = "neg_log_rbp" if quantity == "rbp" else "ce"
         label = f"-log RBP_{k:,}" if y == "neg_log_rbp" else "CE (nats)"
         sel = self.selection(corpus, k)
-        fits = data_scaling.data_fits(sel, y=y, by=["family", "corpus", "k"])
+        fits = self._fits.get((corpus, k, y))
+        if fits is None:
+            fits = self._fits[(corpus, k, y)] = data_scaling.data_fits(sel, y=y, by=["family", "corpus", "k"])
         return plots.training_dynamics(
             sel, fits, y=y, y_label=label, step=step, title=f"{corpus}: {label} over training"
         )
