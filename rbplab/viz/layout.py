@@ -73,6 +73,12 @@ def untemplated() -> Iterator[None]:
         _TEMPLATED.reset(token)
 
 
+def templating() -> tuple[bool, str]:
+    """Whether figures made now get rbplab's template, and plotly's default template: a figure
+    kept for later copies is kept per value of this (`untemplated` changes both)."""
+    return _TEMPLATED.get(), str(pio.templates.default)
+
+
 def html_label(text: str | None) -> str:
     """`text` with TeX-like sub- and superscripts (p_{N,k}, RBP_1, S^-α) in plotly's HTML
     (p<sub>N,k</sub>), which every renderer shows without MathJax; `$` signs are dropped."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import numpy as np
@@ -12,8 +13,10 @@ import pytest
 from rbplab.analysis import data_scaling
 from rbplab.study.study import synthetic_training_table
 from rbplab.viz import plots
+from rbplab.viz.layout import untemplated
 from rbplab.viz.plots.training import move_step
 from rbplab.viz.widgets import TrainingView
+from rbplab.viz.widgets import training as training_widget
 from rbplab.viz.widgets.base import FigureView
 
 
@@ -118,6 +121,75 @@ def test_a_step_alone_moves_the_step_in_place_and_draws_what_a_full_build_draws(
     (at,) = [t for t in view.figure.data if t.meta == "step"]
     chosen = table[(table["k"] == 100) & (table["step"] == steps[0])].sort_values("S")
     assert np.allclose(at.y, chosen["neg_log_rbp"]) and at.name == f"at step {steps[0]:,}"
+
+
+def _full(table, live, **values):
+    """The figure a view shows after a full redraw at `values` (its second: without a kept
+    figure to copy, with the template the first one set)."""
+    view = TrainingView(table, live=live, **values)
+    view._figures.clear()
+    FigureView.refresh(view)
+    return _drawn(view.figure)
+
+
+@pytest.mark.parametrize("live", [False, True])
+def test_steps_some_sizes_missed_are_drawn_as_a_full_build_draws(table, live) -> None:
+    """The largest size lacks every other checkpoint: where the sizes at a step are not those
+    shown, the S axis' ticks change, so the step cannot be moved in place; every step still
+    shows exactly what a full redraw at it shows."""
+    largest = table["S"].max()
+    steps = sorted(table["step"].unique())
+    sparse = table[(table["S"] != largest) | table["step"].isin(steps[::2])]
+    view = TrainingView(sparse, k=1, live=live)
+    for step in [*steps, *steps[::-1]]:
+        view.set_step(int(step))
+        assert _drawn(view.figure) == _full(sparse, live, k=1, step=int(step)), step
+
+
+def test_states_copied_from_a_kept_figure_are_the_states_built_whole(table, monkeypatch) -> None:
+    """The explorer's states (and a k visited again) are copies of a kept figure with the step
+    moved: each is the figure built from nothing, with and without the template, and the
+    figure is built once per corpus, loss and k."""
+    largest = table["S"].max()
+    steps = sorted(int(s) for s in table["step"].unique())
+    sparse = table[(table["S"] != largest) | table["step"].isin(steps[::2])]
+    view = TrainingView(sparse, k=1, live=False)
+    fresh = TrainingView(sparse, k=1, live=False)
+    built = []
+    original = plots.training_dynamics
+
+    def counted(*args, **kwargs):
+        built.append(kwargs.get("step"))
+        return original(*args, **kwargs)
+
+    for blank in (False, True):
+        for quantity in ("rbp", "ce"):
+            for k in (1,):
+                for step in steps:
+                    with untemplated() if blank else contextlib.nullcontext():
+                        monkeypatch.setattr(plots, "training_dynamics", counted)
+                        got = _drawn(view.state("known law", quantity, k, step))
+                        monkeypatch.undo()
+                        fresh._figures.clear()  # nothing to copy: built whole
+                        assert got == _drawn(fresh.state("known law", quantity, k, step))
+    # Kept per corpus, loss, k and template; the view opened on one of them (rbp, k = 1,
+    # templated). The largest size's missing steps are built whole.
+    odd = len(steps[1::2])
+    assert len(built) == 2 * 2 * (1 + odd) - 1
+
+
+@pytest.mark.parametrize("corpora", [2, 3, 4])
+def test_a_view_keeps_at_most_kept_figures(table, corpora, monkeypatch) -> None:
+    """At the bound (3 here), one under and one over: a view keeps one figure per corpus it drew,
+    never more than the bound, dropping the oldest."""
+    monkeypatch.setattr(training_widget, "KEPT_FIGURES", 3)
+    names = [f"c{i}" for i in range(corpora)]
+    many = pd.concat([table.assign(corpus=name) for name in names], ignore_index=True)
+    view = TrainingView(many, corpus=names[0], live=False)
+    for name in names[1:]:
+        view.set_corpus(name)
+    assert len(view._figures) == min(corpora, 3)
+    assert [key[0] for key in view._figures] == names[-3:]
 
 
 def test_a_step_no_size_reached_is_drawn_whole(table) -> None:

@@ -144,13 +144,17 @@ def move_step(fig: go.Figure, points: pd.DataFrame, y: str, step: float) -> bool
     the right panel's title; what `training_dynamics(points, ..., step=step)` would draw, without
     rebuilding the fits and every size's checkpoints (a slider step of notebook 06's view costs
     then a few traces, whatever the number of checkpoints). Returns False, changing nothing, when
-    the figure has no step trace or no size reached `step` (the caller draws it whole)."""
+    the figure has no step trace, or the sizes that reached `step` are not those it shows (the
+    S axis' ticks are laid out for those): the caller draws it whole."""
     points = points[points["D"] > 0]
     at = points[points["step"] == step].sort_values("S")
     slots = [i for i, trace in enumerate(fig.data) if trace.meta == "step"]
     titles = [i for i, a in enumerate(fig.layout.annotations) if a.name == "panel title"]
     if len(slots) != 1 or len(titles) != 2 or not len(at):
         return False
+    shown = fig.data[slots[0]].x
+    if shown is None or not np.array_equal(np.asarray(shown, dtype=float), at["S"].to_numpy(dtype=float)):
+        return False  # other sizes reached this step: the S axis' ticks follow them, a full build
     colours = sequential(sorted(points["S"].unique()))
     values = _step_values(at, y, step)
     title = _size_panel_title(step)

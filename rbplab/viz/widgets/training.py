@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 from rbplab.analysis import data_scaling
 from rbplab.core.errors import InvalidArgumentError
 from rbplab.viz import plots
+from rbplab.viz.layout import templating
 from rbplab.viz.plots.training import move_step
 from rbplab.viz.states import Control
 from rbplab.viz.widgets.base import (
@@ -20,6 +21,9 @@ from rbplab.viz.widgets.base import (
 )
 
 TRAINING_COLUMNS = ("family", "corpus", "model", "S", "step", "D", "k", "neg_log_rbp", "ce")
+# Figures kept to copy from (one per corpus, loss, k and templating): the explorer's states and a
+# revisited k then cost a copy and a moved step instead of a build; bounded for studies of many corpora.
+KEPT_FIGURES = 24
 # The training view's loss toggle: what each loss is, not only its symbol.
 QUANTITY_LABELS = {"−log RBP_k = −log Pr(rank ≤ k)": "rbp", "cross-entropy (CE)": "ce"}
 
@@ -87,6 +91,7 @@ class TrainingView(FigureView):
             control.observe(self.refresh, names="value")
         # Per-size fits do not depend on the step: fitted once per corpus, k and loss.
         self._fits: dict[tuple[str, int, str], pd.DataFrame] = {}
+        self._figures: dict[tuple, go.Figure] = {}
         self._drawn: tuple[str, str, int] | None = None  # the corpus, loss and k the figure shows
         self.refresh()
 
@@ -164,9 +169,21 @@ class TrainingView(FigureView):
         y = "neg_log_rbp" if quantity == "rbp" else "ce"
         label = f"-log RBP_{k:,}" if y == "neg_log_rbp" else "CE (nats)"
         sel = self.selection(corpus, k)
+        key = (corpus, y, k, templating())
+        kept = self._figures.get(key)
+        if kept is not None:
+            # Only the step differs from a figure drawn before: a copy with the step moved.
+            figure = go.Figure(kept)
+            if move_step(figure, sel, y, step):
+                return figure
         fits = self._fits.get((corpus, k, y))
         if fits is None:
             fits = self._fits[(corpus, k, y)] = data_scaling.data_fits(sel, y=y, by=["family", "corpus", "k"])
-        return plots.training_dynamics(
+        figure = plots.training_dynamics(
             sel, fits, y=y, y_label=label, step=step, title=f"{corpus}: {label} over training"
         )
+        if kept is None:
+            if len(self._figures) >= KEPT_FIGURES:
+                del self._figures[next(iter(self._figures))]  # the oldest
+            self._figures[key] = go.Figure(figure)  # a copy: callers may change what they get
+        return figure
