@@ -49,7 +49,6 @@ def test_settings_are_pinned_by_the_spec_without_trying_policies():
         "include_padded_vocab": False,
         "dtype": "float32",
         "shard_tokens": 65536,
-        "head": "fp32",  # not in the JSON: the default head is recorded by its absence
     }
     never = golden()
     never["windows"]["bos"] = {"use": False, "token_id": None, "rule": "never: requested"}
