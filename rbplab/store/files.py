@@ -25,8 +25,11 @@ import os
 import shutil
 import stat
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
+
+from filelock import FileLock, Timeout
 
 from rbplab.core.documents import file_kind, read_up_to
 from rbplab.core.errors import RbplabError
@@ -225,6 +228,22 @@ def check_writable(root: str | Path | None = None) -> Path:
             f"{MIN_FREE_BYTES // 2**20} MiB); free some space or {_HOW_TO_MOVE}",
         )
     return root
+
+
+@contextlib.contextmanager
+def held_lock(path: Path, wait: bool) -> Iterator[bool]:
+    """Hold the file lock at `path` (flock: released when its process dies); yields False when
+    another process holds it and `wait` is false."""
+    lock = FileLock(str(path))
+    try:
+        lock.acquire(timeout=-1 if wait else 0)
+    except Timeout:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        lock.release()
 
 
 def location_error(err: OSError, path: Path) -> OSError:

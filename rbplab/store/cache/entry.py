@@ -58,6 +58,7 @@ from rbplab.store.files import (
     ensure_real_dir,
     entry_dir_problem,
     entry_file_problem,
+    held_lock,
     location_error,
 )
 
@@ -276,16 +277,8 @@ class CacheEntry(EntryReader):
         problem = entry_file_problem(path)
         if problem is not None:
             raise CacheError(f"cache entry {self.key[:12]}: its shard lock {problem}; remove {path}")
-        lock = FileLock(str(path))
-        try:
-            lock.acquire(timeout=-1 if wait else 0)
-        except Timeout:
-            yield False
-            return
-        try:
-            yield True
-        finally:
-            lock.release()
+        with held_lock(path, wait) as held:
+            yield held
 
     def completed_shards(self) -> set[int]:
         """Indices of shards whose checksum verifies and whose metadata names this entry and index.

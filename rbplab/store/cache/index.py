@@ -41,7 +41,6 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from filelock import FileLock, Timeout
 
 from rbplab.core.errors import RbplabWarning
 from rbplab.core.stats import EntrySummary, RankPairs
@@ -53,6 +52,7 @@ from rbplab.store.files import (
     atomic_write,
     ensure_real_dir,
     folder_problem,
+    held_lock,
     read_entry_file,
 )
 
@@ -343,16 +343,8 @@ def add_row(root: Path, row: IndexRow, *, replace: bool = False) -> None:
 def _index_lock(root: Path, wait: bool) -> Iterator[bool]:
     locks = root / "locks"
     ensure_real_dir(locks, "the locks folder")
-    lock = FileLock(str(locks / "index.lock"))
-    try:
-        lock.acquire(timeout=-1 if wait else 0)
-    except Timeout:
-        yield False
-        return
-    try:
-        yield True
-    finally:
-        lock.release()
+    with held_lock(locks / "index.lock", wait) as held:
+        yield held
 
 
 def merge(
