@@ -23,10 +23,15 @@ if TYPE_CHECKING:  # the policy above imports no torch: a cached `rbplab fit` ne
     from torch import Tensor, nn
 
 
+# The values Triton itself reads as true (its C++ getenv_bool; `triton.knobs.runtime.interpret`,
+# which decides whether the fused kernel is interpreted): the refusal must agree with it.
+_TRUE = ("1", "true", "on", "yes")
+
+
 def triton_interpreted() -> bool:
     """Whether TRITON_INTERPRET asks Triton to interpret kernels (on CPU tensors) instead of
-    compiling them."""
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+    compiling them, read as Triton reads it, without importing Triton."""
+    return os.environ.get("TRITON_INTERPRET", "").lower() in _TRUE
 
 
 def resolve_head(head: str, device: str, dtype: str, *, triton: bool | None = None) -> str:

@@ -131,3 +131,13 @@ def test_a_missing_run_on_an_absent_gpu_says_where_its_command_runs(monkeypatch,
     status = main(["fit", "-f", "micro", "-c", "prose", "--device", "cuda", "--cache-dir", str(tmp_path)])
     err = capsys.readouterr().err.strip()
     assert status != 0 and "--extract on a machine with CUDA (this one has none): rbplab fit" in err
+
+
+@pytest.mark.parametrize("value", ["1", "0", "", "true", "TRUE", "false", "on", "yes", "2", "no"])
+def test_the_interpreter_switch_is_read_as_triton_reads_it(value, monkeypatch):
+    """The refusal (`check_head`) and the kernel (`fused_head.INTERPRETED`, Triton's own knob) read
+    TRITON_INTERPRET alike: a value Triton takes as false ("2", "false") is no licence to run the
+    fused head on a CPU."""
+    libtriton = pytest.importorskip("triton._C.libtriton")
+    monkeypatch.setenv("TRITON_INTERPRET", value)
+    assert heads.triton_interpreted() == libtriton.getenv_bool("TRITON_INTERPRET", False)
