@@ -103,43 +103,16 @@ def rank_histogram(data: RunData, ties: str = "pessimistic") -> np.ndarray:
     return hist
 
 
-@dataclass(frozen=True, eq=False)
-class RBPCurve:
-    """RBP_k for every k of one (model, corpus): query any k in O(log m), e.g. from a slider.
-
-    Sparse, so a study of thousands of runs at |V| = 152K holds no |V|-long array per run: the
-    cumulative count of tokens with rank <= k is a step function over the m distinct ranks
-    (`ranks`, `counts`: tokens at each), plus, under "expected" ties, each tied pair's share
-    count * clip((k - g) / e, 0, 1) (`tied_greater`, `tied_equal`, `tied_count`). `cumulative`
-    and `histogram` give the dense arrays over k = 0..|V| when a figure needs them."""
-
-    ranks: np.ndarray
-    counts: np.ndarray
-    n_tokens: int
-    vocab_size: int
-    ties: str
-    tied_greater: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    tied_equal: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    tied_count: np.ndarray = field(default_factory=lambda: np.zeros(0))
-
-    def __post_init__(self) -> None:
-        # _steps[i]: tokens at the first i distinct ranks (a leading 0 for k below every rank)
-        object.__setattr__(self, "_steps", np.r_[0.0, np.cumsum(self.counts, dtype=np.float64)])
+class RBPQueries:
+    """RBP_k, -log RBP_k, the dense curves and a table of them, from a curve's `count_within`
+    (tokens with rank <= k), `n_tokens` and `vocab_size`: what every curve of a run answers,
+    whatever holds its counts (`RBPCurve`, or the study's curve read from the cache index)."""
 
     def _index(self, k: float | np.ndarray) -> np.ndarray:
         k = np.asarray(k, dtype=np.float64)
         if np.any(~np.isfinite(k)) or np.any(k < 1) or np.any(k > self.vocab_size):
             raise InvalidArgumentError(f"k must lie in [1, vocab_size={self.vocab_size}]")
         return np.floor(k).astype(np.int64)  # RBP is a step function of k
-
-    def count_within(self, k: np.ndarray) -> np.ndarray:
-        """(Expected) number of tokens with rank <= k, for integer k in 0..|V|."""
-        k = np.asarray(k, dtype=np.int64)
-        out = self._steps[np.searchsorted(self.ranks, k, side="right")]
-        if len(self.tied_count):
-            share = np.clip((k[..., None] - self.tied_greater) / self.tied_equal, 0.0, 1.0)
-            out = out + share @ self.tied_count
-        return out
 
     def rbp(self, k: float | np.ndarray) -> float | np.ndarray:
         """RBP_k (fraction of tokens ranked within the top k); scalar in, scalar out."""
@@ -169,6 +142,39 @@ class RBPCurve:
         rbp = np.asarray(self.rbp(ks), dtype=np.float64)
         with np.errstate(divide="ignore"):
             return pd.DataFrame({"k": ks, "rbp": rbp, "neg_log_rbp": -np.log(rbp)})
+
+
+@dataclass(frozen=True, eq=False)
+class RBPCurve(RBPQueries):
+    """RBP_k for every k of one (model, corpus): query any k in O(log m), e.g. from a slider.
+
+    Sparse, so a study of thousands of runs at |V| = 152K holds no |V|-long array per run: the
+    cumulative count of tokens with rank <= k is a step function over the m distinct ranks
+    (`ranks`, `counts`: tokens at each), plus, under "expected" ties, each tied pair's share
+    count * clip((k - g) / e, 0, 1) (`tied_greater`, `tied_equal`, `tied_count`). `cumulative`
+    and `histogram` give the dense arrays over k = 0..|V| when a figure needs them."""
+
+    ranks: np.ndarray
+    counts: np.ndarray
+    n_tokens: int
+    vocab_size: int
+    ties: str
+    tied_greater: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    tied_equal: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    tied_count: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+    def __post_init__(self) -> None:
+        # _steps[i]: tokens at the first i distinct ranks (a leading 0 for k below every rank)
+        object.__setattr__(self, "_steps", np.r_[0.0, np.cumsum(self.counts, dtype=np.float64)])
+
+    def count_within(self, k: np.ndarray) -> np.ndarray:
+        """(Expected) number of tokens with rank <= k, for integer k in 0..|V|."""
+        k = np.asarray(k, dtype=np.int64)
+        out = self._steps[np.searchsorted(self.ranks, k, side="right")]
+        if len(self.tied_count):
+            share = np.clip((k[..., None] - self.tied_greater) / self.tied_equal, 0.0, 1.0)
+            out = out + share @ self.tied_count
+        return out
 
 
 def rbp_curve(data: RunData, ties: str = "pessimistic") -> RBPCurve:

@@ -262,7 +262,7 @@ class Study:
         return pd.DataFrame(rows)
 
 
-class GridCurve:
+class GridCurve(metrics.RBPQueries):
     """RBP_k of a run read from the cache index (`IndexedSummary`), with `RBPCurve`'s interface: on
     the summary's k grid (and at k >= |V|) from the index row, the very numbers the rank pairs give;
     at any other k, and for the dense arrays, from the rank pairs, read from the summary then (its
@@ -288,32 +288,13 @@ class GridCurve:
         found = self.summary.within(k.ravel(), self.ties)
         return self.exact().count_within(k) if found is None else found.reshape(k.shape)
 
-    def rbp(self, k: float | np.ndarray) -> float | np.ndarray:
-        if self.n_tokens == 0:
-            raise InvalidArgumentError("RBP is undefined for zero tokens")
-        k = np.asarray(k, dtype=np.float64)
-        if np.any(~np.isfinite(k)) or np.any(k < 1) or np.any(k > self.vocab_size):
-            raise InvalidArgumentError(f"k must lie in [1, vocab_size={self.vocab_size}]")
-        out = self.count_within(np.floor(k).astype(np.int64)) / self.n_tokens
-        return float(out) if np.ndim(out) == 0 else out
-
-    def neg_log_rbp(self, k: float | np.ndarray) -> float | np.ndarray:
-        with np.errstate(divide="ignore"):
-            return -np.log(self.rbp(k))
-
     @property
-    def cumulative(self) -> np.ndarray:
+    def cumulative(self) -> np.ndarray:  # every k: the full curve's, not |V| index lookups
         return self.exact().cumulative
 
     @property
     def histogram(self) -> np.ndarray:
         return self.exact().histogram
-
-    def to_frame(self, ks: Iterable[int] | None = None) -> pd.DataFrame:
-        ks = metrics.log_spaced_ks(self.vocab_size) if ks is None else metrics.as_ks(ks, self.vocab_size)
-        rbp = np.asarray(self.rbp(ks), dtype=np.float64)
-        with np.errstate(divide="ignore"):
-            return pd.DataFrame({"k": ks, "rbp": rbp, "neg_log_rbp": -np.log(rbp)})
 
 
 SYNTHETIC = "synthetic"  # the family name of made-up studies
