@@ -232,6 +232,7 @@ def rank_stats(
     z_max = torch.zeros(padded, 1, dtype=torch.float32, device=device)
     z_target = torch.zeros(padded, 1, dtype=torch.float32, device=device)
     margin = torch.zeros(padded, 1, dtype=torch.float32, device=device)
+    width = torch.zeros_like(margin)  # the band's half-width W, as the passes compared with it
     logits = torch.empty(rows, vocab_size, dtype=torch.float32, device=device)
     work = torch.empty(block, vocab_size, dtype=torch.float32, device=device)
     h_pad = torch.zeros(rows, d, dtype=torch.float32, device=device)
@@ -259,7 +260,7 @@ def rank_stats(
                 k = z.shape[0]  # == block except when chunk_size is not a multiple of it
                 r = slice(start + b, start + b + k)
                 _block_passes(
-                    z, t_all[r], work[:k], z_max[r], z_target[r], margin[r], relative,
+                    z, t_all[r], work[:k], z_max[r], z_target[r], margin[r], relative, width[r],
                     sum_exp[r], greater[r], at_least[r],
                 )  # fmt: skip
                 # The band holds the target itself; a real row with anything more is settled
@@ -269,7 +270,7 @@ def rank_stats(
                 if flagged.numel():
                     settled_logits += _settle_rows(
                         z, work[:k], at_least[r], flagged, h_pad[b : b + k], weight, bias, t_all[r, 0],
-                        z_target[r], margin[r], relative, softcap, settled_greater[real], settled_equal[real],
+                        z_target[r], width[r], softcap, settled_greater[real], settled_equal[real],
                     )  # fmt: skip
                     settled_rows += flagged.numel()
         # amax propagates NaN and +inf: a row holding either has a non-finite maximum.
@@ -295,7 +296,7 @@ def _head_product(h: Tensor, w_t: Tensor, bias: Tensor | None, out: Tensor, targ
 
 
 def _settle_rows(
-    logits, mask, above, flagged, h, weight, bias, t, z_t, margin, relative, softcap, out_greater, out_equal
+    logits, mask, above, flagged, h, weight, bias, t, z_t, width, softcap, out_greater, out_equal
 ) -> int:
     """Settle a block's flagged rows: their band candidates (the target excluded) recomputed in
     float64 (`exact.settle`), the counts added into `out_*` (the block's real rows). Returns how
@@ -303,13 +304,14 @@ def _settle_rows(
     # The candidates are the logits with z >= z_t - W and z <= z_t + W, the passes' own predicates,
     # the target left out. `mask` still holds the last pass's z >= z_t - W (0/1): where its ones are
     # few (targets ranked high), their positions are found directly; else the rows are compared.
-    width = band_halfwidth(z_t[flagged], margin[flagged], relative)
+    # `width` is the W the passes compared with, so the predicates are theirs bit for bit.
+    w = width[flagged]
     if above[flagged].sum() * 8 < flagged.numel() * logits.shape[1]:
         pair_rows, cols = mask.index_select(0, flagged).nonzero(as_tuple=True)
-        inside = logits[flagged[pair_rows], cols] <= (z_t[flagged] + width)[pair_rows, 0]
+        inside = logits[flagged[pair_rows], cols] <= (z_t[flagged] + w)[pair_rows, 0]
     else:
         z = logits.index_select(0, flagged)
-        inside = (z >= z_t[flagged] - width) & (z <= z_t[flagged] + width)
+        inside = (z >= z_t[flagged] - w) & (z <= z_t[flagged] + w)
         pair_rows, cols = inside.nonzero(as_tuple=True)
         inside = inside[pair_rows, cols]
     keep = inside & (cols != t[flagged][pair_rows])
@@ -334,7 +336,7 @@ def _non_finite(bad: Tensor, hidden: Tensor, head: FloatHead, softcap: float | N
     return NonFiniteLogitsError(first, len(rows), values, head.rows, hidden.dtype)
 
 
-def _block_passes(z, t, work, z_max, z_target, margin, relative, sum_exp, greater, at_least) -> None:
+def _block_passes(z, t, work, z_max, z_target, margin, relative, width, sum_exp, greater, at_least) -> None:
     """Five passes over one cache-resident block of logits, results written into row slices:
     target logit, maximum, exp-sum, and the counts above the band and at or above its bottom.
 
@@ -345,7 +347,7 @@ def _block_passes(z, t, work, z_max, z_target, margin, relative, sum_exp, greate
     torch.amax(z, 1, keepdim=True, out=z_max)
     torch.add(z_max * -LOG2E, z, alpha=LOG2E, out=work).exp2_()
     torch.sum(work, 1, out=sum_exp)
-    width = band_halfwidth(z_target, margin, relative)
+    width.copy_(band_halfwidth(z_target, margin, relative))
     # Comparisons write float 0/1 into the reused buffer; float sums count them exactly.
     torch.gt(z, z_target + width, out=work)
     torch.sum(work, 1, dtype=greater.dtype, out=greater)
