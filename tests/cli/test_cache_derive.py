@@ -18,11 +18,11 @@ import warnings
 import numpy as np
 import pytest
 from helpers.cache_rows import entry_rows
+from helpers.cli import run
 from helpers.extraction import extract_run
 from helpers.models import DOCUMENTS
 from helpers.untrusted import read_only, snapshot
 
-from rbplab.cli import app as cli
 from rbplab.extraction.reading import load_stats
 from rbplab.grid import Grid
 from rbplab.store.cache.entry import CacheEntry
@@ -31,12 +31,6 @@ from rbplab.store.cache.reading import CacheCorruptedError
 
 CTX = 16
 SHARD_TOKENS = 24
-
-
-def run(capsys, *argv):
-    status = cli.main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 @pytest.fixture

@@ -7,19 +7,13 @@ import io
 import json
 import tarfile
 
+from helpers.cli import run
 from helpers.factories import SPEC, complete_entry
 from helpers.untrusted import snapshot
 
-from rbplab.cli import app as cli
 from rbplab.store.cache.admin import list_entries
 
 SPEC_V = {**SPEC, "vocab": {"size": 50, "include_padded": False, "head_rows": 50}}
-
-
-def run(capsys, *argv):
-    status = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 def test_rm_empty_prefix_is_refused(capsys, tmp_path):

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from helpers.cli import run
 
 from rbplab.catalog.registry import registry_path
 from rbplab.cli import app as cli
@@ -20,12 +21,6 @@ from rbplab.store.cache.admin import list_entries
 from rbplab.store.cache.entry import CacheEntry
 
 SPEC = {"model": {"name": "tiny/model"}, "corpus": {"name": "toy"}}
-
-
-def run(capsys, *argv):
-    status = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 def make_entry(root, spec=SPEC, complete=True):

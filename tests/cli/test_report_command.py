@@ -4,14 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from helpers.cli import run
 
 from rbplab.cli import app as cli
-
-
-def run(capsys, *argv):
-    status = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 @pytest.fixture

@@ -13,13 +13,13 @@ import shutil
 import numpy as np
 import pytest
 import torch
+from helpers.cli import run
 from helpers.extraction import extract_run
 from helpers.hostile import hostile_file
 from helpers.models import edit_saved
 from helpers.untrusted import read_only, snapshot
 
 from rbplab.catalog.models import ModelSpec
-from rbplab.cli import app as cli
 from rbplab.core.errors import RbplabError
 from rbplab.extraction import plan as plan_module
 from rbplab.extraction.plan import plan_extraction
@@ -29,12 +29,6 @@ from rbplab.store.cache.entry import CacheEntry
 from rbplab.store.cache.layout import cache_key
 
 CTX = 16
-
-
-def run(capsys, *argv):
-    status = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 def extract_args(model, corpus_file, cache_dir):

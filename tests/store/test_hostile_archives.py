@@ -19,12 +19,12 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from helpers.cli import run
 from helpers.factories import complete_entry, shard_frame
 from helpers.hostile import HUGE, SPEC_V, entry_with_new_prefix, no_hang, sparse_tar
 from helpers.untrusted import snapshot
 
 import rbplab.store.archive as archive_module
-from rbplab.cli import app as cli
 from rbplab.store.archive import (
     ArchiveError,
     export_entries,
@@ -35,12 +35,6 @@ from rbplab.store.archive import (
 from rbplab.store.cache.admin import list_entries
 from rbplab.store.cache.entry import CacheEntry
 from rbplab.store.cache.reading import CacheError
-
-
-def run(capsys, *argv):
-    status = cli.main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 @pytest.fixture

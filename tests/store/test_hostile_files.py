@@ -16,23 +16,17 @@ import warnings
 from pathlib import Path
 
 import pytest
+from helpers.cli import run
 from helpers.factories import shard_frame
 from helpers.hostile import CASES, HUGE, SPEC_V, entry_with_new_prefix, hostile_file, no_hang
 from helpers.untrusted import snapshot
 
-from rbplab.cli import app as cli
 from rbplab.store.cache import entry as entry_module
-from rbplab.store.cache import layout, rules
+from rbplab.store.cache import entry_rules, layout
 from rbplab.store.cache.admin import list_entries, remove_entries
 from rbplab.store.cache.entry import CacheEntry
 from rbplab.store.cache.reading import CacheCorruptedError, CacheError
 from rbplab.store.files import UnsafeFileError, read_entry_file
-
-
-def run(capsys, *argv):
-    status = cli.main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 @pytest.fixture
@@ -348,7 +342,7 @@ def test_finalize_with_the_planned_count_refuses_a_shorter_entry(tmp_path):
 )
 def test_records_outside_the_spec_bounds_are_damage(tmp_path, monkeypatch, rows, message):
     with monkeypatch.context() as patch:  # forge what a writer of this version would refuse
-        for module in (entry_module, rules):  # the writer's bound and the records' rule
+        for module in (entry_module, entry_rules):  # the writer's bound and the records' rule
             patch.setattr(module, "max_shard_rows", lambda spec: 1 << 20)
         entry = windowed_entry(tmp_path, rows)
     assert any(re.search(message, p) for p in entry.problems()), entry.problems()

@@ -21,6 +21,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from helpers.cli import run
 from helpers.extraction import extract_run
 from helpers.factories import shard_frame
 from helpers.hostile import (
@@ -33,7 +34,6 @@ from helpers.hostile import (
 )
 from helpers.models import DOCUMENTS
 
-from rbplab.cli import app as cli
 from rbplab.store import files as files_module
 from rbplab.store.archive import ArchiveError, export_entries, import_archive, stale_imports
 from rbplab.store.cache.admin import list_entries, remove_entries
@@ -41,12 +41,6 @@ from rbplab.store.cache.entry import CacheEntry
 from rbplab.store.cache.layout import SUMMARY_FILE
 from rbplab.store.cache.reading import CacheCorruptedError, CacheError
 from rbplab.store.files import CacheLocationError
-
-
-def run(capsys, *argv):
-    status = cli.main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 def mount_tmpfs(path: Path, size: str) -> None:

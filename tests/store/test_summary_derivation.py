@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers.cli import run
 from helpers.factories import complete_entry
 from helpers.hostile import forge_summary
 
-from rbplab.cli import app as cli
 from rbplab.core.stats import TokenStats, summarize
 from rbplab.store.archive import export_entries, import_archive
 from rbplab.store.cache.entry import CacheEntry
@@ -27,12 +27,6 @@ def forged(tmp_path):
     assert entry.problems() == []  # every rule of the summary itself holds
     assert not np.array_equal(entry.summary().pairs.greater, truth.pairs.greater)
     return entry, truth
-
-
-def run(capsys, *argv):
-    status = cli.main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 def test_the_summary_is_compared_with_the_one_its_shards_give(forged):
@@ -95,7 +89,7 @@ def test_the_comparison_allows_last_bits_of_floats_only(tmp_path):
 
     from rbplab.store.cache import rules
     from rbplab.store.cache.reading import summary_table
-    from rbplab.store.cache.rules import SummaryDerivation
+    from rbplab.store.cache.summary_rules import SummaryDerivation
 
     stats = random_stats(np.random.default_rng(0), n=500, vocab=100, n_docs=5)
     derived = summary_table(summary_bytes(summarize(stats), "a" * 64))
