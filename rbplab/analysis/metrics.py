@@ -10,7 +10,7 @@ bootstrap replicate into a weighted sum of rows: a matrix product, never a re-sc
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -23,11 +23,14 @@ from rbplab.core.stats import (
     PAPER_KS,
     RUN_COLUMNS,
     EntrySummary,
+    RankCounts,
     RankPairs,
     TokenStats,
     check_ties,
     document_hits,
     document_totals,
+    tie_rank,
+    tie_share,
 )
 
 METRICS = ("rbp", "ce", "mean_p")
@@ -85,22 +88,7 @@ def rank_histogram(data: RunData, ties: str = "pessimistic") -> np.ndarray:
     Under "expected" ties a token tied with e-1 others puts 1/e on each of its e possible
     ranks, so h is the expected histogram under random tie-breaking (fractional). `ties` is checked
     by the public function that passes it (the lognormal fits, a `Study`)."""
-    size = data.vocab_size + 1
-    pairs = rank_pairs(data)
-    g, e, count = pairs.greater, pairs.equal, pairs.count.astype(np.float64)
-    # bincount of empty weights returns integers: every result is cast to float64
-    if ties == "pessimistic":
-        return np.bincount(g + e, weights=count, minlength=size).astype(np.float64)
-    if ties == "optimistic" or not np.any(e > 1):
-        return np.bincount(g + 1, weights=count, minlength=size).astype(np.float64)
-    tied = e > 1
-    hist = np.bincount(g[~tied] + 1, weights=count[~tied], minlength=size).astype(np.float64)
-    w = count[tied] / e[tied]
-    # Difference array: +1/e per token at rank g+1, -1/e after rank g+e; its cumsum is the tied pmf.
-    diff = np.bincount(g[tied] + 1, weights=w, minlength=size + 1)
-    diff -= np.bincount(g[tied] + e[tied] + 1, weights=w, minlength=size + 1)
-    hist += np.cumsum(diff)[:size]
-    return hist
+    return RankCounts.of(rank_pairs(data), ties).histogram(data.vocab_size)
 
 
 class RBPQueries:
@@ -149,32 +137,19 @@ class RBPCurve(RBPQueries):
     """RBP_k for every k of one (model, corpus): query any k in O(log m), e.g. from a slider.
 
     Sparse, so a study of thousands of runs at |V| = 152K holds no |V|-long array per run: the
-    cumulative count of tokens with rank <= k is a step function over the m distinct ranks
-    (`ranks`, `counts`: tokens at each), plus, under "expected" ties, each tied pair's share
-    count * clip((k - g) / e, 0, 1) (`tied_greater`, `tied_equal`, `tied_count`). `cumulative`
-    and `histogram` give the dense arrays over k = 0..|V| when a figure needs them."""
+    count of tokens with rank <= k is `rank_counts` (`rbplab.core.stats.RankCounts`: a step
+    function over the m distinct ranks, plus the tied pairs' shares under "expected" ties), the
+    very counts the cache index stores. `cumulative` and `histogram` give the dense arrays over
+    k = 0..|V| when a figure needs them."""
 
-    ranks: np.ndarray
-    counts: np.ndarray
+    rank_counts: RankCounts
     n_tokens: int
     vocab_size: int
     ties: str
-    tied_greater: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    tied_equal: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    tied_count: np.ndarray = field(default_factory=lambda: np.zeros(0))
-
-    def __post_init__(self) -> None:
-        # _steps[i]: tokens at the first i distinct ranks (a leading 0 for k below every rank)
-        object.__setattr__(self, "_steps", np.r_[0.0, np.cumsum(self.counts, dtype=np.float64)])
 
     def count_within(self, k: np.ndarray) -> np.ndarray:
         """(Expected) number of tokens with rank <= k, for integer k in 0..|V|."""
-        k = np.asarray(k, dtype=np.int64)
-        out = self._steps[np.searchsorted(self.ranks, k, side="right")]
-        if len(self.tied_count):
-            share = np.clip((k[..., None] - self.tied_greater) / self.tied_equal, 0.0, 1.0)
-            out = out + share @ self.tied_count
-        return out
+        return self.rank_counts.count_within(k)
 
 
 def rbp_curve(data: RunData, ties: str = "pessimistic") -> RBPCurve:
@@ -189,22 +164,7 @@ def rbp_curves(data: Sequence[RunData], ties: str = "pessimistic") -> list[RBPCu
 
 
 def _rbp_curve(data: RunData, ties: str) -> RBPCurve:
-    pairs = rank_pairs(data)
-    g, e, count = pairs.greater, pairs.equal, pairs.count
-    tied = (e > 1) if ties == "expected" else np.zeros(len(g), dtype=bool)
-    rank = g + e if ties == "pessimistic" else g + 1
-    ranks, inverse = np.unique(rank[~tied], return_inverse=True)
-    counts = np.bincount(inverse, weights=count[~tied], minlength=len(ranks))
-    return RBPCurve(
-        ranks.astype(np.int64),
-        counts,
-        n_tokens(data),
-        data.vocab_size,
-        ties,
-        g[tied],
-        e[tied],
-        count[tied].astype(np.float64),
-    )
+    return RBPCurve(RankCounts.of(rank_pairs(data), ties), n_tokens(data), data.vocab_size, ties)
 
 
 def rbp(data: RunData, k: float | Iterable[int], ties: str = "pessimistic") -> float | np.ndarray:
@@ -322,16 +282,14 @@ def expected_hits(stats: TokenStats, ks: np.ndarray, ties: str) -> tuple[np.ndar
     """Per-token membership in the top k as (j0, tied_index, tied_fraction), for the token bootstrap.
 
     Untied tokens are in the top ks[j] exactly for j >= j0; "expected" tied tokens
-    (rows tied_index) contribute tied_fraction[i, j] = clip((ks[j] - g) / e, 0, 1)."""
+    (rows tied_index) contribute tied_fraction[i, j], their share within ks[j] (`tie_share`)."""
     ng, ne = stats.n_greater, stats.n_equal
-    rank = ng + ne if ties == "pessimistic" else ng + 1
-    j0 = np.searchsorted(ks, rank, side="left")
+    j0 = np.searchsorted(ks, tie_rank(ng, ne, "optimistic" if ties == "optimistic" else "pessimistic"))
     if ties != "expected" or len(ne) == 0 or ne.max() == 1:
         return j0, np.zeros(0, dtype=np.int64), np.zeros((0, len(ks)))
     tied = np.flatnonzero(ne > 1)
     j0[tied] = len(ks)  # handled fractionally below
-    frac = np.clip((ks[None, :] - ng[tied, None]) / ne[tied, None], 0.0, 1.0)
-    return j0, tied, frac
+    return j0, tied, tie_share(ng[tied, None], ne[tied, None], ks[None, :])
 
 
 def _padded(values: np.ndarray, n_docs: int) -> np.ndarray:

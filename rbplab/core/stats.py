@@ -1,5 +1,7 @@
 """Per-token statistics and what is derived from them: the columns of rbplab's tables, `TokenStats`
-(the contract between extraction and analysis) and the summaries an entry keeps of them.
+(the contract between extraction and analysis), the tie rule (`tie_rank`, `tie_share`: the one
+place it is written; `RankCounts` counts the tokens within every k by it) and the summaries an
+entry keeps of them.
 
 Column names of rbplab's tidy tables, one place for every layer.
 
@@ -83,6 +85,29 @@ def check_ties(ties: str) -> str:
     return ties
 
 
+# The tie rule, written here once. A target with g logits above its own and e level with it (itself
+# included) ranks g + e under "pessimistic" ties (the paper's rank), g + 1 under "optimistic" ones,
+# and each of g+1..g+e with probability 1/e under "expected" ones (ties broken uniformly at random).
+# Every count of hits, curve, histogram and rule of rbplab derives from these two functions.
+
+
+def tie_rank(greater: np.ndarray, equal: np.ndarray, ties: str) -> np.ndarray:
+    """The target's rank: g + e (pessimistic), g + 1 (optimistic), or the mean of the two under
+    "expected" ties (the expected rank; a half-integer when e is even). `ties` is checked by the
+    public function that passes it."""
+    if ties == "pessimistic":
+        return greater + equal
+    if ties == "optimistic":
+        return greater + 1
+    return greater + (equal + 1) / 2.0
+
+
+def tie_share(greater: np.ndarray, equal: np.ndarray, k: float | np.ndarray) -> np.ndarray:
+    """Under "expected" ties, the probability that the target ranks within the top k:
+    clip((k - g) / e, 0, 1) (0 for k <= g, 1 for k >= g + e), broadcast as numpy does."""
+    return np.clip((k - greater) / equal, 0.0, 1.0)
+
+
 @dataclass(frozen=True, eq=False)
 class TokenStats:
     """Statistics of every scored token of one (model, corpus) pair.
@@ -109,7 +134,10 @@ class TokenStats:
                 )
         if n and (self.n_equal.min() < 1):
             raise InvalidArgumentError("n_equal counts the target itself and must be >= 1")
-        if n and (self.n_greater.min() < 0 or (self.n_greater + self.n_equal).max() > self.vocab_size):
+        if n and (
+            self.n_greater.min() < 0
+            or tie_rank(self.n_greater, self.n_equal, "pessimistic").max() > self.vocab_size
+        ):
             raise InvalidArgumentError(f"ranks must lie in [1, vocab_size={self.vocab_size}]")
 
     def __len__(self) -> int:
@@ -120,15 +148,10 @@ class TokenStats:
         return int(self.doc.max()) + 1 if len(self) else 0
 
     def rank(self, ties: Ties = "pessimistic") -> np.ndarray:
-        """Rank of the target: R = n_greater + n_equal (pessimistic, the paper's definition),
-        n_greater + 1 (optimistic: ties in the target's favour), or the mean of the two (expected
-        rank under uniform random tie-breaking; may be a half-integer)."""
-        if ties == "pessimistic":
-            return self.n_greater + self.n_equal
-        if ties == "optimistic":
-            return self.n_greater + 1
-        check_ties(ties)
-        return self.n_greater + (self.n_equal + 1) / 2.0
+        """Rank of each target under `ties` (`tie_rank`): pessimistic is the paper's definition,
+        optimistic puts ties in the target's favour, expected is the mean rank under uniform random
+        tie-breaking (may be a half-integer)."""
+        return tie_rank(self.n_greater, self.n_equal, check_ties(ties))
 
     def subset(self, mask: np.ndarray) -> TokenStats:
         """Rows where `mask` is true, documents renumbered densely."""
@@ -228,11 +251,9 @@ def position_bucket(position: np.ndarray) -> np.ndarray:
 def hit_probability(n_greater: np.ndarray, n_equal: np.ndarray, k: float, ties: str) -> np.ndarray:
     """Per-token probability of ranking within the top k (0/1 except for expected ties); `ties` is
     checked by the public function that passes it (as in every helper below)."""
-    if ties == "pessimistic":
-        return (n_greater + n_equal <= k).astype(np.float64)
-    if ties == "optimistic":
-        return (n_greater + 1 <= k).astype(np.float64)
-    return np.clip((k - n_greater) / n_equal, 0.0, 1.0)
+    if ties == "expected":
+        return tie_share(n_greater, n_equal, k)
+    return (tie_rank(n_greater, n_equal, ties) <= k).astype(np.float64)
 
 
 @dataclass(frozen=True, eq=False)
@@ -269,6 +290,58 @@ class RankPairs:
             np.concatenate(counts)[order].astype(np.int64),
             np.concatenate(nll_sums)[order].astype(np.float64),
         )
+
+
+@dataclass(frozen=True, eq=False)
+class RankCounts:
+    """How many tokens rank within k, for any integer k, under one tie convention: a step function
+    over the distinct ranks `ranks` (`counts` tokens at each), plus under "expected" ties each tied
+    pair's share count * tie_share(g, k) (`tied_greater`, `tied_equal`, `tied_count`). Sparse: no
+    |V|-long array. `rbplab.analysis.metrics.RBPCurve` answers RBP_k from it and the cache index
+    stores its counts at a summary's thresholds, so the two give the same floats by construction."""
+
+    ranks: np.ndarray  # int64, sorted, distinct
+    counts: np.ndarray  # float64
+    tied_greater: np.ndarray  # int64
+    tied_equal: np.ndarray  # int64 >= 2
+    tied_count: np.ndarray  # float64
+
+    def __post_init__(self) -> None:
+        # _steps[i]: tokens at the first i distinct ranks (a leading 0 for k below every rank)
+        object.__setattr__(self, "_steps", np.r_[0.0, np.cumsum(self.counts, dtype=np.float64)])
+
+    @classmethod
+    def of(cls, pairs: RankPairs, ties: str) -> RankCounts:
+        """From the rank pairs; `ties` is checked by the public function that passes it."""
+        g, e, count = pairs.greater, pairs.equal, pairs.count
+        tied = (e > 1) if ties == "expected" else np.zeros(len(g), dtype=bool)
+        # An untied token ranks g + 1 = g + e under every convention.
+        rank = tie_rank(g[~tied], e[~tied], "optimistic" if ties == "optimistic" else "pessimistic")
+        ranks, inverse = np.unique(rank, return_inverse=True)
+        counts = np.bincount(inverse, weights=count[~tied], minlength=len(ranks))
+        return cls(ranks.astype(np.int64), counts, g[tied], e[tied], count[tied].astype(np.float64))
+
+    def count_within(self, k: np.ndarray) -> np.ndarray:
+        """(Expected) number of tokens with rank <= k, for integer k of any shape."""
+        k = np.asarray(k, dtype=np.int64)
+        out = self._steps[np.searchsorted(self.ranks, k, side="right")]
+        if len(self.tied_count):
+            out = out + tie_share(self.tied_greater, self.tied_equal, k[..., None]) @ self.tied_count
+        return out
+
+    def histogram(self, vocab_size: int) -> np.ndarray:
+        """(Expected) number of tokens at each rank r = 0..vocab_size, as float64 (h[0] = 0): a tied
+        pair puts count / e on each of its ranks g+1..g+e under "expected" ties."""
+        size = vocab_size + 1
+        # bincount of empty weights returns integers: every result is cast to float64
+        hist = np.bincount(self.ranks, weights=self.counts, minlength=size).astype(np.float64)
+        if len(self.tied_count):
+            g, e, w = self.tied_greater, self.tied_equal, self.tied_count / self.tied_equal
+            # Difference array: +count/e at the first rank, -count/e after the last; its cumsum is the pmf.
+            diff = np.bincount(tie_rank(g, e, "optimistic"), weights=w, minlength=size + 1)
+            diff -= np.bincount(tie_rank(g, e, "pessimistic") + 1, weights=w, minlength=size + 1)
+            hist += np.cumsum(diff)[:size]
+        return hist
 
 
 @dataclass(frozen=True, eq=False)
@@ -401,7 +474,7 @@ class EntrySummary:
                         table[(ties, k)] = table[("optimistic", k)]
             return
         st = self.stats
-        rank = st.n_greater + st.n_equal if ties == "pessimistic" else st.n_greater + 1
+        rank = tie_rank(st.n_greater, st.n_equal, ties)
         breaks = segment_breaks(st.doc, st.position)
         for k in wanted:
             hit = rank <= k
@@ -482,8 +555,7 @@ def _grid_text(ks: np.ndarray) -> str:
 
 def _threshold_index(stats: TokenStats, ks: np.ndarray, ties: str) -> np.ndarray:
     """j0 per token: the token ranks within ks[j] exactly for j >= j0 (0/1 conventions)."""
-    rank = stats.n_greater + stats.n_equal if ties == "pessimistic" else stats.n_greater + 1
-    return np.searchsorted(ks, rank, side="left")
+    return np.searchsorted(ks, tie_rank(stats.n_greater, stats.n_equal, ties), side="left")
 
 
 def _cumulative_hits(groups: np.ndarray, n_groups: int, stats: TokenStats, ks: np.ndarray, ties: str):
@@ -503,7 +575,7 @@ def _cumulative_hits(groups: np.ndarray, n_groups: int, stats: TokenStats, ks: n
     hits = hits.astype(np.float64)
     if len(tied):
         g, e = stats.n_greater[tied], stats.n_equal[tied]
-        frac = np.clip((ks[None, :] - g[:, None]) / e[:, None], 0.0, 1.0)
+        frac = tie_share(g[:, None], e[:, None], ks[None, :])
         for j in range(n_k):
             hits[:, j] += np.bincount(groups[tied], weights=frac[:, j], minlength=n_groups)
     return hits

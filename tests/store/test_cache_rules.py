@@ -10,7 +10,7 @@ import pytest
 from helpers.factories import complete_entry
 
 from rbplab.store.cache import rules
-from rbplab.store.cache.rules import Record
+from rbplab.store.cache.entry_rules import Record
 
 N_TOKENS_RULE = "n_tokens is the sum of the shard rows"
 

@@ -16,7 +16,7 @@ import pytest
 
 from rbplab.store.cache import rules
 from rbplab.store.cache.reading import SummaryError, parse_summary
-from rbplab.store.cache.rules import Summary, SummaryDocuments
+from rbplab.store.cache.summary_rules import Summary, SummaryDocuments
 
 KEY = "a" * 64
 VOCAB, TOKENS = 10, 5

@@ -1,7 +1,8 @@
 """The content-addressed cache of per-token rank statistics.
 
-`layout` (keys, file names, size bounds), `rules` (every rule an entry is checked by, as one
-table: its files, shards, manifest and summary), `reading` (an entry as a reader sees it, its
-summary file included), `entry` (`CacheEntry`: lock, claims, writes, finalization), `admin`
-(listing and removal). What the cache guarantees is in docs/cache.md ("What the cache guarantees").
+`layout` (keys, file names, size bounds), `rule` (what a rule is and how rules judge),
+`entry_rules`, `summary_rules` and `index_rules` (the rules of an entry's files, its summary and
+its index row), `rules` (all of them as one table), `index` (the cache's index of pooled
+statistics), `reading` (an entry as a reader sees it, its summary file included), `entry`
+(`CacheEntry`: lock, claims, writes, finalization), `admin` (listing and removal). What the cache guarantees is in docs/cache.md ("What the cache guarantees").
 """

@@ -27,6 +27,7 @@ from rbplab.core.errors import RbplabWarning
 from rbplab.core.settings import EntrySpec
 from rbplab.core.stats import SUMMARY_VERSION, EntrySummary, summarize
 from rbplab.store.cache import index as cache_index
+from rbplab.store.cache.entry_rules import SHARD_IDENTITY
 from rbplab.store.cache.layout import (
     ENTRY_KEY_META,
     MISSING,
@@ -48,7 +49,6 @@ from rbplab.store.cache.layout import (
     shard_name,
 )
 from rbplab.store.cache.reading import CacheError, EntryReader, read_spec, summary_bytes
-from rbplab.store.cache.rules import SHARD_IDENTITY
 from rbplab.store.files import (
     UnsafeFileError,
     atomic_write,

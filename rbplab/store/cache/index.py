@@ -43,11 +43,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rbplab.core.errors import RbplabWarning
-from rbplab.core.stats import EntrySummary, RankPairs
+from rbplab.core.stats import TIES, EntrySummary, RankCounts
 from rbplab.store.cache import rules
+from rbplab.store.cache.index_rules import IndexRowCheck
 from rbplab.store.cache.layout import SUMMARY_FILE
 from rbplab.store.cache.reading import CacheCorruptedError
-from rbplab.store.cache.rules import INDEX_TIES, IndexRowCheck
 from rbplab.store.files import (
     atomic_write,
     ensure_real_dir,
@@ -77,7 +77,7 @@ SCHEMA = pa.schema(
         ("nll_sq_sum", pa.float64()),
         ("p_sum", pa.float64()),
         ("ks", pa.list_(pa.int64())),
-        *((f"within_{ties}", pa.list_(pa.float64())) for ties in INDEX_TIES),
+        *((f"within_{ties}", pa.list_(pa.float64())) for ties in TIES),
     ],
     metadata={b"rbplab.index_version": str(INDEX_VERSION).encode()},
 )
@@ -91,8 +91,9 @@ def index_dir(root: Path) -> Path:
 @dataclass(frozen=True, eq=False)
 class IndexRow:
     """One entry's pooled statistics: what its summary gives for a fit, a k-sweep or a k slider.
-    `within[ties][j]`: tokens (expected tokens under "expected" ties) ranked within `ks[j]`, computed
-    exactly as `rbplab.analysis.metrics.RBPCurve.count_within` does from the rank pairs."""
+    `within[ties][j]`: tokens (expected tokens under "expected" ties) ranked within `ks[j]`, counted
+    by `rbplab.core.stats.RankCounts` from the rank pairs: the counts `RBPCurve` gives, by
+    construction (one function)."""
 
     key: str
     summary_sha256: str
@@ -114,31 +115,12 @@ class IndexRow:
             and self.summary_sha256 == other.summary_sha256
             and all(getattr(self, f) == getattr(other, f) for f in _SCALARS)
             and np.array_equal(self.ks, other.ks)
-            and all(np.array_equal(self.within[t], other.within[t]) for t in INDEX_TIES)
+            and all(np.array_equal(self.within[t], other.within[t]) for t in TIES)
         )
 
     @property
     def file_name(self) -> str:
         return f"row-{self.key}-{self.summary_sha256[:16]}.arrow"
-
-
-def within_counts(pairs: RankPairs, ks: np.ndarray, ties: str) -> np.ndarray:
-    """Tokens ranked within each k of `ks` under `ties`, from the rank pairs. The same operations in
-    the same order as `RBPCurve` (`rbplab.analysis.metrics`; the store may not import analysis), so
-    RBP_k read from a row is the very float a curve gives; a test holds the two equal."""
-    g, e, count = pairs.greater, pairs.equal, pairs.count
-    tied = (e > 1) if ties == "expected" else np.zeros(len(g), dtype=bool)
-    rank = g + e if ties == "pessimistic" else g + 1
-    ranks, inverse = np.unique(rank[~tied], return_inverse=True)
-    counts = np.bincount(inverse, weights=count[~tied], minlength=len(ranks))
-    steps = np.r_[0.0, np.cumsum(counts, dtype=np.float64)]
-    k = np.asarray(ks, dtype=np.int64)
-    out = steps[np.searchsorted(ranks.astype(np.int64), k, side="right")]
-    tied_count = count[tied].astype(np.float64)
-    if len(tied_count):
-        share = np.clip((k[..., None] - g[tied]) / e[tied], 0.0, 1.0)
-        out = out + share @ tied_count
-    return out
 
 
 def row_of(key: str, summary: EntrySummary, record: dict) -> IndexRow:
@@ -157,7 +139,7 @@ def row_of(key: str, summary: EntrySummary, record: dict) -> IndexRow:
         nll_sq_sum=float(summary.nll_sq_sum),
         p_sum=float(summary.doc_p.sum()),
         ks=ks,
-        within={ties: within_counts(summary.pairs, ks, ties) for ties in INDEX_TIES},
+        within={ties: RankCounts.of(summary.pairs, ties).count_within(ks) for ties in TIES},
     )
 
 
@@ -170,7 +152,7 @@ def _table(rows: Iterable[IndexRow]) -> pa.Table:
         for name in _SCALARS:
             columns[name].append(getattr(r, name))
         columns["ks"].append(r.ks)
-        for ties in INDEX_TIES:
+        for ties in TIES:
             columns[f"within_{ties}"].append(r.within[ties])
     return pa.table(columns, schema=SCHEMA)
 
@@ -219,7 +201,7 @@ def _rows(table: pa.Table) -> list[IndexRow]:
     """The rows of a checked index table (several files' tables concatenated: decoded at once)."""
     scalars = {name: table.column(name).to_pylist() for name in ("key", "summary_sha256", *_SCALARS)}
     ks, ks_off = _flat(table, "ks", np.int64)
-    lists = {ties: _flat(table, f"within_{ties}", np.float64) for ties in INDEX_TIES}
+    lists = {ties: _flat(table, f"within_{ties}", np.float64) for ties in TIES}
     return [
         IndexRow(
             **{name: values[i] for name, values in scalars.items()},

@@ -31,6 +31,16 @@ from rbplab.core.errors import RbplabError, RbplabWarning
 from rbplab.core.settings import EntrySpec
 from rbplab.core.stats import RUN_TIES, SUMMARY_VERSION, TIES, EntrySummary, HitRuns, TokenStats, summarize
 from rbplab.store.cache import rules
+from rbplab.store.cache.entry_rules import (
+    SHARD_CHECKSUM,
+    SHARD_IDENTITY,
+    Manifest,
+    Shard,
+    ShardFile,
+    ShardRecords,
+    SpecFile,
+    record_problem,
+)
 from rbplab.store.cache.layout import (
     ENTRY_KEY_META,
     MAX_RECORD_BYTES,
@@ -53,19 +63,7 @@ from rbplab.store.cache.layout import (
     shard_index,
     shard_name,
 )
-from rbplab.store.cache.rules import (
-    SHARD_CHECKSUM,
-    SHARD_IDENTITY,
-    Manifest,
-    Shard,
-    ShardFile,
-    ShardRecords,
-    SpecFile,
-    Summary,
-    SummaryDerivation,
-    SummaryDocuments,
-    SummaryFile,
-)
+from rbplab.store.cache.summary_rules import Summary, SummaryDerivation, SummaryDocuments, SummaryFile
 from rbplab.store.files import (
     UnsafeFileError,
     cache_root,
@@ -178,7 +176,7 @@ def parse_summary(
 ) -> EntrySummary:
     """The summary in `data`, written for entry `key` of |V| = vocab_size and n_tokens tokens
     (both derived by the caller from the entry's spec and verified manifest); SummaryError names
-    the first rule the file breaks (`rbplab.store.cache.rules`, scopes `Summary` and
+    the first rule the file breaks (`rbplab.store.cache.summary_rules`, scopes `Summary` and
     `SummaryDocuments`). Only the pooled parts are read and kept; the per-document tables are read
     again through `reload` when an analysis asks for them (the file must still have the bytes
     checked here) and checked then (default: kept from `data`)."""
@@ -308,7 +306,7 @@ class EntryReader:
             return None, str(err)
         except (OSError, ValueError) as err:
             return None, f"{name} is unreadable ({err})"
-        problem = rules.record_problem(record, self.spec)
+        problem = record_problem(record, self.spec)
         if problem is not None:
             return None, f"{name} {problem}"
         return record, None
