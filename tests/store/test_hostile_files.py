@@ -16,23 +16,17 @@ import warnings
 from pathlib import Path
 
 import pytest
+from helpers.cli import run
 from helpers.factories import shard_frame
 from helpers.hostile import CASES, HUGE, SPEC_V, entry_with_new_prefix, hostile_file, no_hang
 from helpers.untrusted import snapshot
 
-from rbplab.cli import app as cli
 from rbplab.store.cache import entry as entry_module
 from rbplab.store.cache import entry_rules, layout
 from rbplab.store.cache.admin import list_entries, remove_entries
 from rbplab.store.cache.entry import CacheEntry
 from rbplab.store.cache.reading import CacheCorruptedError, CacheError
 from rbplab.store.files import UnsafeFileError, read_entry_file
-
-
-def run(capsys, *argv):
-    status = cli.main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 @pytest.fixture

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers.cli import run
 from helpers.factories import complete_entry
 from helpers.hostile import forge_summary
 
-from rbplab.cli import app as cli
 from rbplab.core.stats import TokenStats, summarize
 from rbplab.store.archive import export_entries, import_archive
 from rbplab.store.cache.entry import CacheEntry
@@ -27,12 +27,6 @@ def forged(tmp_path):
     assert entry.problems() == []  # every rule of the summary itself holds
     assert not np.array_equal(entry.summary().pairs.greater, truth.pairs.greater)
     return entry, truth
-
-
-def run(capsys, *argv):
-    status = cli.main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 def test_the_summary_is_compared_with_the_one_its_shards_give(forged):
