@@ -9,6 +9,7 @@ bootstrap replicate into a weighted sum of rows: a matrix product, never a re-sc
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -94,7 +95,7 @@ def rank_histogram(data: RunData, ties: str = "pessimistic") -> np.ndarray:
 class RBPQueries:
     """RBP_k, -log RBP_k, the dense curves and a table of them, from a curve's `count_within`
     (tokens with rank <= k), `n_tokens` and `vocab_size`: what every curve of a run answers,
-    whatever holds its counts (`RBPCurve`, or the study's curve read from the cache index)."""
+    whatever holds its counts (`RBPCurve`, or `IndexedRBPCurve` read from the cache index)."""
 
     def _index(self, k: float | np.ndarray) -> np.ndarray:
         k = np.asarray(k, dtype=np.float64)
@@ -150,6 +151,35 @@ class RBPCurve(RBPQueries):
     def count_within(self, k: np.ndarray) -> np.ndarray:
         """(Expected) number of tokens with rank <= k, for integer k in 0..|V|."""
         return self.rank_counts.count_within(k)
+
+
+class IndexedRBPCurve(RBPQueries):
+    """RBP_k of a run whose summary is read through the cache index (an
+    `rbplab.store.cache.index.IndexedSummary`, which answers `within(ks, ties)` from its row), with
+    `RBPCurve`'s queries: on the summary's k grid (and at k >= |V|) from the row, the counts
+    `RankCounts` gives; at any other k, and for the dense arrays, from the run's `RBPCurve`,
+    computed once from the summary's rank pairs (read then) and kept, as a study of summaries
+    keeps every run's curve."""
+
+    def __init__(self, summary: EntrySummary, ties: str):
+        self.summary = summary
+        self.ties = ties
+        self.n_tokens = summary.n_tokens
+        self.vocab_size = summary.vocab_size
+
+    @functools.cached_property
+    def curve(self) -> RBPCurve:
+        """The run's whole curve, from its summary's rank pairs (read on first use)."""
+        return _rbp_curve(self.summary, self.ties)
+
+    def count_within(self, k: np.ndarray) -> np.ndarray:
+        k = np.asarray(k, dtype=np.int64)
+        found = self.summary.within(k.ravel(), self.ties)
+        return self.curve.count_within(k) if found is None else found.reshape(k.shape)
+
+    @property
+    def cumulative(self) -> np.ndarray:  # every k: the whole curve's, not |V| lookups in the row
+        return self.curve.cumulative
 
 
 def rbp_curve(data: RunData, ties: str = "pessimistic") -> RBPCurve:

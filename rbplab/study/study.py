@@ -88,7 +88,7 @@ class Study:
                 (indexed if isinstance(run.stats, IndexedSummary) else missing)[key] = run.stats
         # rbp_curves checks self.ties, once, even when every curve was given
         self.curves.update(zip(missing, metrics.rbp_curves(list(missing.values()), self.ties), strict=True))
-        self.curves.update({key: GridCurve(stats, self.ties) for key, stats in indexed.items()})
+        self.curves.update({key: metrics.IndexedRBPCurve(stats, self.ties) for key, stats in indexed.items()})
 
     # ---- what is in the study -------------------------------------------------------------
     @property
@@ -260,41 +260,6 @@ class Study:
                 | {"rbp_1": self.curves[(r.family, r.model, r.corpus)].rbp(1)}
             )
         return pd.DataFrame(rows)
-
-
-class GridCurve(metrics.RBPQueries):
-    """RBP_k of a run read from the cache index (`IndexedSummary`), with `RBPCurve`'s interface: on
-    the summary's k grid (and at k >= |V|) from the index row, the very numbers the rank pairs give;
-    at any other k, and for the dense arrays, from the rank pairs, read from the summary then (its
-    file kept for the last few runs read, `rbplab.store.cache.index.RECENT_FULL_SUMMARIES`)."""
-
-    def __init__(self, summary: IndexedSummary, ties: str):
-        self.summary = summary
-        self.ties = ties
-        self.n_tokens = summary.n_tokens
-        self.vocab_size = summary.vocab_size
-
-    def exact(self) -> RBPCurve:
-        """The run's full curve, from its summary's rank pairs (read now)."""
-        return metrics.rbp_curve(self.summary, self.ties)
-
-    def __getattr__(self, name: str):  # ranks, counts, tied_*: the full curve's
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return getattr(self.exact(), name)
-
-    def count_within(self, k: np.ndarray) -> np.ndarray:
-        k = np.asarray(k, dtype=np.int64)
-        found = self.summary.within(k.ravel(), self.ties)
-        return self.exact().count_within(k) if found is None else found.reshape(k.shape)
-
-    @property
-    def cumulative(self) -> np.ndarray:  # every k: the full curve's, not |V| index lookups
-        return self.exact().cumulative
-
-    @property
-    def histogram(self) -> np.ndarray:
-        return self.exact().histogram
 
 
 SYNTHETIC = "synthetic"  # the family name of made-up studies

@@ -308,3 +308,22 @@ def test_an_index_folder_that_is_a_link_is_never_read_or_written_through(cache, 
     assert list(outside.iterdir()) == [] and folder.is_symlink()
     ref = from_summaries(root, Study(study.runs))
     pd.testing.assert_frame_equal(size.fit_table(study), size.fit_table(ref), check_exact=True)
+
+
+def test_an_indexed_curve_computes_its_whole_curve_once(cache, monkeypatch):
+    """A study's curve read through the index answers its grid from the row and any other k from
+    the run's whole curve, computed on the first such query and kept: never once per query."""
+    root, keys = cache
+    study = load_study(entries=keys[:1], cache_dir=root)
+    (curve,) = study.curves.values()
+    assert isinstance(curve, metrics.IndexedRBPCurve)
+    built = []
+    real = metrics._rbp_curve
+    monkeypatch.setattr(metrics, "_rbp_curve", lambda data, ties: built.append(ties) or real(data, ties))
+    assert curve.rbp(10) == curve.rbp(10.5) and built == []  # on the summary's grid: the row
+    reference = metrics.rbp_curve(CacheEntry.open(keys[0], root).summary(), study.ties)
+    built.clear()
+    for k in (7, 333, [7, 333, 4999]):
+        np.testing.assert_array_equal(curve.rbp(k), reference.rbp(k))
+    np.testing.assert_array_equal(curve.histogram, reference.histogram)
+    assert built == [study.ties]
