@@ -1,8 +1,9 @@
 """Numbers as people read them, one way everywhere (report tables and headlines, the notebooks'
 tables, figure labels): 3 significant digits, whole numbers with thousands separators, sizes as
 85.1M, an estimate with its interval as "0.123 [0.101, 0.145]" (the bounds no more precise
-than the estimate), and a value too small for 3 significant digits to mean anything (a fitted E of
-3.5e-121) as "< 1e-6". A table's column is written in one notation (`column`).
+than the estimate, unless fewer digits would hide the interval's width), and a value too small
+for 3 significant digits to mean anything (a fitted E of 3.5e-121) as "< 1e-6". A table's column
+is written in one notation (`column`).
 """
 
 from __future__ import annotations
@@ -97,10 +98,12 @@ def interval(value: float, low: float | None, high: float | None, *, scientific:
     """ "0.0200 [0.0130, 0.0255]": the estimate to 3 significant digits and its interval at that
     precision: the bounds with the estimate's decimals, but no more significant digits than it
     has (an estimate near 0 with a wide interval read "0.00470 [-0.11662, 0.12602]"; now
-    "0.00470 [-0.117, 0.126]"); the estimate alone when the interval is missing, and a note
-    instead of an interval that does not contain its estimate (a fit at a bound of its range,
-    e.g. E = 0, whose resamples all land inside it). `scientific` sets the notation (as its
-    table column has it: `intervals`); by default the estimate's size does."""
+    "0.00470 [-0.117, 0.126]"), and never fewer than show the interval's width ("2 [1.5, 2.5]",
+    "0 [-0.05, 0.05]", not "2 [2, 2]" and "0 [-0, 0]"); no bound reads "-0". The estimate alone
+    when the interval is missing, and a note instead of an interval that does not contain its
+    estimate (a fit at a bound of its range, e.g. E = 0, whose resamples all land inside it).
+    `scientific` sets the notation (as its table column has it: `intervals`); by default the
+    estimate's size does."""
     if _missing(value):
         return MISSING
     value = float(value)
@@ -116,13 +119,35 @@ def interval(value: float, low: float | None, high: float | None, *, scientific:
     low, high = float(low), float(high)
     if not low <= value <= high:
         return f"{text} (at a bound of its fit: no interval)"
+    if decimals is None and not scientific:
+        return f"{text} [{significant(low)[0]}, {significant(high)[0]}]"
     if decimals is None:
-        ends = [f"{b:.{SIGNIFICANT - 1}e}" if scientific and b else significant(b)[0] for b in (low, high)]
+        ends = _showing_width(low, high, SIGNIFICANT - 1, lambda b, n: f"{b:.{n}e}" if b else "0")
         return f"{text} [{ends[0]}, {ends[1]}]"
     widest = max(abs(low), abs(high))
-    if widest > 0:
+    if 0 < widest < math.inf:
         decimals = min(decimals, max(0, SIGNIFICANT - 1 - math.floor(math.log10(widest))))
-    return f"{text} [{low:.{decimals}f}, {high:.{decimals}f}]"
+    ends = _showing_width(low, high, decimals, lambda b, n: f"{b:.{n}f}")
+    return f"{text} [{ends[0]}, {ends[1]}]"
+
+
+def _showing_width(low: float, high: float, digits: int, write) -> tuple[str, str]:
+    """The bounds written by `write(bound, digits)`, with more digits where `digits` would not show
+    the interval's width: the width the written bounds give is within half the true width (2 [1.5,
+    2.5] no longer reads "2 [2, 2]"). A bound that rounds to zero reads 0, never "-0"."""
+    width = high - low
+    noise = 1e-9 * max(abs(low), abs(high))  # a width this small is float rounding: none to show
+    while math.isfinite(width):
+        ends = tuple(_unsigned_zero(write(b, digits)) for b in (low, high))
+        if abs(float(ends[1]) - float(ends[0]) - width) <= width / 2 or width <= noise:
+            return ends
+        digits += 1  # ends: once a digit's unit is at most width / 2, rounding cannot hide it
+    return tuple(write(b, digits) for b in (low, high))  # an infinite bound: nothing to show
+
+
+def _unsigned_zero(text: str) -> str:
+    """`text` without its minus sign when it writes zero ("-0.00" -> "0.00")."""
+    return text[1:] if text.startswith("-") and float(text) == 0 else text
 
 
 def intervals(values: Sequence[object], lows: Sequence[object], highs: Sequence[object]) -> list[str]:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
 
-from rbplab.core.display import column, interval, number, size
+from rbplab.core.display import column, interval, intervals, number, size
 from rbplab.viz.readable import header, readable, table_html, text, text_table
 
 
@@ -178,3 +180,51 @@ def test_a_column_of_intervals_is_written_in_one_notation() -> None:
         "2.33e-03 [1.50e-03, 3.00e-03]",
         "9.99e-05 [9.00e-05, 1.10e-04]",
     ]
+
+
+def _shown_width(text: str) -> float:
+    low, high = text.split(" [")[1].rstrip("]").split(", ")
+    return float(high) - float(low)
+
+
+def test_a_table_of_intervals_shows_every_intervals_width() -> None:
+    """Whole, zero and negative estimates, in one table column: every interval keeps the
+    decimals that show its width (the printed bounds' width is within half the true one) and no
+    bound reads -0. Intervals whose width the estimate's decimals already show print as they did."""
+    rows = [  # (estimate, low, high, as printed)
+        (2.0, 1.5, 2.5, "2 [1.5, 2.5]"),  # read "2 [2, 2]"
+        (3.0, 2.96, 3.04, "3 [2.96, 3.04]"),  # read "3 [3, 3]"
+        (10.0, 9.0, 11.0, "10 [9, 11]"),  # its width shown already: as before
+        (0.0, -0.05, 0.05, "0 [-0.05, 0.05]"),  # read "0 [-0, 0]"
+        (0.0, -0.5, 0.5, "0 [-0.5, 0.5]"),  # read "0 [-0, 0]"
+        (0.0, -0.0004, 0.05, "0 [0.00, 0.05]"),  # the lower bound rounds to zero: no sign
+        (-2.0, -2.5, -1.5, "-2 [-2.5, -1.5]"),  # read "-2 [-2, -2]"
+        (-0.3, -0.35, -0.25, "-0.300 [-0.350, -0.250]"),  # as before
+        (-1.25, -1.26, -1.24, "-1.25 [-1.26, -1.24]"),  # as before: one unit each side
+    ]
+    values, lows, highs, expected = (list(column_) for column_ in zip(*rows, strict=True))
+    shown = intervals(values, lows, highs)
+    assert shown == expected
+    for text_, low, high in zip(shown, lows, highs, strict=True):
+        assert abs(_shown_width(text_) - (high - low)) <= (high - low) / 2, text_
+        assert re.search(r"(?<![\d.])-0(\.0*)?(?![\d.])", text_) is None, text_
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "expected"),
+    [
+        # "1 [1, 2]" shows a width of 1: within half of a width w for w >= 2/3 (the limit, no float)
+        (1.0, 1.67, "1 [1, 2]"),  # just above the limit: off by 0.33 of 0.67
+        (1.0, 1.66, "1 [1.0, 1.7]"),  # just below it: 1 would be off by 0.34 of 0.66
+        (0.5, 1.5, "1 [0.5, 1.5]"),  # "1 [0, 2]" would show twice its width
+        (1.0, 1.0, "1 [1, 1]"),  # no width: nothing to show
+        (1.0 - 1e-12, 1.0 + 1e-12, "1 [1, 1]"),  # float rounding, not a width
+        (float("-inf"), 3.0, "1 [-inf, 3]"),
+    ],
+)
+def test_an_interval_keeps_the_digits_of_its_width_at_its_edges(
+    low: float, high: float, expected: str
+) -> None:
+    """A whole estimate's bounds get decimals only when its digits would show the interval's width
+    off by more than half of it."""
+    assert intervals([1.0], [low], [high]) == [expected]
