@@ -137,14 +137,14 @@ def time_head(scorer, arrays, groups, clock, repeats: int) -> None:
     def without():
         # The same head with a band of zero width and nothing settled: its five passes count
         # z > z_t and z >= z_t as they did before the band (exact only up to float32 rounding).
-        saved = ranks.band_halfwidth, ranks._settle_rows
-        ranks.band_halfwidth = lambda z_t, margin, relative: torch.zeros_like(z_t)
-        ranks._settle_rows = lambda *args: 0
+        saved = ranks.band_halfwidth, ranks._settle_band
+        ranks.band_halfwidth = lambda z_t, margin: torch.zeros_like(z_t)
+        ranks._settle_band = lambda *args: 0
         try:
             for hidden, targets in states:
                 rank_stats(hidden, module, targets, vocab_size=scorer.vocab_size, softcap=scorer.softcap)
         finally:
-            ranks.band_halfwidth, ranks._settle_rows = saved
+            ranks.band_halfwidth, ranks._settle_band = saved
 
     times: dict[str, list[float]] = {"fp32 head, band + settling": [], "fp32 head, no band": []}
     with torch.inference_mode():

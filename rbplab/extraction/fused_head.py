@@ -1,30 +1,37 @@
 """The fused exact rank head: hidden states and the output head to (n_greater, n_equal, nll) in one
-Triton kernel, the logits never written to memory, the target logit certified inside the kernel.
+Triton kernel, the logits never written to memory.
 
 Why a kernel of our own. The fp32 head (`rbplab.extraction.ranks.rank_stats`) materialises float32
-logits in chunks and runs five passes over them, at the FP32 rate: by arithmetic 1.7x a bare bf16
+logits in chunks and runs its passes over them, at the FP32 rate: by arithmetic 1.7x a bare bf16
 forward at Qwen2.5-7B and 3.4x at Qwen2.5-0.5B on an H100. For a half-precision body the head's
 inputs are half-precision values whose pairwise products are exact in float32, so tensor cores
-accumulating in float32 compute the same logits as the fp32 head up to the order of summation.
+accumulating in float32 compute the logits to within the error bound of `rbplab.extraction.exact`.
 
-Exactness needs one more thing than speed: the target logit z_t that every other logit is compared
-with must come out of the very same arithmetic as those logits, or a target can be ranked against a
-copy of itself that differs in the last bit (n_equal = 0, a rank off by one). So:
-- z_t comes from a tile of exactly the shape, dtype, K loop and epilogue of the main tiles: column j
-  of a "gathered" tile holds the head row of row j's target, so its diagonal is each row's z_t;
-- while walking V, the kernel compares the in-tile value at column t of each row with the z_t the
-  comparisons used, as they compare (float equality: only +0 and -0 differ in bits yet compare
-  equal, and they rank alike); every difference (and a row whose column t was never seen) is
-  counted, and `fused_rank_stats` raises `HeadCertificateError` on any. The certificate turns "the
-  same arithmetic" from an assumption about the compiler and the matrix units into a checked fact.
+How the counts are exact. The kernel computes each row's target logit z_t in a "gathered" tile of
+exactly the shape, dtype and K loop of the main tiles (column j holds the head row of row j's
+target), then walks V: it counts logits above the band z_t + W and lists up to MAX_CANDIDATES
+logits inside it, which are settled here by exact sign (`exact.settle_pairs`); a row with more is
+ranked by the fp32 head. The counts are taken on raw logits; a softcap enters the nll only.
+
+What is checked at run time, per row:
+- the kernel's z_t against its exact value (one float64 dot product a row,
+  `exact.target_logit_ratios`): an error above the per-logit bound of the accumulation model
+  (`exact.tensor_core_unit`) refuses the call. This can catch a GPU whose tensor cores are less
+  accurate than the model, where a target logit shows it; it cannot see an error that stays within
+  the bound on the target while exceeding it elsewhere (`benchmarks/gpu_check.py` measures the
+  bound on inputs built to make it tight);
+- the in-tile value at column t against the band of the gathered z_t: both come from one function,
+  so this catches a wrong gather or a compiler that computes them differently, not the arithmetic.
+Either failure is a one-line `HeadCertificateError`, and nothing computed is kept.
 
 Batch invariance: the tile configuration is fixed (no autotuning), each row's K loop and V walk are
-the same whatever rows share its program, so a row's result never depends on its batch.
+the same whatever rows share its program, so a row's nll never depends on its batch (its counts are
+exact in any case).
 
 The kernel runs on CUDA tensors. Under `TRITON_INTERPRET=1` (read when this module is imported) it
 runs on CPU tensors through Triton's interpreter: slow, for tests. The interpreter computes tile
-products with numpy and ignores `input_precision`, so the CPU tests use inputs whose dot products are
-exact in any order; half-precision numerics are checked on a GPU (`benchmarks/gpu_check.py`).
+products with numpy and ignores `input_precision`; half-precision numerics on tensor cores are
+checked on a GPU (`benchmarks/gpu_check.py`).
 """
 
 from __future__ import annotations
@@ -38,15 +45,15 @@ from rbplab.core.errors import InvalidArgumentError, InvalidTypeError, RbplabErr
 from rbplab.extraction.exact import (
     BAND_SLACK,
     MAX_CANDIDATES,
-    SOFTCAP_RELATIVE,
-    TENSOR_CORE_UNIT,
     Tally,
-    head_norms,
-    row_margins,
-    settle,
+    refuse_overflow,
+    row_bounds,
+    settle_pairs,
+    target_logit_ratios,
+    tensor_core_unit,
 )
 from rbplab.extraction.exact import UNIT as UNIT_F32
-from rbplab.extraction.ranks import FloatHead, NonFiniteLogitsError, linear_weight, rank_stats
+from rbplab.extraction.ranks import FloatHead, NonFiniteLogitsError, OutputHead, rank_stats
 
 # Fixed tiles (no autotuning: a row's result must not depend on a tuning run). 128 rows x 256 head
 # rows per tile, K in steps of 64 (32 for float32, whose tiles are twice the bytes). A GPU batch of
@@ -81,8 +88,9 @@ INTERPRETED = triton.knobs.runtime.interpret  # as Triton read it when the kerne
 
 
 class HeadCertificateError(RbplabError, ArithmeticError):
-    """The fused head's target logits did not compare equal to the in-tile values at their own
-    columns: its ranks would not be exact, so nothing it computed is kept."""
+    """The fused head's target logits lay farther from their exact values than the error bound
+    allows, or outside the band of their own in-tile values: its ranks would not be exact, so
+    nothing it computed is kept."""
 
 
 @triton.jit
@@ -96,17 +104,15 @@ def _logits_tile(
     col_offsets,
     col_ok,
     d,
-    softcap,
     HAS_BIAS: tl.constexpr,
-    HAS_CAP: tl.constexpr,
     IEEE: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_V: tl.constexpr,
     BLOCK_D: tl.constexpr,
 ):
-    """One [BLOCK_N, BLOCK_V] tile of logits: the K loop, bias and softcap. The gathered tile of
+    """One [BLOCK_N, BLOCK_V] tile of raw logits: the K loop and the bias. The gathered tile of
     target logits and every main tile come from this one function, so their arithmetic is the
-    same by construction (and the certificate checks it)."""
+    same by construction."""
     acc = tl.zeros((BLOCK_N, BLOCK_V), dtype=tl.float32)
     for k0 in range(0, d, BLOCK_D):
         ks = k0 + tl.arange(0, BLOCK_D)
@@ -119,17 +125,15 @@ def _logits_tile(
             acc = tl.dot(h, w, acc)
     if HAS_BIAS:
         acc = acc + tl.load(B + cols, mask=col_ok, other=0.0)[None, :]
-    if HAS_CAP:
-        acc = softcap * _tanh(acc / softcap)
     return acc
 
 
 @triton.jit
 def _tanh(x):
-    """tanh within 8u of float64 (tests/extraction/test_fused_head.py checks it on a dense grid): an
-    odd Taylor polynomial below |x| = 0.6, where (1 - e) / (1 + e) would cancel (its error is ~u of
-    1, not of tanh x: capped logits near 0 on a grid of 1e-6 of the cap), and that quotient above,
-    where 1 - e >= 0.7 loses at most a bit to the approximate exp2 of GPUs."""
+    """tanh for the nll of a softcapped head (the counts never see it): an odd Taylor polynomial
+    below |x| = 0.6, where (1 - e) / (1 + e) would cancel (its error is ~u of 1, not of tanh x), and
+    that quotient above, where 1 - e >= 0.7 loses at most a bit to the approximate exp2 of GPUs.
+    Within 8u of float64 under the interpreter (a test checks it on a dense grid)."""
     a = tl.abs(x)
     x2 = x * x
     p = TANH_C10
@@ -168,8 +172,7 @@ def _rank_kernel(
     d,
     stride_h,
     stride_w,
-    softcap,
-    relative,  # r: the error bound's part relative to the logit (the softcap's rounding)
+    softcap,  # the nll's cap (read when HAS_CAP); the counts use raw logits
     HAS_BIAS: tl.constexpr,
     HAS_CAP: tl.constexpr,
     IEEE: tl.constexpr,
@@ -191,15 +194,15 @@ def _rank_kernel(
     g_cols = tl.load(G + pid * BLOCK_N + lanes, mask=gathered_ok, other=0)
     g_offsets = g_cols.to(tl.int64) * stride_w
     acc = _logits_tile(
-        H, W, B, row_offsets, row_ok, g_cols, g_offsets, g_cols >= 0, d, softcap,
-        HAS_BIAS, HAS_CAP, IEEE, BLOCK_N, BLOCK_V, BLOCK_D,
+        H, W, B, row_offsets, row_ok, g_cols, g_offsets, g_cols >= 0, d,
+        HAS_BIAS, IEEE, BLOCK_N, BLOCK_V, BLOCK_D,
     )  # fmt: skip
     diagonal = lanes[None, :] == tl.arange(0, BLOCK_N)[:, None]
     z_t = tl.max(tl.where(diagonal, acc, float("-inf")), axis=1)
     # The band around z_t (exact.band_halfwidth, the same expression): outside it a logit is on
-    # the same side of z_t as in float64; inside it, it is a candidate for float64 settling.
+    # the same side of z_t as in exact arithmetic; inside it, it is a candidate for settling.
     margin = tl.load(M + rows, mask=row_ok, other=0.0)
-    width = (2.0 * margin + (2.0 * relative + 4.0 * UNIT) * tl.abs(z_t)) / (1.0 - relative) * SLACK
+    width = (2.0 * margin + 4.0 * UNIT * tl.abs(z_t)) * SLACK
     hi = z_t + width
     lo = z_t - width
 
@@ -218,8 +221,8 @@ def _rank_kernel(
         cols = v0 + lanes
         col_offsets = cols.to(tl.int64) * stride_w
         acc = _logits_tile(
-            H, W, B, row_offsets, row_ok, cols, col_offsets, cols < V, d, softcap,
-            HAS_BIAS, HAS_CAP, IEEE, BLOCK_N, BLOCK_V, BLOCK_D,
+            H, W, B, row_offsets, row_ok, cols, col_offsets, cols < V, d,
+            HAS_BIAS, IEEE, BLOCK_N, BLOCK_V, BLOCK_D,
         )  # fmt: skip
         # Columns past V hold -inf: below any band of a finite z_t (a row whose z_t is not finite
         # is refused), a probability of 0.
@@ -229,8 +232,8 @@ def _rank_kernel(
         greater += tl.sum((z > hi[:, None]).to(tl.int32), axis=1)
         inside = (z >= lo[:, None]) & (z <= hi[:, None])
         at_t = cols[None, :] == t[:, None]
-        # The certificate: the in-tile value at column t lies in the band of the gathered z_t, as
-        # the error bound says it must: a check of the bound on one logit of every row.
+        # Consistency: the in-tile value at column t lies in the band of the gathered z_t. Both come
+        # from one function, so this catches a wrong gather, not inaccurate arithmetic.
         certified += tl.sum((inside & at_t).to(tl.int32), axis=1)
         seen += ((t >= v0) & (t < v0 + BLOCK_V)).to(tl.int32)
         candidate = inside & ~at_t & row_ok[:, None]
@@ -242,6 +245,9 @@ def _rank_kernel(
             keep = candidate & (slot < MAX_CAND)
             tl.store(cand_base + slot, cols[None, :] + 0 * slot, mask=keep)
         band += found
+        # The nll's logits: capped where the model caps them (padding stays -inf).
+        if HAS_CAP:
+            z = tl.where((cols < V)[None, :], softcap * _tanh(acc / softcap), float("-inf"))
         # Online exp-sum, shifted by the running maximum; a row whose logits so far are all -inf is
         # shifted by 0 instead, since exp2(-inf - -inf) is NaN and exp2(-inf) is the 0 wanted.
         m_new = tl.maximum(m, tl.max(z, axis=1))
@@ -251,7 +257,10 @@ def _rank_kernel(
     walked = tl.cdiv(V, BLOCK_V) * BLOCK_V
     bad = walked - below_inf
     mismatch = (certified != 1).to(tl.int32) + (seen != 1).to(tl.int32)
-    nll = (m - z_t) + tl.log(s)
+    z_nll = z_t
+    if HAS_CAP:
+        z_nll = softcap * _tanh(z_t / softcap)
+    nll = (m - z_nll) + tl.log(s)
     tl.store(OUT_GREATER + rows, greater, mask=row_ok)
     tl.store(OUT_BAND + rows, band, mask=row_ok)
     tl.store(OUT_NLL + rows, nll, mask=row_ok)
@@ -260,42 +269,23 @@ def _rank_kernel(
     tl.store(OUT_MISMATCH + rows, mismatch, mask=row_ok)
 
 
-class FusedHead(nn.Module):
+class FusedHead(OutputHead):
     """The output head as the fused kernel reads it: the model's own weight (a view of its first
     `rows` rows, no copy) and a float32 bias. A half-precision weight with hidden states of another
     dtype is ranked in float32 (a copy made once), since the kernel multiplies one dtype."""
 
     def __init__(self, weight: Tensor, bias: Tensor | None) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(weight, requires_grad=False)
-        self.bias = None if bias is None else nn.Parameter(bias, requires_grad=False)
+        super().__init__(weight, bias)
         self._fp32: Tensor | None = None
-        self._norms: tuple[float, float] | None = None
         self._float: FloatHead | None = None
 
-    @classmethod
-    def from_module(cls, head: nn.Module, rows: int) -> FusedHead:
-        weight = linear_weight(head, rows)
+    @staticmethod
+    def prepared(weight: Tensor) -> Tensor:
         if weight.dtype not in (torch.float32, torch.bfloat16, torch.float16):
             raise InvalidTypeError(
                 f"the fused head multiplies float32, bfloat16 or float16, not {weight.dtype}"
             )
-        bias = getattr(head, "bias", None)
-        w = weight.detach()[:rows]
-        if w.stride(1) != 1:
-            w = w.contiguous()
-        b = None if bias is None else bias.detach()[:rows].to(torch.float32).contiguous()
-        return cls(w, b)
-
-    @property
-    def rows(self) -> int:
-        return self.weight.shape[0]
-
-    def norms(self) -> tuple[float, float]:
-        """(max_v ||w_v||, max_v |b_v|) in float64, computed once: the error bound's head terms."""
-        if self._norms is None:
-            self._norms = head_norms(self.weight, self.bias, self.rows)
-        return self._norms
+        return weight if weight.stride(1) == 1 else weight.contiguous()
 
     def float_head(self) -> FloatHead:
         """The fp32 head over the same rows (a float32 copy of a half weight, made once): what ranks
@@ -312,6 +302,15 @@ class FusedHead(nn.Module):
         return self._fp32
 
 
+def accumulation_unit(half: bool, device: torch.device) -> float:
+    """u' of the kernel's products: IEEE float32 (FMA, Triton's ieee dot) rounds, u; tensor cores
+    truncate, `exact.tensor_core_unit` of this GPU's family (the worst case off a GPU)."""
+    if not half:
+        return UNIT_F32
+    capability = torch.cuda.get_device_capability(device) if device.type == "cuda" else None
+    return tensor_core_unit(capability)
+
+
 def fused_rank_stats(
     hidden: Tensor,
     head: nn.Module,
@@ -323,25 +322,19 @@ def fused_rank_stats(
     gathered: Tensor | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """`rank_stats`' contract through the fused kernel: (n_greater int32, n_equal int32, nll
-    float32), each [n], over the first `vocab_size` rows of `head`; the counts equal float64's
-    (`rbplab.extraction.exact`: the kernel counts above the band and lists the band's candidates,
-    which are settled here in float64).
+    float32), each [n], over the first `vocab_size` rows of `head`; the counts equal exact
+    arithmetic's (`rbplab.extraction.exact`: the kernel counts above the band and lists the band's
+    candidates, which are settled here by exact sign). A softcap enters the nll only.
 
-    Raises NonFiniteLogitsError for rows whose logits hold NaN or +inf or whose target logit is not
-    finite, and HeadCertificateError when a target's in-tile logit fell outside its own band (the
-    arithmetic was less accurate than the bound assumes). `tally` counts the rows settled.
-    `gathered`: the ids whose head rows give z_t (default `targets`); a test passes others to show
-    that the certificate catches a z_t that is not the compared value."""
-    if hidden.ndim != 2:
-        raise ValueError(f"hidden must be [n, d], got shape {tuple(hidden.shape)}")
-    if targets.shape != hidden.shape[:1]:
-        raise ValueError(f"targets must be [n] matching hidden's rows, got {tuple(targets.shape)}")
-    fhead = head if isinstance(head, FusedHead) else FusedHead.from_module(head, vocab_size)
-    if fhead.rows < vocab_size:
-        raise InvalidArgumentError(f"head has {fhead.rows} rows, cannot rank over {vocab_size}")
+    Raises LogitRangeError for rows whose logits could overflow, NonFiniteLogitsError for rows
+    whose logits hold NaN or +inf or whose target logit is not finite, and HeadCertificateError
+    when a row's target logit from the kernel lies farther from its exact value than the
+    accumulation model allows (`exact.target_logit_ratios`), or outside the band of its own gathered
+    value. `tally` counts the rows settled. `gathered`: the ids whose head rows give z_t (default
+    `targets`); a test passes others to show that the checks catch a z_t that is not the right one."""
+    fhead = FusedHead.from_module(head, vocab_size)
+    targets = fhead.checked(hidden, targets, vocab_size)
     device = hidden.device
-    if fhead.weight.device != device:
-        raise ValueError(f"head is on {fhead.weight.device} but hidden states are on {device}")
     if device.type != "cuda" and not INTERPRETED:
         raise InvalidArgumentError(
             f"the fused head runs on CUDA GPUs, not {device.type}; use head='fp32' "
@@ -351,9 +344,6 @@ def fused_rank_stats(
     if n == 0:
         empty = torch.zeros(0, dtype=torch.int32, device=device)
         return empty, empty.clone(), torch.zeros(0, dtype=torch.float32, device=device)
-    lo, hi = int(targets.min()), int(targets.max())
-    if lo < 0 or hi >= vocab_size:
-        raise InvalidArgumentError(f"target ids must lie in [0, {vocab_size}), got ids from {lo} to {hi}")
     # One dtype for both operands: a half weight with half states stays half (tensor cores);
     # anything else is multiplied in IEEE float32.
     half = hidden.dtype in (torch.bfloat16, torch.float16) and hidden.dtype == fhead.weight.dtype
@@ -368,9 +358,10 @@ def fused_rank_stats(
         h = h.contiguous()
     w = fhead.weight_for(dtype)
     w_norm, b_max = fhead.norms()
-    # Tensor cores accumulate with truncation (exact.TENSOR_CORE_UNIT); the ieee path rounds.
-    margin = row_margins(h, d, w_norm, b_max, TENSOR_CORE_UNIT if half else UNIT_F32)
-    t = targets.to(device=device, dtype=torch.int32).contiguous()
+    unit = accumulation_unit(half, device)
+    margin, reach = row_bounds(h, w_norm, b_max, unit)
+    refuse_overflow(torch.where(torch.isfinite(reach), reach, 0.0))
+    t = targets.to(torch.int32).contiguous()
     g = t if gathered is None else gathered.to(device=device, dtype=torch.int32).contiguous()
     greater = torch.empty(n, dtype=torch.int32, device=device)
     band = torch.empty_like(greater)
@@ -400,7 +391,6 @@ def fused_rank_stats(
         h.stride(0),
         w.stride(0),
         float(softcap or 1.0),
-        SOFTCAP_RELATIVE if softcap else 0.0,
         HAS_BIAS=fhead.bias is not None,
         HAS_CAP=bool(softcap),
         IEEE=not half,
@@ -412,29 +402,39 @@ def fused_rank_stats(
         num_stages=NUM_STAGES,
     )
     # One host sync per call: the rows the counts cannot be trusted for.
-    flagged = (bad > 0) | ~torch.isfinite(z_t)
+    flagged = (bad > 0) | ~torch.isfinite(z_t) | ~torch.isfinite(reach)
     if bool(flagged.any()):
         rows = flagged.nonzero()[:, 0]
         first = int(rows[0])
         values = int(bad[first]) if int(bad[first]) else 1
         raise NonFiniteLogitsError(first, len(rows), values, vocab_size, hidden.dtype)
-    failed = int(mismatch.sum())
-    if failed:
-        first = int((mismatch > 0).nonzero()[0, 0])
-        raise HeadCertificateError(
-            f"fused head: {failed} target logit(s) fell outside their own error band (first at row "
-            f"{first} of the call): this GPU's arithmetic is less accurate than the bound assumes; "
-            "nothing was kept: score with head='fp32' and report this GPU and Triton version"
-        )
-    n_greater, n_equal = _settle(fhead, h, w, t.long(), greater, band, candidates, softcap, vocab_size, tally)
+    _check_target_logits(h, w, fhead.bias, targets, z_t, unit, mismatch)
+    n_greater, n_equal = _settle_listed(fhead, h, w, targets, greater, band, candidates, vocab_size, tally)
     return n_greater, n_equal, nll
 
 
-def _settle(fhead, h, w, t, greater, band, candidates, softcap, vocab_size, tally) -> tuple[Tensor, Tensor]:
-    """The counts from the kernel's: rows with band candidates settled in float64 from the states
-    and head rows the kernel multiplied. A row with more than MAX_CANDIDATES (a wide band: tensor
-    cores' bound, logits packed near z_t) is ranked again by the fp32 head (`rank_stats`): IEEE
-    float32 logits, whose band is half as wide, then its own float64 settling."""
+def _check_target_logits(h, w, bias, targets, z_t, unit, mismatch) -> None:
+    """Refuse the call (HeadCertificateError) when a row's kernel z_t lies farther from its exact
+    value than its bound allows, or outside the band of its own in-tile value: one dot product a
+    row, so an accumulator worse than the model of `exact.tensor_core_unit` is seen where it errs
+    on a target logit."""
+    ratios = target_logit_ratios(h, w, bias, targets, z_t, unit)
+    failed = (ratios > 1) | (mismatch > 0)
+    if bool(failed.any()):
+        first = int(failed.nonzero()[0, 0])
+        raise HeadCertificateError(
+            f"fused head: {int(failed.sum())} target logit(s) outside their error bound (first at row "
+            f"{first} of the call, {float(ratios[first]):.3g}x its bound): this GPU's arithmetic is less "
+            "accurate than the bound assumes; nothing was kept: score with head='fp32' and report this "
+            "GPU and Triton version"
+        )
+
+
+def _settle_listed(fhead, h, w, t, greater, band, candidates, vocab_size, tally) -> tuple[Tensor, Tensor]:
+    """The counts from the kernel's: the candidates the kernel listed, settled by exact sign from
+    the states and head rows it multiplied. A row with more than MAX_CANDIDATES (a wide band:
+    tensor cores' bound, logits packed near z_t) is ranked again by the fp32 head (`rank_stats`):
+    IEEE float32 logits, whose band is narrower, then its own settling."""
     n = h.shape[0]
     greater = greater.long()
     equal = torch.ones_like(greater)
@@ -445,15 +445,13 @@ def _settle(fhead, h, w, t, greater, band, candidates, softcap, vocab_size, tall
         slots = torch.arange(MAX_CANDIDATES, device=h.device)
         r, j = (slots[None, :] < band[listed, None]).nonzero(as_tuple=True)
         rows, cols = listed[r], candidates[listed[r], j].long()
-        add_greater, add_equal = settle(h, w, fhead.bias, t, rows, cols, softcap=softcap, n=n)
+        add_greater, add_equal = settle_pairs(h, w, fhead.bias, t, rows, cols, n=n)
         greater += add_greater
         equal += add_equal
         logits = int(cols.numel())
     if whole.numel():
         inner = Tally()
-        again = rank_stats(
-            h[whole], fhead.float_head(), t[whole], vocab_size=vocab_size, softcap=softcap, tally=inner
-        )
+        again = rank_stats(h[whole], fhead.float_head(), t[whole], vocab_size=vocab_size, tally=inner)
         greater[whole], equal[whole] = again[0].long(), again[1].long()
         logits += inner.logits
     if tally is not None:

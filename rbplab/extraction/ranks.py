@@ -1,9 +1,10 @@
-"""Exact rank statistics of target tokens from hidden states, with bounded memory.
+"""Exact rank statistics of target tokens from hidden states, with bounded memory: the fp32 head,
+and the head base both heads build on.
 
 For each scored position we need three numbers over the real vocabulary V:
-n_greater = #{v : z_v > z_t}, n_equal = #{v : z_v == z_t} (t included) and
-nll = logsumexp(z) - z_t. A full `[positions, V]` float32 logits tensor does not fit
-in memory for long contexts and large vocabularies (8 x 2048 x 151,936 floats is
+n_greater = #{v : z_v > z_t}, n_equal = #{v : z_v = z_t} (t included), in exact arithmetic
+(`rbplab.extraction.exact`), and nll = logsumexp(z) - z_t. A full `[positions, V]` float32 logits
+tensor does not fit in memory for long contexts and large vocabularies (8 x 2048 x 151,936 floats is
 ~10 GB), so the output head is applied to a fixed number of rows at a time.
 
 Speed comes from how each chunk is processed, not from skipping work:
@@ -11,24 +12,29 @@ Speed comes from how each chunk is processed, not from skipping work:
   weight is amortised), into a reused logits buffer: no allocation per chunk (large
   fresh tensors page-fault on every use, which costs more than the arithmetic);
 - the passes over the logits then run on cache-sized blocks of rows (~2 MB), reusing
-  one work buffer: gather z_t, max, exp-sum, count z > z_t, count z == z_t;
+  one work buffer: gather z_t, count above the error band, count at or above its bottom,
+  max, exp-sum;
 - comparisons write float 0/1 into the work buffer and a float sum counts them exactly
   (every partial sum is an integer below 2**24): ~30x faster than summing a freshly
   allocated bool tensor as `(z > z_t).sum(-1)` does;
+- rows with a logit inside their band are settled once per chunk, from the chunk's logits;
 - exp(x) is evaluated as exp2(x * log2 e), whose kernel is ~3x faster on CPU.
 Nothing here synchronises with the host per token, so the same code runs on GPUs.
 
-Non-finite logits cost no extra pass: amax propagates NaN and +inf, so a row holding either
-(fp16 overflow, NaN weights) has a non-finite maximum, and a non-finite target logit is the
-gathered z_t; both are checked once per call on the per-row vectors the passes already fill.
-A -inf logit elsewhere in a row is a probability of exactly 0 and leaves every count and the
-nll exact, so it is not an error (a row of nothing but -inf has a -inf maximum and is one).
+Counts are taken on raw logits; a softcap is applied afterwards, in place, for the nll only.
+
+Non-finite values cost no extra pass: a row whose states are not finite is known from its norm,
+amax propagates NaN and +inf, and a non-finite target logit is the gathered z_t; all three are
+checked once per call. The overflow guard (`exact.refuse_overflow`) leaves -inf only where the head's
+bias is -inf (a masked token): a probability of exactly 0, which leaves every count and the nll
+exact, so it is not an error.
 
 Batch invariance: a row's result must not depend on which other rows share its call.
 Products always have a whole number of blocks of rows (>= 16; the last chunk is
 zero-padded up to one; on GPUs a block is the whole chunk, so every product has the
 same shape): MKL computes a row identically for any row count >= 8 but switches to
-other kernels, with other rounding, below that. Every pass is row-wise.
+other kernels, with other rounding, below that. Every pass is row-wise. (The counts are exact in
+any case; this keeps the nll the same too.)
 """
 
 from __future__ import annotations
@@ -40,13 +46,13 @@ from torch import Tensor, nn
 
 from rbplab.core.errors import InvalidArgumentError, InvalidTypeError, RbplabError
 from rbplab.extraction.exact import (
-    SOFTCAP_RELATIVE,
     UNIT,
     Tally,
     band_halfwidth,
     head_norms,
-    row_margins,
-    settle,
+    refuse_overflow,
+    row_bounds,
+    settle_pairs,
 )
 from rbplab.extraction.precision import pinned_precision
 
@@ -116,12 +122,11 @@ def linear_weight(head: nn.Module, rows: int | None = None) -> Tensor:
     return weight
 
 
-class FloatHead(nn.Module):
-    """Float32 copy (or view, when already float32) of a linear output head.
-
-    Only the first `rows` output rows are kept: ranking over the real vocabulary
-    means padded rows must not take part in comparisons or in the softmax.
-    """
+class OutputHead(nn.Module):
+    """The first `rows` rows of a linear output head, as a head ranks with them: ranking over the
+    real vocabulary means padded rows take no part in comparisons or in the softmax. Both heads
+    build on it: the weight and float32 bias they multiply, their row count, and the error bound's
+    head terms (`norms`), computed once."""
 
     def __init__(self, weight: Tensor, bias: Tensor | None) -> None:
         super().__init__()
@@ -130,30 +135,73 @@ class FloatHead(nn.Module):
         self._norms: tuple[float, float] | None = None
 
     @classmethod
-    def from_module(cls, head: nn.Module, rows: int) -> FloatHead:
-        if isinstance(head, FloatHead):
-            if head.weight.shape[0] < rows:
-                raise InvalidArgumentError(f"head has {head.weight.shape[0]} rows, cannot rank over {rows}")
-            if head.weight.shape[0] == rows:
-                return head
-        weight = linear_weight(head, rows)
+    def from_module(cls, head: nn.Module, rows: int):
+        """`head` as this kind of head over its first `rows` rows; a head of this kind with exactly
+        `rows` rows is returned as it is."""
+        if isinstance(head, cls) and head.rows == rows:
+            return head
+        weight = linear_weight(head, rows).detach()[:rows]
         bias = getattr(head, "bias", None)
-        w = weight.detach()[:rows].to(torch.float32).contiguous()
         b = None if bias is None else bias.detach()[:rows].to(torch.float32).contiguous()
-        return cls(w, b)
+        return cls(cls.prepared(weight), b)
+
+    @staticmethod
+    def prepared(weight: Tensor) -> Tensor:
+        """The weight as this head multiplies it (a subclass converts it)."""
+        return weight
 
     @property
     def rows(self) -> int:
         return self.weight.shape[0]
 
     def norms(self) -> tuple[float, float]:
-        """(max_v ||w_v||, max_v |b_v|) in float64, computed once: the error bound's head terms."""
+        """(max_v ||w_v||, max_v |b_v|) in float64, computed once: the error bound's head terms
+        (`exact.head_norms`, which refuses a head holding NaN or inf)."""
         if self._norms is None:
             self._norms = head_norms(self.weight, self.bias, self.rows)
         return self._norms
 
+    def checked(self, hidden: Tensor, targets: Tensor, vocab_size: int) -> Tensor:
+        """The checks both heads make before ranking: shapes, devices, row count and target ids (one
+        host sync); returns `targets` as int64 on hidden's device."""
+        if hidden.ndim != 2:
+            raise ValueError(f"hidden must be [n, d], got shape {tuple(hidden.shape)}")
+        if targets.shape != hidden.shape[:1]:
+            raise ValueError(f"targets must be [n] matching hidden's rows, got {tuple(targets.shape)}")
+        if self.rows < vocab_size:
+            raise InvalidArgumentError(f"head has {self.rows} rows, cannot rank over {vocab_size}")
+        if self.weight.device != hidden.device:
+            raise ValueError(f"head is on {self.weight.device} but hidden states are on {hidden.device}")
+        targets = targets.to(device=hidden.device, dtype=torch.long)
+        if targets.numel():
+            lo, hi = int(targets.min()), int(targets.max())
+            if lo < 0 or hi >= vocab_size:
+                raise InvalidArgumentError(
+                    f"target ids must lie in [0, {vocab_size}), got ids from {lo} to {hi}"
+                )
+        return targets
+
+
+class FloatHead(OutputHead):
+    """The fp32 head's rows: a float32 copy (or view, when already float32) of the head's weight."""
+
+    @staticmethod
+    def prepared(weight: Tensor) -> Tensor:
+        return weight.to(torch.float32).contiguous()
+
     def forward(self, hidden: Tensor) -> Tensor:
         return nn.functional.linear(hidden.to(torch.float32), self.weight, self.bias)
+
+
+def softcapped(z: Tensor, softcap: float | None, *, inplace: bool = False) -> Tensor:
+    """z -> c tanh(z / c), as the model applies it (Gemma 2's final_logit_softcapping); `z` itself
+    when there is no cap. The cap is strictly increasing, so it changes no rank: heads apply it for
+    the nll only (the fused kernel has its own tanh, in Triton)."""
+    if not softcap:
+        return z
+    if inplace:
+        return z.div_(softcap).tanh_().mul_(softcap)
+    return torch.tanh(z / softcap) * softcap
 
 
 def block_rows(vocab_size: int, device: torch.device | str) -> int:
@@ -185,59 +233,56 @@ def rank_stats(
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Rank statistics of `targets` under logits `head(hidden)` restricted to the first `vocab_size` rows.
 
-    hidden: [n, d] final hidden states (any float dtype); targets: [n] token ids < vocab_size.
-    chunk_size: rows per product with the head (default: `default_chunk_size`); memory is
-    O(chunk_size x vocab_size) whatever n is.
-    softcap: the config's `final_logit_softcapping` (z -> cap * tanh(z / cap)), applied as the model does.
-    tally: counts the rows settled in float64 (`rbplab.extraction.exact`).
+    hidden: [n, d] final hidden states (any float dtype, ranked as their float32 values); targets:
+    [n] token ids < vocab_size. chunk_size: rows per product with the head (default:
+    `default_chunk_size`); memory is O(chunk_size x vocab_size) whatever n is.
+    softcap: the config's `final_logit_softcapping` (z -> cap * tanh(z / cap)), applied to the nll
+    only: a strictly increasing map changes no rank.
+    tally: counts the rows settled by exact sign (`rbplab.extraction.exact`).
     Returns (n_greater int32, n_equal int32, nll float32), each [n], on hidden's device: the counts
-    equal float64's on every row, whatever the BLAS (`rbplab.extraction.exact`).
-    Raises NonFiniteLogitsError when a row's logits hold NaN or +inf, or its target logit is not
-    finite (found from the row maxima and target logits the passes compute anyway: one host sync
-    per call, no extra pass over the logits).
+    equal exact arithmetic's on every row, whatever the BLAS (`rbplab.extraction.exact`).
+    Raises LogitRangeError for rows whose float32 logits could overflow, and NonFiniteLogitsError
+    when a row's logits hold NaN or +inf or its target logit is not finite (found from the row
+    maxima and target logits the passes compute anyway: one host sync per call).
     """
-    if hidden.ndim != 2:
-        raise ValueError(f"hidden must be [n, d], got shape {tuple(hidden.shape)}")
-    if targets.shape != hidden.shape[:1]:
-        raise ValueError(f"targets must be [n] matching hidden's rows, got {tuple(targets.shape)}")
     fhead = FloatHead.from_module(head, vocab_size)
+    targets = fhead.checked(hidden, targets, vocab_size)
     weight, bias = fhead.weight, fhead.bias
-    if weight.device != hidden.device:
-        raise ValueError(f"head is on {weight.device} but hidden states are on {hidden.device}")
     n, d = hidden.shape
     device = hidden.device
     rows = int(chunk_size or default_chunk_size(vocab_size, device))
-    block = min(rows, block_rows(vocab_size, device))
     if rows < 1:
         raise InvalidArgumentError(f"chunk_size must be positive, got {chunk_size}")
-    n_chunks = -(-n // rows)
-    padded = n_chunks * rows
+    block = min(rows, block_rows(vocab_size, device))
     if n == 0:
         empty = torch.zeros(0, dtype=torch.int32, device=device)
         return empty, empty.clone(), torch.zeros(0, dtype=torch.float32, device=device)
-    targets = targets.to(device=device, dtype=torch.long)
-    # One host sync per call (not per token) to reject ids the ranking cannot see.
-    lo, hi = int(targets.min()), int(targets.max())
-    if lo < 0 or hi >= vocab_size:
-        raise InvalidArgumentError(f"target ids must lie in [0, {vocab_size}), got ids from {lo} to {hi}")
+    states = hidden.to(torch.float32)  # the values the head multiplies, and the bound's
     w_norm, b_max = fhead.norms()
-    relative = SOFTCAP_RELATIVE if softcap else 0.0
+    margins, reach = row_bounds(states, w_norm, b_max, UNIT)
+    refuse_overflow(torch.where(torch.isfinite(reach), reach, 0.0))
+    padded = -(-n // rows) * rows
     # Per-row results, padded to whole chunks so every slice below has a constant shape.
     t_all = torch.zeros(padded, 1, dtype=torch.long, device=device)
     t_all[:n, 0] = targets
+    margin = torch.zeros(padded, 1, dtype=torch.float32, device=device)
+    margin[:n, 0] = margins
     count_dtype = torch.float32 if vocab_size < _EXACT_FLOAT_COUNT else torch.float64
     greater = torch.zeros(padded, dtype=count_dtype, device=device)
     at_least = torch.zeros_like(greater)
     sum_exp = torch.ones(padded, dtype=torch.float32, device=device)
     z_max = torch.zeros(padded, 1, dtype=torch.float32, device=device)
     z_target = torch.zeros(padded, 1, dtype=torch.float32, device=device)
-    margin = torch.zeros(padded, 1, dtype=torch.float32, device=device)
+    # The nll's target logit: the raw one, or the capped one where a softcap applies.
+    z_nll = torch.zeros_like(z_target) if softcap else z_target
     width = torch.zeros_like(margin)  # the band's half-width W, as the passes compared with it
     logits = torch.empty(rows, vocab_size, dtype=torch.float32, device=device)
     work = torch.empty(block, vocab_size, dtype=torch.float32, device=device)
     h_pad = torch.zeros(rows, d, dtype=torch.float32, device=device)
     settled_greater = torch.zeros(n, dtype=torch.int64, device=device)
     settled_equal = torch.zeros_like(settled_greater)
+    # A row whose states are not finite is refused below; its band would hold every logit.
+    finite = torch.isfinite(reach)
     settled_rows = settled_logits = 0
     w_t = weight.t()
     with torch.inference_mode(), pinned_precision():
@@ -246,39 +291,38 @@ def rank_stats(
             # Products always have a whole number of blocks of rows (the last chunk is
             # zero-padded up to one), so a row never meets the small-M kernels of BLAS.
             m_pad = min(rows, -(-m // block) * block)
-            h_pad[:m].copy_(hidden[start : start + m])
+            h_pad[:m].copy_(states[start : start + m])
             h_pad[m:m_pad].zero_()
-            margin[start : start + m, 0] = row_margins(h_pad[:m], d, w_norm, b_max, UNIT)
-            z_all = logits[:m_pad]
-            chunk = slice(start, start + m_pad)
-            _head_product(h_pad[:m_pad], w_t, bias, z_all, t_all[chunk, 0])
-            if softcap:
-                z_all.div_(softcap).tanh_().mul_(softcap)
+            _head_product(h_pad[:m_pad], w_t, bias, logits[:m_pad], t_all[start : start + m_pad, 0])
             # Row-wise passes over cache-sized blocks; blocks past the real rows are skipped.
             for b in range(0, m, block):
                 z = logits[b : b + block]
-                k = z.shape[0]  # == block except when chunk_size is not a multiple of it
-                r = slice(start + b, start + b + k)
-                _block_passes(
-                    z, t_all[r], work[:k], z_max[r], z_target[r], margin[r], relative, width[r],
-                    sum_exp[r], greater[r], at_least[r],
+                r = slice(start + b, start + b + z.shape[0])
+                _count_passes(
+                    z, t_all[r], work[: z.shape[0]], z_target[r], margin[r], width[r], greater[r], at_least[r]
+                )
+                if not softcap:
+                    _nll_passes(z, None, work[: z.shape[0]], z_max[r], None, sum_exp[r])
+            # The band holds the target itself; a row with anything more is settled, one call per chunk.
+            real = slice(start, start + m)
+            flagged = (((at_least[real] - greater[real]) > 1) & finite[real]).nonzero()[:, 0]
+            if flagged.numel():
+                settled_logits += _settle_band(
+                    logits[:m], flagged, h_pad[:m], weight, bias, t_all[real, 0], z_target[real],
+                    width[real], settled_greater[real], settled_equal[real],
                 )  # fmt: skip
-                # The band holds the target itself; a real row with anything more is settled
-                # while its block is in cache (one host sync per block: per chunk on GPUs).
-                real = slice(start + b, start + b + min(k, m - b))
-                flagged = ((at_least[real] - greater[real]) > 1).nonzero()[:, 0]
-                if flagged.numel():
-                    settled_logits += _settle_rows(
-                        z, work[:k], at_least[r], flagged, h_pad[b : b + k], weight, bias, t_all[r, 0],
-                        z_target[r], width[r], softcap, settled_greater[real], settled_equal[real],
-                    )  # fmt: skip
-                    settled_rows += flagged.numel()
+                settled_rows += flagged.numel()
+            if softcap:
+                for b in range(0, m, block):
+                    z = softcapped(logits[b : b + block], softcap, inplace=True)
+                    r = slice(start + b, start + b + z.shape[0])
+                    _nll_passes(z, t_all[r], work[: z.shape[0]], z_max[r], z_nll[r], sum_exp[r])
         # amax propagates NaN and +inf: a row holding either has a non-finite maximum.
-        bad = ~(torch.isfinite(z_max[:n, 0]) & torch.isfinite(z_target[:n, 0]))
+        bad = ~(finite & torch.isfinite(z_max[:n, 0]) & torch.isfinite(z_target[:n, 0]))
         if bool(bad.any()):
-            raise _non_finite(bad, hidden, fhead, softcap)
+            raise _non_finite(bad, states, fhead, hidden.dtype)
         # nll = logsumexp(z) - z_t = (max - z_t) + log(sum exp(z - max)), once for all rows.
-        nll = (z_max - z_target)[:n, 0] + torch.log(sum_exp[:n])
+        nll = (z_max - z_nll)[:n, 0] + torch.log(sum_exp[:n])
     if tally is not None:
         tally.add(n, settled_rows, settled_logits)
     n_greater = greater[:n].to(torch.int64) + settled_greater
@@ -295,61 +339,49 @@ def _head_product(h: Tensor, w_t: Tensor, bias: Tensor | None, out: Tensor, targ
         torch.addmm(bias, h, w_t, out=out)
 
 
-def _settle_rows(
-    logits, mask, above, flagged, h, weight, bias, t, z_t, width, softcap, out_greater, out_equal
-) -> int:
-    """Settle a block's flagged rows: their band candidates (the target excluded) recomputed in
-    float64 (`exact.settle`), the counts added into `out_*` (the block's real rows). Returns how
-    many logits that took."""
-    # The candidates are the logits with z >= z_t - W and z <= z_t + W, the passes' own predicates,
-    # the target left out. `mask` still holds the last pass's z >= z_t - W (0/1): where its ones are
-    # few (targets ranked high), their positions are found directly; else the rows are compared.
-    # `width` is the W the passes compared with, so the predicates are theirs bit for bit.
-    w = width[flagged]
-    if above[flagged].sum() * 8 < flagged.numel() * logits.shape[1]:
-        pair_rows, cols = mask.index_select(0, flagged).nonzero(as_tuple=True)
-        inside = logits[flagged[pair_rows], cols] <= (z_t[flagged] + w)[pair_rows, 0]
-    else:
-        z = logits.index_select(0, flagged)
-        inside = (z >= z_t[flagged] - w) & (z <= z_t[flagged] + w)
-        pair_rows, cols = inside.nonzero(as_tuple=True)
-        inside = inside[pair_rows, cols]
-    keep = inside & (cols != t[flagged][pair_rows])
+def _settle_band(logits, flagged, h, weight, bias, t, z_t, width, out_greater, out_equal) -> int:
+    """Settle a chunk's flagged rows: their band candidates (the target excluded) compared with
+    their target by exact sign (`exact.settle_pairs`), the counts added into `out_*` (the chunk's
+    rows). Returns how many candidates that took."""
+    # The passes' own predicates on the same float32 values: z >= z_t - W and not z > z_t + W.
+    z = logits.index_select(0, flagged)
+    lo, hi = z_t[flagged] - width[flagged], z_t[flagged] + width[flagged]
+    pair_rows, cols = ((z >= lo) & (z <= hi)).nonzero(as_tuple=True)
+    keep = cols != t[flagged][pair_rows]
     pair_rows, cols = pair_rows[keep], cols[keep]
-    greater, equal = settle(
-        h[flagged], weight, bias, t[flagged], pair_rows, cols, softcap=softcap, n=flagged.numel()
-    )
+    greater, equal = settle_pairs(h[flagged], weight, bias, t[flagged], pair_rows, cols, n=flagged.numel())
     out_greater.index_add_(0, flagged, greater)
     out_equal.index_add_(0, flagged, equal)
     return int(cols.numel())
 
 
-def _non_finite(bad: Tensor, hidden: Tensor, head: FloatHead, softcap: float | None) -> NonFiniteLogitsError:
-    """The error for the rows flagged `bad`; the first row's logits are recomputed to count its
-    non-finite values (only on this error path)."""
+def _non_finite(bad: Tensor, states: Tensor, head: FloatHead, dtype: torch.dtype) -> NonFiniteLogitsError:
+    """The error for the rows flagged `bad`; the first row's raw logits are recomputed to count its
+    non-finite values (only on this error path). `dtype`: the body's, for the hint."""
     rows = bad.nonzero()[:, 0]
     first = int(rows[0])
-    z = head(hidden[first : first + 1])
-    if softcap:
-        z = torch.tanh(z / softcap) * softcap
-    values = int((~torch.isfinite(z)).sum())
-    return NonFiniteLogitsError(first, len(rows), values, head.rows, hidden.dtype)
+    values = int((~torch.isfinite(head(states[first : first + 1]))).sum())
+    return NonFiniteLogitsError(first, len(rows), values, head.rows, dtype)
 
 
-def _block_passes(z, t, work, z_max, z_target, margin, relative, width, sum_exp, greater, at_least) -> None:
-    """Five passes over one cache-resident block of logits, results written into row slices:
-    target logit, maximum, exp-sum, and the counts above the band and at or above its bottom.
-
-    exp(x) is computed as exp2(x * log2 e): torch's exp2 kernel is ~3x faster than exp on
-    CPU and the extra rounding of the scaled argument stays near 1e-6 in nll.
-    """
+def _count_passes(z, t, work, z_target, margin, width, greater, at_least) -> None:
+    """The counting passes over one cache-resident block of raw logits: the target logit, the band's
+    half-width, and the counts above the band and at or above its bottom. Comparisons write float
+    0/1 into the reused buffer; float sums count them exactly."""
     torch.gather(z, 1, t, out=z_target)
-    torch.amax(z, 1, keepdim=True, out=z_max)
-    torch.add(z_max * -LOG2E, z, alpha=LOG2E, out=work).exp2_()
-    torch.sum(work, 1, out=sum_exp)
-    width.copy_(band_halfwidth(z_target, margin, relative))
-    # Comparisons write float 0/1 into the reused buffer; float sums count them exactly.
+    width.copy_(band_halfwidth(z_target, margin))
     torch.gt(z, z_target + width, out=work)
     torch.sum(work, 1, dtype=greater.dtype, out=greater)
     torch.ge(z, z_target - width, out=work)
     torch.sum(work, 1, dtype=at_least.dtype, out=at_least)
+
+
+def _nll_passes(z, t, work, z_max, z_nll, sum_exp) -> None:
+    """The nll's passes over one block: its target logit when `t` is given (the capped one), the
+    maximum and the exp-sum. exp(x) is computed as exp2(x * log2 e): torch's exp2 kernel is ~3x
+    faster than exp on CPU and the extra rounding of the scaled argument stays near 1e-6 in nll."""
+    if t is not None:
+        torch.gather(z, 1, t, out=z_nll)
+    torch.amax(z, 1, keepdim=True, out=z_max)
+    torch.add(z_max * -LOG2E, z, alpha=LOG2E, out=work).exp2_()
+    torch.sum(work, 1, out=sum_exp)

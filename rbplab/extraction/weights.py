@@ -17,7 +17,7 @@ from rbplab.catalog.models import ModelLoadError, ModelSpec, ResolvedModel
 from rbplab.core.settings import ExtractionSettings
 from rbplab.extraction.gguf import shared_gguf_reader
 from rbplab.extraction.precision import pinned_precision
-from rbplab.extraction.ranks import linear_weight
+from rbplab.extraction.ranks import linear_weight, softcapped
 from rbplab.extraction.sources import (
     DEVICE_MAP_PREFIX,
     DTYPES,
@@ -184,9 +184,7 @@ def check_head(model: torch.nn.Module, info: ModelInfo, length: int = 16) -> flo
         reference = model(ids, use_cache=False).logits[0].float()
         hidden = model.base_model(ids, use_cache=False).last_hidden_state[0]
         head = model.get_output_embeddings()
-        ours = _float32_logits(head, hidden.to(head.weight.device))
-        if info.softcap:
-            ours = torch.tanh(ours / info.softcap) * info.softcap
+        ours = softcapped(_float32_logits(head, hidden.to(head.weight.device)), info.softcap)
     if not bool(torch.isfinite(reference).all()):
         raise ModelLoadError(
             f"{info.name}: the model produced NaN logits{nan_source(model, ids)}; its weights hold NaN "

@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from rbplab.core.errors import RbplabError
+from rbplab.extraction.exact import LogitRangeError
 from rbplab.extraction.ranks import (
     FloatHead,
     NonFiniteLogitsError,
@@ -18,17 +19,19 @@ from rbplab.extraction.ranks import (
 
 
 def dense_reference(hidden, head, targets, vocab_size, softcap=None):
-    """Full float64 logits at once from the float32 inputs: what rank_stats' counts must equal."""
+    """Full float64 logits at once from the float32 inputs: counts on the raw logits (random data
+    with no near-ties, where float64 decides every comparison), nll on the capped ones."""
     z = nn.functional.linear(
         hidden.float().double(),
         head.weight[:vocab_size].float().double(),
         None if head.bias is None else head.bias[:vocab_size].float().double(),
     )
-    if softcap:
-        z = torch.tanh(z / softcap) * softcap
     z_t = z.gather(1, targets[:, None])
     greater = (z > z_t).sum(1)
     equal = (z == z_t).sum(1)
+    if softcap:
+        z = torch.tanh(z / softcap) * softcap
+        z_t = z.gather(1, targets[:, None])
     nll = torch.logsumexp(z, 1) - z_t[:, 0]
     return greater, equal, nll
 
@@ -77,17 +80,24 @@ def test_padded_rows_are_excluded():
     assert (g_all > g).any()
 
 
-def test_softcap_matches_reference():
+def test_a_softcap_changes_the_nll_and_no_rank():
+    """Large logits saturate the cap: capped float values tie where the raw logits do not. The
+    counts are the raw logits' (the cap is strictly increasing), the nll the capped logits'."""
     V, d, n = 150, 16, 50
     head = make_head(V, d, bias=False)
     with torch.no_grad():
-        head.weight.mul_(20)  # large logits so the cap saturates and creates ties
+        head.weight.mul_(20)
     hidden = torch.randn(n, d)
     targets = torch.randint(0, V, (n,))
     g, e, nll = rank_stats(hidden, head, targets, vocab_size=V, softcap=3.0)
     rg, re, rnll = dense_reference(hidden, head, targets, V, softcap=3.0)
     assert torch.equal(g.long(), rg) and torch.equal(e.long(), re)
     assert torch.allclose(nll.double(), rnll, atol=1e-5, rtol=0)
+    capped = (torch.tanh((hidden.double() @ head.weight.double().t()) / 3.0) * 3.0).float()
+    capped_ties = (capped == capped.gather(1, targets[:, None])).sum(1)
+    assert bool((capped_ties > e).any())  # float32 capped values tie where raw logits do not
+    plain = rank_stats(hidden, head, targets, vocab_size=V)
+    assert torch.equal(plain[0], g) and torch.equal(plain[1], e) and not torch.equal(plain[2], nll)
 
 
 def assert_slices_match_whole(V: int, d: int, n: int, bias: bool, slices: list[tuple[int, int]]) -> None:
@@ -139,26 +149,22 @@ def test_bad_inputs():
         rank_stats(hidden, nn.ReLU(), torch.tensor([0, 1, 2, 3]), vocab_size=50)
 
 
-@pytest.mark.parametrize("chunk_size", [None, 16])
-@pytest.mark.parametrize("value", [float("nan"), float("inf")])
-def test_a_non_finite_logit_anywhere_in_a_row_is_an_error(value, chunk_size):
-    """NaN or +inf in one head row no target uses: every scored row holds it (not only at a target)."""
+@pytest.mark.parametrize(("part", "value"), [("weight", float("nan")), ("weight", float("inf")),
+                                             ("weight", float("-inf")), ("bias", float("nan")),
+                                             ("bias", float("inf"))])  # fmt: skip
+def test_a_head_holding_nan_or_inf_is_refused_in_one_line(part, value):
+    """NaN or inf in one head row no target uses would reach every scored row's logits: the head is
+    refused before anything is ranked (a bias of -inf is a masked token, tested below)."""
     V, d, n = 300, 16, 40
-    head = make_head(V, d, bias=False)
+    head = make_head(V, d, bias=True)
     torch.manual_seed(3)
     hidden = torch.randn(n, d)
     targets = torch.randint(0, V - 1, (n,))  # never the poisoned last row
     with torch.no_grad():
-        head.weight[V - 1] = value
-    with pytest.raises(NonFiniteLogitsError) as caught:
-        rank_stats(hidden, head, targets, vocab_size=V, chunk_size=chunk_size)
-    err = caught.value
-    assert isinstance(err, FloatingPointError) and isinstance(err, RbplabError)
-    assert (err.row, err.rows, err.values) == (0, n, 1)
-    assert str(err).startswith(f"row 0 of the call: 1 of the {V} logits are not finite (NaN or inf) ({n} ")
-    assert "\n" not in str(err) and "weights" in str(err)
-    located = err.located("shard 2", "document 7, token 30")
-    assert str(located).startswith("shard 2, document 7, token 30: 1 of the 300 logits are not finite")
+        getattr(head, part)[V - 1] = value
+    with pytest.raises(LogitRangeError, match=f"the output head's {part} holds NaN") as caught:
+        rank_stats(hidden, head, targets, vocab_size=V)
+    assert isinstance(caught.value, RbplabError) and "\n" not in str(caught.value)
 
 
 def test_one_non_finite_row_is_named_with_its_count_and_dtype_hint():
@@ -176,6 +182,10 @@ def test_one_non_finite_row_is_named_with_its_count_and_dtype_hint():
         rank_stats(hidden, head, targets, vocab_size=V)
     assert (caught.value.row, caught.value.rows, caught.value.values) == (37, 1, expected)
     assert expected == V  # an inf component reaches every logit of the row
+    err = caught.value
+    assert isinstance(err, FloatingPointError) and isinstance(err, RbplabError) and "\n" not in str(err)
+    located = err.located("shard 2", "document 7, token 30")
+    assert str(located).startswith(f"shard 2, document 7, token 30: {V} of the {V} logits are not finite")
 
 
 def test_a_non_finite_target_logit_is_an_error_and_minus_inf_elsewhere_is_probability_zero():

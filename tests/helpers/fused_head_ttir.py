@@ -15,7 +15,7 @@ ARGS = {
     "H": "*bf16", "W": "*bf16", "B": "*fp32", "T": "*i32", "G": "*i32", "M": "*fp32", "OUT_GREATER": "*i32",
     "OUT_BAND": "*i32", "OUT_CAND": "*i32", "OUT_NLL": "*fp32", "OUT_ZT": "*fp32", "OUT_BAD": "*i32",
     "OUT_MISMATCH": "*i32", "n": "i32", "V": "i32", "d": "i32", "stride_h": "i32", "stride_w": "i32",
-    "softcap": "fp32", "relative": "fp32",
+    "softcap": "fp32",
 }  # fmt: skip
 CONSTS = {
     "HAS_BIAS": True, "HAS_CAP": True, "IEEE": False, "BLOCK_N": 128, "BLOCK_V": 256, "BLOCK_D": 64,
