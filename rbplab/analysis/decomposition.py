@@ -38,7 +38,7 @@ import pandas as pd
 from scipy import special
 
 from rbplab.core.errors import InvalidArgumentError
-from rbplab.core.stats import EntrySummary, RankPairs, TokenStats, check_ties
+from rbplab.core.stats import EntrySummary, RankPairs, TokenStats, check_ties, tie_rank
 
 # Metrics of this module in the long layout of `rbplab.analysis.metrics.metrics_table`.
 DECOMPOSITION_METRICS = ("ee", "ee_mm", "sa", "conf", "mrr")
@@ -69,7 +69,7 @@ def rbe_table(data: TokenStats | EntrySummary, ties: str = "pessimistic") -> RBE
     g, e, count, nll = pairs.greater, pairs.equal, pairs.count.astype(np.float64), pairs.nll_sum
     tied = e > 1
     if ties != "expected" or not tied.any():
-        rbe = g + e - 1 if ties == "pessimistic" else g
+        rbe = tie_rank(g, e, "pessimistic" if ties == "pessimistic" else "optimistic") - 1  # untied: equal
         values, inverse = np.unique(rbe, return_inverse=True)
         return RBETable(
             values.astype(np.int64),
@@ -154,10 +154,8 @@ def _mean_reciprocal_rank(data: TokenStats | EntrySummary, ties: str) -> float:
     pairs = _pairs(data)
     g, e = pairs.greater.astype(np.float64), pairs.equal.astype(np.float64)
     count = pairs.count.astype(np.float64)
-    if ties == "pessimistic":
-        reciprocal = 1.0 / (g + e)
-    elif ties == "optimistic":
-        reciprocal = 1.0 / (g + 1)
+    if ties != "expected":
+        reciprocal = 1.0 / tie_rank(g, e, ties)
     else:  # mean of 1/r over r = g+1..g+e: (H_{g+e} - H_g) / e, exact 1/(g+1) when untied
         with np.errstate(invalid="ignore", divide="ignore"):
             spread = (special.digamma(g + e + 1) - special.digamma(g + 1)) / e

@@ -24,7 +24,7 @@ from rbplab.analysis.fit import fit_many
 from rbplab.analysis.metrics import weight_chunks
 from rbplab.core.errors import InvalidArgumentError
 from rbplab.core.runs import Run
-from rbplab.core.stats import TokenStats
+from rbplab.core.stats import TokenStats, tie_rank
 
 _BLOCK_ELEMENTS = 1 << 22  # replicates x RBE values evaluated at once (~32 MB of float64)
 
@@ -70,11 +70,11 @@ def doc_rbe(stats: TokenStats, ties: str = "pessimistic", n_docs: int | None = N
     g, e, nll, doc = stats.n_greater, stats.n_equal, stats.nll, stats.doc
     n_docs = stats.n_docs if n_docs is None else int(n_docs)
     if ties == "pessimistic":
-        rbe, weight, rows, tok_nll = g + e - 1, np.ones(len(g)), doc, nll
-        reciprocal = 1.0 / (g + e)
+        rbe, weight, rows, tok_nll = tie_rank(g, e, ties) - 1, np.ones(len(g)), doc, nll
+        reciprocal = 1.0 / tie_rank(g, e, ties)
     elif ties == "optimistic" or not np.any(e > 1):
         rbe, weight, rows, tok_nll = g, np.ones(len(g)), doc, nll
-        reciprocal = 1.0 / (g + 1.0)
+        reciprocal = 1.0 / tie_rank(g, e, "optimistic")
     else:  # a tied token spread over g..g+e-1 with weight 1/e (only tied tokens are expanded)
         reps = e.astype(np.int64)
         offsets = np.arange(reps.sum()) - np.repeat(np.cumsum(reps) - reps, reps)
