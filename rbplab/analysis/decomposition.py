@@ -150,16 +150,21 @@ def mean_reciprocal_rank(data: TokenStats | EntrySummary, ties: str = "pessimist
     return _mean_reciprocal_rank(data, check_ties(ties))
 
 
+def reciprocal_rank(greater: np.ndarray, equal: np.ndarray, ties: str) -> np.ndarray:
+    """Each token's 1 / rank under `ties` (`rbplab.core.stats.tie_rank`); under "expected" ties its
+    mean over the ranks g+1..g+e, (H_{g+e} - H_g) / e, exact for an untied token."""
+    g, e = np.asarray(greater, dtype=np.float64), np.asarray(equal, dtype=np.float64)
+    if ties != "expected":
+        return 1.0 / tie_rank(g, e, ties)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        spread = (special.digamma(g + e + 1) - special.digamma(g + 1)) / e
+    return np.where(e == 1, 1.0 / tie_rank(g, e, "optimistic"), spread)
+
+
 def _mean_reciprocal_rank(data: TokenStats | EntrySummary, ties: str) -> float:
     pairs = _pairs(data)
-    g, e = pairs.greater.astype(np.float64), pairs.equal.astype(np.float64)
+    reciprocal = reciprocal_rank(pairs.greater, pairs.equal, ties)
     count = pairs.count.astype(np.float64)
-    if ties != "expected":
-        reciprocal = 1.0 / tie_rank(g, e, ties)
-    else:  # mean of 1/r over r = g+1..g+e: (H_{g+e} - H_g) / e, exact 1/(g+1) when untied
-        with np.errstate(invalid="ignore", divide="ignore"):
-            spread = (special.digamma(g + e + 1) - special.digamma(g + 1)) / e
-        reciprocal = np.where(e == 1, 1.0 / (g + 1), spread)
     total = count.sum()
     if total <= 0:
         raise InvalidArgumentError("MRR needs at least one token")

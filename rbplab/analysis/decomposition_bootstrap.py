@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 from scipy import sparse, special
 
-from rbplab.analysis.decomposition import DECOMPOSITION_METRICS
+from rbplab.analysis.decomposition import DECOMPOSITION_METRICS, reciprocal_rank
 from rbplab.analysis.fit import fit_many
 from rbplab.analysis.metrics import weight_chunks
 from rbplab.core.errors import InvalidArgumentError
@@ -71,20 +71,15 @@ def doc_rbe(stats: TokenStats, ties: str = "pessimistic", n_docs: int | None = N
     n_docs = stats.n_docs if n_docs is None else int(n_docs)
     if ties == "pessimistic":
         rbe, weight, rows, tok_nll = tie_rank(g, e, ties) - 1, np.ones(len(g)), doc, nll
-        reciprocal = 1.0 / tie_rank(g, e, ties)
     elif ties == "optimistic" or not np.any(e > 1):
         rbe, weight, rows, tok_nll = g, np.ones(len(g)), doc, nll
-        reciprocal = 1.0 / tie_rank(g, e, "optimistic")
     else:  # a tied token spread over g..g+e-1 with weight 1/e (only tied tokens are expanded)
         reps = e.astype(np.int64)
         offsets = np.arange(reps.sum()) - np.repeat(np.cumsum(reps) - reps, reps)
         rbe = np.repeat(g, reps) + offsets
         weight = np.repeat(1.0 / e, reps)
         rows, tok_nll = np.repeat(doc, reps), np.repeat(nll, reps)
-        gf, ef = g.astype(np.float64), e.astype(np.float64)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            spread = (special.digamma(gf + ef + 1) - special.digamma(gf + 1)) / ef
-        reciprocal = np.where(e == 1, 1.0 / (gf + 1), spread)
+    reciprocal = reciprocal_rank(g, e, ties)
     values, cols = np.unique(rbe, return_inverse=True)
     shape = (n_docs, len(values))
     return DocRBE(
