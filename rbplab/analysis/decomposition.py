@@ -10,8 +10,8 @@ probability over tokens with RBE = e, C = sum_e Q_e and q_e = Q_e / C, cross-ent
 
 Proof: EE + SA - Conf = -sum p_e log q_e - log C = -sum p_e log Q_e = mean of -log p(target).
 
-Tie conventions (g = n_greater, e = n_equal, as in `rbplab.analysis.metrics`): "pessimistic"
-RBE = g + e - 1 (rank g + e minus one), "optimistic" RBE = g, "expected" spreads each tied token
+Tie conventions (g = n_greater, e = n_equal; the rank by `rbplab.core.stats.tie_rank`): RBE is
+the rank minus one ("pessimistic" g + e - 1, "optimistic" g), "expected" spreads each tied token
 uniformly over g..g+e-1 with weight 1/e (its count and its -log p alike), so p_e and Q_e are
 expectations over random tie-breaking and the identity still holds exactly (each token's weights
 sum to one).

@@ -28,8 +28,8 @@ stationary sequence; their correlation is handled by the document bootstrap, whi
 documents and recomputes every ratio on the resample (the position bucket rates are held at
 their full-data values, an approximation that matters only with few documents). Positions
 must be consecutive (TokenStats.position differs by one), so gaps in scoring break windows.
-Under "expected" ties a window succeeds with probability prod_i clip((k - g_i)/e_i, 0, 1) and
-h_d is the sum of these per-token probabilities.
+Under "expected" ties a window succeeds with the product of its tokens' shares within k
+(`rbplab.core.stats.tie_share`), and h_d is the sum of these per-token probabilities.
 
 Under the 0/1 conventions everything comes from a run's summary (`rbplab.core.stats`): window
 counts from its segments, successes from its hit-run histograms (pooled for the estimate, per
