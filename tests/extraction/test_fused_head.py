@@ -1,7 +1,9 @@
 """The fused rank head (Triton, run here by Triton's interpreter on CPU tensors) against a float64
 reference and against `rank_stats`: padded vocabulary, bias, softcap, ties at the target, NaN and inf
-rows, n and V off the tile sizes, one row and many, batch invariance, band settling, and the
-certificate.
+rows, n and V off the tile sizes, one row and many, batch invariance, band settling, a row of exactly
+MAX_CANDIDATES candidates, the accumulation unit of the half path, and the run-time checks. The
+exactness cases both heads share (underflow, overflow, order-sensitive near-ties) are in
+test_exact.py.
 
 The interpreter multiplies tiles with numpy, in an order its BLAS picks (OPENBLAS_CORETYPE changes
 it); the counts must equal float64's whatever that order, so besides small-integer inputs (exact in
@@ -399,8 +401,8 @@ def test_the_fused_and_fp32_heads_agree_on_real_valued_rows():
 
 def test_the_kernel_tanh_is_within_8u_of_float64():
     """The softcap's tanh (fused_head._tanh) on a dense grid through 0.6, where its two formulas
-    meet, and on tiny and saturating arguments: within 8u relative of float64's tanh (the bound
-    that exact.SOFTCAP_RELATIVE takes)."""
+    meet, and on tiny and saturating arguments: within 8u relative of float64's tanh, so a capped
+    head's nll stays within 1e-5 (the counts never see the cap)."""
     import numpy as np
     import triton.language as tl
 
@@ -508,3 +510,61 @@ def test_softcapped_logits_near_zero_rank_as_float64():
     greater, equal, _ = fused_rank_stats(hidden, head, targets, vocab_size=vocab, softcap=30.0)
     ref_g, ref_e, _, _ = float64_reference(hidden, head, targets, vocab, softcap=30.0)
     assert torch.equal(greater.cpu().long(), ref_g.cpu()) and torch.equal(equal.cpu().long(), ref_e.cpu())
+
+
+@pytest.mark.parametrize(
+    ("copies", "again"), [(fused_head.MAX_CANDIDATES, False), (fused_head.MAX_CANDIDATES + 1, True)]
+)
+def test_a_row_of_exactly_max_candidates_is_settled_from_the_list(copies, again, monkeypatch):
+    """Every other logit lies far below the target's, and `copies` head rows duplicate the target's:
+    a row with exactly MAX_CANDIDATES candidates is settled from the kernel's list, one more sends it
+    to the fp32 head. Both are exact (n_equal = copies + 1)."""
+    vocab, d, n = 300, 8, 20
+    weight = torch.full((vocab, d), -3.0)
+    weight[5] = 1.0
+    weight[vocab - copies :] = 1.0
+    head = nn.Linear(d, vocab, bias=False).to(DEVICE)
+    with torch.no_grad():
+        head.weight.copy_(weight)
+    hidden = integer_hidden(n, d).abs() + 1
+    targets = torch.full((n,), 5, device=DEVICE)
+    calls = []
+
+    def fp32_head(h, *args, **kwargs):
+        calls.append(len(h))
+        return rank_stats(h, *args, **kwargs)
+
+    monkeypatch.setattr(fused_head, "rank_stats", fp32_head)
+    tally = Tally()
+    greater, equal, _ = fused_rank_stats(hidden, head, targets, vocab_size=vocab, tally=tally)
+    assert greater.tolist() == [0] * n and equal.tolist() == [copies + 1] * n
+    assert calls == ([n] if again else []) and tally.settled == n
+
+
+@pytest.mark.parametrize(("dtype", "unit"), [(torch.float16, 6 * 2.0**-24), (torch.float32, 2.0**-24)])
+def test_the_half_path_bounds_with_the_tensor_core_unit(dtype, unit, monkeypatch):
+    """Half states and head go to tensor cores: the band and the run-time check use u' of the
+    device's family (off a GPU the worst case, 6u); float32 goes through the IEEE dot (u)."""
+    seen = {}
+    bounds, ratios = fused_head.row_bounds, fused_head.target_logit_ratios
+
+    def spy_bounds(h, w_norm, b_max, u):
+        seen["bounds"] = u
+        return bounds(h, w_norm, b_max, u)
+
+    def spy_ratios(*args):
+        seen["ratios"] = args[-1]
+        return ratios(*args)
+
+    monkeypatch.setattr(fused_head, "row_bounds", spy_bounds)
+    monkeypatch.setattr(fused_head, "target_logit_ratios", spy_ratios)
+    head = integer_head(300, 16, bias=True).to(dtype)
+    hidden = integer_hidden(40, 16).to(dtype)
+    targets = torch.randint(0, 300, (40,), generator=torch.Generator().manual_seed(3)).to(DEVICE)
+    fused_rank_stats(hidden, head, targets, vocab_size=300)
+    want = (
+        unit
+        if DEVICE == "cpu" or dtype == torch.float32
+        else fused_head.accumulation_unit(True, hidden.device)
+    )
+    assert seen == {"bounds": want, "ratios": want}
