@@ -369,16 +369,27 @@ class HitRuns:
 # asks for the same runs' tables at every slider step, while a grid of thousands of entries
 # still holds only this many.
 RECENT_DOCUMENT_TABLES = 8
-_RECENT: collections.deque = collections.deque()
 
 
-def _keep_recent(summary: EntrySummary, tables: tuple[dict, dict]) -> None:
-    summary.__dict__["_recent"] = tables
-    _RECENT.append(weakref.ref(summary))
-    while len(_RECENT) > RECENT_DOCUMENT_TABLES:
-        older = _RECENT.popleft()()
-        if older is not None and not any(ref() is older for ref in _RECENT):
-            older.__dict__.pop("_recent", None)
+class LastFew:
+    """A value kept in attribute `name` of the last `limit` objects given one (`keep`): each newer
+    keep drops the oldest object's value, unless that object was given one again since. Objects
+    are held by weak reference, so a value never outlives its object."""
+
+    def __init__(self, limit: int, name: str):
+        self.limit, self.name = limit, name
+        self._order: collections.deque = collections.deque()
+
+    def keep(self, owner: object, value: object) -> None:
+        owner.__dict__[self.name] = value
+        self._order.append(weakref.ref(owner))
+        while len(self._order) > self.limit:
+            older = self._order.popleft()()
+            if older is not None and not any(ref() is older for ref in self._order):
+                older.__dict__.pop(self.name, None)
+
+
+_RECENT_TABLES = LastFew(RECENT_DOCUMENT_TABLES, "_recent")
 
 
 @dataclass(frozen=True, eq=False)
@@ -423,7 +434,7 @@ class EntrySummary:
         held = self.__dict__.get("_held") or self.__dict__.get("_recent")
         if held is None:
             held = self.load_documents()
-            _keep_recent(self, held)
+            _RECENT_TABLES.keep(self, held)
         return held
 
     @contextlib.contextmanager

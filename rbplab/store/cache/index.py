@@ -28,12 +28,10 @@ they merged. A row lost in a race costs one summary read, never a wrong number.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import os
 import re
 import warnings
-import weakref
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +41,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rbplab.core.errors import RbplabWarning
-from rbplab.core.stats import TIES, EntrySummary, RankCounts
+from rbplab.core.stats import TIES, EntrySummary, LastFew, RankCounts
 from rbplab.store.cache import rules
 from rbplab.store.cache.index_rules import IndexRowCheck
 from rbplab.store.cache.layout import SUMMARY_FILE
@@ -375,7 +373,7 @@ def index_temporaries(root: Path) -> list[Path]:
 # Pooled tables of the last runs whose summary was read: a view asks for the same runs again,
 # while a study of thousands of runs holds only this many.
 RECENT_FULL_SUMMARIES = 8
-_RECENT: collections.deque = collections.deque()
+_RECENT = LastFew(RECENT_FULL_SUMMARIES, "_full")
 
 # What a run read from the index reads from its summary when first asked for it.
 _FROM_SUMMARY = frozenset(
@@ -426,12 +424,7 @@ class IndexedSummary(EntrySummary):
                     f"cache entry {self.row.key[:12]}: its index row is not the one its summary gives "
                     "(forged, damaged or stale); run rbplab cache repair, then open the study again"
                 )
-            self.__dict__["_full"] = held
-            _RECENT.append(weakref.ref(self))
-            while len(_RECENT) > RECENT_FULL_SUMMARIES:
-                older = _RECENT.popleft()()
-                if older is not None and not any(ref() is older for ref in _RECENT):
-                    older.__dict__.pop("_full", None)
+            _RECENT.keep(self, held)
         return held
 
     def __getattr__(self, name: str):
