@@ -52,6 +52,7 @@ from typing import Any
 
 import pandas as pd
 
+from rbplab.catalog.names import name_problem, path_exists, shown
 from rbplab.core.documents import parse_json, read_bytes, read_json
 from rbplab.core.errors import BadFileError, RbplabError, RbplabWarning, did_you_mean
 from rbplab.store import hub
@@ -608,7 +609,7 @@ def load_corpus(
 def _unknown_corpus(text: str) -> CorpusError:
     known = bundled_names() + ["hub:" + n for n in HUB_CORPORA]
     return CorpusError(
-        f"unknown corpus {text!r}{did_you_mean(text, known)}: not a bundled corpus, hub:<name>, or an "
+        f"unknown corpus {shown(text)}{did_you_mean(text, known)}: not a bundled corpus, hub:<name>, or an "
         f"existing file or directory; known corpora: {', '.join(known)}"
     )
 
@@ -622,8 +623,9 @@ def corpus_name(corpus: Any, base: str | Path | None = None) -> Any:
     ``prose``, ``HUB:WikiPedia@abc`` is ``hub:wikipedia@abc``, as family names are matched); a
     bare name is bundled before it is a path (as `load_corpus` reads it); anything else must be
     an existing file or directory, looked for under `base` first (a study file's folder) and
-    returned as that path. A Corpus object is returned as it is. An unknown name is a one-line
-    CorpusError naming it, with a did-you-mean, before anything looks in the cache."""
+    returned as that path. A Corpus object is returned as it is. An unknown name, and one
+    `rbplab.catalog.names.name_problem` refuses (empty, over-long), is a one-line CorpusError
+    naming it, with a did-you-mean, before anything looks in the cache."""
     if isinstance(corpus, (Corpus, LazyCorpus)):
         return corpus
     if not isinstance(corpus, (str, Path)):
@@ -631,6 +633,12 @@ def corpus_name(corpus: Any, base: str | Path | None = None) -> Any:
             f"a corpus is a name, hub:<name>, a path or a Corpus, not {type(corpus).__name__} ({corpus!r})"
         )
     text = str(corpus)
+    problem = name_problem(text)
+    if problem is not None:
+        raise CorpusError(
+            f"corpus name {shown(text)} {problem}: name a bundled corpus, hub:<name>, or an existing "
+            "file or directory"
+        )
     name, at, revision = text.partition("@")
     if name.lower().startswith("hub:"):
         hub_name = name[len("hub:") :]
@@ -644,9 +652,9 @@ def corpus_name(corpus: Any, base: str | Path | None = None) -> Any:
             return spelled
     if base is not None and not Path(text).expanduser().is_absolute():
         under = Path(base) / Path(text).expanduser()
-        if under.exists():
+        if path_exists(str(under)):
             return str(under)
-    if Path(text).expanduser().exists():
+    if path_exists(text):
         return corpus
     raise _unknown_corpus(text)
 

@@ -59,6 +59,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from rbplab.catalog.names import name_problem, path_exists, shown
 from rbplab.core.documents import Fields, ListOf, read_json
 from rbplab.core.errors import (
     InvalidArgumentError,
@@ -141,7 +142,7 @@ def family_models(family: str) -> pd.DataFrame:
     if rows.empty:
         names = sorted(table["family"].unique())
         raise UnknownFamilyError(
-            f"unknown model family {family!r}; known families: {', '.join(names)}"
+            f"unknown model family {shown(family)}; known families: {', '.join(names)}"
             f"{did_you_mean(family, names)}"
         )
     return rows.reset_index(drop=True)
@@ -192,14 +193,20 @@ def unregistered_location(name: str) -> str:
     """What a name `lookup_model` did not find loads from: an existing local path or an
     ``org/name`` hub id, unchanged. Anything else is an UnknownModelError listing the registered
     models; only that message reads the registry, so a caller holding the lookup's answer does
-    not read it twice."""
-    if Path(name).expanduser().exists():
+    not read it twice. A name `names.name_problem` refuses (empty, over-long) is one too."""
+    problem = name_problem(name)
+    if problem is not None:
+        raise UnknownModelError(
+            f"model name {shown(name)} {problem}: name a registered model (`rbplab families`), a "
+            "local model directory or .gguf file, or an 'org/name' hub id"
+        )
+    if path_exists(name):
         return name
     if _looks_like_hub_id(name):
         return name
     known = list(families()["model"])
     raise UnknownModelError(
-        f"unknown model {name!r}{did_you_mean(name, known)}: not in the registry, not an existing path, "
+        f"unknown model {shown(name)}{did_you_mean(name, known)}: not in the registry, not an existing path, "
         f"not an 'org/name' hub id; registered models: {', '.join(known)}"
     )
 

@@ -14,7 +14,7 @@ import fnmatch
 import sys
 from typing import TYPE_CHECKING
 
-from rbplab.cli.extract_command import positive_int
+from rbplab.cli.arguments import add_cache_dir_argument, positive_int
 from rbplab.cli.output import USER_ERRORS, add_format_argument, human_bytes, one_line, print_table
 from rbplab.core.errors import InvalidArgumentError, did_you_mean
 
@@ -39,7 +39,7 @@ STATUSES = ("complete", "incomplete", "damaged")
 
 def configure_cache(p: argparse.ArgumentParser) -> None:
     """The arguments of `rbplab cache` and its subcommands."""
-    p.add_argument("--cache-dir", help="cache location (default $RBPLAB_CACHE or ~/.cache/rbplab)")
+    add_cache_dir_argument(p)
     sub = p.add_subparsers(dest="cache_command", metavar="{ls,rm,verify,repair,export,import,path}")
     sub.required = True
     ls = sub.add_parser(
@@ -97,7 +97,7 @@ def configure_cache(p: argparse.ArgumentParser) -> None:
     imp.add_argument("archive", help="a file written by rbplab cache export")
     sub.add_parser("path", help="print the cache location")
     for child in (ls, rm, verify, repair, export, imp):
-        child.add_argument("--cache-dir", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        add_cache_dir_argument(child, shown=False)
 
 
 def _selected_dirs(root, prefixes: list[str]) -> tuple[list, list[str]]:

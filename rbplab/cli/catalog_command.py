@@ -62,13 +62,12 @@ def configure_size(p: argparse.ArgumentParser) -> None:
 
 
 def run_size(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from rbplab.catalog import registry
+    from rbplab.catalog.names import path_exists
     from rbplab.catalog.registry import parameter_counts
 
     row = registry.lookup_model(args.model)
-    if row is None and not Path(args.model).exists():
+    if row is None and not path_exists(args.model):
         registry.unregistered_location(args.model)  # raises the unknown-model error listing known models
         raise InvalidArgumentError(
             f"{args.model!r} is not registered and its config is not available offline; "

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import argparse
 
-from rbplab.cli.extract_command import (
-    add_extract_flag,
-    check_names,
-    check_study_arguments,
-    configure_study,
-    missing_remedy,
+from rbplab.cli.arguments import (
+    add_grid_arguments,
+    grid_from_args,
     positive_int,
+    refuse_study_with_grid_options,
+    revisions_from_args,
     settings_from_args,
 )
 from rbplab.cli.output import add_format_argument, print_table
@@ -26,7 +25,7 @@ FIT_EXAMPLES = """examples:
 
 
 def configure_fit(p: argparse.ArgumentParser) -> None:
-    configure_study(p)
+    add_grid_arguments(p, defaults=True)
     p.add_argument(
         "--k", nargs="+", type=positive_int, default=[1, 10, 100], help="thresholds k (default 1 10 100)"
     )
@@ -35,11 +34,9 @@ def configure_fit(p: argparse.ArgumentParser) -> None:
 
 
 def run_fit(args: argparse.Namespace) -> int:
-    check_study_arguments(args)
-    from rbplab.grid import Grid
+    grid = grid_from_args(args)
     from rbplab.study import MissingRunsError, load_study, size
 
-    grid = Grid.from_names(args.family + args.model, args.corpus, settings_from_args(args))
     try:
         study = load_study(grid, cache_dir=args.cache_dir, extract=args.extract)
     except MissingRunsError as err:
@@ -56,7 +53,7 @@ REPORT_EXAMPLES = """examples:
 
 def configure_report(p: argparse.ArgumentParser) -> None:
     p.add_argument("study", nargs="?", help="a study TOML (rbplab run): analyse exactly its grid")
-    configure_study(p)
+    add_grid_arguments(p, defaults=True)
     p.add_argument("--output-dir", "-o", default="reports", help="where executed notebooks and HTML go")
     p.add_argument(
         "--notebook",
@@ -111,20 +108,17 @@ def _report_parameters(args: argparse.Namespace) -> dict:
 
 
 def _report_request(args: argparse.Namespace, parameters: dict):
-    """The report's grid, cache folder and extract flag: the study file, else --family/--corpus and
-    the settings options, each replaced by a parameter of the same name from --params/-p (as
-    papermill takes them), which leave `parameters` here: the grid is the report's one request."""
+    """The report's grid, cache folder and extract flag: the study file, else the grid options;
+    a parameter from --params/-p named as part of the grid (families, corpora, models, settings,
+    cache_dir, extract, study_file, as papermill takes them) replaces the option, and leaves
+    `parameters` here: the grid is the report's one request."""
     from rbplab.core.settings import ExtractionSettings
     from rbplab.grid import Grid
-    from rbplab.report.run import resolved
     from rbplab.viz.parameters import as_mapping, as_names
 
     study = parameters.pop("study_file", None) or args.study
-    # Names given through -p get the checks --family/--corpus got (check_study_arguments).
-    given_families = as_names(parameters.pop("families", None), "families")
-    given_corpora = check_names(given_families or [], as_names(parameters.pop("corpora", None), "corpora"))
-    families = given_families or args.family + args.model
-    corpora = given_corpora or args.corpus
+    families = as_names(parameters.pop("families", None), "families")
+    corpora = as_names(parameters.pop("corpora", None), "corpora")
     models = as_names(parameters.pop("models", None), "models")
     settings = parameters.pop("settings", None)
     cache_dir = parameters.pop("cache_dir", None) or args.cache_dir
@@ -133,24 +127,36 @@ def _report_request(args: argparse.Namespace, parameters: dict):
         flag.strip().lower() in ("true", "1", "yes") if isinstance(flag, str) else bool(flag)
     )
     if study:
-        return resolved(lambda: Grid.read(study)), cache_dir, extract
-    if settings is None:
-        settings = settings_from_args(args)
+        refuse_study_with_grid_options(args)
     else:
-        settings = resolved(lambda: ExtractionSettings.from_mapping(as_mapping(settings, "settings")))
-    grid = resolved(lambda: Grid.from_names(families, corpora, settings, models=models))
+        grid = grid_from_args(args)  # before the report's imports: a bad name costs no seconds
+    from rbplab.report.request import resolved
+
+    if study:
+        return resolved(lambda: Grid.read(study)), cache_dir, extract
+    if families or corpora or models or settings is not None:
+        if settings is not None:
+            settings = resolved(lambda: ExtractionSettings.from_mapping(as_mapping(settings, "settings")))
+        grid = resolved(
+            lambda: Grid.from_names(
+                families or grid.members,
+                corpora or grid.corpora,
+                grid.settings if settings is None else settings,
+                models=models,
+                revisions=revisions_from_args(args),
+            )
+        )
     return grid, cache_dir, extract
 
 
 def run_report_command(args: argparse.Namespace) -> int:
-    check_study_arguments(args, families=args.study is None)
     from rbplab.viz.export import check_formats
 
     formats = check_formats([f for f in args.figures.split(",") if f.strip()])
     parameters = _report_parameters(args)
+    grid, cache_dir, extract = _report_request(args, parameters)
     from rbplab.report import ReportOptions, run_report
 
-    grid, cache_dir, extract = _report_request(args, parameters)
     options = ReportOptions(
         notebooks=args.notebook,
         figures=formats,
@@ -161,3 +167,44 @@ def run_report_command(args: argparse.Namespace) -> int:
         grid, args.output_dir, cache_dir=cache_dir, extract=extract, parameters=parameters, options=options
     )
     return 0 if results["ok"].all() else 1
+
+
+def add_extract_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--extract",
+        action="store_true",
+        help="run the models for runs missing from the cache (default: a missing run is an error naming it)",
+    )
+
+
+def missing_remedy(args: argparse.Namespace) -> str:
+    """How the CLI says to compute missing runs: the user's own command with --extract, less a
+    `--head fused` this machine cannot run (the head changes no rank, so the command then works);
+    a CUDA device this machine lacks is kept (it decides the dtype, so the key) and named."""
+    import shlex
+
+    from rbplab.extraction.fingerprints import cpu_only
+    from rbplab.extraction.heads import runnable_here
+
+    argv = [a for a in getattr(args, "argv", []) if a != "--extract"]
+    settings = settings_from_args(args)
+    if not runnable_here(settings):
+        argv = _without_option(argv, "--head")
+    command = shlex.join(["rbplab", *argv, "--extract"])
+    if settings.device.startswith("cuda") and cpu_only(settings.with_changes(device="auto")):
+        # the device asked for decides the dtype "auto" (so the key): the command stays, and where
+        return f"--extract on a machine with CUDA (this one has none): {command}"
+    return f"--extract: {command}"
+
+
+def _without_option(argv: list[str], option: str) -> list[str]:
+    """`argv` without `option` and its value (`--head fused` or `--head=fused`)."""
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == option:
+            skip = True
+        elif not arg.startswith(option + "="):
+            out.append(arg)
+    return out

@@ -15,10 +15,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from dataclasses import asdict
 
-from rbplab.cli.extract_command import add_settings_arguments, grid_from_args, positive_int
+from rbplab.cli.arguments import (
+    add_cache_dir_argument,
+    add_grid_arguments,
+    grid_from_args,
+    positive_float,
+    positive_int,
+    refuse_study_with_grid_options,
+)
 from rbplab.cli.output import (
     FORMAT_HELP,
     FORMATS,
@@ -29,16 +35,6 @@ from rbplab.cli.output import (
 )
 from rbplab.core.display import size
 from rbplab.core.errors import InvalidArgumentError
-
-
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}") from None
-    if not (value > 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
-    return value
 
 
 def add_cost_arguments(p: argparse.ArgumentParser) -> None:
@@ -66,14 +62,7 @@ def add_cost_arguments(p: argparse.ArgumentParser) -> None:
 
 def configure_plan(p: argparse.ArgumentParser) -> None:
     p.add_argument("study", nargs="?", help="a study TOML file (or give the grid with -m/-f/-c)")
-    which = p.add_argument_group("the grid, without a study file (as rbplab extract)")
-    which.add_argument("--model", "-m", nargs="+", action="extend", default=[], metavar="MODEL")
-    which.add_argument("--family", "-f", nargs="+", action="extend", default=[], metavar="FAMILY")
-    which.add_argument("--corpus", "-c", nargs="+", action="extend", default=[], metavar="CORPUS")
-    which.add_argument("--revision", help="revision(s) of every model, as for rbplab extract")
-    which.add_argument("--max-documents", type=positive_int, help="only the first N documents of each corpus")
-    add_settings_arguments(p)
-    p.add_argument("--cache-dir", help="cache location (default $RBPLAB_CACHE or ~/.cache/rbplab)")
+    add_grid_arguments(p, defaults=False)
     p.add_argument(
         "--workers",
         type=positive_int,
@@ -88,15 +77,10 @@ def configure_plan(p: argparse.ArgumentParser) -> None:
 def run_plan(args: argparse.Namespace) -> int:
     from rbplab.grid import Grid
 
-    grid_args = args.model or args.family or args.corpus
-    if args.study and grid_args:
-        raise InvalidArgumentError("give a study file or -m/-f/-c, not both")
     if args.study:
+        refuse_study_with_grid_options(args)
         grid = Grid.read(args.study)
     else:
-        if not args.corpus:
-            raise InvalidArgumentError("give a study file, or --corpus with --model/--family")
-        args.gguf_file, args.tokenizer, args.trust_remote_code = None, None, False
         grid = grid_from_args(args)
     return _print_plan(grid, args, accelerator=False)
 
@@ -241,7 +225,7 @@ def configure_run(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--executor", choices=["local", "ray"], default="local", help="where units run (default local)"
     )
-    p.add_argument("--cache-dir", help="the shared cache (default $RBPLAB_CACHE or ~/.cache/rbplab)")
+    add_cache_dir_argument(p)
     p.add_argument("--shards-per-unit", type=positive_int, default=4, help="shards per work unit (default 4)")
     p.add_argument(
         "--workers",

@@ -5,7 +5,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +13,6 @@ import pandas as pd
 import pytest
 from helpers.cli import run
 
-from rbplab.catalog.registry import registry_path
 from rbplab.cli import app as cli
 from rbplab.store import files as cache_location
 from rbplab.store.cache.admin import list_entries
@@ -144,8 +142,12 @@ def test_extract_argument_errors(capsys, tmp_path):
     )
     assert status == 1 and str(blocker) in err and "RBPLAB_CACHE" in err
     assert not (tmp_path / "cache").exists() or list_entries(tmp_path / "cache").empty  # nothing was started
-    with pytest.raises(SystemExit):
-        cli.main(["extract", "--model", "gpt2"])  # --corpus is required: argparse usage error
+    status, out, err = run(capsys, "extract", "--model", "gpt2")
+    assert (
+        status == 1
+        and out == ""
+        and err == "rbplab: error: give at least one --corpus (see `rbplab corpora`)\n"
+    )
 
 
 def test_traceback_flag_reraises(tmp_path):
@@ -191,35 +193,6 @@ def _env():
 
 
 # ---- extract on a tiny local model ---------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def tiny_repo(tmp_path_factory, gpt2_dir):
-    """A data/ folder whose registry has a one-model `micro` family (conftest's tiny GPT-2,
-    64 positions), plus a small corpus."""
-    data = tmp_path_factory.mktemp("repo") / "data"
-    shutil.copytree(gpt2_dir, data / "models" / "micro-t")
-    families = pd.read_csv(registry_path())
-    row = {
-        **families.iloc[0].to_dict(),
-        "family": "micro",
-        "model": "micro-t",
-        "source": "data/models/micro-t",
-        "max_context": 64,
-    }
-    pd.DataFrame([row]).to_csv(data / "families.csv", index=False)
-    corpus = data.parent / "toy.jsonl"
-    docs = [
-        {"id": f"d{i}", "text": "the quick brown fox jumps over the lazy dog " * (i + 2)} for i in range(4)
-    ]
-    corpus.write_text("".join(json.dumps(d) + "\n" for d in docs))
-    return data
-
-
-@pytest.fixture
-def repo(tiny_repo, monkeypatch):
-    monkeypatch.setenv("RBPLAB_DATA", str(tiny_repo))
-    return tiny_repo
 
 
 def extract_args(repo, cache_dir, *extra):
