@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from rbplab.catalog.registry import COLUMNS, parameter_counts, registry_path
-from rbplab.runner.costs import architecture
+from rbplab.runner.cost_model import architecture
 from rbplab.store.paths import data_dir
 
 # Tokenizer vocabulary sizes |V| (len(tokenizer)): what ranks are taken over. The output

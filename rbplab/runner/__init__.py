@@ -2,8 +2,9 @@
 
 The grid comes from `rbplab.grid` (a study file is one in TOML); `units` plans (model, revision,
 corpus, shard range) work units from metadata and computes one into the shared cache; `executors`
-run units locally or on Ray; `costs` says what a grid will cost before it runs (`rbplab plan`);
-`run` drives it all with one progress bar and a final table.
+run units locally or on Ray; `costs` says what a grid will cost before it runs (`rbplab plan`),
+from the cost of one token (`cost_model`) and a throughput probe (`probe`); `run` drives it all
+with one progress bar and a final table.
 """
 
 from rbplab.runner.executors import RayOptions

@@ -1,51 +1,17 @@
-"""What a grid will cost before it runs (`rbplab plan`): tokens, FLOPs, memory and time, from a
-cost model and a throughput probe measured in the workers' own setup.
-
-What one scored token costs: forward FLOPs and the memory a forward needs on a device.
-
-The cost model, per scored token of a model with S non-embedding parameters whose output head
-maps d hidden units to the |V| ranked rows:
-
-- forward FLOPs: 2*S (the body's matrix products) + 2*d*|V| (the head). Attention's own
-  products (2 * layers * context * d per token) and padded positions are left out, as in the
-  usual 2*N estimate.
-- memory on the device: the weights in the run's dtype (+ the float32 copy of the head that
-  ranking uses when the run's dtype is not float32 or the head is padded), the activations of one
-  batch of `batch_tokens` padded tokens (hidden states and the widest projection of a layer,
-  plus the attention matrix of every head as an eager implementation holds it: an upper bound
-  where fused kernels do not materialise it), and the head's chunk of float32 logits with its
-  work block and the batch's final hidden states in float32 (`rbplab.extraction.ranks`). The fused
-  head (`rbplab.extraction.fused_head`) makes no copy and no chunk: it reads the model's own head
-  and writes seven 4-byte numbers and 64 band candidates per token, settled in float64 arrays of
-  `rbplab.extraction.exact.SETTLE_BYTES`.
-- time: FLOPs divided by a FLOP rate (the probe's, below); every other model's time scales
-  with its FLOPs per token.
-
-How fast this machine scores: a model's tokens per second measured on its own device, the way
-the run's workers will score it, and the FLOP rate that implies, from
-which every other model's time scales.
-
-The probe runs in the workers' configuration: their torch thread count, and, for local worker
-processes, as many processes scoring at once. A probe in the driver with torch's default threads
-measured what no worker sees: with one core kept busy by another job it measured 23,411 tok/s of a
-tiny model where a single-threaded worker scored 75,421, and several processes competing put the
-demo's estimate at 12,036 s for an extraction that took 649 s. Each probe scores batches drawn from
-the first shard of the corpus, as the run batches a shard, after one untimed batch, again and again
-until `min_seconds` have gone by; it is the one step of planning costs that loads weights.
+"""What a grid will cost before it runs (`rbplab plan`): tokens, FLOPs, memory and time of every
+(checkpoint, corpus) entry, from the cost model (`rbplab.runner.cost_model`) and a throughput
+probe measured in the workers' own setup (`rbplab.runner.probe`), and the totals: the work left,
+the largest memory need, and the time at one worker and at n (units scheduled longest first).
 """
 
 from __future__ import annotations
 
-import contextlib
 import heapq
 import math
 import os
-import queue
-import random
-import statistics
 import time
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,24 +19,28 @@ import pandas as pd
 
 from rbplab.catalog import registry
 from rbplab.catalog.corpora import Corpus, Document, LazyCorpus, open_corpus
-from rbplab.core.errors import InvalidArgumentError, RbplabError, RunFailedError
-from rbplab.extraction.exact import MAX_CANDIDATES, SETTLE_BYTES
-from rbplab.extraction.heads import resolve_head
-from rbplab.extraction.pipeline import load_scorer
+from rbplab.core.errors import InvalidArgumentError, RbplabError
 from rbplab.extraction.plan import (
     DEFAULT_MAX_CONTEXT,
     SHARD_TOKENS,
     Plan,
     entry_damage,
     plan_extraction,
-    plan_windows,
 )
-from rbplab.extraction.ranks import block_rows, default_chunk_size
-from rbplab.extraction.scoring import batches, default_batch_tokens
+from rbplab.extraction.scoring import default_batch_tokens
 from rbplab.grid import Grid, corpus_label
-from rbplab.runner.executors import exit_with_parent, worker_threads
+from rbplab.runner.cost_model import (
+    Architecture,
+    architecture,
+    device_memory,
+    flops_per_token,
+    memory_needed,
+    plan_costs,
+    run_head,
+)
+from rbplab.runner.executors import worker_threads
+from rbplab.runner.probe import DEFAULT_PROBE_SECONDS, Throughput, probe_throughput
 from rbplab.runner.units import (
-    BYTES_PER_PARAM,
     DEFAULT_SHARDS_PER_UNIT,
     accelerator_dtype,
     accelerator_settings,
@@ -78,326 +48,6 @@ from rbplab.runner.units import (
 from rbplab.store.cache.entry import CacheEntry
 from rbplab.store.files import cache_root
 from rbplab.store.hub import HubUnreachableError
-
-FLOAT32_BYTES = 4
-
-
-@dataclass(frozen=True)
-class Architecture:
-    """The shapes the cost model needs, read from a meta-device instance of the config."""
-
-    n_params: int
-    S: int
-    d: int  # hidden units the head reads (OPT-350m: its word_embed_proj_dim)
-    hidden: int  # the body's hidden size
-    widest: int  # the widest projection of a layer (the MLP's inner size, or a fused QKV)
-    heads: int
-
-
-def architecture(config: Any) -> Architecture:
-    """Shapes of `config`'s causal LM from a meta-device instance (no weights, no memory)."""
-    import torch
-
-    from rbplab.catalog.registry import meta_model, parameter_counts
-
-    model = meta_model(config)
-    counts = parameter_counts(model)
-    head = model.get_output_embeddings()
-    d = int(head.weight.shape[1])
-    embedding_ids = {
-        id(p) for m in model.modules() if isinstance(m, torch.nn.Embedding) for p in m.parameters(False)
-    }
-    widths = [
-        max(p.shape)
-        for p in model.base_model.parameters()
-        if p.ndim == 2 and id(p) not in embedding_ids and p is not head.weight
-    ]
-    cfg = model.config
-    hidden = int(getattr(cfg, "hidden_size", None) or d)
-    heads = int(getattr(cfg, "num_attention_heads", None) or 1)
-    return Architecture(
-        counts.n_params, counts.n_nonembedding, d, hidden, int(max(widths, default=hidden)), heads
-    )
-
-
-def flops_per_token(S: int, d: int, vocab: int) -> int:
-    """Forward FLOPs of one scored token: the body's 2*S and the head's 2*d*|V|."""
-    return 2 * S + 2 * d * vocab
-
-
-def memory_needed(
-    arch: Architecture,
-    *,
-    dtype: str,
-    vocab: int,
-    head_rows: int,
-    batch_tokens: int,
-    context_length: int,
-    device: str,
-    head: str,
-) -> tuple[int, int, int]:
-    """(weights, activations of one batch, head chunk) in bytes on `device` (see the module doc),
-    `head` being the resolved head ("fp32" or "fused")."""
-    size = BYTES_PER_PARAM[dtype]
-    weights = arch.n_params * size
-    fp32_head = head != "fused"
-    if fp32_head and (dtype != "float32" or vocab != head_rows):  # FloatHead copies the ranked rows
-        weights += vocab * arch.d * FLOAT32_BYTES
-    length = min(batch_tokens, context_length)
-    windows = max(1, batch_tokens // length)
-    tokens = windows * length
-    activations = tokens * (2 * arch.hidden + arch.widest) * size
-    activations += windows * arch.heads * length * length * size
-    if not fp32_head:
-        # per token: seven 4-byte numbers and MAX_CANDIDATES band candidates; then settling's float64
-        # arrays. (A batch whose rows overflow the candidate list also makes the fp32 head's copy,
-        # which this leaves out: it is the exception, and gpu_check measures the peak.)
-        return weights, activations, (7 + MAX_CANDIDATES) * FLOAT32_BYTES * tokens + SETTLE_BYTES
-    rows = default_chunk_size(vocab, device)
-    block = min(rows, block_rows(vocab, device))
-    head_chunk = FLOAT32_BYTES * (vocab * (rows + block) + rows * arch.d + tokens * arch.d)
-    return weights, activations, head_chunk
-
-
-def plan_costs(
-    plan: Plan, arch: Architecture, *, batch_tokens: int, device: str
-) -> tuple[int, tuple[int, int, int]]:
-    """Forward FLOPs per scored token of `plan`'s model (of architecture `arch`), and the bytes
-    `memory_needed` gives for its run on `device` in batches of `batch_tokens` padded tokens, with
-    the head `device` resolves (`run_head`)."""
-    info = plan.described.info
-    per_token = flops_per_token(info.n_nonembedding, arch.d, plan.vocab_size)
-    memory = memory_needed(
-        arch,
-        dtype=info.dtype,
-        vocab=plan.vocab_size,
-        head_rows=info.head_rows,
-        batch_tokens=batch_tokens,
-        context_length=plan.policy.context_length,
-        device=device,
-        head=run_head(plan.settings.head, device, info.dtype),
-    )
-    return per_token, memory
-
-
-def run_head(head: str, device: str, dtype: str) -> str:
-    """The head a run on `device` resolves (`resolve_head`): a CUDA worker's torch brings Triton,
-    so a driver without either plans a GPU worker's head as the worker will resolve it."""
-    return resolve_head(head, device, dtype, triton=True if device.startswith("cuda") else None)
-
-
-def device_memory(device: str) -> tuple[str, int | None]:
-    """(description, bytes) of what `device` holds: a GPU's memory, this machine's RAM for a CPU,
-    None for a GPU this machine does not have (a cluster's)."""
-    import torch
-
-    kind = torch.device(device).type
-    if kind == "cuda":
-        if not torch.cuda.is_available():
-            return "the workers' GPUs (none here)", None
-        index = torch.device(device).index or 0
-        props = torch.cuda.get_device_properties(index)
-        return f"cuda:{index} {props.name}", int(props.total_memory)
-    import psutil
-
-    return f"{kind} (RAM)", int(psutil.virtual_memory().total)
-
-
-DEFAULT_PROBE_SECONDS = 3.0  # the least time the probe scores for (after one untimed batch)
-PROBE_START_TIMEOUT = 600.0  # seconds the probe's processes may take to start and load the model
-
-
-@dataclass(frozen=True)
-class Throughput:
-    """Scored tokens per second of one worker on one device (each of `processes` workers scoring
-    at once, with `threads` torch threads), and the FLOP rate it implies."""
-
-    model: str
-    tokens_per_second: float  # of one worker
-    flops_per_token: float
-    device: str
-    measured: bool  # False: given by the caller
-    tokens: int = 0  # scored by the probe (all its processes)
-    seconds: float = 0.0  # the probe's timed scoring (the longest of its processes)
-    load_seconds_per_byte: float = 0.0  # loading the probed model's weights (0: not measured)
-    threads: int | None = None  # torch threads of each probed worker (None: not measured)
-    processes: int = 1  # workers probed at once (1: in this process, as the local executor runs)
-    # A worker process's start before it loads weights: interpreter, imports, planning and
-    # tokenizing its corpus (0: the probe ran in this process, as a run's only worker does)
-    startup_seconds: float = 0.0
-
-    @property
-    def flops_per_second(self) -> float:
-        return self.tokens_per_second * self.flops_per_token
-
-
-def probe_throughput(
-    plan: Plan,
-    tokens: int | None = None,
-    min_seconds: float = DEFAULT_PROBE_SECONDS,
-    *,
-    processes: int = 1,
-    threads: int | None = None,
-) -> Throughput:
-    """Score `plan`'s corpus with its model the way `processes` workers of `threads` torch threads
-    each score it (None: this process's count, which a run in this process uses). One process is
-    probed here; more are started as the local executor starts its workers (spawned, each with its
-    own thread count), wait for each other, and score at the same time, so they compete for the
-    machine as the run's workers will. Each scores batches of the run's size drawn from the first
-    `tokens` targets of the corpus (default: its first shard, `SHARD_TOKENS`), one untimed batch
-    first, until `min_seconds` have gone by (at least one timed batch)."""
-    if processes > 1:
-        return _probe_processes(plan, tokens, min_seconds, processes, threads)
-    with _torch_threads(threads):
-        return _probe_here(plan, tokens, min_seconds)
-
-
-@contextlib.contextmanager
-def _torch_threads(threads: int | None) -> Iterator[None]:
-    import torch
-
-    before = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
-def _probe_here(plan: Plan, tokens: int | None, min_seconds: float, barrier: Any = None) -> Throughput:
-    import torch
-
-    loading = time.perf_counter()
-    scorer = load_scorer(plan)
-    loading = time.perf_counter() - loading
-    budget = plan.settings.batch_tokens or default_batch_tokens(scorer.device)
-    windows, drawn = [], 0
-    for window in plan_windows(plan):
-        if drawn >= (tokens or SHARD_TOKENS):
-            break
-        windows.append(window)
-        drawn += window.n_scored
-    groups = list(batches(windows, budget, plan.policy.context_length))
-    # Batches come sorted by padded length; a time-bounded probe taking them in that order would
-    # measure only the shortest windows of a large model. A fixed shuffle mixes lengths as a shard has.
-    random.Random(0).shuffle(groups)
-    scorer.score(*groups[0])  # first-call costs: allocation, kernel selection
-    if barrier is not None:
-        barrier.wait(PROBE_START_TIMEOUT)  # every process scores at once, as the workers will
-    scored, seconds, i = 0, 0.0, 0
-    while i == 0 or seconds < min_seconds:
-        length, group = groups[i % len(groups)]
-        _synchronize(scorer.device)
-        started = time.perf_counter()
-        scorer.score(length, group)
-        _synchronize(scorer.device)
-        seconds += time.perf_counter() - started
-        scored += sum(w.n_scored for w in group)
-        i += 1
-    arch = architecture(plan.described.config)
-    per_token, (weights, _, _) = plan_costs(plan, arch, batch_tokens=budget, device=str(scorer.device))
-    return Throughput(
-        plan.described.model.keyed_name,
-        scored / seconds,
-        float(per_token),
-        str(scorer.device),
-        True,
-        scored,
-        seconds,
-        loading / weights,
-        torch.get_num_threads(),
-    )
-
-
-def _probe_worker(
-    plan_args: tuple,
-    tokens: int | None,
-    min_seconds: float,
-    threads: int | None,
-    barrier,
-    results,
-    parent: int,
-    launched: float,
-) -> None:
-    """One probe process: set up as `executors.run_processes` sets up a worker, plan and tokenize
-    as a worker does before it loads weights (`run_unit`), then probe; the result, or a one-line
-    error, goes to `results`. `launched`: when the driver started the processes (time.time())."""
-    from threading import BrokenBarrierError
-
-    try:
-        exit_with_parent(parent)
-        import torch
-
-        if threads is not None:
-            torch.set_num_threads(threads)
-        plan = plan_extraction(*plan_args)
-        plan_windows(plan)  # the corpus tokenized, as `run_unit` does first (memoised for the probe)
-        startup = time.time() - launched
-        rate = _probe_here(plan, tokens, min_seconds, barrier)
-        results.put(replace(rate, startup_seconds=startup))
-    except BrokenBarrierError:
-        results.put("another probe process failed")
-    except BaseException as err:  # noqa: BLE001 - reported by the driver in one line
-        barrier.abort()  # the others are not left waiting for this one
-        results.put(f"{type(err).__name__}: {' '.join(str(err).split())}")
-
-
-def _probe_processes(
-    plan: Plan, tokens: int | None, min_seconds: float, processes: int, threads: int | None
-) -> Throughput:
-    import multiprocessing
-
-    context = multiprocessing.get_context("spawn")  # as run_processes starts its workers
-    barrier, results = context.Barrier(processes), context.Queue()
-    plan_args = (plan.described.model, plan.corpus, plan.settings)
-    launched = time.time()  # compared with the processes' clocks: the same machine's wall time
-    started = [
-        context.Process(
-            target=_probe_worker,
-            args=(plan_args, tokens, min_seconds, threads, barrier, results, os.getpid(), launched),
-            daemon=True,
-        )
-        for _ in range(processes)
-    ]
-    for process in started:
-        process.start()
-    outcomes: list[Throughput | str] = []
-    try:
-        deadline = time.monotonic() + PROBE_START_TIMEOUT + 10 * max(min_seconds, 1.0)
-        while len(outcomes) < processes:
-            try:
-                outcomes.append(results.get(timeout=1.0))
-            except queue.Empty:
-                if time.monotonic() > deadline or not any(p.is_alive() for p in started):
-                    break
-    finally:
-        for process in started:
-            process.join(timeout=5.0)
-            if process.is_alive():
-                process.kill()
-    measured = [o for o in outcomes if isinstance(o, Throughput)]
-    if len(measured) < processes:
-        errors = [o for o in outcomes if isinstance(o, str) and o != "another probe process failed"]
-        why = errors[0] if errors else "a probe process ended without a result"
-        raise RunFailedError(f"the throughput probe of {plan.described.model.label} failed: {why}")
-    return replace(
-        measured[0],
-        tokens_per_second=statistics.fmean(m.tokens_per_second for m in measured),
-        tokens=sum(m.tokens for m in measured),
-        seconds=max(m.seconds for m in measured),
-        load_seconds_per_byte=statistics.fmean(m.load_seconds_per_byte for m in measured),
-        processes=processes,
-        startup_seconds=max(m.startup_seconds for m in measured),  # the last to be ready
-    )
-
-
-def _synchronize(device: Any) -> None:
-    import torch
-
-    if getattr(device, "type", str(device)) == "cuda":
-        torch.cuda.synchronize(device)
-
 
 COLUMNS = [
     "family",

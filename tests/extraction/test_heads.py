@@ -17,9 +17,9 @@ def test_every_caller_resolves_auto_with_the_one_function():
     with `plan_extraction`; lookups by the fingerprint records and the study ignore the head, which
     is not in the key)."""
     from rbplab.extraction import plan
-    from rbplab.runner import costs
+    from rbplab.runner import cost_model
 
-    for module in (plan, costs):
+    for module in (plan, cost_model):
         assert module.resolve_head is heads.resolve_head
 
 
@@ -36,7 +36,7 @@ def test_the_same_run_plans_one_head_through_every_caller(
 
     from rbplab.extraction.plan import plan_extraction
     from rbplab.grid import Grid
-    from rbplab.runner import costs
+    from rbplab.runner import cost_model, costs
 
     model = tmp_path / "model"
     shutil.copytree(gpt2_dir, model)
@@ -44,13 +44,13 @@ def test_the_same_run_plans_one_head_through_every_caller(
     config["torch_dtype"] = config["dtype"] = stored
     (model / "config.json").write_text(json.dumps(config))
     seen = []
-    real = costs.memory_needed
+    real = cost_model.memory_needed
 
     def spy(*args, **kwargs):
         seen.append(kwargs["head"])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(costs, "memory_needed", spy)
+    monkeypatch.setattr(cost_model, "memory_needed", spy)
     grid = Grid.from_names([str(model)], [tiny_corpus], ExtractionSettings(context_length=32))
     costs.estimate_costs(grid, tmp_path / "cache", probe=False, accelerator=True)
     assert seen == [expected]

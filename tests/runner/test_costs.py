@@ -257,7 +257,7 @@ def test_probe_scores_in_the_workers_setup(tmp_path, cpu_only, monkeypatch):
 
 def test_probe_in_this_process_uses_the_threads_asked(tmp_path, cpu_only):
     from rbplab.extraction.plan import plan_extraction
-    from rbplab.runner.costs import probe_throughput
+    from rbplab.runner.probe import probe_throughput
 
     before = torch.get_num_threads()
     plan = plan_extraction("micro-1-25K", "prose", max_tokens=2000, context_length=256)
@@ -290,7 +290,8 @@ def test_probe_scores_the_largest_share_of_work_its_batches_allow(tmp_path, cpu_
 def test_the_demos_plan_line_says_how_the_probe_measured():
     """`make demo` opens with this line: the rate, the model and the workers' setup it was measured in."""
     from rbplab.cli.demo import plan_line
-    from rbplab.runner.costs import CostTotals, Throughput
+    from rbplab.runner.costs import CostTotals
+    from rbplab.runner.probe import Throughput
 
     rate = Throughput("micro-6-2.7M", 466.0, 7e6, "cpu", True, 4080, 4.4, 1e-9, threads=1, processes=2)
     totals = CostTotals(

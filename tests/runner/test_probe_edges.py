@@ -19,7 +19,7 @@ import torch
 from rbplab.cli.app import main
 from rbplab.extraction.plan import plan_extraction, plan_windows
 from rbplab.extraction.scoring import batches
-from rbplab.runner import costs
+from rbplab.runner import probe as probing
 
 STEP = 0.5  # seconds the stand-in clock moves per scored batch
 # HumanEval's documents are short and of many lengths: its windows make batches of 64 to 256
@@ -64,19 +64,19 @@ def probe(monkeypatch):
     clock = _Clock()
     scorer = _Scorer(clock)
     drawn: list = []
-    real_batches = costs.batches
+    real_batches = probing.batches
 
     def batches(windows, *args):
         drawn.extend(windows)
         return real_batches(windows, *args)
 
-    monkeypatch.setattr(costs, "load_scorer", lambda plan: scorer)
-    monkeypatch.setattr(costs, "batches", batches)
+    monkeypatch.setattr(probing, "load_scorer", lambda plan: scorer)
+    monkeypatch.setattr(probing, "batches", batches)
     clock_only = SimpleNamespace(perf_counter=clock, time=time.time, monotonic=time.monotonic)
-    monkeypatch.setattr(costs, "time", clock_only)
+    monkeypatch.setattr(probing, "time", clock_only)
 
     def run(plan, tokens, seconds):
-        rate = costs.probe_throughput(plan, tokens, seconds)
+        rate = probing.probe_throughput(plan, tokens, seconds)
         return rate, scorer.calls, drawn
 
     run.scorer, run.drawn = scorer, drawn
