@@ -29,7 +29,7 @@ from typing import Optional
 
 from rbplab import report
 from rbplab.analysis import data_scaling
-from rbplab.report.run import cached_checkpoints
+from rbplab.report import cached_checkpoints
 from rbplab.study.study import default_corpora
 from rbplab.viz import headlines, plots
 from rbplab.viz.parameters import NotebookParameters, typed_parameters

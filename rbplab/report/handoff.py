@@ -83,7 +83,7 @@ def headline_text(frame: pd.DataFrame) -> str:
 def _show_block(text: str, css_class: str, style: str) -> None:
     from IPython.display import HTML, display
 
-    from rbplab.viz.layout import html_label
+    from rbplab.viz.labels import html_label
 
     body = html_label(html.escape(text))
     display(HTML(f'<div class="{css_class}" style="padding:0.6em 1em;margin:0.5em 0;{style}">{body}</div>'))

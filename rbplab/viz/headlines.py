@@ -4,7 +4,7 @@ report's index and the results file.
 Each function reads the table the notebook already computed (no statistics here) and writes
 plain text with `rbplab.core.display`'s numbers: estimates as "0.036 [0.030, 0.043]" (the
 table's interval), values too small to show as "< 1e-6", subscripts as
-"RBP_1" (rendered as HTML by `rbplab.viz.layout.html_label` where the sentence is shown).
+"RBP_1" (rendered as HTML by `rbplab.viz.labels.html_label` where the sentence is shown).
 """
 
 from __future__ import annotations

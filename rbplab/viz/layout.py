@@ -5,18 +5,17 @@ say what they encode (a sequential scale for sizes and other ordered values).
 plotly places subplots by fractions of the plotting area and never checks that one panel's title
 or tick labels fit beside the next; `arrange` therefore lays the panels out in pixels (gaps for tick
 labels and titles, margins for the legend rows it needs) and converts to fractions last. The
-sizes of text are estimated from the number of characters (`text_width`), which is all a layout
-test can read as well.
+sizes of text are estimated from the number of characters (`rbplab.viz.labels.text_width`), which
+is all a layout test can read as well. What `arrange` was given is recorded in the figure, and read
+through this module only (`for_page`, `panel_titles`, `retitle_panel`).
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import contextvars
 import math
-import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
@@ -24,10 +23,10 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.colors import qualitative, sample_colorscale
 
+from rbplab.viz.labels import FONT_SIZE, html_label, log_tick_updates, text_width
+
 WIDTH = 960  # px: every figure fits a 1,000 px wide screen or report column
 MAX_HEIGHT = 800  # px: and a laptop screen's height
-FONT_SIZE = 12
-CHAR_WIDTH = 0.56  # glyph width of plotly's sans-serif font, in font sizes: measured ~0.48, with room
 LEGEND_SWATCH = 56  # px a legend entry takes besides its text (symbol, gap and padding)
 TICK_ROOM = 24  # px below a panel for its x tick labels
 AXIS_TITLE_ROOM = 26  # px for an axis title beyond its tick labels
@@ -50,13 +49,6 @@ SIZE_SCALE = "Viridis"  # ordered things (model size S, sequence length N), dark
 SCALE_END = 0.85  # Viridis' last 15 % is a yellow too pale for lines on white
 EMPTY = [None]  # data of a legend-only key trace
 
-_TAG = re.compile(r"<[^>]+>")
-AXIS_NAME = re.compile(r"[xy]axis\d*")  # a layout key that names an axis: xaxis, yaxis2, ...
-# TeX-like notation people write in titles, and its plotly HTML: p_{N,k}, RBP_1, p_(N=10, k=5), S^-α.
-_BRACED = re.compile(r"([_^])\{([^{}]*)\}")
-_SUBSCRIPT = re.compile(r"\b(RBP|p|L)_(\([^()]*\)|[A-Za-z0-9]+)")
-_SUPERSCRIPT = re.compile(r"\^([-−]?[A-Za-z0-9αβ]+)")
-
 
 @contextlib.contextmanager
 def untemplated() -> Iterator[None]:
@@ -77,30 +69,6 @@ def templating() -> tuple[bool, str]:
     """Whether figures made now get rbplab's template, and plotly's default template: a figure
     kept for later copies is kept per value of this (`untemplated` changes both)."""
     return _TEMPLATED.get(), str(pio.templates.default)
-
-
-def html_label(text: str | None) -> str:
-    """`text` with TeX-like sub- and superscripts (p_{N,k}, RBP_1, S^-α) in plotly's HTML
-    (p<sub>N,k</sub>), which every renderer shows without MathJax; `$` signs are dropped."""
-    if not text:
-        return text or ""
-    text = text.replace("$", "")
-    text = _BRACED.sub(
-        lambda m: f"<{'sub' if m[1] == '_' else 'sup'}>{m[2]}</{'sub' if m[1] == '_' else 'sup'}>", text
-    )
-    text = _SUBSCRIPT.sub(lambda m: f"{m[1]}<sub>{m[2].strip('()')}</sub>", text)
-    return _SUPERSCRIPT.sub(lambda m: f"<sup>{m[1].replace('-', '−')}</sup>", text)
-
-
-def plain_text(text: str | None) -> str:
-    """`text` as it reads on screen: HTML tags (<sub>, <br>, ...) dropped."""
-    return _TAG.sub("", text or "")
-
-
-def text_width(text: str | None, size: float = FONT_SIZE) -> float:
-    """Estimated width in px of one line of `text` (the longest, for several lines)."""
-    lines = re.split(r"<br\s*/?>", text or "", flags=re.IGNORECASE)
-    return max(len(plain_text(line)) for line in lines) * size * CHAR_WIDTH
 
 
 def categorical(i: int) -> str:
@@ -247,93 +215,27 @@ def arrange(
     and log axes labelled with their magnitudes. `caption`: one line under the x title naming what
     the figure shows (corpus, models), kept on an untitled paper page. On a narrower page each
     panel keeps the shape it has on the screen. The arguments are recorded in the figure
-    (`for_page` lays it out again for another page). Returns `fig`."""
-    rows, cols = panels.rows, panels.cols
-    k = page.scale
+    (`for_page` lays it out again for another page; `retitle_panel` changes a panel's title in
+    both). Returns `fig`."""
     # The layout is worked on as JSON and assigned once: each plotly assignment or update_layout
     # re-validates what it touches, which cost an offline explorer's hundreds of states ~20 ms each.
     current = fig.layout.to_plotly_json()
     template = current.pop("template", None)
     entries = _legend_entries(fig) if legend != "none" else []
     titled = bool(y_title or panels.per_axis_y_titles or _has_axis_titles(current, "y"))
-    place = _legend_place(panels, page, entries, legend, colorbar, titled)
-    tick_room, axis_room, panel_room = TICK_ROOM * k, AXIS_TITLE_ROOM * k, PANEL_TITLE_ROOM * k
-    left, right, plot_width, hgap, panel_width = _columns(panels, page, entries, place, colorbar, titled)
-    # Between rows: the row above's x tick labels (and its axes' own x titles, as 06's stacked
-    # column figure has: the next panel's title sat on them), and the next row's panel titles.
-    below_row = tick_room + (axis_room if _has_axis_titles(current, "x") else 0) + 8 * k
-    vgap = (panel_room if panel_titles else 8 * k) + (8 * k if panels.shared_x else below_row)
-    below = tick_room + (axis_room if x_title or _has_axis_titles(current, "x") else 0)
-    caption_top = below
-    if caption:
-        below += CAPTION_ROOM * k
-    n_rows, entry_text = (
-        legend_rows(entries, page.width - 16 * k, page.font_size) if place == "bottom" else (0, 0.0)
-    )
-    heading = (44 + (20 if subtitle else 0)) * k if page.titled else 4 * k
-    top = heading + (panel_room if panel_titles else 8 * k)
-    # The legend starts 8 px below the x titles and gets its full height and 8 px more (the
-    # descenders of its last row): plotly clips a legend that reaches the figure's edge.
-    bottom = below + (legend_height(n_rows, page.font_size) + 16 * k if n_rows else 12 * k)
-    screen_place = _legend_place(panels, SCREEN, entries, legend, colorbar, titled)
-    screen_width = _columns(panels, SCREEN, entries, screen_place, colorbar, titled)[4]
-    panel_height = panels.panel_height * min(1.0, panel_width / screen_width)
-    fixed = top + bottom + (rows - 1) * vgap
-    if fixed + rows * panel_height > page.max_height:
-        panel_height = max(80 * k, (page.max_height - fixed) // rows)
-    plot_height = rows * panel_height + (rows - 1) * vgap
-    if place == "right" and entries:
-        # A legend right of the panels runs from their top down into the bottom margin at most.
-        panel_height = max(panel_height, (legend_height(len(entries), page.font_size) - bottom) / rows)
-        plot_height = rows * panel_height + (rows - 1) * vgap
-
+    geo = _geometry(
+        current, panels, page, entries, legend, colorbar, titled,
+        titles=bool(panel_titles), subtitle=bool(subtitle), x_title=bool(x_title), caption=bool(caption),
+    )  # fmt: skip
     names = ("panel title", "x title", "y title", "subtitle", "caption")
-    annotations = [a for a in current.get("annotations", []) if a.get("name") not in names]
-    for r in range(rows):
-        for c in range(cols):
-            index = r * cols + c + 1
-            suffix = "" if index == 1 else str(index)
-            x0 = c * (panel_width + hgap) / plot_width
-            x1 = x0 + panel_width / plot_width
-            y1 = 1 - r * (panel_height + vgap) / plot_height
-            y0 = y1 - panel_height / plot_height
-            if index == 1 or f"xaxis{suffix}" in current:  # a one-panel figure may not name its axes
-                current.setdefault(f"xaxis{suffix}", {})["domain"] = [max(0.0, x0), min(1.0, x1)]
-                current.setdefault(f"yaxis{suffix}", {})["domain"] = [max(0.0, y0), min(1.0, y1)]
-            if panel_titles and index <= len(panel_titles) and panel_titles[index - 1]:
-                text, centre, size = panel_titles[index - 1], (x0 + x1) / 2, page.title_size - 1
-                annotations.append(
-                    _label(text, "panel title", centre, y1, "center", "bottom", size, yshift=4 * k)
-                )
-    if x_title:
-        annotations.append(
-            _label(x_title, "x title", 0.5, 0, "center", "top", page.title_size, yshift=-tick_room)
-        )
-    if y_title:
-        annotations.append(
-            _label(
-                y_title, "y title", 0, 0.5, "right", "middle", page.title_size,
-                xshift=-Y_TICK_ROOM * k, textangle=-90,
-            )
-        )  # fmt: skip
-    if caption:
-        annotations.append(
-            _label(
-                caption, "caption", -(left - 8 * k) / plot_width, -caption_top / plot_height, "left", "top",
-                page.font_size, colour="#444",
-            )
-        )  # fmt: skip
-    if subtitle and page.titled:
-        # An annotation at a fixed distance below the title: plotly places its own subtitle from
-        # the title's measured height, which is 0 when a widget first draws, so the two overprinted.
-        y = 1 + (top - SUBTITLE_TOP * k) / plot_height
-        annotations.append(_label(subtitle, "subtitle", 0, y, "left", "top", 13 * k, colour="#444"))
+    kept = [a for a in current.get("annotations", []) if a.get("name") not in names]
+    k = page.scale
     layout: dict = {
         "width": page.width,
-        "height": round(top + plot_height + bottom),
+        "height": round(geo.top + geo.plot_height + geo.bottom),
         "autosize": False,
         "font": {"size": page.font_size},
-        "margin": {"l": left, "r": right, "t": top, "b": bottom, "autoexpand": False},
+        "margin": {"l": geo.left, "r": geo.right, "t": geo.top, "b": geo.bottom, "autoexpand": False},
         "title": {
             "text": html_label(title) if page.titled else "",
             "font": {"size": 17 * k},
@@ -360,35 +262,16 @@ def arrange(
             }
         },
     }
-    if place == "bottom" and entries:
-        layout["legend"] = {
-            "orientation": "h",
-            "x": -(left - 8 * k) / plot_width,
-            "xanchor": "left",
-            "y": -(below + 8 * k) / plot_height,
-            "yanchor": "top",
-            "entrywidth": entry_text,
-            "entrywidthmode": "pixels",
-            "tracegroupgap": 0,
-            # In px: plotly's default (half the figure) cuts a taller legend to a scroll box, which
-            # an exported file cannot scroll.
-            "maxheight": legend_height(n_rows, page.font_size) + 8 * k,
-        }
-    elif place == "right" and entries:
-        layout["legend"] = {
-            "orientation": "v",
-            "x": 1 + (16 + (90 if colorbar else 0)) * k / plot_width,
-            "xanchor": "left",
-            "y": 1,
-            "yanchor": "top",
-            "tracegroupgap": 0,
-            "maxheight": legend_height(len(entries), page.font_size) + 8 * k,
-        }
+    placed = _legend_layout(geo, page, entries, colorbar)
+    if placed is not None:
+        layout["legend"] = placed
     # The annotations are replaced whole: a figure laid out again (`for_page`) keeps none of the
     # old ones beyond the new ones' count.
-    current["annotations"] = annotations
+    current["annotations"] = kept + _annotations(
+        current, geo, panels, page, panel_titles, x_title, y_title, caption, subtitle
+    )
     _merge(current, layout)
-    _merge(current, log_tick_updates(current, fig.data, page, (plot_width, plot_height)))
+    _merge(current, log_tick_updates(current, fig.data, page.font_size, (geo.plot_width, geo.plot_height)))
     if _TEMPLATED.get():
         current["template"] = TEMPLATE
     elif template is not None:
@@ -402,6 +285,192 @@ def arrange(
             colorbar={"x": 1.0, "xanchor": "left", "xpad": 10 * k, "len": 1.0}, selector={"type": "contour"}
         )
     return fig
+
+
+@dataclass(frozen=True)
+class _Geometry:
+    """Where `arrange` puts things, in px: the margins, the plotting area, a panel and the gaps
+    between panels; `below`: under the panels to the legend (tick labels, x title, caption), of
+    which `caption_top` above the caption; `place`: where the legend goes, in `legend_rows` rows
+    of `entry_text` px of text each when below."""
+
+    left: float
+    right: float
+    top: float
+    bottom: float
+    plot_width: float
+    plot_height: float
+    panel_width: float
+    panel_height: float
+    hgap: float
+    vgap: float
+    below: float
+    caption_top: float
+    place: str
+    legend_rows: int
+    entry_text: float
+
+
+def _geometry(
+    current: dict,
+    panels: Panels,
+    page: Page,
+    entries: Sequence[str],
+    legend: str,
+    colorbar: bool,
+    titled: bool,
+    *,
+    titles: bool,
+    subtitle: bool,
+    x_title: bool,
+    caption: bool,
+) -> _Geometry:
+    """The page geometry of a figure whose layout (as JSON) is `current`: `titles`, `subtitle`,
+    `x_title`, `caption` say which of them it has."""
+    rows = panels.rows
+    k = page.scale
+    place = _legend_place(panels, page, entries, legend, colorbar, titled)
+    tick_room, axis_room, panel_room = TICK_ROOM * k, AXIS_TITLE_ROOM * k, PANEL_TITLE_ROOM * k
+    left, right, plot_width, hgap, panel_width = _columns(panels, page, entries, place, colorbar, titled)
+    # Between rows: the row above's x tick labels (and its axes' own x titles, as 06's stacked
+    # column figure has: the next panel's title sat on them), and the next row's panel titles.
+    below_row = tick_room + (axis_room if _has_axis_titles(current, "x") else 0) + 8 * k
+    vgap = (panel_room if titles else 8 * k) + (8 * k if panels.shared_x else below_row)
+    below = tick_room + (axis_room if x_title or _has_axis_titles(current, "x") else 0)
+    caption_top = below
+    if caption:
+        below += CAPTION_ROOM * k
+    n_rows, entry_text = (
+        legend_rows(entries, page.width - 16 * k, page.font_size) if place == "bottom" else (0, 0.0)
+    )
+    heading = (44 + (20 if subtitle else 0)) * k if page.titled else 4 * k
+    top = heading + (panel_room if titles else 8 * k)
+    # The legend starts 8 px below the x titles and gets its full height and 8 px more (the
+    # descenders of its last row): plotly clips a legend that reaches the figure's edge.
+    bottom = below + (legend_height(n_rows, page.font_size) + 16 * k if n_rows else 12 * k)
+    screen_place = _legend_place(panels, SCREEN, entries, legend, colorbar, titled)
+    screen_width = _columns(panels, SCREEN, entries, screen_place, colorbar, titled)[4]
+    panel_height = panels.panel_height * min(1.0, panel_width / screen_width)
+    fixed = top + bottom + (rows - 1) * vgap
+    if fixed + rows * panel_height > page.max_height:
+        panel_height = max(80 * k, (page.max_height - fixed) // rows)
+    plot_height = rows * panel_height + (rows - 1) * vgap
+    if place == "right" and entries:
+        # A legend right of the panels runs from their top down into the bottom margin at most.
+        panel_height = max(panel_height, (legend_height(len(entries), page.font_size) - bottom) / rows)
+        plot_height = rows * panel_height + (rows - 1) * vgap
+    return _Geometry(
+        left, right, top, bottom, plot_width, plot_height, panel_width, panel_height, hgap, vgap,
+        below, caption_top, place, n_rows, entry_text,
+    )  # fmt: skip
+
+
+def _annotations(
+    current: dict,
+    geo: _Geometry,
+    panels: Panels,
+    page: Page,
+    panel_titles: Sequence[str] | None,
+    x_title: str | None,
+    y_title: str | None,
+    caption: str | None,
+    subtitle: str | None,
+) -> list[dict]:
+    """Each panel's domain (set in `current`) and the texts `arrange` places: panel titles, the x
+    and y titles, the caption and the subtitle."""
+    k = page.scale
+    annotations = []
+    for r in range(panels.rows):
+        for c in range(panels.cols):
+            index = r * panels.cols + c + 1
+            suffix = "" if index == 1 else str(index)
+            x0 = c * (geo.panel_width + geo.hgap) / geo.plot_width
+            x1 = x0 + geo.panel_width / geo.plot_width
+            y1 = 1 - r * (geo.panel_height + geo.vgap) / geo.plot_height
+            y0 = y1 - geo.panel_height / geo.plot_height
+            if index == 1 or f"xaxis{suffix}" in current:  # a one-panel figure may not name its axes
+                current.setdefault(f"xaxis{suffix}", {})["domain"] = [max(0.0, x0), min(1.0, x1)]
+                current.setdefault(f"yaxis{suffix}", {})["domain"] = [max(0.0, y0), min(1.0, y1)]
+            if panel_titles and index <= len(panel_titles) and panel_titles[index - 1]:
+                text, centre, size = panel_titles[index - 1], (x0 + x1) / 2, page.title_size - 1
+                annotations.append(
+                    _label(text, "panel title", centre, y1, "center", "bottom", size, yshift=4 * k)
+                )
+    if x_title:
+        annotations.append(
+            _label(x_title, "x title", 0.5, 0, "center", "top", page.title_size, yshift=-TICK_ROOM * k)
+        )
+    if y_title:
+        annotations.append(
+            _label(
+                y_title, "y title", 0, 0.5, "right", "middle", page.title_size,
+                xshift=-Y_TICK_ROOM * k, textangle=-90,
+            )
+        )  # fmt: skip
+    if caption:
+        annotations.append(
+            _label(
+                caption, "caption", -(geo.left - 8 * k) / geo.plot_width, -geo.caption_top / geo.plot_height,
+                "left", "top", page.font_size, colour="#444",
+            )
+        )  # fmt: skip
+    if subtitle and page.titled:
+        # An annotation at a fixed distance below the title: plotly places its own subtitle from
+        # the title's measured height, which is 0 when a widget first draws, so the two overprinted.
+        y = 1 + (geo.top - SUBTITLE_TOP * k) / geo.plot_height
+        annotations.append(_label(subtitle, "subtitle", 0, y, "left", "top", 13 * k, colour="#444"))
+    return annotations
+
+
+def _legend_layout(geo: _Geometry, page: Page, entries: Sequence[str], colorbar: bool) -> dict | None:
+    """The legend's layout where `geo` places it (None: no legend)."""
+    k = page.scale
+    if geo.place == "bottom" and entries:
+        return {
+            "orientation": "h",
+            "x": -(geo.left - 8 * k) / geo.plot_width,
+            "xanchor": "left",
+            "y": -(geo.below + 8 * k) / geo.plot_height,
+            "yanchor": "top",
+            "entrywidth": geo.entry_text,
+            "entrywidthmode": "pixels",
+            "tracegroupgap": 0,
+            # In px: plotly's default (half the figure) cuts a taller legend to a scroll box, which
+            # an exported file cannot scroll.
+            "maxheight": legend_height(geo.legend_rows, page.font_size) + 8 * k,
+        }
+    if geo.place == "right" and entries:
+        return {
+            "orientation": "v",
+            "x": 1 + (16 + (90 if colorbar else 0)) * k / geo.plot_width,
+            "xanchor": "left",
+            "y": 1,
+            "yanchor": "top",
+            "tracegroupgap": 0,
+            "maxheight": legend_height(len(entries), page.font_size) + 8 * k,
+        }
+    return None
+
+
+def panel_titles(fig: go.Figure) -> list[str]:
+    """The panel titles `arrange` drew on `fig`, in panel order (as drawn: HTML)."""
+    return [a.text for a in fig.layout.annotations if a.name == "panel title"]
+
+
+def retitle_panel(fig: go.Figure, index: int, title: str) -> None:
+    """Give the `index`-th titled panel of `fig` (0-based, as `panel_titles` lists them) the title
+    `title`: drawn now, and in what `arrange` recorded, so `for_page` draws it too. IndexError when
+    the figure has no such panel title."""
+    drawn = [a for a in fig.layout.annotations if a.name == "panel title"]
+    drawn[index].text = html_label(title)
+    meta = dict(fig.layout.meta or {})
+    recorded = dict(meta.get(ARRANGED) or {})
+    titles = list(recorded.get("panel_titles") or [])
+    titled = [i for i, text in enumerate(titles) if text]  # arrange draws a title only when given
+    if index < len(titled):
+        titles[titled[index]] = title
+        meta[ARRANGED] = recorded | {"panel_titles": titles}
+        fig.layout.meta = meta
 
 
 SUBTITLE_TOP = 34  # px from the figure's top to its subtitle, under the 17 px title
@@ -466,181 +535,6 @@ def for_page(fig: go.Figure | dict, page: Page) -> go.Figure:
         if line is not None and trace.type == "scatter" and line.width != 0:
             line.width = (line.width or 2) * shrink
     return fig
-
-
-def magnitude_label(value: float) -> str:
-    """A log-axis tick as its magnitude: 0.05, 20, 500, 2×10⁴ (never a bare "2")."""
-    if 1e-2 <= abs(value) < 1e4:
-        return f"{value:g}"
-    exponent = math.floor(math.log10(abs(value)) + 1e-9)
-    mantissa = value / 10**exponent
-    power = f"10<sup>{str(exponent).replace('-', '−')}</sup>"
-    return power if round(mantissa, 6) == 1 else f"{mantissa:g}×{power}"
-
-
-def axis_groups(names: Iterable[str], layout: dict) -> dict[str, list[str]]:
-    """The axes `names` of `layout` (a figure's layout as JSON) grouped by the axis they match
-    (shared_xaxes / shared_yaxes), in the order given: a group shares its range, so its ticks too."""
-    groups: dict[str, list[str]] = {}
-    for name in names:
-        root = (layout.get(name) or {}).get("matches")
-        groups.setdefault(f"{root[0]}axis{root[1:]}" if root else name, []).append(name)
-    return groups
-
-
-def log_tick_updates(
-    layout: dict, data: Sequence, page: Page, plot_size: tuple[float, float]
-) -> dict[str, dict]:
-    """The axis settings that label every log axis of a figure (its `layout` as JSON, its traces
-    `data`) with magnitudes (plotly writes 2×10⁵ as a bare "2"): 1, 2 and 5 of each decade, or the
-    decades alone, or every other decade, the densest of these that fits the axis' length in px
-    at `page`'s text size (`plot_size`: the plotting area, width x height); under a decade, round
-    values evenly spaced. Tick labels are never rotated: one that would not fit is left out
-    instead."""
-    width, height = plot_size
-    axes = {n: a for n, a in layout.items() if AXIS_NAME.fullmatch(n) and isinstance(a, dict)}
-    updates: dict[str, dict] = {name: {"tickangle": 0} for name in axes}
-    # One set of ticks per group of matching axes, from the data on all of them and the shortest
-    # one's length.
-    for members in axis_groups(axes, layout).values():
-        if any(axes[n].get("type") != "log" for n in members):
-            continue
-        extents = [e for e in (_log_axis_extent(data, n, axes[n]) for n in members) if e]
-        if not extents:
-            continue
-        lo, hi = min(e[0] for e in extents), max(e[1] for e in extents)
-        lengths = []
-        for name in members:
-            domain = axes[name].get("domain") or (0, 1)
-            lengths.append((domain[1] - domain[0]) * (width if name[0] == "x" else height))
-        # A label's room: ~5 characters across an x axis, two lines' height up a y axis; packed
-        # tightly (for the three labels every log axis gets when they fit at all), ~4 characters
-        # and one line and a half.
-        x_axis = members[0][0] == "x"
-        room = (5 * CHAR_WIDTH + 1.2) * page.font_size if x_axis else 2.2 * page.font_size
-        tight = (4 * CHAR_WIDTH + 0.6) * page.font_size if x_axis else 1.5 * page.font_size
-        fewest = MIN_LOG_TICKS if min(lengths) >= MIN_LOG_TICKS * tight else 2
-        ticks = _log_ticks(lo, hi, int(min(lengths) // room), fewest)
-        labels = [magnitude_label(float(f"{t:.6g}")) for t in ticks]
-        for name in members:
-            updates[name] |= {"tickmode": "array", "dtick": None, "tickvals": ticks, "ticktext": labels}
-            if hi <= lo * 1.0001:
-                # One value: plotly's autorange around it is not the factor of two the ticks
-                # were spaced for (Figure 5's labels at k near |V| overprinted), so it is set.
-                updates[name] |= {"range": [math.log10(lo / 2), math.log10(hi * 2)], "autorange": False}
-    return updates
-
-
-MIN_LOG_TICKS = 3  # a log axis with two labels does not say where it is log (1.5-5.5: "2" and "5")
-
-
-def _log_ticks(lo: float, hi: float, most: int, fewest: int = MIN_LOG_TICKS) -> list[float]:
-    """Between `fewest` and `most` ticks from `lo` to `hi`, as dense as allowed: 1-2-5 per decade,
-    1-3, decades, every n-th decade; under a decade or so, round values (1, 2, ... 9 per decade,
-    else a round linear step) spread evenly in log."""
-    most = max(most, fewest)
-    lo, hi = min(lo, hi), max(lo, hi)
-    if hi <= lo * 1.0001:  # one value (every model equal, e.g. -log RBP_|V|): a range around it
-        lo, hi = lo / 2, hi * 2
-    first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
-
-    def within(mantissas: Sequence[float]) -> list[float]:
-        ticks = [float(m * 10.0**e) for e in range(first, last + 1) for m in mantissas]
-        return [t for t in ticks if lo / 1.0001 <= t <= hi * 1.0001]
-
-    for mantissas in ((1, 2, 5), (1, 3), (1,)):
-        ticks = within(mantissas)
-        if fewest <= len(ticks) <= most:
-            return _reach_ends(ticks, within(range(1, 10)), lo, hi, most)
-    if len(ticks) > most:  # decades alone are too many: every n-th, or as evenly as `fewest` allow
-        every = ticks[:: math.ceil(len(ticks) / most)]
-        return every if len(every) >= fewest else _spread(ticks, most)
-    ticks = within(range(1, 10))
-    if len(ticks) < fewest:  # under a factor of two or so: a round linear step
-        step = _round_step((hi - lo) / (most - 1))
-        while True:
-            ticks = [float(t) for t in np.arange(math.ceil(lo / step) * step, hi * 1.0001, step)]
-            if len(ticks) >= fewest:
-                break
-            step /= 2
-    # Round values crowd at the top of each decade (5, 6, 7 ...): keep those a label's room apart.
-    kept = _apart(ticks, math.log(hi / lo) / most)
-    return kept if len(kept) >= fewest else _spread(ticks, fewest)
-
-
-def _reach_ends(ticks: list[float], candidates: list[float], lo: float, hi: float, most: int) -> list[float]:
-    """`ticks` with a round value added beyond either end when the data reach well past it (the
-    audit's 0.2-4.3 axis stopped at 2): the farthest candidate a label's room from the end tick,
-    while the labels stay at most `most`."""
-    gap = math.log(hi / lo) / most
-    above = [c for c in candidates if math.log(c / ticks[-1]) >= gap * 0.999]
-    if above and len(ticks) < most:
-        ticks = [*ticks, above[-1]]
-    below = [c for c in candidates if math.log(ticks[0] / c) >= gap * 0.999]
-    if below and len(ticks) < most:
-        ticks = [below[0], *ticks]
-    return ticks
-
-
-def _apart(values: Sequence[float], gap: float) -> list[float]:
-    """The sorted `values`, each kept at least `gap` (in natural log) above the one kept before."""
-    kept = [values[0]]
-    for v in values[1:]:
-        if math.log(v / kept[-1]) >= gap * 0.999:
-            kept.append(v)
-    return kept
-
-
-def _spread(values: Sequence[float], n: int) -> list[float]:
-    """`n` of the sorted `values`: the two ends and those nearest to evenly spaced in log between
-    them (tick labels on a log axis crowd where round values do)."""
-    if len(values) <= n:
-        return list(values)
-    logs = np.log(values)
-    chosen = sorted({int(np.argmin(np.abs(logs - target))) for target in np.linspace(logs[0], logs[-1], n)})
-    return [values[i] for i in chosen]
-
-
-def _round_step(raw: float) -> float:
-    """The round step (1, 2, 2.5 or 5 times a power of ten) nearest above `raw`."""
-    power = 10.0 ** math.floor(math.log10(raw))
-    return next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
-
-
-def _log_axis_extent(traces: Sequence, name: str, axis: dict) -> tuple[float, float] | None:
-    """(low, high) drawn on log axis `name`: its explicit range (less 8 % at each end), else the
-    positive values of the `traces` on it."""
-    if axis.get("range") is not None and axis.get("autorange") in (None, False):
-        lo, hi = axis["range"]
-        # Ticks keep off the axis' ends, where a y label would meet the x labels at the corner.
-        inset = 0.08 * (hi - lo)
-        return 10.0 ** (lo + inset), 10.0 ** (hi - inset)
-    letter, suffix = name[0], name[5:]
-    ref = letter + suffix
-    values = []
-    for trace in traces:
-        if (getattr(trace, f"{letter}axis", None) or letter) != ref:
-            continue
-        data = getattr(trace, letter, None)
-        if data is None:
-            continue
-        v = _trace_values(data)
-        values.append(v[np.isfinite(v) & (v > 0)])
-    values = [v for v in values if len(v)]
-    if not values:
-        return None
-    all_values = np.concatenate(values)
-    return float(all_values.min()), float(all_values.max())
-
-
-def _trace_values(data: object) -> np.ndarray:
-    """A trace's x or y as floats (None as NaN). A figure read back from JSON (a report's saved
-    figures) holds its arrays in plotly's typed-array form, {"dtype": "f8", "bdata": base64},
-    which is decoded."""
-    if isinstance(data, dict) and "bdata" in data:
-        raw = np.frombuffer(base64.b64decode(data["bdata"]), dtype=np.dtype(data.get("dtype", "f8")))
-        return raw.astype(float).ravel()
-    return np.asarray([np.nan if x is None else x for x in data], dtype=float)
 
 
 def _has_axis_titles(layout: dict, letter: str) -> bool:

@@ -32,7 +32,8 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from rbplab.core.errors import InvalidArgumentError
-from rbplab.viz.layout import AXIS_NAME, axis_groups, html_label, untemplated
+from rbplab.viz.labels import AXIS_NAME, axis_groups, html_label
+from rbplab.viz.layout import untemplated
 
 MAX_STATES = 400  # ~4-10 kB of traces each: a page of a few MB at most
 # A frame switch is a redraw without transition: the figure follows the control at once.
@@ -345,7 +346,7 @@ def _span(values: np.ndarray, log: bool) -> list[float] | None:
     lo, hi = float(values.min()), float(values.max())
     if hi - lo < 1e-9 * max(1.0, abs(hi)):
         # One value (every model equal): a range around it, as wide as the ticks drawn for it
-        # (`rbplab.viz.layout.log_tick_updates` spans a factor of 2 each way).
+        # (`rbplab.viz.labels.log_tick_updates` spans a factor of 2 each way).
         width = np.log10(2) if log else (abs(hi) / 2 or 1.0)
         return [lo - width, hi + width]
     pad = _PAD * (hi - lo)

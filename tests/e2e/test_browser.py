@@ -212,7 +212,7 @@ def offline_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import plotly.graph_objects as go
 
     from rbplab.report import execution, handoff, pages
-    from rbplab.report import run as report_run
+    from rbplab.report import index_page
 
     out = tmp_path_factory.mktemp("report")
     nb = nbformat.v4.new_notebook()
@@ -235,7 +235,7 @@ def offline_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
         summary="micro: alpha=0.0423", table=str(tables / "headline.csv"),
         figure=str(tables / "headline.plotly.json"),
     )  # fmt: skip
-    report_run.write_index([result], out, {"families": ["micro"]})
+    index_page.write_index([result], out, {"families": ["micro"]})
     return out
 
 

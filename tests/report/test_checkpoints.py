@@ -7,7 +7,7 @@ from helpers.factories import one_token_entry
 
 from rbplab.catalog import registry
 from rbplab.catalog.registry import schedule_of
-from rbplab.report.run import cached_checkpoints
+from rbplab.report.request import cached_checkpoints
 
 
 def _members() -> list[str]:

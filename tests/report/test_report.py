@@ -15,7 +15,7 @@ from helpers.factories import one_token_entry
 
 from rbplab.core.errors import InvalidArgumentError
 from rbplab.grid import Grid
-from rbplab.report import ReportOptions, execution, handoff, pages, run, run_report
+from rbplab.report import ReportOptions, execution, handoff, index_page, pages, run, run_report
 
 
 def _notebook(path: Path, cells: list[str], parameters: str) -> Path:
@@ -321,7 +321,7 @@ def test_index_states_the_resolved_grid(tmp_path: Path) -> None:
         "settings_changed": {"max_tokens": 2000},
         "extract": False,
     }
-    page = run.write_index([], tmp_path, grid).read_text()
+    page = index_page.write_index([], tmp_path, grid).read_text()
     assert "<dt>family micro</dt><dd>1 models: micro-1-25K (S = 25.5K)</dd>" in page
     assert "<dt>corpora</dt><dd>humaneval, prose</dd>" in page
     assert "max_tokens = 2000; the rest at their defaults" in page
@@ -491,7 +491,7 @@ def test_index_table_shows_sizes_intervals_and_no_interval_that_excludes_its_est
         {"quantity": ["CE", "RBP_1"], "k": [1.0, None], "S": [25472.0, 85_056_000.0], "E": [1.29e-17, 0.5]}
         | {"E_low": [9.36e-14, 0.4], "E_high": [9.36e-14, 0.6], "alpha": [0.1234, 3.5e-121]}
     ).to_csv(path, index=False)
-    page = run._headline_table_html(path)
+    page = index_page._headline_table_html(path)
     assert (
         "<td>25.5K</td>" in page and "<td>85.1M</td>" in page and "<td>1</td>" in page and "25472" not in page
     )

@@ -11,7 +11,7 @@ import pytest
 
 from rbplab.grid import Grid
 from rbplab.report import ReportOptions, run_report
-from rbplab.report.run import MANIFEST, one_report, previous_files
+from rbplab.report.folder import MANIFEST, one_report, previous_files
 
 
 def _notebook(path: Path) -> Path:

@@ -13,7 +13,7 @@ from rbplab.catalog.corpora import list_corpora
 from rbplab.core.errors import InvalidArgumentError, RbplabError
 from rbplab.grid import Grid
 from rbplab.report import ReportOptions, run_report
-from rbplab.report.run import check_parameters, notebook_parameters
+from rbplab.report.request import check_parameters, notebook_parameters
 
 
 def _members() -> list[str]:

@@ -682,12 +682,13 @@ def test_a_log_axis_of_one_value_is_labelled(value):
 
     import plotly.graph_objects as go
 
-    from rbplab.viz.layout import SCREEN, log_tick_updates
+    from rbplab.viz.labels import log_tick_updates
+    from rbplab.viz.layout import SCREEN
 
     fig = go.Figure(go.Scatter(x=[1e4, 1e5, 1e6], y=[value] * 3))
     fig.update_xaxes(type="log")
     fig.update_yaxes(type="log")
-    fig.update_layout(log_tick_updates(fig.layout.to_plotly_json(), fig.data, SCREEN, (700, 300)))
+    fig.update_layout(log_tick_updates(fig.layout.to_plotly_json(), fig.data, SCREEN.font_size, (700, 300)))
     ticks = fig.layout.yaxis.tickvals
     assert len(ticks) >= 2 and min(ticks) < value * 1.0001 and max(ticks) > value / 1.0001
     assert all(math.isfinite(t) and t > 0 for t in ticks) and all(fig.layout.yaxis.ticktext)
@@ -771,7 +772,8 @@ UNNAMED = {"paper reference"}  # the paper's own GPT-2 numbers: its subtitle nam
 def test_each_paper_figure_names_its_corpus_and_models_without_its_title(figures, name):
     """A paper figure drops its title (a paper has a caption): 06's figures then named their
     corpus nowhere. Panel titles, legend entries and the caption line must."""
-    from rbplab.viz.layout import for_page, paper_page, plain_text
+    from rbplab.viz.labels import plain_text
+    from rbplab.viz.layout import for_page, paper_page
 
     fig = for_page(figures[name], paper_page("full"))
     texts = [a.text for a in fig.layout.annotations if a.name != "subtitle"] + [

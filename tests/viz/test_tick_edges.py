@@ -11,7 +11,8 @@ import plotly.graph_objects as go
 import pytest
 
 from rbplab.viz import states
-from rbplab.viz.layout import MIN_LOG_TICKS, SCREEN, _log_ticks, log_tick_updates
+from rbplab.viz.labels import MIN_LOG_TICKS, _log_ticks, log_tick_updates
+from rbplab.viz.layout import SCREEN
 
 
 def _steps(mantissas, first: int, last: int) -> list[float]:
@@ -102,7 +103,7 @@ def _log_figure(values: list[float]) -> tuple[dict, tuple]:
 )
 def test_a_log_axis_of_one_value_spans_a_factor_of_two_each_way(values, one_value):
     layout, data = _log_figure(values)
-    update = log_tick_updates(layout, data, SCREEN, (700, 300))["yaxis"]
+    update = log_tick_updates(layout, data, SCREEN.font_size, (700, 300))["yaxis"]
     lo, hi = min(values), max(values)
     if one_value:
         assert update["range"] == pytest.approx([math.log10(lo / 2), math.log10(hi * 2)])

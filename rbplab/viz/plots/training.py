@@ -10,7 +10,8 @@ import plotly.graph_objects as go
 
 from rbplab.analysis.data_scaling import data_law_curves
 from rbplab.core.display import size
-from rbplab.viz.layout import Panels, arrange, html_label, sequential
+from rbplab.viz.labels import html_label
+from rbplab.viz.layout import Panels, arrange, panel_titles, retitle_panel, sequential
 from rbplab.viz.plots.traces import (
     S_TITLE,
     add_pending,
@@ -149,25 +150,17 @@ def move_step(fig: go.Figure, points: pd.DataFrame, y: str, step: float) -> bool
     points = points[points["D"] > 0]
     at = points[points["step"] == step].sort_values("S")
     slots = [i for i, trace in enumerate(fig.data) if trace.meta == "step"]
-    titles = [i for i, a in enumerate(fig.layout.annotations) if a.name == "panel title"]
-    if len(slots) != 1 or len(titles) != 2 or not len(at):
+    if len(slots) != 1 or len(panel_titles(fig)) != 2 or not len(at):
         return False
     shown = fig.data[slots[0]].x
     if shown is None or not np.array_equal(np.asarray(shown, dtype=float), at["S"].to_numpy(dtype=float)):
         return False  # other sizes reached this step: the S axis' ticks follow them, a full build
     colours = sequential(sorted(points["S"].unique()))
     values = _step_values(at, y, step)
-    title = _size_panel_title(step)
-    meta = dict(fig.layout.meta or {})
-    arranged = dict(meta.get("rbplab.arrange") or {})
-    if arranged.get("panel_titles"):
-        arranged["panel_titles"] = [arranged["panel_titles"][0], title]
-        meta["rbplab.arrange"] = arranged
     with fig.batch_update():
         fig.data[slots[0]].update(values, marker={"color": [colours[float(s)] for s in at["S"]]})
         fig.layout.shapes = [vline(1, float(at["D"].iloc[0]))]
-        fig.layout.annotations[titles[1]].text = title
-        fig.layout.meta = meta
+        retitle_panel(fig, 1, _size_panel_title(step))
     return True
 
 
