@@ -25,6 +25,7 @@ import os
 import shutil
 import stat
 import uuid
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -32,7 +33,7 @@ from typing import BinaryIO
 from filelock import FileLock, Timeout
 
 from rbplab.core.documents import file_kind, read_up_to
-from rbplab.core.errors import RbplabError
+from rbplab.core.errors import RbplabError, RbplabWarning
 
 MIN_FREE_BYTES = 64 * 2**20  # refuse to start writing with less free space than this
 _HOW_TO_MOVE = "choose another location with --cache-dir or the RBPLAB_CACHE environment variable"
@@ -233,13 +234,21 @@ def check_writable(root: str | Path | None = None) -> Path:
 @contextlib.contextmanager
 def held_lock(path: Path, wait: bool) -> Iterator[bool]:
     """Hold the file lock at `path` (flock: released when its process dies); yields False when
-    another process holds it and `wait` is false."""
+    another process holds it and `wait` is false. A wait says so first, in one `RbplabWarning`
+    naming the lock file, so a command blocked on another process does not look hung."""
     lock = FileLock(str(path))
     try:
-        lock.acquire(timeout=-1 if wait else 0)
+        lock.acquire(timeout=0)
     except Timeout:
-        yield False
-        return
+        if not wait:
+            yield False
+            return
+        warnings.warn(
+            f"waiting for a lock another process holds ({path}); this goes on when it is released",
+            RbplabWarning,
+            stacklevel=3,
+        )
+        lock.acquire(timeout=-1)
     try:
         yield True
     finally:
