@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from filelock import FileLock
 
+from rbplab.core.errors import RbplabWarning
 from rbplab.core.stats import EntrySummary, TokenStats, summarize
 from rbplab.store.cache import index as cache_index
 from rbplab.store.cache import rules
@@ -217,7 +218,7 @@ def _hold(lock_path: str, held, release) -> None:
 
 def test_a_merge_while_another_process_holds_the_lock(row, tmp_path):
     """A reader's merge skips while another process holds the index lock (writing and deleting
-    nothing: the row files stay and still read), and a rebuild waits for it."""
+    nothing: the row files stay and still read), and a rebuild waits for it, saying so."""
     root = tmp_path / "cache"
     cache_index.write_row(root, row)
     folder = cache_index.index_dir(root)
@@ -234,7 +235,8 @@ def test_a_merge_while_another_process_holds_the_lock(row, tmp_path):
         assert [r.same(row) for r in cache_index.CacheIndex(root).rows[KEY]] == [True]
         threading.Timer(0.5, release.set).start()
         start = time.monotonic()
-        assert cache_index.rebuild(root, {KEY: row}) == 1  # waits for the holder
+        with pytest.warns(RbplabWarning, match="waiting for a lock another process holds"):
+            assert cache_index.rebuild(root, {KEY: row}) == 1  # waits for the holder, and says so
         assert time.monotonic() - start >= 0.4
     finally:
         release.set()
