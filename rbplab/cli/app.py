@@ -2,8 +2,9 @@
 
 Each command family lives in a module of its own (`extract_command`, `cache_command`,
 `catalog_command`, `study_command` for plan and run, `report_command` for fit and report,
-`demo_command`); this module assembles the parser from COMMANDS (name -> Command, added by
-`register()`), configuring only the subcommand a command line names, and dispatches.
+`demo_command`), over the arguments they share (`arguments`: the grid options and more). This
+module assembles the parser from COMMANDS (name -> Command, added by `register()`), configuring
+only the subcommand a command line names, and dispatches.
 A user error (unknown model, empty corpus, unwritable cache, ...)
 prints one line and exits with status 1; `--traceback` (or RBPLAB_DEBUG=1) shows the full trace
 instead. A warning of rbplab's (a damaged entry recomputed, a summary derived again) prints as one

@@ -80,6 +80,8 @@ def run_plan(args: argparse.Namespace) -> int:
     if args.study:
         refuse_study_with_grid_options(args)
         grid = Grid.read(args.study)
+    elif not (args.model or args.family or args.corpus):
+        raise InvalidArgumentError("give a study file, or the grid: --model/--family and --corpus")
     else:
         grid = grid_from_args(args)
     return _print_plan(grid, args, accelerator=False)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from helpers.cli import run
 from helpers.hostile import hostile_file
 
 from rbplab.core import ExtractionSettings
@@ -128,14 +129,6 @@ def test_revisions_of_models_without_a_schedule_pass_as_given(tmp_path):
 # Issue 31 item 4: hostile study files and settings are one-line errors before any work
 
 
-def _run(capsys, *argv) -> tuple[int, str, str]:
-    from rbplab.cli import app as cli
-
-    status = cli.main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return status, out, err
-
-
 @pytest.mark.parametrize(
     ("kind", "message"),
     [
@@ -157,7 +150,7 @@ def test_hostile_study_files_are_one_line_errors(tmp_path, capsys, kind, message
         Grid.read(path)
     assert "\n" not in str(info.value)
     cache = tmp_path / "cache"
-    status, out, err = _run(capsys, "run", path, "--cache-dir", cache, "--no-progress")
+    status, out, err = run(capsys, "run", path, "--cache-dir", cache, "--no-progress")
     assert status == 1 and out == "" and err.count("\n") == 1 and err.startswith("rbplab: error: "), err
     assert not cache.exists()
 
@@ -180,7 +173,7 @@ def test_device_settings_are_refused_on_the_driver_before_any_entry(
     with pytest.raises(StudyFileError, match=message):
         Grid.read(path)
     cache = tmp_path / "cache"
-    status, out, err = _run(capsys, "run", path, "--cache-dir", cache, "--no-progress")
+    status, out, err = run(capsys, "run", path, "--cache-dir", cache, "--no-progress")
     assert status == 1 and out == "" and err.count("\n") == 1, err
     assert re.search(message, err), err
     assert not cache.exists()  # no entry, no spec.json, not even the cache folder
@@ -194,7 +187,7 @@ def test_device_options_of_extract_are_refused_before_any_entry(tmp_path, capsys
     (tmp_path / "docs.jsonl").write_text('{"id": "a", "text": "hello there, general kenobi"}\n')
     cache = tmp_path / "cache"
     args = ["extract", "-m", gpt2_dir, "-c", tmp_path / "docs.jsonl", "--cache-dir", cache]
-    status, out, err = _run(capsys, *args, *option, "--no-progress")
+    status, out, err = run(capsys, *args, *option, "--no-progress")
     assert status == 1 and out == "" and err.count("\n") == 1 and message in err, err
     assert not list(cache.glob("??/*"))
 
