@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -20,30 +19,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers.browser import chromium, needs_chromium, offline_context, record_errors
 from helpers.plotly_axes import OUTSIDE
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "test-output" / "browser"
-CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 TOKEN = "rbplab-browser-test"
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.browser,  # and JupyterLab's kernels
-    pytest.mark.skipif(
-        CHROMIUM is None, reason="chromium not installed (apt-get install chromium; make browser-deps)"
-    ),
-]
+pytestmark = [pytest.mark.slow, pytest.mark.browser, needs_chromium]  # browser: and JupyterLab's kernels
 
 
 def _free_port() -> int:
@@ -61,7 +44,7 @@ def _get(url: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """JupyterLab on localhost serving a copy of notebook 01 set to a synthetic study
     (no model runs: the test is about the front end, not extraction)."""
     import papermill
@@ -75,7 +58,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
         progress_bar=False,
     )
     with _jupyterlab(work) as base:
-        yield base, work
+        yield base
 
 
 @contextlib.contextmanager
@@ -138,64 +121,51 @@ PLOT_STATE = """el => JSON.stringify({
 })"""
 
 
-def test_notebook_runs_and_k_slider_updates_figure(lab: tuple[str, Path]) -> None:
-    from playwright.sync_api import sync_playwright
-
-    base, work = lab
+def test_notebook_runs_and_k_slider_updates_figure(lab: str) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch_persistent_context(
-            str(work / ".chromium-profile"),  # empty user-data-dir
-            executable_path=CHROMIUM,
-            args=CHROMIUM_ARGS,
-            headless=True,
-            viewport={"width": 1400, "height": 1000},
+    with chromium() as browser:
+        page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+        _open_and_run_all(page, f"{lab}/lab/tree/rbp.ipynb?token={TOKEN}")
+
+        slider = page.locator(".widget-vbox .widget-hslider").first
+        slider.wait_for(timeout=180_000)
+        widget_plot = page.locator(".widget-vbox .js-plotly-plot").first
+        widget_plot.wait_for(timeout=60_000)
+        # Static figures (plotly mime renderer) and the FigureWidget both drew SVG traces.
+        page.wait_for_function(
+            "document.querySelectorAll('.js-plotly-plot .scatterlayer .trace').length > 10",
+            timeout=60_000,
         )
-        try:
-            page = browser.new_page()
-            _open_and_run_all(page, f"{base}/lab/tree/rbp.ipynb?token={TOKEN}")
+        n_plots = page.locator(".js-plotly-plot").count()
+        assert n_plots >= 3, f"expected Figure 3, Figure 4 and the widget figure, found {n_plots} plots"
+        before = json.loads(widget_plot.evaluate(PLOT_STATE))
+        assert "k=1 " in before["title"]
+        # In a live front end the widget is the figure: no static copy is added.
+        assert page.get_by_text("vs S at k=1 (|V|=4,096)").count() == 1
+        # Subscripts are typeset (plotly HTML), never raw TeX-like text.
+        assert "RBP_k" not in before["title"] and "RBP<sub>k</sub>" in before["title"]
+        slider.scroll_into_view_if_needed()
+        page.screenshot(path=str(SHOTS / "01_before_k_slider.png"))
 
-            slider = page.locator(".widget-vbox .widget-hslider").first
-            slider.wait_for(timeout=180_000)
-            widget_plot = page.locator(".widget-vbox .js-plotly-plot").first
-            widget_plot.wait_for(timeout=60_000)
-            # Static figures (plotly mime renderer) and the FigureWidget both drew SVG traces.
-            page.wait_for_function(
-                "document.querySelectorAll('.js-plotly-plot .scatterlayer .trace').length > 10",
-                timeout=60_000,
-            )
-            n_plots = page.locator(".js-plotly-plot").count()
-            assert n_plots >= 3, f"expected Figure 3, Figure 4 and the widget figure, found {n_plots} plots"
-            before = json.loads(widget_plot.evaluate(PLOT_STATE))
-            assert "k=1 " in before["title"]
-            # In a live front end the widget is the figure: no static copy is added.
-            assert page.get_by_text("vs S at k=1 (|V|=4,096)").count() == 1
-            # Subscripts are typeset (plotly HTML), never raw TeX-like text.
-            assert "RBP_k" not in before["title"] and "RBP<sub>k</sub>" in before["title"]
-            slider.scroll_into_view_if_needed()
-            page.screenshot(path=str(SHOTS / "01_before_k_slider.png"))
-
-            # Drag the slider handle to 70 % of its track.
-            handle = slider.locator(".noUi-handle").first
-            track = slider.locator(".noUi-target").first
-            hb, tb = handle.bounding_box(), track.bounding_box()
-            page.mouse.move(hb["x"] + hb["width"] / 2, hb["y"] + hb["height"] / 2)
-            page.mouse.down()
-            page.mouse.move(tb["x"] + 0.7 * tb["width"], hb["y"] + hb["height"] / 2, steps=12)
-            page.mouse.up()
-            # The figure follows the slider while dragging; wait until it shows the final k.
-            readout = slider.locator(".widget-readout").inner_text()
-            page.wait_for_function(
-                "([el, label]) => el.layout && el.layout.title && el.layout.title.text.includes(label)",
-                arg=[widget_plot.element_handle(), f"at k={readout} "],
-                timeout=30_000,
-            )
-            after = json.loads(widget_plot.evaluate(PLOT_STATE))
-            # The live view autoranges: the new k's points, fit and band lie inside its axes.
-            outside = widget_plot.evaluate(OUTSIDE)["problems"]
-            page.screenshot(path=str(SHOTS / "02_after_k_slider.png"))
-        finally:
-            browser.close()
+        # Drag the slider handle to 70 % of its track.
+        handle = slider.locator(".noUi-handle").first
+        track = slider.locator(".noUi-target").first
+        hb, tb = handle.bounding_box(), track.bounding_box()
+        page.mouse.move(hb["x"] + hb["width"] / 2, hb["y"] + hb["height"] / 2)
+        page.mouse.down()
+        page.mouse.move(tb["x"] + 0.7 * tb["width"], hb["y"] + hb["height"] / 2, steps=12)
+        page.mouse.up()
+        # The figure follows the slider while dragging; wait until it shows the final k.
+        readout = slider.locator(".widget-readout").inner_text()
+        page.wait_for_function(
+            "([el, label]) => el.layout && el.layout.title && el.layout.title.text.includes(label)",
+            arg=[widget_plot.element_handle(), f"at k={readout} "],
+            timeout=30_000,
+        )
+        after = json.loads(widget_plot.evaluate(PLOT_STATE))
+        # The live view autoranges: the new k's points, fit and band lie inside its axes.
+        outside = widget_plot.evaluate(OUTSIDE)["problems"]
+        page.screenshot(path=str(SHOTS / "02_after_k_slider.png"))
     k_after = int(readout.replace(",", ""))
     assert k_after > 1 and f"k={k_after:,}" in after["title"]
     assert after["y"] != before["y"]  # the points moved: RBP_k was looked up for the new k
@@ -211,8 +181,7 @@ def offline_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import pandas as pd
     import plotly.graph_objects as go
 
-    from rbplab.report import execution, handoff, pages
-    from rbplab.report import index_page
+    from rbplab.report import execution, handoff, index_page, pages
 
     out = tmp_path_factory.mktemp("report")
     nb = nbformat.v4.new_notebook()
@@ -239,73 +208,50 @@ def offline_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def _file_only_context(browser, viewport: dict, remote: list[str]):
-    """A browser context that serves file: URLs and refuses every other request, recording it in
-    `remote` (what an offline page must never ask for)."""
-    context = browser.new_context(viewport=viewport)
-
-    def route(r) -> None:
-        if r.request.url.startswith("file:"):
-            r.continue_()
-        else:
-            remote.append(r.request.url)
-            r.abort()
-
-    context.route("**/*", route)
-    return context
-
-
 def test_report_renders_offline(offline_report: Path) -> None:
     """With every non-file request refused, the page typesets its equations with the report's
     own MathJax and draws its figure with the shared plotly.min.js; the index draws the
     headline figure. No page asks for a remote URL, no local asset is missing, and neither page
     logs a console error."""
-    from playwright.sync_api import sync_playwright
-
     SHOTS.mkdir(parents=True, exist_ok=True)
     remote: list[str] = []
     failed: list[str] = []
     errors: list[str] = []  # MathJax's font test once logged a CORS error on every page with math
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        try:
-            context = _file_only_context(browser, {"width": 1200, "height": 900}, remote)
-            page = context.new_page()
-            page.on("requestfailed", lambda request: failed.append(request.url))
-            page.on("console", lambda message: message.type == "error" and errors.append(message.text))
-            page.on("pageerror", lambda error: errors.append(str(error)))
-            page.goto((offline_report / "eq.html").as_uri())
-            typeset_js = "document.querySelectorAll('.MathJax, .MathJax_Display').length >= 2"
-            page.wait_for_function(f"window.MathJax && MathJax.Hub && {typeset_js}", timeout=60_000)
-            page.wait_for_function(
-                "!!(window.MathJax.Hub.queue && window.MathJax.Hub.queue.pending === 0)", timeout=60_000
-            )
-            page.wait_for_selector(".js-plotly-plot .scatterlayer .trace", timeout=30_000)
-            # Results first: the code is hidden until the reader asks for it.
-            code = page.locator(".jp-CodeCell .jp-Cell-inputWrapper").first
-            assert not code.is_visible()
-            page.locator("#rbplab-code-toggle").click()
-            assert code.is_visible() and page.locator("#rbplab-code-toggle").inner_text() == "hide code"
-            page.locator("#rbplab-code-toggle").click()
-            assert not code.is_visible()
-            # MathJax typeset the TeX: its output holds the glyphs, the raw TeX is gone from view.
-            typeset = page.locator(".MathJax").first.inner_text()
-            assert "RBP" in typeset.replace("\n", "") and "\\mathrm" not in page.inner_text("body")
-            assert (
-                page.locator(".MathJax_Error, .MathJax_Message:visible").count() == 0
-                or not page.locator(".MathJax_Error").count()
-            )
-            page.screenshot(path=str(SHOTS / "03_offline_equation.png"), full_page=True)
+    with chromium() as browser:
+        context = offline_context(browser, {"width": 1200, "height": 900}, remote)
+        page = context.new_page()
+        page.on("requestfailed", lambda request: failed.append(request.url))
+        record_errors(page, errors, "eq.html")
+        page.goto((offline_report / "eq.html").as_uri())
+        typeset_js = "document.querySelectorAll('.MathJax, .MathJax_Display').length >= 2"
+        page.wait_for_function(f"window.MathJax && MathJax.Hub && {typeset_js}", timeout=60_000)
+        page.wait_for_function(
+            "!!(window.MathJax.Hub.queue && window.MathJax.Hub.queue.pending === 0)", timeout=60_000
+        )
+        page.wait_for_selector(".js-plotly-plot .scatterlayer .trace", timeout=30_000)
+        # Results first: the code is hidden until the reader asks for it.
+        code = page.locator(".jp-CodeCell .jp-Cell-inputWrapper").first
+        assert not code.is_visible()
+        page.locator("#rbplab-code-toggle").click()
+        assert code.is_visible() and page.locator("#rbplab-code-toggle").inner_text() == "hide code"
+        page.locator("#rbplab-code-toggle").click()
+        assert not code.is_visible()
+        # MathJax typeset the TeX: its output holds the glyphs, the raw TeX is gone from view.
+        typeset = page.locator(".MathJax").first.inner_text()
+        assert "RBP" in typeset.replace("\n", "") and "\\mathrm" not in page.inner_text("body")
+        assert (
+            page.locator(".MathJax_Error, .MathJax_Message:visible").count() == 0
+            or not page.locator(".MathJax_Error").count()
+        )
+        page.screenshot(path=str(SHOTS / "03_offline_equation.png"), full_page=True)
 
-            index = context.new_page()
-            index.on("requestfailed", lambda request: failed.append(request.url))
-            index.on("console", lambda message: message.type == "error" and errors.append(message.text))
-            index.goto((offline_report / "index.html").as_uri())
-            index.wait_for_selector("#eq .js-plotly-plot .scatterlayer .trace", timeout=30_000)
-            assert "0.0423" in index.locator("#eq table.headline").inner_text()
-            index.screenshot(path=str(SHOTS / "04_offline_index.png"), full_page=True)
-        finally:
-            browser.close()
+        index = context.new_page()
+        index.on("requestfailed", lambda request: failed.append(request.url))
+        record_errors(index, errors, "index.html")
+        index.goto((offline_report / "index.html").as_uri())
+        index.wait_for_selector("#eq .js-plotly-plot .scatterlayer .trace", timeout=30_000)
+        assert "0.0423" in index.locator("#eq table.headline").inner_text()
+        index.screenshot(path=str(SHOTS / "04_offline_index.png"), full_page=True)
     assert remote == [], f"the report asked for remote URLs: {remote}"
     missing = [url for url in failed if url.startswith("file:")]
     assert missing == [], f"local assets missing: {missing}"
@@ -320,11 +266,10 @@ def test_lab_opens_notebook_06_on_the_checkpoints_the_demo_scored(
     synthetic fallback; its explorer's step slider offers exactly the demo's checkpoints."""
     import papermill
     from helpers.studies import copy_cache
-    from playwright.sync_api import sync_playwright
 
     from rbplab.catalog.registry import schedule_of
     from rbplab.cli.demo import DEMO_REVISIONS
-    from rbplab.study.study import default_corpora
+    from rbplab.study.loading import default_corpora
 
     # The demo's scoring step (`score_checkpoints` at 96 tokens), run once per session.
     scored, table = demo_checkpoints_template
@@ -343,28 +288,18 @@ def test_lab_opens_notebook_06_on_the_checkpoints_the_demo_scored(
         progress_bar=False,
     )
     SHOTS.mkdir(parents=True, exist_ok=True)
-    with _jupyterlab(work, RBPLAB_CACHE=str(cache)) as base, sync_playwright() as p:
-        browser = p.chromium.launch_persistent_context(
-            str(work / ".chromium-profile"),
-            executable_path=CHROMIUM,
-            args=CHROMIUM_ARGS,
-            headless=True,
-            viewport={"width": 1400, "height": 1000},
-        )
-        try:
-            page = browser.new_page()
-            _open_and_run_all(page, f"{base}/lab/tree/training.ipynb?token={TOKEN}")
-            step = page.locator(".widget-hbox", has_text="step").locator(".widget-readout").first
-            step.wait_for(timeout=300_000)
-            page.locator(".widget-vbox .js-plotly-plot").first.wait_for(timeout=60_000)
-            page.get_by_text("| Idle").wait_for(timeout=120_000)
-            step.scroll_into_view_if_needed()
-            page.screenshot(path=str(SHOTS / "06_lab_on_demo_checkpoints.png"))
-            readout = step.inner_text().strip()
-            corpus = page.locator(".widget-dropdown select").first.input_value()
-            text = page.locator(".jp-Notebook").inner_text()
-        finally:
-            browser.close()
+    with _jupyterlab(work, RBPLAB_CACHE=str(cache)) as base, chromium() as browser:
+        page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+        _open_and_run_all(page, f"{base}/lab/tree/training.ipynb?token={TOKEN}")
+        step = page.locator(".widget-hbox", has_text="step").locator(".widget-readout").first
+        step.wait_for(timeout=300_000)
+        page.locator(".widget-vbox .js-plotly-plot").first.wait_for(timeout=60_000)
+        page.get_by_text("| Idle").wait_for(timeout=120_000)
+        step.scroll_into_view_if_needed()
+        page.screenshot(path=str(SHOTS / "06_lab_on_demo_checkpoints.png"))
+        readout = step.inner_text().strip()
+        corpus = page.locator(".widget-dropdown select").first.input_value()
+        text = page.locator(".jp-Notebook").inner_text()
     assert "SYNTHETIC DATA" not in text, "notebook 06 fell back to synthetic checkpoints"
     assert "Traceback" not in text
     assert readout in steps, (readout, steps)
@@ -391,53 +326,45 @@ EXPLORER_STATE = """el => JSON.stringify({
 })"""
 
 
+def _move_k(page, plot) -> dict:
+    """Click 45 % along the explorer's k slider, wait until the figure leaves k=1: its state then."""
+    box = plot.locator(".slider-group").first.locator(".slider-rail-touch-rect").bounding_box()
+    page.mouse.click(box["x"] + 0.45 * box["width"], box["y"] + box["height"] / 2)
+    page.wait_for_function(
+        "el => !el.layout.title.text.includes('at k=1 ')", arg=plot.element_handle(), timeout=30_000
+    )
+    return json.loads(plot.evaluate(EXPLORER_STATE))
+
+
 def test_report_page_k_slider_changes_the_fitted_alpha_offline(explorer_page: Path) -> None:
     """The report page of notebook 01 carries the explorer's k slider: clicking along it redraws
     the figure at the chosen k and the legend shows the α the study's fit gives at that k, with
     every non-file request refused and no kernel."""
     import re
 
-    from playwright.sync_api import sync_playwright
-
     from rbplab.study import size, synthetic_study
 
     SHOTS.mkdir(parents=True, exist_ok=True)
     remote: list[str] = []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        try:
-            context = _file_only_context(browser, {"width": 1200, "height": 1000}, remote)
-            page = context.new_page()
-            page.goto(explorer_page.as_uri())
-            plot = page.locator(".js-plotly-plot", has=page.locator(".slider-group")).first
-            plot.wait_for(timeout=60_000)
-            plot.scroll_into_view_if_needed()
-            before = json.loads(plot.evaluate(EXPLORER_STATE))
-            assert "at k=1 " in before["title"]
-            rail = plot.locator(".slider-group").first.locator(".slider-rail-touch-rect")
-            box = rail.bounding_box()
-            page.mouse.click(box["x"] + 0.45 * box["width"], box["y"] + box["height"] / 2)
-            page.wait_for_function(
-                "el => !el.layout.title.text.includes('at k=1 ')", arg=plot.element_handle(), timeout=30_000
-            )
-            after = json.loads(plot.evaluate(EXPLORER_STATE))
-            page.screenshot(path=str(SHOTS / "05_report_explorer_k.png"), full_page=True)
-            # The corpus menu: the other corpus at the view's opening k, then k moves within it.
-            plot.locator(".updatemenu-header-group").first.click()
-            plot.locator(".updatemenu-dropdown-button", has_text="synthetic-b").first.click()
-            page.wait_for_function(
-                "el => el.layout.title.text.includes('at k=1 ')", arg=plot.element_handle(), timeout=30_000
-            )
-            other = json.loads(plot.evaluate(EXPLORER_STATE))
-            rail = plot.locator(".slider-group").first.locator(".slider-rail-touch-rect")
-            box = rail.bounding_box()
-            page.mouse.click(box["x"] + 0.45 * box["width"], box["y"] + box["height"] / 2)
-            page.wait_for_function(
-                "el => !el.layout.title.text.includes('at k=1 ')", arg=plot.element_handle(), timeout=30_000
-            )
-            other_after = json.loads(plot.evaluate(EXPLORER_STATE))
-        finally:
-            browser.close()
+    with chromium() as browser:
+        context = offline_context(browser, {"width": 1200, "height": 1000}, remote)
+        page = context.new_page()
+        page.goto(explorer_page.as_uri())
+        plot = page.locator(".js-plotly-plot", has=page.locator(".slider-group")).first
+        plot.wait_for(timeout=60_000)
+        plot.scroll_into_view_if_needed()
+        before = json.loads(plot.evaluate(EXPLORER_STATE))
+        assert "at k=1 " in before["title"]
+        after = _move_k(page, plot)
+        page.screenshot(path=str(SHOTS / "05_report_explorer_k.png"), full_page=True)
+        # The corpus menu: the other corpus at the view's opening k, then k moves within it.
+        plot.locator(".updatemenu-header-group").first.click()
+        plot.locator(".updatemenu-dropdown-button", has_text="synthetic-b").first.click()
+        page.wait_for_function(
+            "el => el.layout.title.text.includes('at k=1 ')", arg=plot.element_handle(), timeout=30_000
+        )
+        other = json.loads(plot.evaluate(EXPLORER_STATE))
+        other_after = _move_k(page, plot)
     assert remote == [], f"the report asked for remote URLs: {remote}"
     k = int(re.search(r"at k=([\d,]+) ", after["title"])[1].replace(",", ""))
     study = synthetic_study()  # the notebook's synthetic=True study

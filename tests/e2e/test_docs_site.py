@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from helpers.browser import chromium, needs_chromium, offline_context, record_errors
 
 import rbplab
 
@@ -187,70 +187,43 @@ def test_every_notebook_with_a_headline_figure_has_its_static_figure(site: Path)
     assert drawn >= 6
 
 
-CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--no-first-run",
-    "--disable-background-networking",
-]
 # Pages with math: each must show MathJax's typeset output and no TeX source.
 MATH_PAGES = ("index.html", "concepts.html", "notebooks.html", "training.html", "cache.html")
 
 
 @pytest.mark.slow  # builds the site (~40 s) unless make test built it
 @pytest.mark.browser
-@pytest.mark.skipif(
-    CHROMIUM is None, reason="chromium not installed (apt-get install chromium; make browser-deps)"
-)
+@needs_chromium
 def test_site_works_from_file_urls(site: Path) -> None:
     """The README says to open site/index.html: from file://, with every other request refused,
     search finds `load_study`'s API page, math is typeset by the site's own MathJax, a notebook's
     name in the notebooks table is not broken mid-word, and no page logs a console error (search
     used to log two per page: search/search_index.js)."""
-    from playwright.sync_api import sync_playwright
-
     remote: list[str] = []
     errors: list[str] = []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        try:
-            context = browser.new_context(viewport={"width": 1200, "height": 900})
+    with chromium() as browser:
+        page = offline_context(browser, {"width": 1200, "height": 900}, remote).new_page()
+        record_errors(page, errors)
+        for name in MATH_PAGES:
+            page.goto((site / name).as_uri())
+            page.wait_for_function(
+                "window.MathJax && MathJax.Hub && MathJax.Hub.queue && MathJax.Hub.queue.pending === 0"
+                " && document.querySelectorAll('.MathJax, .MathJax_Display').length > 0",
+                timeout=60_000,
+            )
+            body = page.inner_text("article")
+            assert "_{" not in body and "\\mathrm" not in body and "^{" not in body, name
+            assert page.locator(".MathJax_Error").count() == 0, name
+        page.goto((site / "notebooks.html").as_uri())
+        cell = page.locator("table td:first-child code", has_text="01_rbp_vs_size").first
+        assert cell.evaluate("e => e.getClientRects().length") == 1  # one line box: not wrapped
 
-            def route(r) -> None:
-                if r.request.url.startswith("file:"):
-                    r.continue_()
-                else:
-                    remote.append(r.request.url)
-                    r.abort()
-
-            context.route("**/*", route)
-            page = context.new_page()
-            page.on("console", lambda m: m.type == "error" and errors.append(f"{page.url}: {m.text}"))
-            page.on("pageerror", lambda e: errors.append(f"{page.url}: {e}"))
-            for name in MATH_PAGES:
-                page.goto((site / name).as_uri())
-                page.wait_for_function(
-                    "window.MathJax && MathJax.Hub && MathJax.Hub.queue && MathJax.Hub.queue.pending === 0"
-                    " && document.querySelectorAll('.MathJax, .MathJax_Display').length > 0",
-                    timeout=60_000,
-                )
-                body = page.inner_text("article")
-                assert "_{" not in body and "\\mathrm" not in body and "^{" not in body, name
-                assert page.locator(".MathJax_Error").count() == 0, name
-            page.goto((site / "notebooks.html").as_uri())
-            cell = page.locator("table td:first-child code", has_text="01_rbp_vs_size").first
-            assert cell.evaluate("e => e.getClientRects().length") == 1  # one line box: not wrapped
-
-            page.goto((site / "index.html").as_uri())
-            page.locator("input.md-search__input").click()
-            page.keyboard.type("load_study")  # keystrokes, as the search box listens for them
-            page.locator(".md-search-result__item a").first.wait_for(state="attached", timeout=30_000)
-            links = page.locator(".md-search-result__item a").evaluate_all("xs => xs.map(x => x.href)")
-            assert any("api/study.html" in link for link in links), links
-        finally:
-            browser.close()
+        page.goto((site / "index.html").as_uri())
+        page.locator("input.md-search__input").click()
+        page.keyboard.type("load_study")  # keystrokes, as the search box listens for them
+        page.locator(".md-search-result__item a").first.wait_for(state="attached", timeout=30_000)
+        links = page.locator(".md-search-result__item a").evaluate_all("xs => xs.map(x => x.href)")
+        assert any("api/study.html" in link for link in links), links
     assert remote == [], f"the site asked for remote URLs: {remote}"
     assert errors == [], f"the pages logged errors: {errors}"
 

@@ -6,13 +6,12 @@ corpus), which the words' boxes alone do not show. Each PDF also names its corpu
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import shutil
 from pathlib import Path
 
 import plotly.io as pio
 import pytest
+from helpers.browser import INSTALL, needs_kaleido
 from helpers.pdf_text import cut_words, extended, have_poppler, invisible_words, words
 from helpers.studies import MICRO_TWO_CORPORA
 
@@ -24,12 +23,8 @@ pytestmark = [
     pytest.mark.slow,  # the session's reports execute every notebook twice; ~70 PDFs rendered
     pytest.mark.notebook,
     pytest.mark.browser,  # kaleido exports through Chromium
-    pytest.mark.skipif(
-        importlib.util.find_spec("kaleido") is None
-        or not any(shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome"))
-        or not have_poppler(),
-        reason="needs kaleido, Chromium and poppler-utils (make browser-deps)",
-    ),
+    needs_kaleido,
+    pytest.mark.skipif(not have_poppler(), reason=f"needs poppler-utils: {INSTALL}"),
 ]
 
 

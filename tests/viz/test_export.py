@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import shutil
 import struct
 
 import plotly.graph_objects as go
 import plotly.io as pio
 import pytest
+from helpers.browser import needs_kaleido
 
 from rbplab import viz
 from rbplab.study import emergence, size
 from rbplab.viz.export import FigureExportError, check_formats, save_many
-
-HAS_BROWSER = importlib.util.find_spec("kaleido") is not None and any(
-    shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome", "chrome")
-)
 
 
 def _figure() -> go.Figure:
@@ -27,7 +22,7 @@ def _figure() -> go.Figure:
     return fig
 
 
-@pytest.mark.skipif(not HAS_BROWSER, reason="image export needs kaleido and Chromium (make browser-deps)")
+@needs_kaleido
 def test_png_svg_pdf(tmp_path):
     fig = _figure()
     paths = save_many(
@@ -54,7 +49,7 @@ def _study_figure():
     return plots.rbp_vs_size(study.points([1, 100]), size.fits(study, [1, 100]), size.bands(study, [1, 100]))
 
 
-@pytest.mark.skipif(not HAS_BROWSER, reason="image export needs kaleido and Chromium (make browser-deps)")
+@needs_kaleido
 def test_paper_figures_are_a_column_or_the_text_width_with_8_to_9_pt_text(tmp_path):
     fig = _study_figure()
     full, column, titled = tmp_path / "full.pdf", tmp_path / "column.pdf", tmp_path / "titled.svg"

@@ -10,19 +10,18 @@ wider than the package's), the way a reader of the layout JSON can, independentl
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import re
-import shutil
 
 import numpy as np
 import pytest
+from helpers.browser import HAS_KALEIDO
 
 from rbplab.analysis import data_scaling
 from rbplab.catalog import paper_reference
 from rbplab.core import display
 from rbplab.study import Study, decomposition, distribution, emergence, size, synthetic_study
-from rbplab.study.study import synthetic_training_table
+from rbplab.study.synthetic import synthetic_training_table
 from rbplab.viz import plots, widgets
 from rbplab.viz.widgets.base import ALL_CORPORA
 
@@ -441,9 +440,6 @@ def test_a_crowded_layout_is_caught():
 # labels from their anchor, font size and characters), whether plotly rotated or dropped tick
 # labels, in the figure as shown and as a paper figure.
 
-HAS_BROWSER = importlib.util.find_spec("kaleido") is not None and any(
-    shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome", "chrome")
-)
 # The figures issue 30 found crowded, and the sizes each is rendered at.
 RENDERED = {
     "decomposition bars": ("screen", "full"),
@@ -516,7 +512,7 @@ def rendered_boxes(svg: str) -> tuple[list[tuple[str, str, tuple]], list[str]]:
 @pytest.fixture(scope="module")
 def rendered(figures, tmp_path_factory) -> dict:
     """SVG text of each RENDERED figure at each of its sizes, drawn by kaleido (one session a size)."""
-    if not HAS_BROWSER:
+    if not HAS_KALEIDO:
         pytest.skip("rendering needs kaleido and Chromium (make browser-deps)")
     from rbplab.viz.export import save_many
 
