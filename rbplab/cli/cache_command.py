@@ -282,19 +282,22 @@ def run_cache(args: argparse.Namespace) -> int:
 
 def _configure_ls(ls: argparse.ArgumentParser) -> None:
     add_format_argument(ls)
-    filters = ls.add_argument_group("filters (shell-style patterns such as micro-*, case-insensitive)")
-    filters.add_argument("--model", "-m", nargs="+", metavar="PATTERN", help="model names")
-    filters.add_argument("--family", "-f", nargs="+", metavar="FAMILY", help="members of registry families")
-    filters.add_argument("--corpus", "-c", nargs="+", metavar="PATTERN", help="corpus names")
+    filters = ls.add_argument_group(
+        "filters (shell-style patterns such as micro-*, case-insensitive; repeatable, as the grid options)"
+    )
+    many = {"nargs": "+", "action": "extend"}  # -c a -c b is -c a b, as in every command
+    filters.add_argument("--model", "-m", **many, metavar="PATTERN", help="model names")
+    filters.add_argument("--family", "-f", **many, metavar="FAMILY", help="members of registry families")
+    filters.add_argument("--corpus", "-c", **many, metavar="PATTERN", help="corpus names")
     filters.add_argument(
         "--revision",
-        nargs="+",
+        **many,
         metavar="PATTERN",
         help="revisions (step-98, step*); 'final' for final weights",
     )
-    filters.add_argument("--status", nargs="+", choices=STATUSES, help="entry states")
+    filters.add_argument("--status", **many, choices=STATUSES, help="entry states")
     filters.add_argument(
-        "--max-tokens", nargs="+", metavar="N", help="scoring caps; 'all' for entries scored without one"
+        "--max-tokens", **many, metavar="N", help="scoring caps; 'all' for entries scored without one"
     )
     ls.add_argument(
         "--group",

@@ -9,8 +9,8 @@ import sys
 
 import pandas as pd
 import pytest
+from helpers.cli import run
 
-from rbplab.cli import app as cli
 from rbplab.store.cache.entry import CacheEntry
 
 TOKENS = pd.DataFrame(
@@ -59,9 +59,7 @@ def cache(tmp_path):
 
 
 def ls(capsys, cache, *argv):
-    status = cli.main(["cache", "ls", "--cache-dir", str(cache), *argv])
-    out, err = capsys.readouterr()
-    return status, out, err
+    return run(capsys, "cache", "ls", "--cache-dir", cache, *argv)
 
 
 def as_json(out: str) -> pd.DataFrame:
@@ -127,8 +125,13 @@ def test_filters_are_patterns_and_combine(capsys, cache):
     ]
     _, out, _ = ls(capsys, cache, "--status", "incomplete", "--format", "json")
     assert as_json(out)["corpus"].tolist() == ["wiki"]
-    _, out, _ = ls(capsys, cache, "--corpus", "code", "prose", "--model", "m-large", "--format", "csv")
-    assert sorted(pd.read_csv(pd.io.common.StringIO(out))["corpus"]) == ["code", "prose"]
+    for corpora in (["-c", "code", "prose"], ["-c", "code", "-c", "prose"], ["--corpus=code", "-c", "prose"]):
+        _, out, _ = ls(capsys, cache, *corpora, "--model", "m-large", "--format", "csv")
+        assert sorted(pd.read_csv(pd.io.common.StringIO(out))["corpus"]) == ["code", "prose"], corpora
+    _, out, _ = ls(
+        capsys, cache, "-m", "m-large", "-m", "m-small", "--status", "incomplete", "--format", "csv"
+    )
+    assert pd.read_csv(pd.io.common.StringIO(out))["corpus"].tolist() == ["wiki"]
 
 
 def test_a_pattern_matching_nothing_suggests_names(capsys, cache):
