@@ -132,6 +132,8 @@ def test_a_command_looks_up_every_corpus_given(capsys, tmp_path, handed, command
     with pytest.raises(SystemExit):
         run(capsys, *argv)
     assert corpora_handed(command, handed) == ["prose", "humaneval"]
+    if command == "demo":  # the family, as the registry spells it, and the settings options
+        assert handed["demo"][0][0] == "micro" and handed["demo"][1]["settings"].max_tokens is None
 
 
 # ---- bad values: one line naming the option, nothing written -----------------------------------
