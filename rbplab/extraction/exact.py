@@ -39,11 +39,11 @@ exact logit is finite: it is refused in one line (`LogitRangeError`), never rank
 (a masked token) is exact: its logit is -inf in real arithmetic too. NaN or +inf in the head is
 refused when the head is loaded.
 
-Exact signs. A pair's z_v - z_t is a sum of 2d + 2 terms: the products h_k w_vk and -h_k w_tk, each
-exact in float64 (24 + 24 significant bits < 53, exponents far inside float64's range), and b_v,
--b_t. Float64 sums them with error <= gamma_{2d+2}(2**-53) sum |terms|; outside that bound its sign
-is the exact sign. Inside it (exact ties, cancellation below float64's rounding), a long
-accumulator sums the terms as integers (`exact_sign`): the Kulisch accumulator (Kulisch and
+Exact signs. A logit z_v is a sum of d + 1 terms: the products h_k w_vk, each exact in float64
+(24 + 24 significant bits < 53, exponents far inside float64's range), and b_v. Float64 sums them
+with error <= gamma_{d+1}(2**-53) sum |terms|; where z64_v - z64_t exceeds both logits' errors, its
+sign is the exact sign. Where it does not (exact ties, cancellation below float64's rounding), a long
+accumulator sums the pair's 2d + 2 terms as integers (`exact_sign`): the Kulisch accumulator (Kulisch and
 Miranker, Computer Arithmetic in Theory and Practice, 1981; Neal, "Fast exact summation using small
 and large superaccumulators", 2015), whose result is exact by construction.
 """
@@ -107,29 +107,34 @@ def tensor_core_unit(capability: tuple[int, int] | None) -> float:
     return 2 * UNIT * (k + 2) / k
 
 
-def head_norms(weight: Tensor, bias: Tensor | None, rows: int) -> tuple[float, float]:
-    """(max_v ||w_v||, max_v |b_v| over finite b_v) over the first `rows` head rows, in float64, a
-    block of rows at a time (a float64 copy of a 150K x 3584 head would be 4 GB). A head holding NaN
-    or inf in its weight, or NaN or +inf in its bias, is refused (LogitRangeError, one line)."""
+def head_norms(weight: Tensor, bias: Tensor | None, rows: int) -> tuple[Tensor, float]:
+    """(||w_v|| for each of the first `rows` head rows, float64 [rows]; max_v |b_v| over finite b_v),
+    a block of rows at a time (a float64 copy of a 150K x 3584 head would be 4 GB). A head holding
+    NaN or inf in its weight, or NaN or +inf in its bias, is refused (LogitRangeError, one line)."""
     step = max(1, (1 << 24) // max(1, weight.shape[1]))
-    norm = 0.0
+    norms = torch.empty(rows, dtype=torch.float64, device=weight.device)
     for start in range(0, rows, step):
-        block = torch.linalg.vector_norm(weight[start : min(rows, start + step)].to(torch.float64), dim=1)
-        if not bool(torch.isfinite(block).all()):  # max() would pass NaN over
-            norm = math.nan
-            break
-        norm = max(norm, float(block.max()))
-    if not math.isfinite(norm):
+        block = weight[start : min(rows, start + step)].to(torch.float64)
+        norms[start : start + step] = torch.linalg.vector_norm(block, dim=1)
+    if not bool(torch.isfinite(norms).all()):
         raise LogitRangeError(
             "the output head's weight holds NaN or inf: check or re-download the checkpoint"
         )
     if bias is None or rows == 0:
-        return norm, 0.0
+        return norms, 0.0
     b = bias[:rows].to(torch.float64)
     if bool((torch.isnan(b) | (b == math.inf)).any()):
         raise LogitRangeError("the output head's bias holds NaN or +inf: check or re-download the checkpoint")
     finite = b[torch.isfinite(b)]
-    return norm, float(finite.abs().max()) if finite.numel() else 0.0
+    return norms, float(finite.abs().max()) if finite.numel() else 0.0
+
+
+def logit_margins(h_norm: Tensor, w_norm: Tensor, b_abs: Tensor | float, d: int, unit: float) -> Tensor:
+    """E_iv >= |computed z_v - z_v| for single logits, float64: the module docstring's bound with
+    Cauchy-Schwarz per column (||h_i|| ||w_v|| for sum_k |h_k w_vk|), not per head."""
+    g = gamma(d + 2, unit)
+    under = (1 + g) * TINY * (2 * d + 3 + math.sqrt(d) * (h_norm + w_norm))
+    return (g * (h_norm * w_norm + b_abs) + under) * (1 + 2.0**-40)
 
 
 def round_up(values: Tensor) -> Tensor:
@@ -228,6 +233,16 @@ def pair_terms(h: Tensor, w_v: Tensor, w_t: Tensor, b_v: Tensor | None, b_t: Ten
     return torch.cat(parts, dim=1)
 
 
+def _logits64(h: Tensor, w: Tensor, b: Tensor | None) -> tuple[Tensor, Tensor]:
+    """(float64 sum, float64 sum of absolute values) of each row's exact products h_k w_k and bias."""
+    products = h.to(torch.float64) * w.to(torch.float64)
+    total, size = products.sum(1), products.abs().sum(1)
+    if b is not None:
+        b = b.to(torch.float64)
+        total, size = total + b, size + b.abs()
+    return total, size
+
+
 def settle_pairs(
     hidden: Tensor,
     weight: Tensor,
@@ -239,32 +254,31 @@ def settle_pairs(
     n: int,
 ) -> tuple[Tensor, Tensor]:
     """Exact counts over band candidates: for each pair (rows[j], cols[j]) (a column other than its
-    row's target), whether z_cols[j] > z_t or = z_t in real arithmetic (module docstring: float64
-    where its error bound decides, the long accumulator where it does not). hidden [n, d] as the
-    head multiplied it; returns (greater, equal) int64 [n] to add to the certain counts."""
+    row's target), whether z_cols[j] > z_t or = z_t in real arithmetic. hidden [n, d] as the head
+    multiplied it; returns (greater, equal) int64 [n] to add to the certain counts.
+
+    Each logit is summed once in float64, the target's once per row: z64 with error <=
+    gamma_{d+1}(2**-53) S (S its sum of absolute terms, itself computed to gamma). Where
+    |z64_v - z64_t| exceeds both errors (doubled, which covers S's own rounding and the subtraction),
+    its sign is the exact sign; the rest go to the long accumulator (`exact_sign`)."""
     greater = torch.zeros(n, dtype=torch.int64, device=hidden.device)
     equal = torch.zeros_like(greater)
+    if rows.numel() == 0:
+        return greater, equal
     d = hidden.shape[1]
-    terms_per_pair = 2 * d + 2
-    bound = gamma(terms_per_pair, UNIT64) * (1 + 2.0**-40)
-    step = max(1, PAIR_ELEMENTS // terms_per_pair)
+    bound = 2 * gamma(d + 2, UNIT64) * (1 + 2.0**-40)
+    z_t, size_t = _logits64(hidden, weight[targets], None if bias is None else bias[targets])
+    step = max(1, PAIR_ELEMENTS // max(1, d))
     for start in range(0, rows.numel(), step):
         r, c = rows[start : start + step], cols[start : start + step]
-        t = targets[r]
-        terms = pair_terms(
-            hidden[r],
-            weight[c],
-            weight[t],
-            None if bias is None else bias[c],
-            None if bias is None else bias[t],
-        )
-        total = terms.sum(1)
-        # sum |terms| is computed with relative error <= gamma too: 2 gamma covers both.
-        decided = total.abs() > 2 * bound * terms.abs().sum(1)
-        sign = total.sign().to(torch.int64)
-        unsure = (~decided).nonzero()[:, 0]
+        z_v, size_v = _logits64(hidden[r], weight[c], None if bias is None else bias[c])
+        gap = z_v - z_t[r]
+        sign = gap.sign().to(torch.int64)
+        unsure = (gap.abs() <= bound * (size_v + size_t[r])).nonzero()[:, 0]
         if unsure.numel():
-            sign[unsure] = exact_sign(terms[unsure])
+            u, t = r[unsure], targets[r[unsure]]
+            b_v, b_t = (None, None) if bias is None else (bias[c[unsure]], bias[t])
+            sign[unsure] = exact_sign(pair_terms(hidden[u], weight[c[unsure]], weight[t], b_v, b_t))
         greater.index_add_(0, r, (sign > 0).to(torch.int64))
         equal.index_add_(0, r, (sign == 0).to(torch.int64))
     return greater, equal

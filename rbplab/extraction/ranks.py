@@ -50,6 +50,7 @@ from rbplab.extraction.exact import (
     Tally,
     band_halfwidth,
     head_norms,
+    logit_margins,
     refuse_overflow,
     row_bounds,
     settle_pairs,
@@ -132,7 +133,7 @@ class OutputHead(nn.Module):
         super().__init__()
         self.weight = nn.Parameter(weight, requires_grad=False)
         self.bias = None if bias is None else nn.Parameter(bias, requires_grad=False)
-        self._norms: tuple[float, float] | None = None
+        self._norms: tuple[Tensor, float] | None = None
 
     @classmethod
     def from_module(cls, head: nn.Module, rows: int):
@@ -157,6 +158,13 @@ class OutputHead(nn.Module):
     def norms(self) -> tuple[float, float]:
         """(max_v ||w_v||, max_v |b_v|) in float64, computed once: the error bound's head terms
         (`exact.head_norms`, which refuses a head holding NaN or inf)."""
+        return float(self.row_norms().max()) if self.rows else 0.0, self._head_norms()[1]
+
+    def row_norms(self) -> Tensor:
+        """||w_v|| per row, float64 [rows], computed once with `norms`."""
+        return self._head_norms()[0]
+
+    def _head_norms(self) -> tuple[Tensor, float]:
         if self._norms is None:
             self._norms = head_norms(self.weight, self.bias, self.rows)
         return self._norms
@@ -308,8 +316,8 @@ def rank_stats(
             flagged = (((at_least[real] - greater[real]) > 1) & finite[real]).nonzero()[:, 0]
             if flagged.numel():
                 settled_logits += _settle_band(
-                    logits[:m], flagged, h_pad[:m], weight, bias, t_all[real, 0], z_target[real],
-                    width[real], settled_greater[real], settled_equal[real],
+                    logits[:m], flagged, h_pad[:m], fhead, t_all[real, 0], z_target[real],
+                    width[real], work, settled_greater[real], settled_equal[real],
                 )  # fmt: skip
                 settled_rows += flagged.numel()
             if softcap:
@@ -339,17 +347,48 @@ def _head_product(h: Tensor, w_t: Tensor, bias: Tensor | None, out: Tensor, targ
         torch.addmm(bias, h, w_t, out=out)
 
 
-def _settle_band(logits, flagged, h, weight, bias, t, z_t, width, out_greater, out_equal) -> int:
+def _settle_band(logits, flagged, h, head, t, z_t, width, work, out_greater, out_equal) -> int:
     """Settle a chunk's flagged rows: their band candidates (the target excluded) compared with
-    their target by exact sign (`exact.settle_pairs`), the counts added into `out_*` (the chunk's
-    rows). Returns how many candidates that took."""
-    # The passes' own predicates on the same float32 values: z >= z_t - W and not z > z_t + W.
-    z = logits.index_select(0, flagged)
+    their target, the counts added into `out_*` (the chunk's rows). The rows are copied a block at
+    a time into `work`, which stays in cache. A candidate whose computed gap to z_t exceeds both
+    logits' own bounds (`exact.logit_margins`, per column) is decided by that gap; the rest by exact
+    sign (`exact.settle_pairs`). Returns how many candidates went to `settle_pairs`."""
     lo, hi = z_t[flagged] - width[flagged], z_t[flagged] + width[flagged]
-    pair_rows, cols = ((z >= lo) & (z <= hi)).nonzero(as_tuple=True)
-    keep = cols != t[flagged][pair_rows]
-    pair_rows, cols = pair_rows[keep], cols[keep]
-    greater, equal = settle_pairs(h[flagged], weight, bias, t[flagged], pair_rows, cols, n=flagged.numel())
+    found_rows, found_cols, found_z = [], [], []
+    for start in range(0, flagged.numel(), work.shape[0]):
+        group = flagged[start : start + work.shape[0]]
+        z = torch.index_select(logits, 0, group, out=work[: group.numel()])
+        g = slice(start, start + group.numel())
+        # The passes' own predicates on the same float32 values: z >= z_t - W and not z > z_t + W.
+        rows, cols = ((z >= lo[g]) & (z <= hi[g])).nonzero(as_tuple=True)
+        found_rows.append(rows + start)
+        found_cols.append(cols)
+        found_z.append(z[rows, cols])
+    pair_rows, cols, z_v = torch.cat(found_rows), torch.cat(found_cols), torch.cat(found_z)
+    targets = t[flagged]
+    keep = cols != targets[pair_rows]
+    pair_rows, cols, z_v = pair_rows[keep], cols[keep], z_v[keep]
+    h_norm = torch.linalg.vector_norm(h[flagged].to(torch.float64), dim=1)[pair_rows]
+    col_norm = head.row_norms()
+    if head.bias is None:
+        b_v = b_t = 0.0
+    else:
+        b_v, b_t = (
+            head.bias[cols].to(torch.float64).abs(),
+            head.bias[targets[pair_rows]].to(torch.float64).abs(),
+        )
+    d = h.shape[1]
+    allowed = logit_margins(h_norm, col_norm[cols], b_v, d, UNIT) + logit_margins(
+        h_norm, col_norm[targets[pair_rows]], b_t, d, UNIT
+    )
+    gap = z_v.to(torch.float64) - z_t[flagged][pair_rows, 0].to(torch.float64)
+    decided = gap.abs() > allowed
+    above = (decided & (gap > 0)).to(torch.int64)
+    out_greater.index_add_(0, flagged, torch.zeros_like(flagged).index_add_(0, pair_rows, above))
+    pair_rows, cols = pair_rows[~decided], cols[~decided]
+    greater, equal = settle_pairs(
+        h[flagged], head.weight, head.bias, targets, pair_rows, cols, n=flagged.numel()
+    )
     out_greater.index_add_(0, flagged, greater)
     out_equal.index_add_(0, flagged, equal)
     return int(cols.numel())

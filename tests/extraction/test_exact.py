@@ -107,6 +107,16 @@ def test_each_term_of_the_margin_is_the_documented_formula(unit):
         assert want <= got <= want * (1 + 2.0**-22), (h_norm, w_norm, b_max)
 
 
+@pytest.mark.parametrize(("z_t", "margin"), [(0.0, 1e-3), (1e6, 1e-9), (-1e6, 1e-9), (3.0, 2e-6)])
+def test_the_band_halfwidth_is_the_documented_formula(z_t, margin):
+    """W = (2A + 4u |z_t|)(1 + 2^-18), computed here in float64: the margin's term dominates in the
+    first case, the rounding term in the next two, both count in the last. float32 may round W by
+    half a step, never by a term."""
+    got = float(exact.band_halfwidth(torch.tensor([z_t]), torch.tensor([margin])))
+    want = (2 * np.float32(margin) + 4 * U * abs(z_t)) * (1 + 2.0**-18)
+    assert abs(got - want) <= 2 * U * want
+
+
 def test_margins_are_rounded_up_to_float32():
     """round_up: never below the float64 value, and one float32 step at most above it."""
     values = torch.tensor(
@@ -179,13 +189,14 @@ def test_the_margin_bounds_float32_logits_summed_in_any_order(signs):
 
 
 def adversary_bound(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """A_i of the docstring per row, computed here in float64 from the rows it moves."""
+    """E_iv of the docstring for every row and column, [n, V] float64, computed here: each logit's
+    own bound (||h_i|| ||w_v|| for its sum of |h_k w_vk|), the most a backend may move it."""
     d = h.shape[1]
-    w_norm = float(weight.double().norm(dim=1).max())
-    b_max = 0.0 if bias is None else float(bias.double().abs().max())
-    h_norm = h.double().norm(dim=1)
+    w_norm = weight.double().norm(dim=1)[None, :]
+    b = 0.0 if bias is None else bias.double().abs()[None, :]
+    h_norm = h.double().norm(dim=1)[:, None]
     g = (d + 2) * U / (1 - (d + 2) * U)
-    return g * (h_norm * w_norm + b_max) + (1 + g) * TAU * (2 * d + 3 + math.sqrt(d) * (h_norm + w_norm))
+    return g * (h_norm * w_norm + b) + (1 + g) * TAU * (2 * d + 3 + math.sqrt(d) * (h_norm + w_norm))
 
 
 def adversarial_product(scale: float = 1.0):
@@ -196,29 +207,31 @@ def adversarial_product(scale: float = 1.0):
     def product(h, w_t, bias, out, targets):
         z = h.double() @ w_t.double() + (0 if bias is None else bias.double())
         z_t = z.gather(1, targets[:, None])
-        shift = scale * adversary_bound(h, w_t.t(), bias)[:, None]
+        shift = scale * adversary_bound(h, w_t.t(), bias)
         moved = z - torch.sign(z - z_t) * shift
-        moved.scatter_(1, targets[:, None], z_t + shift * torch.sign(torch.randn_like(z_t)))
-        # Rounded to float32 toward the target, so rounding adds nothing beyond the bound's move.
+        shift_t = shift.gather(1, targets[:, None])
+        moved.scatter_(1, targets[:, None], z_t + shift_t * torch.sign(torch.randn_like(z_t)))
+        # Rounded to float32 toward the exact value, so every logit stays within its bound.
         low, high = moved.float(), moved.float()
         low = torch.where(low.double() > moved, torch.nextafter(low, torch.full_like(low, -math.inf)), low)
         high = torch.where(
             high.double() < moved, torch.nextafter(high, torch.full_like(high, math.inf)), high
         )
-        out.copy_(torch.where(z > z_t, low, high))
-        out.scatter_(1, targets[:, None], moved.gather(1, targets[:, None]).float())
+        out.copy_(torch.where(z > moved, high, low))
 
     return product
 
 
 def near_tie_case(seed: int = 3, scales: tuple[float, ...] = (1.0,)):
     """Rows of several norms (one scale per block of rows) ranking tokens with near-tied neighbours:
-    head rows at relative distances 1e-8 to 3e-5 from row targets[0]'s, both signs."""
+    head rows at relative distances 1e-8 to 3e-5 from row targets[0]'s, both signs. That row has
+    the head's largest norm, so its logits' own bounds are the row's whole margin A_i."""
     n, vocab, d = 96, 700, 64
     g = torch.Generator().manual_seed(seed)
     weight = torch.randn(vocab, d, generator=g) / d**0.5
     targets = torch.randint(0, 600, (n,), generator=g)
     targets[: n // 2] = targets[0]
+    weight[int(targets[0])] *= 2 / float(weight[int(targets[0])].norm())
     gaps = np.geomspace(1e-8, 3e-5, 100) * np.resize([1, -1], 100)
     for j, gap in enumerate(gaps):
         weight[600 + j] = weight[int(targets[0])] * (1 + float(gap))
@@ -231,8 +244,9 @@ def near_tie_case(seed: int = 3, scales: tuple[float, ...] = (1.0,)):
 
 def test_ranks_are_exact_when_every_logit_moves_by_its_whole_bound_in_every_chunk(monkeypatch):
     """Chunks of 16 rows whose norms differ by 10^3 from chunk to chunk: the counts stay exact. The
-    same adversary breaks the band when it is narrowed (to 2A, or A), when the lower edge is A, or
-    when every chunk is given the first chunk's margins: each is a change the test must catch."""
+    same adversary breaks the band when it is halved, when W is A (the lower edge at A), or when
+    every chunk is given the first chunk's margins: each is a change the test must catch. (W's
+    rounding terms guard float32's z_t +- W, pinned by the formula test below.)"""
     hidden, weight, targets = near_tie_case(scales=(1.0, 1e3, 1e-3, 1e2, 1e-2, 1.0))
     want = exact_counts(hidden, weight, None, targets)
     monkeypatch.setattr(ranks, "_head_product", adversarial_product(1.0))
@@ -244,7 +258,6 @@ def test_ranks_are_exact_when_every_logit_moves_by_its_whole_bound_in_every_chun
     assert run()
     whole = exact.band_halfwidth
     for narrowed in (
-        lambda z_t, a: 2 * a,  # the rounding terms dropped
         lambda z_t, a: whole(z_t, a) / 2,
         lambda z_t, a: a + 0 * z_t,  # W = A: the lower edge at A
     ):
@@ -294,22 +307,22 @@ def _edge_product(offsets):
     return product
 
 
-def test_the_band_edges_are_inclusive_and_one_step_outside_is_not(monkeypatch):
-    """A logit at z_t + W or z_t - W is a candidate (settled); one float32 step above the top is
-    counted as greater unsettled, one step below the bottom ignored: > and >= at each edge."""
+@pytest.mark.parametrize(
+    ("place", "inside", "above"),
+    [("top", True, 1), ("over top", False, 1), ("bottom", True, 0), ("under bottom", False, 0)],
+)
+def test_the_band_edges_are_inclusive_and_one_step_outside_is_not(place, inside, above, monkeypatch):
+    """One logit at z_t + W or z_t - W is a candidate (its row is settled); one float32 step above
+    the top is counted as greater unsettled, one step below the bottom ignored: > and >= at each
+    edge. A settled edge logit lies W from z_t, beyond its own bound: decided by its gap."""
     g = torch.Generator().manual_seed(2)
     weight, hidden = torch.randn(50, 8, generator=g), torch.randn(12, 8, generator=g)
     targets = torch.full((12,), 49)
-    names = ["top", "over top", "bottom", "under bottom"]
-    monkeypatch.setattr(ranks, "_head_product", _edge_product(names))
+    monkeypatch.setattr(ranks, "_head_product", _edge_product([place]))
     tally = Tally()
-    greater, _, _ = rank_stats(hidden, linear(weight), targets, vocab_size=50, tally=tally)
-    assert tally.settled == 12 and tally.logits == 24  # the two edge logits of every row
-    # The unsettled counts: "over top" is greater; what settling adds comes from the real rows.
-    settled = exact.settle_pairs(
-        hidden, weight, None, targets, torch.arange(12).repeat_interleave(2), torch.tensor([0, 2] * 12), n=12
-    )[0]
-    assert torch.equal(greater.long(), 1 + settled)
+    greater, equal, _ = rank_stats(hidden, linear(weight), targets, vocab_size=50, tally=tally)
+    assert tally.settled == (12 if inside else 0)
+    assert greater.tolist() == [above] * 12 and equal.tolist() == [1] * 12
 
 
 # --- exact signs -----------------------------------------------------------------------------------
