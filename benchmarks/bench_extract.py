@@ -117,53 +117,100 @@ def naive_dense(model, ids: torch.Tensor, rows: np.ndarray, targets: np.ndarray)
     (z > z_t).sum(-1), (z == z_t).sum(-1), torch.logsumexp(z, -1) - z_t[:, 0]
 
 
-def time_head(scorer, arrays, groups, clock, repeats: int) -> None:
-    """The fp32 head with the band against without, on the hidden states of every batch."""
+def time_head(states, module, vocab: int, softcap, clock, repeats: int, naive: bool = False) -> None:
+    """The fp32 head with the band and exact settling against the same head with a band of zero
+    width and nothing settled (its passes then count z > z_t and z >= z_t: exact only up to float32
+    rounding), on the same hidden states, interleaved; with `naive`, the naive dense ranks of the
+    same states beside them (the full float32 logits, then (z > z_t).sum, (z == z_t).sum, logsumexp)."""
     from rbplab.extraction import ranks
     from rbplab.extraction.exact import Tally
     from rbplab.extraction.ranks import rank_stats
 
-    with torch.inference_mode():
-        states = [scorer.hidden_states(length, group) for length, group in groups]
-    module = scorer.head.module
     tally = Tally()
 
     def with_band():
         for hidden, targets in states:
-            rank_stats(
-                hidden, module, targets, vocab_size=scorer.vocab_size, softcap=scorer.softcap, tally=tally
-            )
+            rank_stats(hidden, module, targets, vocab_size=vocab, softcap=softcap, tally=tally)
 
     def without():
-        # The same head with a band of zero width and nothing settled: its five passes count
-        # z > z_t and z >= z_t as they did before the band (exact only up to float32 rounding).
         saved = ranks.band_halfwidth, ranks._settle_band
         ranks.band_halfwidth = lambda z_t, margin: torch.zeros_like(z_t)
         ranks._settle_band = lambda *args: 0
         try:
             for hidden, targets in states:
-                rank_stats(hidden, module, targets, vocab_size=scorer.vocab_size, softcap=scorer.softcap)
+                rank_stats(hidden, module, targets, vocab_size=vocab, softcap=softcap)
         finally:
             ranks.band_halfwidth, ranks._settle_band = saved
 
-    times: dict[str, list[float]] = {"fp32 head, band + settling": [], "fp32 head, no band": []}
+    def dense():
+        for hidden, targets in states:
+            z = module(hidden)[:, :vocab]
+            if softcap:
+                z = torch.tanh(z / softcap) * softcap
+            z_t = z.gather(1, targets[:, None].long())
+            _ = (z > z_t).sum(1), (z == z_t).sum(1), torch.logsumexp(z, 1) - z_t[:, 0]
+
+    runs = {"fp32 head, band + exact settling": with_band, "fp32 head, no band": without}
+    if naive:
+        runs["naive dense ranks (same states)"] = dense
+    times: dict[str, list[float]] = {name: [] for name in runs}
     with torch.inference_mode():
         with_band()
         for _ in range(repeats):
-            for name, fn in zip(times, (with_band, without), strict=True):
+            for name, fn in runs.items():
                 start = clock()
                 fn()
                 times[name].append(clock() - start)
     base = min(times["fp32 head, no band"])
-    print(f"\n{'head alone':<36}{'seconds (best)':>16}{'ratio':>8}{'seconds (median)':>19}")
+    base_median = statistics.median(times["fp32 head, no band"])
+    print(f"{'head alone':<36}{'seconds (best)':>16}{'ratio':>8}{'seconds (median)':>19}{'ratio':>8}")
     for name, ts in times.items():
-        print(f"{name:<36}{min(ts):>16.3f}{min(ts) / base:>7.3f}x{statistics.median(ts):>19.3f}")
+        print(
+            f"{name:<36}{min(ts):>16.3f}{min(ts) / base:>7.3f}x"
+            f"{statistics.median(ts):>19.3f}{statistics.median(ts) / base_median:>7.3f}x"
+        )
     rows = tally.rows // (repeats + 1)
     settled = tally.settled // (repeats + 1)
     print(
-        f"rows settled in float64: {settled:,} of {rows:,} ({100 * settled / max(rows, 1):.2f}%), "
-        f"{tally.logits // (repeats + 1):,} logits recomputed"
+        f"rows with a band candidate: {settled:,} of {rows:,} ({100 * settled / max(rows, 1):.2f}%), "
+        f"{tally.logits // (repeats + 1):,} logits settled by exact sign"
     )
+
+
+def synthetic_head(d: int, vocab: int, n_tokens: int, seed: int = 0):
+    """A head of a real model's shape with a trained model's logit spread, and states to rank: head
+    rows in random directions with lognormal norms (median 3.15, the 90th percentile near 3.9, as
+    SmolLM2-135M's tied embeddings measure), states of norm ~44 (SmolLM2's median final state),
+    and each target drawn from the head's own softmax, so targets rank as a calibrated model's do.
+    Returns ([(hidden, targets)], FloatHead)."""
+    from rbplab.extraction.ranks import FloatHead
+
+    g = torch.Generator().manual_seed(seed)
+    weight = torch.randn(vocab, d, generator=g)
+    norms = torch.exp(torch.randn(vocab, generator=g) * 0.2 + np.log(3.15))
+    weight *= (norms / weight.norm(dim=1))[:, None]
+    hidden = torch.randn(n_tokens, d, generator=g)
+    hidden *= (44.0 / hidden.norm(dim=1))[:, None]
+    head = FloatHead(weight, None)
+    targets = torch.cat(
+        [torch.multinomial(torch.softmax(head(h), 1), 1, generator=g)[:, 0] for h in hidden.split(256)]
+    )
+    return [(h, t) for h, t in zip(hidden.split(1024), targets.split(1024), strict=True)], head
+
+
+SHAPES = {"smollm2-like": (576, 49_152), "qwen-like": (896, 151_936)}
+
+
+def time_shapes(args, clock) -> None:
+    """The band's cost on heads of real models' shapes with trained logit spread (`synthetic_head`)."""
+    for name in args.shapes:
+        d, vocab = SHAPES[name]
+        states, head = synthetic_head(d, vocab, args.shape_tokens)
+        print(
+            f"\n{name} head (d {d}, |V| {vocab:,}; synthetic, trained logit spread): "
+            f"{args.shape_tokens:,} tokens; torch threads: {torch.get_num_threads()}; clock: {args.clock}"
+        )
+        time_head(states, head, vocab, None, clock, args.repeats, naive=True)
 
 
 def time_speed(args) -> None:
@@ -226,7 +273,10 @@ def time_speed(args) -> None:
         f"{'paper-style loop (topk 10k, .cpu())':<36}{limit_tokens / loop_seconds:>16,.0f}"
         f"{loop_seconds / (per_token_bare * limit_tokens):>7.2f}x   (one pass over {limit_tokens} tokens)"
     )
-    time_head(scorer, arrays, groups, clock, args.repeats)
+    with torch.inference_mode():
+        states = [scorer.hidden_states(length, group) for length, group in groups]
+    print()
+    time_head(states, scorer.head.module, scorer.vocab_size, scorer.softcap, clock, args.repeats)
 
 
 def _status_bytes(field: str) -> int:
@@ -413,9 +463,18 @@ def main() -> None:
     parser.add_argument("--gguf", default=None, help="GGUF file for the end-to-end comparison (see above)")
     parser.add_argument("--gguf-tokens", type=int, default=1500, help="scored tokens of the GGUF extraction")
     parser.add_argument("--gguf-only", action="store_true", help="run only the GGUF end-to-end comparison")
+    parser.add_argument(
+        "--shapes", nargs="*", choices=sorted(SHAPES), default=[], help="synthetic real-shaped heads to time"
+    )
+    parser.add_argument("--shape-tokens", type=int, default=2048, help="tokens per synthetic head")
+    parser.add_argument("--shapes-only", action="store_true", help="time only the --shapes heads")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    clock = time.process_time if args.clock == "cpu" else time.perf_counter
+    time_shapes(args, clock)
+    if args.shapes_only:
+        return
     if not args.gguf_only:
         time_speed(args)
         if not args.no_memory:
