@@ -1,14 +1,16 @@
-"""Are `rbplab extract`'s ranks float64's on a CPU? Every micro-suite model and a random GPT-2-shaped
-model, extracted with the fp32 head and with the fused head (Triton's interpreter, float32), against
-float64 logits of the same hidden states.
+"""Are `rbplab extract`'s ranks exact arithmetic's on a CPU? Every micro-suite model and a random
+GPT-2-shaped model, extracted with the fp32 head and with the fused head (Triton's interpreter,
+float32), against exact logits of the same hidden states.
 
     TRITON_INTERPRET=1 PYTHONPATH=. .venv/bin/python benchmarks/exactness_cpu.py --tokens 2048
 
-Per model and head it prints the tokens compared, the % whose (n_greater, n_equal) equal float64's,
-the largest |nll - nll_64|, and the rows the head settled in float64 (from the entry's manifest).
-The reference: each window's final hidden states from the model's body (as the extraction scores
-them, at context 256, the micro-suite's limit), times the head rows in float64, the softcap in
-float64, counts by broadcasting.
+Per model and head it prints the tokens compared, the % whose (n_greater, n_equal) equal exact
+arithmetic's, the largest |nll - nll_64|, and the rows with a band candidate (from the entry's
+manifest). The reference: each window's final hidden states from the model's body (as the
+extraction scores them, at context 256, the micro-suite's limit), times the head rows in float64;
+a comparison float64 cannot decide (|z_v - z_t| within twice its own error bound) is decided in
+Python's rationals, from the float32 values themselves. Counts on raw logits (a softcap changes no
+rank); the nll's reference applies the softcap in float64.
 """
 
 from __future__ import annotations
@@ -39,9 +41,30 @@ def random_gpt2(folder: Path) -> Path:
     return folder
 
 
-def float64_stats(plan, scorer) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def exact_counts(hidden, weight, bias, targets) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """(n_greater, n_equal, pairs decided in rationals) of real arithmetic over float32 inputs."""
+    from fractions import Fraction
+
+    h = hidden.float().double()
+    z = h @ weight.T + (0 if bias is None else bias)
+    size = h.abs() @ weight.abs().T + (0 if bias is None else bias.abs())
+    z_t, size_t = z.gather(1, targets[:, None]), size.gather(1, targets[:, None])
+    n = h.shape[1] + 2
+    doubt = 2 * (n * 2.0**-53 / (1 - n * 2.0**-53)) * (size + size_t)
+    sign = torch.sign(z - z_t)
+    undecided = ((z - z_t).abs() <= doubt).nonzero().tolist()
+    for i, v in undecided:
+        t = int(targets[i])
+        gap = Fraction(0) if bias is None else Fraction(float(bias[v])) - Fraction(float(bias[t]))
+        for hk, a, b in zip(h[i].tolist(), weight[v].tolist(), weight[t].tolist(), strict=True):
+            gap += Fraction(hk) * (Fraction(a) - Fraction(b))
+        sign[i, v] = (gap > 0) - (gap < 0)
+    return (sign > 0).sum(1), (sign == 0).sum(1), len(undecided)
+
+
+def exact_stats(plan, scorer) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(n_greater, n_equal, nll) of every scored token of `plan`, in the order `shard_frame` sorts
-    them (document, position), from float64 logits of the body's hidden states."""
+    them (document, position): exact counts and a float64 nll of the body's hidden states."""
     from rbplab.extraction.scoring import batches
 
     windows = [w for shard in plan.shards for w in shard]
@@ -52,13 +75,11 @@ def float64_stats(plan, scorer) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     with torch.inference_mode():
         for length, group in batches(windows, 2048, plan.policy.context_length):
             hidden, targets = scorer.hidden_states(length, group)
-            z = hidden.double() @ weight.T
-            if bias is not None:
-                z = z + bias
+            greater, equal, _ = exact_counts(hidden, weight, bias, targets)
+            z = hidden.float().double() @ weight.T + (0 if bias is None else bias)
             if scorer.softcap:
                 z = torch.tanh(z / scorer.softcap) * scorer.softcap
-            z_t = z.gather(1, targets[:, None])
-            stats = ((z > z_t).sum(1), (z == z_t).sum(1), torch.logsumexp(z, 1) - z_t[:, 0])
+            stats = (greater, equal, torch.logsumexp(z, 1) - z.gather(1, targets[:, None])[:, 0])
             doc = np.concatenate([np.full(w.n_scored, w.doc_index) for w in group])
             pos = np.concatenate([w.positions() for w in group])
             rows.append((doc, pos, *[s.numpy() for s in stats]))
@@ -81,7 +102,7 @@ def check(model: str, head: str, tokens: int, cache: Path) -> str:
     stats = load_stats(model, "prose", cache_dir=cache, progress=False, **settings)
     plan = plan_extraction(model, "prose", **settings)
     scorer = make_scorer(plan, load_weights(plan.described))
-    greater, equal, nll = float64_stats(plan, scorer)
+    greater, equal, nll = exact_stats(plan, scorer)
     same = (np.asarray(stats.n_greater) == greater) & (np.asarray(stats.n_equal) == equal)
     provenance = CacheEntry.open(result.key, cache).manifest()["provenance"]
     label = Path(model).name
