@@ -393,7 +393,7 @@ def _table_view(table: pd.DataFrame) -> pd.DataFrame:
             "corpus": table["corpus"],
             "max_tokens": table["max_tokens"].map(lambda v: "all" if pd.isna(v) else f"{int(v):,}"),
             "tokens": table["n_tokens"].map(_count),
-            # rows whose ranks the head settled in float64 (near-ties inside the error band)
+            # rows with a near-tie inside the error band, settled by exact sign
             "settled": table["settled_rows"].map(_count),
             "status": table["status"],
             "size": table["size_bytes"].map(human_bytes),

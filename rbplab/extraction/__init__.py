@@ -8,8 +8,8 @@ already planned on this machine without model code; `windows` turns documents in
 tells whether the cache holds it; `weights` loads the model and checks its head; `heads` decides
 which head ranks (and refuses one that cannot run) and is the one interface to both: `ranks` (the
 fp32 head, any device) and `fused_head` (one Triton kernel on a GPU), whose counts `exact` makes
-float64's (an error band, and float64 for the logits inside it) under the float32 arithmetic
-`precision` pins; `scoring` scores a plan's shards into the entry; `pipeline` is `extract`, a
+exact arithmetic's (an error band, and the exact sign for the logits inside it) under the float32
+arithmetic `precision` pins; `scoring` scores a plan's shards into the entry; `pipeline` is `extract`, a
 grid's runs one after another (also `rbplab.extract`); `reading` reads a run's token stats back
 (`load_stats`); `verify` checks entries against what only the corpus and the model can tell and
 repairs damaged ones.

@@ -1,7 +1,7 @@
 """The output head a run ranks with: "auto" resolved once, refusals before any weight loads, and one
 interface over both heads.
 
-Both heads return counts equal to float64's (`rbplab.extraction.exact`), so the head is how ranks
+Both heads return counts equal to exact arithmetic's (`rbplab.extraction.exact`), so the head is how ranks
 are computed, not what they are: it is recorded in an entry's manifest, never in its cache key, and
 an entry computed by either serves a lookup by either. Their nll agree to float32 rounding (1e-5).
 - "fp32": `rank_stats`, float32 logits materialised in chunks, on any device.

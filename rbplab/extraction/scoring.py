@@ -274,7 +274,7 @@ def compute_shards(
     producer = producer_id()
 
     scorer: Scorer | None = None
-    settled: dict[int, dict] = {}  # per shard scored: its head and the rows it settled in float64
+    settled: dict[int, dict] = {}  # per shard scored: its head and the rows it settled by exact sign
 
     def score(index: int) -> pd.DataFrame | None:
         nonlocal scorer

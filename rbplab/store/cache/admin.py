@@ -117,7 +117,7 @@ def list_entries(root: str | Path | None = None) -> pd.DataFrame:
     checkpoint's training step when its manifest records one), corpus, max_tokens and
     context_length (the settings it was scored with; None: no cap, the model's maximum), n_tokens
     (so far, for incomplete entries; none for damaged ones), head and settled_rows (the heads that
-    ranked it and the rows they settled in float64, from a complete entry's manifest), complete,
+    ranked it and the rows they settled by exact sign, from a complete entry's manifest), complete,
     status ("complete", "incomplete", "damaged"), size_bytes, created (UTC), path. Ordered by model,
     corpus and settings (max_tokens, context_length), then checkpoints in training order (the final weights
     last) and key, so one model's entries stand together however they were made. A damaged entry

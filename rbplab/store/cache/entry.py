@@ -242,8 +242,8 @@ class CacheEntry(EntryReader):
 
     def write_shard(self, index: int, frame: pd.DataFrame, provenance: dict | None = None) -> None:
         """Store shard `index` (rows of SHARD_SCHEMA) atomically, then its checksum, which records
-        `provenance` for the manifest: "producer" (host:pid), "head" and "settled" (rows the head
-        settled in float64). Hold lock()."""
+        `provenance` for the manifest: "producer" (host:pid), "head" and "settled" (rows with a logit
+        inside the error band, settled by exact sign). Hold lock()."""
         if len(frame) > max_shard_rows(self.spec):
             raise ValueError(
                 f"shard {index} has {len(frame)} rows, more than one shard holds under the entry's spec "
