@@ -10,17 +10,18 @@ Two benchmarks, each variant in a fresh process so peak RSS is its own (RSS is r
 
              .venv/bin/python benchmarks/bench_study.py demo --cache ~/.cache/rbplab
 
-  grid   a synthetic grid written through the store's own API (CacheEntry.write_shard + finalize,
-         so every entry's summary and index row are derived as a worker would): random lognormal
-         ranks at |V| = 151,936, `--tokens` per entry; then opens the first N entries
-         (`load_study(entries=...)`) for each N of `--entries`, cold (the index as the writers left
-         it: a row file per entry) and warm (a second open), and without the index (each summary
-         read whole) up to `--compare-max` entries; reports seconds, RSS, fit_table and ksweep
-         seconds beside issue 52's measurements before the index, and the machine's load.
-         Writing is resumable: entries already complete are kept (progress in WRITE_DIR/progress.txt).
+  grid   a checkpoint grid as a study file names it (families = ["micro"], revisions = "log:5": 30
+         checkpoints) on N corpora cut from the bundled ones, 30 N entries, each planned for real
+         (its key and plan record) and scored by a made-up model (lognormal ranks) through the
+         store's own API, so its summary and index row are derived as a worker derives them. Then
+         the first N corpora's entries opened both ways, each in a new process: `load_study` of the
+         study file (as `rbplab fit`, `rbplab report` and the notebooks open it) and
+         `load_study(entries=...)` of the same keys, cold (the index as the writers left it: a row
+         file per entry) and warm (a second open), and up to `--compare-max` entries each summary
+         read whole; seconds, RSS, fit_table and ksweep, and whether every table is the same.
+         Writing is resumable: entries already complete are kept (progress in DIR/progress.txt).
 
-             .venv/bin/python benchmarks/bench_study.py grid --dir /tmp/grid \\
-                 --entries 250 500 1000 2000 5000 --tokens 100000
+             .venv/bin/python benchmarks/bench_study.py grid --dir /tmp/grid --corpora 10 34 100 167
 """
 
 from __future__ import annotations
@@ -36,9 +37,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-
-VOCAB = 151_936
-SHARD_TOKENS = 1 << 16
 
 
 def _rss_mb() -> float:
@@ -68,7 +66,7 @@ def demo_variant(cache: str, variant: str) -> dict:
     from rbplab.grid import Grid
     from rbplab.store.cache.admin import list_entries
     from rbplab.study import Study, emergence, load_study, size, training
-    from rbplab.study.study import default_corpora
+    from rbplab.study.loading import default_corpora
 
     imports = _rss_mb()
     if variant != "entries":  # deriving keys from models and corpora needs torch and transformers
@@ -148,126 +146,153 @@ def run_demo(cache: str) -> None:
 
 
 # ---- grid ------------------------------------------------------------------------------------
-def _entry_spec(i: int, n_tokens: int) -> dict:
-    return {"synthetic_grid": i, "tokens": n_tokens, "vocab": {"size": VOCAB}}
+# The checkpoint grid: the micro family at its five log-spaced checkpoints (30 models), as a study
+# file names it, on `n` small corpora cut from the bundled ones, so 30 x n entries.
+CORPUS_SOURCES = ("prose", "wikipedia", "legal-standin", "humaneval")
+DOC_CHARS = 1500
 
 
-def _tokens(i: int, n_tokens: int, n_docs: int = 1000) -> pd.DataFrame:
-    """Lognormal ranks (the paper's shape) whose location falls with the entry's model size."""
-    rng = np.random.default_rng(i)
-    size_index = i % 10
-    ranks = np.floor(np.exp(rng.normal(2.0 - 0.08 * size_index, 2.2, n_tokens))).astype(np.int64)
-    ranks = np.clip(ranks, 1, VOCAB)
-    tied = rng.random(n_tokens) < 0.002
-    equal = np.where(tied & (ranks < VOCAB), 2, 1)
-    per_doc = n_tokens // n_docs
-    doc = np.minimum(np.arange(n_tokens) // per_doc, n_docs - 1)
-    position = np.arange(n_tokens) - doc * per_doc
-    return pd.DataFrame(
+def _write_corpora(folder: Path, n_corpora: int, docs_per_corpus: int) -> list[Path]:
+    """`n_corpora` corpus files of `docs_per_corpus` documents, cut from the bundled corpora."""
+    import gzip
+
+    root = Path(__file__).resolve().parent.parent / "data" / "corpora"
+    pieces = []
+    for name in CORPUS_SOURCES:
+        with gzip.open(root / f"{name}.jsonl.gz", "rt") as handle:
+            for line in handle:
+                text = json.loads(line)["text"]
+                pieces += [text[i : i + DOC_CHARS] for i in range(0, len(text) - DOC_CHARS + 1, DOC_CHARS)]
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for c in range(n_corpora):
+        path = folder / f"c{c:04d}.jsonl"
+        paths.append(path)
+        if not path.exists():
+            docs = [pieces[(c * docs_per_corpus + j) % len(pieces)] for j in range(docs_per_corpus)]
+            lines = [json.dumps({"id": f"c{c}-{j}", "text": t}) for j, t in enumerate(docs)]
+            path.write_text("\n".join(lines) + "\n")
+    return paths
+
+
+def study_file(root: Path, n_corpora: int) -> Path:
+    """The study file of the grid's first `n_corpora` corpora (the corpora written already)."""
+    names = sorted((root / "corpora").glob("c*.jsonl"))[:n_corpora]
+    path = root / f"study-{n_corpora}.toml"
+    listed = "".join(f'  "{p}",\n' for p in names)
+    path.write_text(f'families = ["micro"]\nrevisions = "log:5"\ncorpora = [\n{listed}]\n')
+    return path
+
+
+def _made_up_frame(shard: list, documents, vocab_size: int, rng: np.random.Generator) -> pd.DataFrame:
+    """A shard's rows as `rbplab.extraction.scoring.shard_frame` lays them out (the plan's windows:
+    documents, positions, targets), with lognormal ranks and gamma nll in place of a model's."""
+    doc_index = np.concatenate([np.full(w.n_scored, w.doc_index, dtype=np.int32) for w in shard])
+    n = len(doc_index)
+    ranks = np.clip(np.floor(np.exp(rng.normal(2.0, 2.0, n))), 1, vocab_size).astype(np.int64)
+    tied = (rng.random(n) < 0.002) & (ranks < vocab_size)
+    frame = pd.DataFrame(
         {
-            "doc_index": doc.astype(np.int32),
-            "doc_id": pd.Series(doc).astype(str),
-            "position": position.astype(np.int32),
-            "target_id": rng.integers(0, VOCAB, n_tokens).astype(np.int32),
+            "doc_index": doc_index,
+            "doc_id": [documents[i].id for i in doc_index],
+            "position": np.concatenate([w.positions() for w in shard]).astype(np.int32),
+            "target_id": np.concatenate([w.input_ids[w.target_rows()] for w in shard]).astype(np.int32),
             "n_greater": (ranks - 1).astype(np.int32),
-            "n_equal": equal.astype(np.int32),
-            "nll": rng.gamma(2.0, 1.5, n_tokens).astype(np.float32),
+            "n_equal": np.where(tied, 2, 1).astype(np.int32),
+            "nll": rng.gamma(2.0, 1.5, n).astype(np.float32),
         }
     )
+    return frame.sort_values(["doc_index", "position"], kind="stable").reset_index(drop=True)
 
 
-def write_grid(root: Path, n_entries: int, n_tokens: int) -> list[str]:
+def write_grid(root: Path, n_corpora: int, docs_per_corpus: int) -> list[str]:
+    """The grid's entries, each where `rbplab run` of the study file would write it: every run planned
+    (`plan_and_record`: its key, and the plan record that finds it without model code), its shards
+    made up (`_made_up_frame`) and written through the store's own API (write_shard + finalize with
+    the extractor's manifest, so its summary and index row are derived as a worker derives them).
+    Resumable: complete entries are kept. Returns the keys, corpora outer (the study's order)."""
+    from rbplab.extraction.plan import plan_and_record
+    from rbplab.extraction.scoring import entry_manifest
+    from rbplab.grid import Grid
     from rbplab.store.cache.entry import CacheEntry
 
-    root.mkdir(parents=True, exist_ok=True)
-    progress = root / "progress.txt"
-    keys, clock = [], time.perf_counter()
-    for i in range(n_entries):
-        entry = CacheEntry(root, _entry_spec(i, n_tokens))
+    _write_corpora(root / "corpora", n_corpora, docs_per_corpus)
+    grid = Grid.read(study_file(root, n_corpora))
+    cache, progress = root / "cache", root / "progress.txt"
+    keys, described, clock = [], {}, time.perf_counter()
+    for i, run in enumerate(grid.runs(outer="corpus")):  # corpora outer: each corpus tokenized once
+        plan = plan_and_record(run.model, run.corpus, grid.settings, cache, described=described)
+        entry = CacheEntry(cache, plan.key_spec)
         keys.append(entry.key)
         if entry.is_complete():
             continue
-        frame = _tokens(i, n_tokens)
+        rng = np.random.default_rng(i)
+        shards, documents = plan.shards, plan.corpus.documents
         with entry.lock():
-            for index, start in enumerate(range(0, n_tokens, SHARD_TOKENS)):
-                entry.write_shard(index, frame.iloc[start : start + SHARD_TOKENS])
-            size = 1e9 * (1 + i % 10)
-            entry.finalize(
-                {
-                    "vocab_size": VOCAB,
-                    "model": {"name": f"synthetic-{i % 10}", "n_nonembedding": size},
-                    "corpus": {"name": f"corpus-{i // 10}"},
-                }
-            )
-        if i % 10 == 9:
-            progress.write_text(
-                f"{i + 1}/{n_entries} entries of {n_tokens} tokens, {time.perf_counter() - clock:.0f} s\n"
-            )
+            for index, shard in enumerate(shards):
+                entry.write_shard(index, _made_up_frame(shard, documents, plan.vocab_size, rng))
+            tokens = sum(w.n_scored for shard in shards for w in shard)
+            entry.finalize(entry_manifest(plan, shards, 0.0, tokens, 0), len(shards))
+        if i % 30 == 29:
+            progress.write_text(f"{i + 1} entries, {time.perf_counter() - clock:.0f} s\n")
+    (root / "keys.txt").write_text("\n".join(keys) + "\n")
     return keys
 
 
-def backfill_rows(root: Path, keys: list[str], pristine: Path) -> int:
-    """Keep in `pristine` the row file of every entry of `keys`, as `CacheEntry.finalize` writes it
-    when an entry completes: taken from the index when it holds the entry's row, else derived from
-    the entry's summary (entries written before the index existed); returns how many were added."""
-    from rbplab.store.cache import index
-    from rbplab.store.cache.entry import CacheEntry
+def grid_variant(root: str, n_corpora: int, variant: str) -> dict:
+    """Open the grid of the first `n_corpora` corpora in this process: "grid" (`load_study` of its
+    study file, as `rbplab fit`, `rbplab report` and the notebooks open it), "entries"
+    (`load_study(entries=...)` of the same entries' keys) or "summaries" (each entry's summary
+    read whole, as `load_study` of a grid read them before issue 56); then fit_table and ksweep."""
+    import pyarrow.parquet  # noqa: F401  (what every variant loads, before the baseline)
 
-    pristine.mkdir(parents=True, exist_ok=True)
-    have = {m[1] for m in map(index.ROW_FILE_RE.match, os.listdir(pristine)) if m}
-    present = index.CacheIndex(root)
-    added = 0
-    for key in keys:
-        if key in have:
-            continue
-        entry = CacheEntry.open(key, root)
-        manifest = entry.manifest()
-        row, _ = present.row_for(entry, manifest)
-        if row is None:
-            summary, record = entry.stored_summary(manifest)
-            row = index.row_of(key, summary, record)
-        (pristine / row.file_name).write_bytes(index._encode([row], merged=False))
-        added += 1
-    return added
-
-
-def grid_variant(root: str, n_tokens: int, n: int, variant: str) -> dict:
-    """Open the first n entries: "index" (load_study(entries=...), through the cache index) or
-    "summaries" (each entry's summary read whole, as load_study read them before the index)."""
-    from rbplab.core.runs import Run
+    from rbplab.core.runs import Run, run_label, training_compute
+    from rbplab.extraction import fingerprints  # noqa: F401
+    from rbplab.grid import Grid
     from rbplab.store.cache.entry import CacheEntry
     from rbplab.study import Study, load_study, size
 
-    keys = [CacheEntry(root, _entry_spec(i, n_tokens)).key for i in range(n)]
+    folder = Path(root)
+    cache = folder / "cache"
+    keys = (folder / "keys.txt").read_text().split()[: 30 * n_corpora]
     base = _rss_mb()
     clock, cpu = time.perf_counter(), time.process_time()
-    if variant == "index":
-        study = load_study(entries=keys, cache_dir=root)
+    if variant == "grid":
+        study = load_study(Grid.read(study_file(folder, n_corpora)), cache_dir=cache)
+    elif variant == "entries":
+        study = load_study(entries=keys, cache_dir=cache)
     else:
         runs = []
         for key in keys:
-            entry = CacheEntry.open(key, root)
+            entry = CacheEntry.open(key, cache)
             manifest = entry.manifest()
-            model, corpus = manifest["model"], manifest["corpus"]
-            runs.append(
-                Run("custom", model["name"], corpus["name"], model["n_nonembedding"], entry.summary(manifest))
-            )
+            model, corpus, at = manifest["model"], manifest["corpus"], manifest["training"]
+            S = float(model["n_nonembedding"])
+            checkpoint = {"step": at["step"], "D": at["D"], "C": training_compute(S, at["D"])}
+            name = entry.spec["model"]["name"]  # as asked: one name for a model's checkpoints
+            revision = entry.spec["model"].get("revision") or "final"
+            summary = entry.summary(manifest)
+            label = run_label(name, revision)
+            runs.append(Run("custom", label, corpus["name"], S, summary, revision=revision, **checkpoint))
         study = Study(runs)
     seconds, open_cpu = time.perf_counter() - clock, time.process_time() - cpu
     open_mb = _rss_mb() - base
     clock, cpu = time.perf_counter(), time.process_time()
-    fit = size.fit_table(study, [1, 10, 100])
+    final = study.at_step()  # the size law compares each model's last checkpoint
+    fit = size.fit_table(final, [1, 10, 100])
     fit_seconds = time.perf_counter() - clock
     clock = time.perf_counter()
-    sweep = size.ksweep(study)
+    sweep = size.ksweep(final)
     sweep_seconds = time.perf_counter() - clock
     analysis_cpu = time.process_time() - cpu
-    digest = float(
-        sum(
+    # numbers only, order-free (labels differ: entries= names a family "custom", the grid "micro")
+    points = study.points([1, 10, 100])[["S", "step", "D", "C", "k", "rbp", "neg_log_rbp", "n_tokens"]]
+    digests = {
+        name: float(
             pd.util.hash_pandas_object(t.select_dtypes("number").round(12), index=False).sum() % 10**9
-            for t in (fit, sweep)
         )
-    )
+        for name, t in (("points", points), ("fit_table", fit), ("ksweep", sweep))
+    }
     return {
         "base_mb": base,
         "open_mb": open_mb,
@@ -278,68 +303,89 @@ def grid_variant(root: str, n_tokens: int, n: int, variant: str) -> dict:
         "fit_table": fit_seconds,
         "ksweep": sweep_seconds,
         "runs": len(study.runs),
-        "digest": digest,
+        "digests": digests,
     }
 
 
-# Measured on main (797a97e) before the index, quiet 2-core machine (issue 52): entries ->
-# (load_study(entries=...) s, peak RSS after fit_table MB, above the baseline MB).
-BASELINE = {
-    250: (2.3, 394, 243),
-    500: (3.4, 617, 465),
-    1000: (7.6, 1063, 912),
-    2000: (17.9, 1959, 1809),
-    5000: (58.6, 4653, 4501),
-}
+def _written_keys(root: Path, n_corpora: int) -> list[str] | None:
+    """The keys `write_grid` wrote for `n_corpora` corpora, when every entry is complete (planning
+    5,000 runs again only to find them costs minutes); None otherwise."""
+    from rbplab.store.cache.entry import CacheEntry
+
+    listed = root / "keys.txt"
+    keys = listed.read_text().split() if listed.is_file() else []
+    if len(keys) != 30 * n_corpora or not all(CacheEntry.open(k, root / "cache").is_complete() for k in keys):
+        return None
+    return keys
 
 
-def run_grid(root: Path, entries: list[int], n_tokens: int, compare_max: int) -> None:
+def keep_row_files(cache: Path, keys: list[str], pristine: Path) -> None:
+    """Keep in `pristine` the row file of every entry of `keys`, as `CacheEntry.finalize` writes it
+    when the entry completes (from the index, which may have merged them since)."""
+    from rbplab.store.cache import index
+
+    pristine.mkdir(parents=True)
+    rows = index.CacheIndex(cache).rows
+    for key in keys:
+        row = rows[key][0]
+        (pristine / row.file_name).write_bytes(index._encode([row], merged=False))
+
+
+# Issue 56's figures for load_study(entries=...) at 5,000 entries of 100,000 tokens (0.23 MB summaries),
+# the targets for both ways, and what load_study of a grid did then (every summary read whole).
+ISSUE_56 = "entries= at 5,000: 10.3 s cold, 6.1 s warm, 242 MB; targets: <= 30 s cold, <= 3 s warm, <= 1 GB"
+
+
+def run_grid(root: Path, corpora: list[int], docs_per_corpus: int, compare_max: int) -> None:
     import shutil
 
     from rbplab.store.cache import index
     from rbplab.store.cache.layout import SUMMARY_FILE
 
     clock = time.perf_counter()
-    keys = write_grid(root, max(entries), n_tokens)
-    print(f"wrote/kept {len(keys)} entries of {n_tokens:,} tokens in {time.perf_counter() - clock:.0f} s")
-    sizes = [(root / k[:2] / k / SUMMARY_FILE).stat().st_size for k in keys]
-    print(f"summary size per entry: median {np.median(sizes) / 1e6:.3f} MB, max {max(sizes) / 1e6:.3f} MB")
-    # "cold": the index as the workers that completed the entries leave it (one row file per entry,
-    # nothing merged), restored before each cold open; "warm": a second open in a new process.
-    folder = index.index_dir(root)
+    keys = _written_keys(root, max(corpora)) or write_grid(root, max(corpora), docs_per_corpus)
+    took = time.perf_counter() - clock
+    print(f"wrote/kept {len(keys)} entries ({max(corpora)} corpora x 30 checkpoints) in {took:.0f} s")
+    cache = root / "cache"
+    sizes = [(cache / k[:2] / k / SUMMARY_FILE).stat().st_size for k in keys]
+    print(f"summary size per entry: median {np.median(sizes) / 1e3:.1f} kB, max {max(sizes) / 1e3:.1f} kB")
+    # "cold": the index as the writers of the entries left it (one row file per entry, nothing
+    # merged), restored before each cold open; "warm": a second open, in a new process.
+    folder = index.index_dir(cache)
     pristine = root / "index-rows-as-written"
-    clock = time.perf_counter()
-    added = backfill_rows(root, keys, pristine)
-    print(f"index row files kept for the cold opens: {added} added ({time.perf_counter() - clock:.0f} s)")
-    print("open s: load_study(entries=...) of the first N entries, each in a new process; cold: the index as")
-    print("the entries' writers left it (a row file per entry; merged by this open); warm: a second open;")
-    print("summaries: each summary read whole (the path before the index), only up to --compare-max entries;")
-    print("before: issue 52's table (main at 797a97e, quiet machine).")
+    if not pristine.is_dir():
+        keep_row_files(cache, keys, pristine)
+    print(ISSUE_56)
+    print(
+        'grid: load_study(Grid.read(study file)) (families = ["micro"], revisions = "log:5", N/30 corpora);'
+    )
+    print("entries: load_study(entries=keys) of the same entries; summaries: each summary read whole (the")
+    print("grid's way before issue 56), up to --compare-max entries. Each open in a new process; cold: the")
+    print("index as the entries' writers left it (a row file per entry; merged by this open); warm: a")
+    print("second open.")
     print("RSS: MB above the baseline after the imports, after the open and at the peak (after ksweep).")
     print("Seconds are wall-clock; CPU s: this process's CPU time (other jobs on the machine add none).")
-    head = f"{'entries':>8}{'variant':>11}{'open s':>8}{'before s':>9}{'RSS open':>9}{'peak':>7}{'before':>7}"
+    head = f"{'entries':>8}{'variant':>15}{'open s':>8}{'RSS open':>9}{'peak':>7}"
     print(head + f"{'fit_table s':>12}{'ksweep s':>9}{'CPU s: open':>12}{'fit+sweep':>10}")
-    for n in entries:
+    for n in sorted(corpora):
         rows = {}
-        shutil.rmtree(folder, ignore_errors=True)
-        shutil.copytree(pristine, folder)
-        rows["cold"] = _child(["_grid", str(root), str(n_tokens), str(n), "index"])
-        rows["warm"] = _child(["_grid", str(root), str(n_tokens), str(n), "index"])
-        if n <= compare_max:
-            rows["summaries"] = _child(["_grid", str(root), str(n_tokens), str(n), "summaries"])
-        before = BASELINE.get(n)
+        for way in ("grid", "entries"):
+            shutil.rmtree(folder, ignore_errors=True)
+            shutil.copytree(pristine, folder)
+            rows[f"{way} cold"] = _child(["_grid", str(root), str(n), way])
+            rows[f"{way} warm"] = _child(["_grid", str(root), str(n), way])
+        if 30 * n <= compare_max:
+            rows["summaries"] = _child(["_grid", str(root), str(n), "summaries"])
         for variant, row in rows.items():
-            was = f"{before[0]:>9.1f}" if before and variant != "warm" else f"{'':>9}"
-            was_mb = f"{before[2]:>7}" if before and variant != "warm" else f"{'':>7}"
             peak = row["peak_mb"] - row["base_mb"]
             print(
-                f"{n:>8}{variant:>11}{row['seconds']:>8.1f}{was}{row['open_mb']:>9.0f}{peak:>7.0f}{was_mb}"
+                f"{row['runs']:>8}{variant:>15}{row['seconds']:>8.1f}{row['open_mb']:>9.0f}{peak:>7.0f}"
                 f"{row['fit_table']:>12.2f}{row['ksweep']:>9.2f}{row['open_cpu']:>12.1f}{row['analysis_cpu']:>10.1f}"
             )
         load = " / ".join(f"{v:.1f}" for v in os.getloadavg())
         print(f"{'':>8}load average (1, 5, 15 min) after these runs: {load}")
-        same = len({row["digest"] for row in rows.values()}) == 1
-        print(f"{'':>8}fit_table and ksweep identical in every variant: {same}")
+        same = len({json.dumps(row["digests"], sort_keys=True) for row in rows.values()}) == 1
+        print(f"{'':>8}points, fit_table and ksweep identical in every variant: {same}")
     shutil.rmtree(folder, ignore_errors=True)
     shutil.copytree(pristine, folder)
 
@@ -349,7 +395,7 @@ def main() -> None:
         print(json.dumps(demo_variant(sys.argv[2], sys.argv[3])))
         return
     if len(sys.argv) > 1 and sys.argv[1] == "_grid":
-        print(json.dumps(grid_variant(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])))
+        print(json.dumps(grid_variant(sys.argv[2], int(sys.argv[3]), sys.argv[4])))
         return
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -359,16 +405,18 @@ def main() -> None:
     demo.add_argument("--cache", required=True)
     grid = sub.add_parser("grid")
     grid.add_argument("--dir", required=True, type=Path)
-    grid.add_argument("--entries", nargs="+", type=int, default=[100, 300, 1000])
-    grid.add_argument("--tokens", type=int, default=1_000_000)
     grid.add_argument(
-        "--compare-max", type=int, default=1000, help="open without the index up to this many entries"
+        "--corpora", nargs="+", type=int, default=[10, 34], help="open the first N corpora (30 N entries)"
+    )
+    grid.add_argument("--docs", type=int, default=32, help="documents of 1,500 characters per corpus")
+    grid.add_argument(
+        "--compare-max", type=int, default=1000, help="read every summary whole up to this many entries"
     )
     args = parser.parse_args()
     if args.what == "demo":
         run_demo(args.cache)
     else:
-        run_grid(args.dir, sorted(args.entries), args.tokens, args.compare_max)
+        run_grid(args.dir, sorted(args.corpora), args.docs, args.compare_max)
 
 
 if __name__ == "__main__":

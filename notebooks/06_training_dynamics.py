@@ -30,7 +30,7 @@ from typing import Optional
 from rbplab import report
 from rbplab.analysis import data_scaling
 from rbplab.report import cached_checkpoints
-from rbplab.study.study import default_corpora
+from rbplab.study.loading import default_corpora
 from rbplab.viz import headlines, plots
 from rbplab.viz.parameters import NotebookParameters, typed_parameters
 from rbplab.viz.readable import readable

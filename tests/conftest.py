@@ -194,7 +194,7 @@ def micro_wide_report_template(micro_cache_wide_template, tmp_path_factory) -> P
     corpora: notebook 06 falls back to its known law), as `_report_once` writes it. Read-only."""
     from helpers.explorer_clicks import EXPLORER_NOTEBOOKS
 
-    from rbplab.study.study import default_corpora
+    from rbplab.study.loading import default_corpora
 
     corpora = default_corpora()
     return _report_once(
@@ -225,7 +225,7 @@ def demo_checkpoints_template(tmp_path_factory):
     from rbplab.catalog import registry
     from rbplab.cli.demo import score_checkpoints
     from rbplab.core.settings import ExtractionSettings
-    from rbplab.study.study import default_corpora
+    from rbplab.study.loading import default_corpora
 
     def build(folder: Path):
         cache = folder / "cache"

@@ -10,7 +10,8 @@ import importlib
 import pytest
 
 DOCUMENTED = {
-    "rbplab.study.study": ["synthetic_study", "Study.points"],
+    "rbplab.study.study": ["Study.points"],
+    "rbplab.study.synthetic": ["synthetic_study"],
     "rbplab.study.size": ["fits", "bands", "ksweep"],
     "rbplab.study.emergence": ["table"],
     "rbplab.study.distribution": ["lognormal"],

@@ -5,7 +5,7 @@ largest k and CE, each fitted with one bootstrap (`data_scaling.bootstrap_joint`
 table, the frontier comparison and the iso-loss surface all read.
 
 `joint_laws(table, ks)` takes a checkpoint table (`rbplab.study.training.table` or
-`rbplab.study.study.synthetic_training_table`); `rbplab.study.training.joint_laws` passes the
+`rbplab.study.synthetic.synthetic_training_table`); `rbplab.study.training.joint_laws` passes the
 study's paired document replicates too, so every replicate resamples checkpoints and documents
 together.
 """

@@ -23,7 +23,7 @@ from rbplab.runner import run_study
 from rbplab.runner.costs import CostTotals, estimate_costs
 from rbplab.store.files import cache_root
 from rbplab.study import distribution, load_study, size
-from rbplab.study.study import default_corpora
+from rbplab.study.loading import default_corpora
 from rbplab.viz.readable import text
 
 DEMO_KS = (1, 10, 100)

@@ -55,7 +55,7 @@ def run_extract(args: argparse.Namespace) -> int:
 
 def recorded_hits(grid, root) -> list[tuple] | None:
     """(model, corpus, tokens, True, key, path) of every run of `grid`, models outer as `extract`
-    runs them, when the lookup `rbplab fit` makes (`rbplab.study.study.resolve_entries`: plan
+    runs them, when the lookup `rbplab fit` makes (`rbplab.study.lookup.resolve_entries`: plan
     records, any shard size when none is asked) finds each complete, its manifest passing its
     rules, its shard files all on disk at their recorded sizes, and its shards holding the rows
     its plan record says the corpus gives (what a cache hit checks, the count from the record an
@@ -65,7 +65,7 @@ def recorded_hits(grid, root) -> list[tuple] | None:
     from rbplab.catalog.corpora import LazyCorpus
     from rbplab.extraction.fingerprints import known_plan
     from rbplab.store.cache.reading import CacheError
-    from rbplab.study.study import resolve_entries
+    from rbplab.study.lookup import resolve_entries
 
     hits = []
     for resolved in resolve_entries(grid, root, outer="model"):

@@ -31,6 +31,7 @@ The output head is not in the key: both heads give counts equal to float64's
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields, replace
@@ -41,14 +42,18 @@ from rbplab.core.errors import InvalidArgumentError, RbplabError
 
 
 def installed_versions(packages: Iterable[str]) -> dict[str, str | None]:
-    """Each package's installed version, None for one that is not installed."""
-    versions: dict[str, str | None] = {}
-    for package in packages:
-        try:
-            versions[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            versions[package] = None
-    return versions
+    """Each package's installed version, None for one that is not installed (read once per process:
+    the modules a process imported keep their version, whatever is installed meanwhile)."""
+    return {package: _version(package) for package in packages}
+
+
+@functools.cache
+def _version(package: str) -> str | None:
+    # Reading a package's metadata parses its METADATA file: ~10 ms, once per plan lookup of a grid.
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
 
 
 BOS_CHOICES = ("auto", "always", "never")

@@ -131,7 +131,7 @@ def run_report(
         # unreachable hub or an unknown dataset is one error, not a failed notebook and the rest.
         resolved(lambda: analysed.opened)
     if not extract and not synthetic and reads_grid(paths, analysed.path is not None):
-        from rbplab.study.study import absent_runs
+        from rbplab.study.lookup import absent_runs
 
         absent = absent_runs(analysed, cache_dir)
         if absent is not None:

@@ -26,7 +26,9 @@ from rbplab.analysis.data_scaling import joint_laws as fit_joint_laws
 from rbplab.core.errors import InvalidArgumentError
 from rbplab.core.runs import model_of_label
 from rbplab.grid import Grid
-from rbplab.study.study import Study, load_study, synthetic_training_table
+from rbplab.study.loading import load_study
+from rbplab.study.study import Study
+from rbplab.study.synthetic import synthetic_training_table
 
 
 def table(study: Study, ks: Iterable[int] | int = (1, 10, 100)) -> pd.DataFrame:
@@ -109,7 +111,7 @@ class Training:
             return None
         return (
             "SYNTHETIC DATA: this notebook analyses checkpoints drawn from a known law "
-            f"(rbplab.study.study.synthetic_training_table) because {self.synthetic_reason}. The "
+            f"(rbplab.study.synthetic.synthetic_training_table) because {self.synthetic_reason}. The "
             "fits below should recover that law; they say nothing about real models."
         )
 

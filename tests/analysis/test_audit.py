@@ -13,7 +13,7 @@ from rbplab.analysis import fit
 from rbplab.core import TokenStats
 from rbplab.core.runs import Run
 from rbplab.study import Study, decomposition
-from rbplab.study.study import synthetic_study
+from rbplab.study.synthetic import synthetic_study
 
 SIZES = np.array([1e6, 3e6, 1e7, 3e7, 1e8, 3e8, 1e9])
 

@@ -20,7 +20,7 @@ from rbplab.grid import Grid
 from rbplab.store.cache.admin import list_entries
 from rbplab.store.cache.entry import CacheEntry
 from rbplab.study import decomposition, load_study
-from rbplab.study.study import synthetic_study
+from rbplab.study.synthetic import synthetic_study
 
 TIES = ("pessimistic", "optimistic", "expected")
 MICRO = ["micro-1-25K", "micro-3-200K", "micro-5-1.2M"]

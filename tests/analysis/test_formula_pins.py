@@ -22,7 +22,7 @@ from rbplab.analysis.metrics import bootstrap_weights
 from rbplab.core.runs import Run
 from rbplab.core.stats import TokenStats, summary_ks
 from rbplab.study import emergence
-from rbplab.study.study import synthetic_study
+from rbplab.study.synthetic import synthetic_study
 
 # ---- percentile levels of bootstrap_fits --------------------------------------------------------
 # Three models share N_DOCS documents of four tokens. The two larger models get the same share of

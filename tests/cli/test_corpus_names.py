@@ -28,7 +28,7 @@ def no_cache_lookup(monkeypatch):
     from rbplab.store import files
     from rbplab.store.cache import layout
 
-    for name in ("rbplab.study.study", "rbplab.extraction.fingerprints", "rbplab.store.cache.admin"):
+    for name in ("rbplab.study.lookup", "rbplab.extraction.fingerprints", "rbplab.store.cache.admin"):
         importlib.import_module(name)  # bound to the real functions before any is replaced
 
     def looked(*args, **kwargs):

@@ -12,7 +12,7 @@ import rbplab
 from rbplab.cli import app as cli
 from rbplab.grid import Grid
 from rbplab.study import MissingRunsError
-from rbplab.study.study import absent_runs, resolve_entries
+from rbplab.study.lookup import absent_runs, resolve_entries
 
 MODELS = ["micro-1-25K", "micro-2-85K"]
 MAX_TOKENS = 3000

@@ -14,7 +14,7 @@ from rbplab import RbplabError
 from rbplab.cli import app as cli
 from rbplab.core.settings import ExtractionSettings
 from rbplab.study import size
-from rbplab.study.study import synthetic_study
+from rbplab.study.synthetic import synthetic_study
 
 # modules whose import needs torch/transformers (seconds) or an optional extra
 HEAVY = ("rbplab.extraction.sources", "rbplab.extraction.pipeline", "rbplab.extraction.ranks")

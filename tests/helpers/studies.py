@@ -62,7 +62,7 @@ MICRO_CHECKPOINTS = {**MICRO_FINALS, "corpora": ["prose"], "revisions": "log:3"}
 def wide_tables() -> tuple[dict, dict]:
     """The final models on every bundled corpus and 3 checkpoints per size on both of
     `MICRO_TWO_CORPORA` (a superset of `MICRO_FINALS` and `MICRO_CHECKPOINTS`)."""
-    from rbplab.study.study import default_corpora
+    from rbplab.study.loading import default_corpora
 
     finals = {**MICRO_FINALS, "corpora": default_corpora()}
     return finals, {**finals, "corpora": MICRO_TWO_CORPORA, "revisions": "log:3"}

@@ -374,7 +374,7 @@ def test_unresolvable_grid_fails_once_before_any_notebook(tmp_path: Path) -> Non
 def test_missing_runs_are_refused_before_any_notebook(tmp_path: Path) -> None:
     """A notebook that reads the grid from the cache (it declares `extract`) on an empty cache:
     one MissingRunsError naming the runs, nothing executed; the fix reads as the caller says it."""
-    from rbplab.study.study import MissingRunsError
+    from rbplab.study.lookup import MissingRunsError
 
     src = tmp_path / "src"
     src.mkdir()

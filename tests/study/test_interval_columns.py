@@ -12,7 +12,7 @@ import pytest
 from rbplab.analysis import metrics
 from rbplab.study import decomposition, distribution, emergence, size
 from rbplab.study.results import RESULTS_VERSION, ResultsError, load_results, save_results
-from rbplab.study.study import synthetic_study
+from rbplab.study.synthetic import synthetic_study
 from rbplab.study.training import open_training
 
 OLD_SPELLING = re.compile(r"(_ci_low|_ci_high|_lo|_hi)$|^(lo|hi|ci_low|ci_high)$")

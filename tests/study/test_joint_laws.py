@@ -11,7 +11,7 @@ import pytest
 from rbplab.analysis import data_scaling
 from rbplab.analysis.data_scaling import CorpusLaws, JointLawFit, JointLaws
 from rbplab.catalog.registry import family_models
-from rbplab.study.study import CE_LAW, rbp_law, synthetic_training_table
+from rbplab.study.synthetic import CE_LAW, rbp_law, synthetic_training_table
 from rbplab.study.training import open_training
 
 

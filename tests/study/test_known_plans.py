@@ -155,7 +155,7 @@ def test_only_the_runs_without_a_record_are_planned(setup, monkeypatch):
     """resolve_entries finds each run through its plan record where one holds and plans the others
     (each model described once): one lost record costs one model's planning, not the grid's."""
     from rbplab.extraction import plan as planning
-    from rbplab.study.study import resolve_entries
+    from rbplab.study.lookup import resolve_entries
 
     models, corpus, cache = setup
     grid = Grid.from_names(models, corpus, **SETTINGS)

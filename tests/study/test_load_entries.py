@@ -96,3 +96,30 @@ def test_one_run_in_two_entries_names_them_and_how_to_select(in_cache):
         scope,
     )
     assert sorted(r.model for r in scope["study"].runs) == ["tiny-1@step-10", "tiny-1@step-40"]
+
+
+def test_a_grid_and_its_entries_open_one_way_to_the_same_tables(in_cache):
+    """`load_study(grid)` and `load_study(entries=...)` of the same entries take one path: every run
+    is the entry's index row (the summary unread), and every table is the same, number for number;
+    only the family differs (a key alone says "custom")."""
+    from rbplab.store.cache.index import IndexedSummary
+    from rbplab.store.files import cache_root
+
+    entries, _ = in_cache
+    docs = cache_root().parent / "docs.jsonl"
+    by_grid = load_study(Grid.from_names("tiny", [str(docs)], revisions="log:2", context_length=32))
+    by_keys = load_study(entries=entries[entries["max_tokens"].isna()]["key"])
+    for study in (by_grid, by_keys):
+        assert all(isinstance(r.stats, IndexedSummary) for r in study.runs)
+    assert [r.family for r in by_grid.runs] == ["tiny", "tiny"]
+    assert [r.family for r in by_keys.runs] == ["custom", "custom"]
+    row = by_keys.runs[0].stats.row
+    off_grid = next(k for k in range(1, row.vocab_size) if k not in set(row.ks.tolist()))
+    ks = [1, off_grid, row.vocab_size]  # on the index row's k grid, off it (from the rank pairs), |V|
+
+    def numbers(table: pd.DataFrame) -> pd.DataFrame:
+        ordered = table.drop(columns="family").sort_values(["model", *(["k"] if "k" in table else [])])
+        return ordered.reset_index(drop=True)
+
+    for made in (lambda s: s.points(ks), lambda s: s.run_table(), lambda s: training.table(s, ks[:2])):
+        pd.testing.assert_frame_equal(numbers(made(by_grid)), numbers(made(by_keys)))

@@ -228,7 +228,7 @@ def test_load_study_reads_through_the_extraction_cache(
 
 def test_synthetic_generator_is_the_packages_own_lognormal():
     from rbplab.analysis.lognormal import fit_lognormal
-    from rbplab.study.study import synthetic_study
+    from rbplab.study.synthetic import synthetic_study
 
     study = synthetic_study(corpora=("synthetic-a",), n_tokens=40_000)
     fits = [fit_lognormal(r.stats).params for r in study.runs]

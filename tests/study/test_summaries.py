@@ -30,7 +30,7 @@ from rbplab.store.cache.layout import SUMMARY_FILE
 from rbplab.store.cache.reading import SummaryError, parse_summary, summary_bytes
 from rbplab.study import Study, distribution, load_study, size
 from rbplab.study import emergence as study_emergence
-from rbplab.study.study import MissingRunsError, resolve_entries
+from rbplab.study.lookup import MissingRunsError, resolve_entries
 
 MICRO = ["micro-1-25K", "micro-3-200K", "micro-5-1.2M"]
 SETTINGS = {"max_tokens": 6000, "shard_tokens": 2048, "context_length": 256}
@@ -235,6 +235,9 @@ def _tampered_cases(a: CacheEntry, b: CacheEntry):
 
 
 def test_damaged_foreign_or_tampered_summaries_are_refused_and_derived_again(micro_cache, tmp_path) -> None:
+    """A summary whose bytes are not those its manifest records is refused where it is read: at the
+    open, when the index row no longer matches the manifest, else when an analysis first needs
+    more than the row (the rank pairs); derived again from the shards then, and stored."""
     root = _copy_cache(micro_cache, tmp_path / "cache")
     a, b = _entries(root)[:2]
     truth = size.fit_table(
@@ -251,6 +254,8 @@ def test_damaged_foreign_or_tampered_summaries_are_refused_and_derived_again(mic
         assert len(problems) == 1 and reason in problems[0], (what, problems)
         with pytest.warns(UserWarning, match=reason):
             study = load_study(Grid.from_names("micro", "humaneval", SETTINGS, models=MICRO), cache_dir=root)
+            for run in study.runs:
+                assert run.stats.pairs.count.sum() == run.n_tokens  # each summary read whole
         _assert_frames(size.fit_table(study, [1, 10]), truth)
         assert a.problems() == [], what  # derived again and stored
 

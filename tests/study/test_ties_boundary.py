@@ -12,7 +12,7 @@ from rbplab.analysis import decomposition, emergence, fit, lognormal, metrics
 from rbplab.core.errors import RbplabError
 from rbplab.core.stats import check_ties
 from rbplab.study import decomposition as study_decomposition
-from rbplab.study.study import synthetic_study
+from rbplab.study.synthetic import synthetic_study
 
 BAD = "random"
 MESSAGE = r"^ties must be one of \('pessimistic', 'optimistic', 'expected'\), got 'random'$"

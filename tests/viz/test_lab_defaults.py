@@ -16,7 +16,7 @@ from rbplab.catalog.registry import schedule_of
 from rbplab.cli.demo import DEMO_REVISIONS
 from rbplab.report.execution import execute_notebook
 from rbplab.store.paths import notebooks_dir
-from rbplab.study.study import default_corpora
+from rbplab.study.loading import default_corpora
 
 NOTEBOOK = "06_training_dynamics"
 

@@ -11,7 +11,7 @@ import plotly.io as pio
 import pytest
 
 from rbplab.analysis import data_scaling
-from rbplab.study.study import synthetic_training_table
+from rbplab.study.synthetic import synthetic_training_table
 from rbplab.viz import plots
 from rbplab.viz.layout import untemplated
 from rbplab.viz.plots.training import move_step

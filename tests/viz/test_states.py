@@ -181,7 +181,7 @@ def test_control_values_and_labels_must_match() -> None:
 def test_training_explorer_step_and_k_are_the_live_views_states() -> None:
     """Notebook 06's view: the step slider's frames and the k menu's states are what the live
     view draws; corpus and loss stay as the view has them and the note names them."""
-    from rbplab.study.study import synthetic_training_table
+    from rbplab.study.synthetic import synthetic_training_table
 
     view = widgets.TrainingView(synthetic_training_table(ks=(1, 100)), k=1, live=False)
     explorer = view.explorer()
@@ -367,7 +367,7 @@ def test_thinning_keeps_an_even_grid_that_holds_the_current_value_as_it_is() -> 
 def test_every_explorer_control_is_named_as_its_live_widget(study: Study) -> None:
     """One name per control: the explorer's sliders, menus and note call a control what the
     lab's widget calls it (03's N slider was "n" in the report, 06's loss menu "quantity")."""
-    from rbplab.study.study import synthetic_training_table
+    from rbplab.study.synthetic import synthetic_training_table
 
     views = [
         widgets.ScalingView(study, live=False),

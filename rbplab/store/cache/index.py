@@ -344,16 +344,19 @@ def merge(
             return False
         fresh = CacheIndex(root)  # rows written since `index` was read are kept too
         rows = dict(checked)
-        others: list[IndexRow] = []
+        others: dict[str, list[IndexRow]] = {}  # by key: a row is compared with its entry's only
         for source in (index, fresh):
             for key, found in source.rows.items():
                 if key in rows or (keep is not None and not keep(key)):
                     continue
-                others += [r for r in found if not any(r.same(o) for o in others)]
+                kept = others.setdefault(key, [])
+                kept += [r for r in found if not any(r.same(o) for o in kept)]
         folder = index_dir(root)
         ensure_real_dir(folder.parent, "the index folder")
         ensure_real_dir(folder, "the index folder")
-        atomic_write(folder / MERGED_FILE, _encode([*rows.values(), *others]))
+        atomic_write(
+            folder / MERGED_FILE, _encode([*rows.values(), *(r for kept in others.values() for r in kept)])
+        )
         for name in sorted(set(index.row_files) | set(fresh.row_files)):
             with contextlib.suppress(OSError):
                 (folder / name).unlink()

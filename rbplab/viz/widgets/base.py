@@ -222,7 +222,7 @@ class View(FigureView):
 
     def __init__(self, study: Study, family: str | None = None, live: bool | None = None) -> None:
         if not isinstance(study, Study):
-            raise InvalidTypeError(f"a view needs a rbplab.study.study.Study, got {type(study).__name__}")
+            raise InvalidTypeError(f"a view needs a rbplab.study.Study, got {type(study).__name__}")
         self.full_study = study
         options = ([ALL_FAMILIES] if len(study.families) > 1 else []) + study.families
         value = family or options[0]

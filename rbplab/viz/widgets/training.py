@@ -33,7 +33,7 @@ class TrainingView(FigureView):
     against S at one checkpoint, with sliders for k and the training step that redraw in place.
 
     Takes a tidy checkpoint table (`rbplab.study.training.table(study, ks)` or
-    `rbplab.study.study.synthetic_training_table`): the k slider offers the table's ks, the
+    `rbplab.study.synthetic.synthetic_training_table`): the k slider offers the table's ks, the
     step slider its steps; `quantity` "rbp" or "ce"."""
 
     def __init__(
