@@ -128,36 +128,21 @@ def axis_refs(index: int) -> tuple[str, str]:
     return f"x{suffix}", f"y{suffix} domain"
 
 
-def vline(index: int, x: float, colour: str = "grey", dash: str = "dot", width: float = 1) -> dict:
-    """A vertical line over the full height of panel `index` (1-based, row-major)."""
+def _panel_span(index: int, kind: str, x0: float, x1: float, **style: Any) -> dict:
+    """A shape of `kind` ("line", "rect") from x0 to x1 over the full height of panel `index`
+    (1-based, row-major), drawn with `style` (line, fillcolor, layer)."""
     xref, yref = axis_refs(index)
-    return {
-        "type": "line",
-        "xref": xref,
-        "yref": yref,
-        "x0": x,
-        "x1": x,
-        "y0": 0,
-        "y1": 1,
-        "line": {"color": colour, "dash": dash, "width": width},
-    }
+    return {"type": kind, "xref": xref, "yref": yref, "x0": x0, "x1": x1, "y0": 0, "y1": 1, **style}
+
+
+def vline(index: int, x: float, colour: str = "grey", dash: str = "dot", width: float = 1) -> dict:
+    """A vertical line over the full height of panel `index`."""
+    return _panel_span(index, "line", x, x, line={"color": colour, "dash": dash, "width": width})
 
 
 def vrect(index: int, x0: float, x1: float, colour: str) -> dict:
     """A shaded band over the full height of panel `index`, below the data."""
-    xref, yref = axis_refs(index)
-    return {
-        "type": "rect",
-        "xref": xref,
-        "yref": yref,
-        "x0": x0,
-        "x1": x1,
-        "y0": 0,
-        "y1": 1,
-        "fillcolor": colour,
-        "line": {"width": 0},
-        "layer": "below",
-    }
+    return _panel_span(index, "rect", x0, x1, fillcolor=colour, line={"width": 0}, layer="below")
 
 
 # Empty grids by their arguments and the default template: make_subplots takes ~11 ms, a copy of
