@@ -13,6 +13,7 @@ from rbplab.viz.plots.traces import (
     S_TITLE,
     add_pending,
     grid_note,
+    marked_line_trace,
     require_columns,
     subplots,
 )
@@ -31,24 +32,13 @@ def decomposition_vs_size(dec: pd.DataFrame, *, title: str | None = None) -> go.
         sel = dec[dec["corpus"] == corpus].sort_values("S")
         name = f"{corpus} ({size(sel['n_tokens'].iloc[0])} tokens)"
         for col, term in enumerate(DECOMPOSITION_TITLES, start=1):
-            pending.append(
-                (
-                    go.Scatter(
-                        x=sel["S"],
-                        y=sel[term],
-                        mode="lines+markers",
-                        line={"color": categorical(i)},
-                        name=name,
-                        legendgroup=str(corpus),
-                        showlegend=col == 1,
-                        text=sel.get("model"),
-                        hovertemplate="%{text}<br>S=%{x:.3s}<br>%{y:.4f} nats<extra></extra>",
-                        meta=term,
-                    ),
-                    1,
-                    col,
-                )
+            line = marked_line_trace(sel["S"], sel[term], categorical(i), name, str(corpus), term)
+            line.update(
+                showlegend=col == 1,
+                text=sel.get("model"),
+                hovertemplate="%{text}<br>S=%{x:.3s}<br>%{y:.4f} nats<extra></extra>",
             )
+            pending.append((line, 1, col))
     add_pending(fig, pending)
     fig.update_xaxes(type="log")
     for col in range(1, 4):

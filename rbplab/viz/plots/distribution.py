@@ -15,6 +15,7 @@ from rbplab.viz.plots.traces import (
     error_bars,
     grid_note,
     line_trace,
+    marked_line_trace,
     marker_trace,
     probability_axis,
     require_columns,
@@ -78,24 +79,13 @@ def lognormal_params(params: pd.DataFrame, *, title: str | None = None) -> go.Fi
     for i, corpus in enumerate(dict.fromkeys(params["corpus"])):
         sel = params[params["corpus"] == corpus].sort_values("S")
         for col, name in enumerate(PARAMETER_TITLES, start=1):
-            pending.append(
-                (
-                    go.Scatter(
-                        x=sel["S"],
-                        y=sel[name],
-                        mode="lines+markers",
-                        line={"color": categorical(i)},
-                        error_y=error_bars(sel, name, f"{name}_low", f"{name}_high"),
-                        name=str(corpus),
-                        legendgroup=str(corpus),
-                        showlegend=col == 1,
-                        text=sel.get("model"),
-                        meta=name,
-                    ),
-                    1,
-                    col,
-                )
+            line = marked_line_trace(sel["S"], sel[name], categorical(i), str(corpus), str(corpus), name)
+            line.update(
+                error_y=error_bars(sel, name, f"{name}_low", f"{name}_high"),
+                showlegend=col == 1,
+                text=sel.get("model"),
             )
+            pending.append((line, 1, col))
     add_pending(fig, pending)
     fig.update_xaxes(type="log")
     for col, name in enumerate(PARAMETER_TITLES, start=1):

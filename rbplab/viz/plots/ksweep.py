@@ -14,6 +14,7 @@ from rbplab.viz.plots.traces import (
     band_trace,
     format_k,
     grid_note,
+    marked_line_trace,
     probability_axis,
     require_columns,
     subplots,
@@ -98,22 +99,7 @@ def ksweep(
             label = (
                 f"{name} at k={format_k(row['k'])}: α = {with_interval(row, 'alpha')}, R² = {row['r2']:.3f}"
             )
-        pending.append(
-            (
-                go.Scatter(
-                    x=sel["k"],
-                    y=sel["r2"],
-                    mode="lines+markers",
-                    marker={"size": 4},
-                    line={"color": colour},
-                    name=label,
-                    legendgroup=name,
-                    meta="r2",
-                ),
-                1,
-                1,
-            )
-        )
+        pending.append((marked_line_trace(sel["k"], sel["r2"], colour, label, name, "r2", size=4), 1, 1))
         if {"alpha_low", "alpha_high"} <= set(sel.columns) and sel["alpha_low"].notna().any():
             # The interval as a faint band: error bars of several curves over 30+ ks overprint.
             ok = sel[sel["alpha_low"].notna() & sel["alpha_high"].notna()]
@@ -121,27 +107,15 @@ def ksweep(
                 ok["k"], ok["alpha_low"], ok["alpha_high"], colour, f"{name} interval", name, "alpha interval"
             )
             pending.append((band, 1, 2))
-        pending.append(
-            (
-                go.Scatter(
-                    x=sel["k"],
-                    y=sel["alpha"],
-                    mode="lines+markers",
-                    marker={"size": 4},
-                    line={"color": colour},
-                    name=name,
-                    legendgroup=name,
-                    showlegend=False,
-                    customdata=sel[["alpha_low", "alpha_high"]] if "alpha_low" in sel.columns else None,
-                    hovertemplate="k=%{x}<br>α=%{y:.4f}"
-                    + (" [%{customdata[0]:.4f}, %{customdata[1]:.4f}]" if "alpha_low" in sel.columns else "")
-                    + "<extra>%{fullData.name}</extra>",
-                    meta="alpha",
-                ),
-                1,
-                2,
-            )
+        alpha = marked_line_trace(sel["k"], sel["alpha"], colour, name, name, "alpha", size=4)
+        alpha.update(
+            showlegend=False,
+            customdata=sel[["alpha_low", "alpha_high"]] if "alpha_low" in sel.columns else None,
+            hovertemplate="k=%{x}<br>α=%{y:.4f}"
+            + (" [%{customdata[0]:.4f}, %{customdata[1]:.4f}]" if "alpha_low" in sel.columns else "")
+            + "<extra>%{fullData.name}</extra>",
         )
+        pending.append((alpha, 1, 2))
         if at is not None:
             for col, y in ((1, "r2"), (2, "alpha")):
                 pending.append(

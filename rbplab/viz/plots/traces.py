@@ -104,6 +104,24 @@ def line_trace(
     return go.Scatter(x=x, y=y, mode="lines", line=line, name=name, legendgroup=group, meta=meta)
 
 
+def marked_line_trace(
+    x: Any, y: Any, colour: str, name: str, group: str, meta: str, size: int | None = None
+) -> go.Scatter:
+    """A curve in `colour` through its points, marked (`size`, or plotly's default marker), in
+    legend group `group`."""
+    marker = {"size": size} if size else None
+    return go.Scatter(
+        x=x,
+        y=y,
+        mode="lines+markers",
+        line={"color": colour},
+        marker=marker,
+        name=name,
+        legendgroup=group,
+        meta=meta,
+    )
+
+
 def band_trace(x: Any, low: Any, high: Any, colour: str, name: str, group: str, meta: str) -> go.Scatter:
     """A faint filled interval between `low` and `high` over `x` (x sorted), kept out of the legend."""
     x, low, high = np.asarray(x), np.asarray(low), np.asarray(high)
