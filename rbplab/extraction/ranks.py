@@ -287,11 +287,10 @@ def rank_stats(
     logits = torch.empty(rows, vocab_size, dtype=torch.float32, device=device)
     work = torch.empty(block, vocab_size, dtype=torch.float32, device=device)
     h_pad = torch.zeros(rows, d, dtype=torch.float32, device=device)
-    settled_greater = torch.zeros(n, dtype=torch.int64, device=device)
-    settled_equal = torch.zeros_like(settled_greater)
     # A row whose states are not finite is refused below; its band would hold every logit.
     finite = torch.isfinite(reach)
-    settled_rows = settled_logits = 0
+    candidates: list[tuple[Tensor, Tensor, Tensor]] = []  # (row, column, computed logit)
+    settled_rows = 0
     w_t = weight.t()
     with torch.inference_mode(), pinned_precision():
         for start in range(0, n, rows):
@@ -311,14 +310,14 @@ def rank_stats(
                 )
                 if not softcap:
                     _nll_passes(z, None, work[: z.shape[0]], z_max[r], None, sum_exp[r])
-            # The band holds the target itself; a row with anything more is settled, one call per chunk.
+            # The band holds the target itself; a row with anything more has candidates, found
+            # while the chunk's logits exist and settled once per call.
             real = slice(start, start + m)
             flagged = (((at_least[real] - greater[real]) > 1) & finite[real]).nonzero()[:, 0]
             if flagged.numel():
-                settled_logits += _settle_band(
-                    logits[:m], flagged, h_pad[:m], fhead, t_all[real, 0], z_target[real],
-                    width[real], work, settled_greater[real], settled_equal[real],
-                )  # fmt: skip
+                candidates.append(
+                    _band_candidates(logits[:m], flagged, z_target[real], width[real], work, start)
+                )
                 settled_rows += flagged.numel()
             if softcap:
                 for b in range(0, m, block):
@@ -331,10 +330,12 @@ def rank_stats(
             raise _non_finite(bad, states, fhead, hidden.dtype)
         # nll = logsumexp(z) - z_t = (max - z_t) + log(sum exp(z - max)), once for all rows.
         nll = (z_max - z_nll)[:n, 0] + torch.log(sum_exp[:n])
+        n_greater = greater[:n].to(torch.int64)
+        n_equal = torch.ones(n, dtype=torch.int64, device=device)
+        settled_logits = _settle_band(candidates, states, fhead, targets, z_target[:n, 0], n_greater, n_equal)
     if tally is not None:
         tally.add(n, settled_rows, settled_logits)
-    n_greater = greater[:n].to(torch.int64) + settled_greater
-    return n_greater.to(torch.int32), (1 + settled_equal).to(torch.int32), nll
+    return n_greater.to(torch.int32), n_equal.to(torch.int32), nll
 
 
 def _head_product(h: Tensor, w_t: Tensor, bias: Tensor | None, out: Tensor, targets: Tensor) -> None:
@@ -347,50 +348,55 @@ def _head_product(h: Tensor, w_t: Tensor, bias: Tensor | None, out: Tensor, targ
         torch.addmm(bias, h, w_t, out=out)
 
 
-def _settle_band(logits, flagged, h, head, t, z_t, width, work, out_greater, out_equal) -> int:
-    """Settle a chunk's flagged rows: their band candidates (the target excluded) compared with
-    their target, the counts added into `out_*` (the chunk's rows). The rows are copied a block at
-    a time into `work`, which stays in cache. A candidate whose computed gap to z_t exceeds both
-    logits' own bounds (`exact.logit_margins`, per column) is decided by that gap; the rest by exact
-    sign (`exact.settle_pairs`). Returns how many candidates went to `settle_pairs`."""
+def _band_candidates(logits, flagged, z_t, width, work, offset) -> tuple[Tensor, Tensor, Tensor]:
+    """A chunk's band candidates: (row in the call, column, computed logit) of every logit of the
+    `flagged` rows (chunk-local) with z_t - W <= z <= z_t + W, the target among them. The rows are
+    copied a block at a time into `work`, which stays in cache."""
     lo, hi = z_t[flagged] - width[flagged], z_t[flagged] + width[flagged]
-    found_rows, found_cols, found_z = [], [], []
+    found = []
     for start in range(0, flagged.numel(), work.shape[0]):
         group = flagged[start : start + work.shape[0]]
         z = torch.index_select(logits, 0, group, out=work[: group.numel()])
         g = slice(start, start + group.numel())
         # The passes' own predicates on the same float32 values: z >= z_t - W and not z > z_t + W.
         rows, cols = ((z >= lo[g]) & (z <= hi[g])).nonzero(as_tuple=True)
-        found_rows.append(rows + start)
-        found_cols.append(cols)
-        found_z.append(z[rows, cols])
-    pair_rows, cols, z_v = torch.cat(found_rows), torch.cat(found_cols), torch.cat(found_z)
-    targets = t[flagged]
-    keep = cols != targets[pair_rows]
-    pair_rows, cols, z_v = pair_rows[keep], cols[keep], z_v[keep]
-    h_norm = torch.linalg.vector_norm(h[flagged].to(torch.float64), dim=1)[pair_rows]
+        found.append((group[rows] + offset, cols, z[rows, cols]))
+    return tuple(torch.cat(parts) for parts in zip(*found, strict=True))
+
+
+def _settle_band(candidates, states, head, targets, z_t, out_greater, out_equal) -> int:
+    """Settle the band candidates of a call (`_band_candidates` of each chunk) against their rows'
+    targets, adding to `out_*` [n]. A candidate whose computed gap to z_t exceeds both logits' own
+    bounds (`exact.logit_margins`, per column) is decided by that gap; the rest by exact sign
+    (`exact.settle_pairs`). Returns how many candidates went to `settle_pairs`."""
+    if not candidates:
+        return 0
+    rows, cols, z_v = (torch.cat(parts) for parts in zip(*candidates, strict=True))
+    t = targets[rows]
+    keep = cols != t
+    rows, cols, z_v, t = rows[keep], cols[keep], z_v[keep], t[keep]
+    h_norm = torch.linalg.vector_norm(states[rows].to(torch.float64), dim=1)
     col_norm = head.row_norms()
     if head.bias is None:
         b_v = b_t = 0.0
     else:
-        b_v, b_t = (
-            head.bias[cols].to(torch.float64).abs(),
-            head.bias[targets[pair_rows]].to(torch.float64).abs(),
-        )
-    d = h.shape[1]
+        b_v, b_t = head.bias[cols].to(torch.float64).abs(), head.bias[t].to(torch.float64).abs()
+    d = states.shape[1]
     allowed = logit_margins(h_norm, col_norm[cols], b_v, d, UNIT) + logit_margins(
-        h_norm, col_norm[targets[pair_rows]], b_t, d, UNIT
+        h_norm, col_norm[t], b_t, d, UNIT
     )
-    gap = z_v.to(torch.float64) - z_t[flagged][pair_rows, 0].to(torch.float64)
+    gap = z_v.to(torch.float64) - z_t[rows].to(torch.float64)
     decided = gap.abs() > allowed
-    above = (decided & (gap > 0)).to(torch.int64)
-    out_greater.index_add_(0, flagged, torch.zeros_like(flagged).index_add_(0, pair_rows, above))
-    pair_rows, cols = pair_rows[~decided], cols[~decided]
-    greater, equal = settle_pairs(
-        h[flagged], head.weight, head.bias, targets, pair_rows, cols, n=flagged.numel()
-    )
-    out_greater.index_add_(0, flagged, greater)
-    out_equal.index_add_(0, flagged, equal)
+    out_greater.index_add_(0, rows, (decided & (gap > 0)).to(torch.int64))
+    rows, cols = rows[~decided], cols[~decided]
+    if rows.numel():
+        # settle_pairs counts per row of what it is given: the call's rows that still have pairs.
+        unique, local = torch.unique(rows, return_inverse=True)
+        greater, equal = settle_pairs(
+            states[unique], head.weight, head.bias, targets[unique], local, cols, n=unique.numel()
+        )
+        out_greater.index_add_(0, unique, greater)
+        out_equal.index_add_(0, unique, equal)
     return int(cols.numel())
 
 
