@@ -18,6 +18,7 @@ from rbplab.viz.plots.traces import (
     error_bars,
     format_k,
     grid_note,
+    line_trace,
     require_columns,
     subplots,
     with_interval,
@@ -81,39 +82,15 @@ def rbp_vs_size(
                     b = bands[(bands["k"] == k) & (bands["corpus"] == corpus) & (bands["family"] == family)]
                     b = b.sort_values("S")
                     if len(b):
-                        pending.append(
-                            (
-                                band_trace(
-                                    b["S"],
-                                    b["fit_low"],
-                                    b["fit_high"],
-                                    colour,
-                                    f"{family} band",
-                                    f"{family}|{corpus}|{k}",
-                                    "band",
-                                ),
-                                r,
-                                c,
-                            )
+                        group = f"{family}|{corpus}|{k}"
+                        band = band_trace(
+                            b["S"], b["fit_low"], b["fit_high"], colour, f"{family} band", group, "band"
                         )
-                        pending.append(
-                            (
-                                go.Scatter(
-                                    x=b["S"],
-                                    y=b["fit"],
-                                    mode="lines",
-                                    line={"color": colour, "dash": "dash"},
-                                    # The name is for hovering: the legend has one entry for every
-                                    # dashed line, and each panel states its own fits as text.
-                                    name=_fit_label(fit_row, where) if fit_row is not None else where,
-                                    legendgroup=f"{family}|{corpus}|{k}",
-                                    showlegend=False,
-                                    meta="fit",
-                                ),
-                                r,
-                                c,
-                            )
-                        )
+                        # The name is for hovering: the legend has one entry for every dashed
+                        # line, and each panel states its own fits as text.
+                        name = _fit_label(fit_row, where) if fit_row is not None else where
+                        fit = line_trace(b["S"], b["fit"], colour, name, group, "fit", dash="dash")
+                        pending += [(band, r, c), (fit.update(showlegend=False), r, c)]
                         if fit_row is not None:
                             labels.setdefault((r, c), []).append((family, colour, fit_row))
                 error_y = error_bars(sel, "neg_log_rbp", "neg_log_rbp_low", "neg_log_rbp_high")

@@ -16,6 +16,7 @@ from rbplab.viz.plots.traces import (
     S_TITLE,
     add_pending,
     grid_note,
+    line_trace,
     require_columns,
     subplots,
     vline,
@@ -83,20 +84,9 @@ def training_dynamics(
         )
         if fitted:
             row = fits[fits["S"] == S].iloc[0]
+            name = f"{_size_label(S)}: β = {with_interval(row, 'beta')}, R² = {row['r2']:.3f}"
             pending.append(
-                (
-                    go.Scatter(
-                        x=curve["D"],
-                        y=curve["fitted"],
-                        mode="lines",
-                        line={"color": colour, "dash": "dash"},
-                        name=f"{_size_label(S)}: β = {with_interval(row, 'beta')}, R² = {row['r2']:.3f}",
-                        legendgroup=str(S),
-                        meta="fit",
-                    ),
-                    1,
-                    1,
-                )
+                (line_trace(curve["D"], curve["fitted"], colour, name, str(S), "fit", dash="dash"), 1, 1)
             )
     if step is not None:
         at = points[points["step"] == step].sort_values("S")
