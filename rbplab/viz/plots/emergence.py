@@ -51,24 +51,22 @@ def _law_traces(sel: pd.DataFrame, n: int, colour: str, lo: float, hi: float) ->
     alpha, c = float(row["alpha"]), float(row["prefactor"])
     s_min, s_max = float(sel["S"].min()), float(sel["S"].max())
 
-    def law(s: np.ndarray) -> np.ndarray:
-        return np.exp(-sequence_law(c, alpha, n, s))
-
-    inside = np.geomspace(s_min, s_max, 40)
-    traces = [
-        go.Scatter(
-            x=inside,
-            y=law(inside),
+    def law(xs: np.ndarray, opacity: float, name: str, meta: str, hover: str) -> go.Scatter:
+        return go.Scatter(
+            x=xs,
+            y=np.exp(-sequence_law(c, alpha, n, xs)),
             mode="lines",
             line={"color": colour, "dash": LAW_DASH, "width": LAW_WIDTH},
-            opacity=LAW_OPACITY,
-            name=f"N={n} fitted law",
+            opacity=opacity,
+            name=name,
             legendgroup=f"N{n}",
             showlegend=False,
-            meta="law",
-            hovertemplate="S=%{x:.3s}<br>p=%{y:.3g}<extra>fitted law</extra>",
+            meta=meta,
+            hovertemplate=f"S=%{{x:.3s}}<br>p=%{{y:.3g}}<extra>{hover}</extra>",
         )
-    ]
+
+    inside = np.geomspace(s_min, s_max, 40)
+    traces = [law(inside, LAW_OPACITY, f"N={n} fitted law", "law", "fitted law")]
     parts = []
     if lo < s_min:
         parts.append(np.geomspace(lo, s_min, 40))
@@ -76,21 +74,9 @@ def _law_traces(sel: pd.DataFrame, n: int, colour: str, lo: float, hi: float) ->
         parts.append(np.geomspace(s_max, hi, 80))
     if parts:
         xs = np.concatenate([np.r_[part, np.nan] for part in parts])[:-1]  # a gap over the measured range
-        traces.append(
-            go.Scatter(
-                x=xs,
-                y=law(xs),
-                mode="lines",
-                line={"color": colour, "dash": LAW_DASH, "width": LAW_WIDTH},
-                opacity=LAW_OPACITY / 2,
-                connectgaps=False,
-                name=f"N={n} fitted law, extrapolated beyond the measured S",
-                legendgroup=f"N{n}",
-                showlegend=False,
-                meta="extrapolation",
-                hovertemplate="S=%{x:.3s}<br>p=%{y:.3g}<extra>extrapolated</extra>",
-            )
-        )
+        name = f"N={n} fitted law, extrapolated beyond the measured S"
+        beyond = law(xs, LAW_OPACITY / 2, name, "extrapolation", "extrapolated")
+        traces.append(beyond.update(connectgaps=False))
     return traces
 
 
