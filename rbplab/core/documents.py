@@ -25,10 +25,10 @@ import json
 import os
 import re
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 
@@ -37,6 +37,9 @@ from rbplab.core.errors import BadFileError, MissingFileError
 # The deepest structure any file rbplab reads needs (a results file, a tokenizer config) is under
 # ten levels; Python's parsers recurse once per level and fail near a thousand.
 MAX_DEPTH = 64
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
 
 _KINDS = {
     stat.S_IFLNK: "a symbolic link",
@@ -344,37 +347,20 @@ def read_up_to(fd: int, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def read_json(
-    path: str | Path,
-    what: str,
-    max_bytes: int,
-    *,
-    shape: Expected | None = None,
-    max_depth: int = MAX_DEPTH,
-) -> Any:
-    """The JSON file `path` (a `what`), read by `read_bytes` and `parse_json`."""
-    return parse_json(read_bytes(path, what, max_bytes), f"{what} {path}", shape=shape, max_depth=max_depth)
+def _file_reader(
+    parse: Callable[Concatenate[bytes, str, _P], _T],
+) -> Callable[Concatenate[str | Path, str, int, _P], _T]:
+    """`parse` as a reader of files: `read_bytes(path, what, max_bytes)`, then `parse` with the file
+    named in its errors ("results file x.json") and `parse`'s own options (`shape`, `max_depth`)."""
+
+    def read(path: str | Path, what: str, max_bytes: int, *args: _P.args, **options: _P.kwargs) -> _T:
+        return parse(read_bytes(path, what, max_bytes), f"{what} {path}", *args, **options)
+
+    read.__name__ = read.__qualname__ = parse.__name__.replace("parse_", "read_")
+    read.__doc__ = f"The file `path` (a `what`), read by `read_bytes` and parsed by `{parse.__name__}`."
+    return read
 
 
-def read_toml(
-    path: str | Path,
-    what: str,
-    max_bytes: int,
-    *,
-    shape: Expected | None = None,
-    max_depth: int = MAX_DEPTH,
-) -> dict:
-    """The TOML file `path` (a `what`), read by `read_bytes` and `parse_toml`."""
-    return parse_toml(read_bytes(path, what, max_bytes), f"{what} {path}", shape=shape, max_depth=max_depth)
-
-
-def read_yaml(
-    path: str | Path,
-    what: str,
-    max_bytes: int,
-    *,
-    shape: Expected | None = None,
-    max_depth: int = MAX_DEPTH,
-) -> Any:
-    """The YAML file `path` (a `what`), read by `read_bytes` and `parse_yaml`."""
-    return parse_yaml(read_bytes(path, what, max_bytes), f"{what} {path}", shape=shape, max_depth=max_depth)
+read_json = _file_reader(parse_json)
+read_toml = _file_reader(parse_toml)
+read_yaml = _file_reader(parse_yaml)

@@ -5,6 +5,7 @@ refused in one line naming the file and the field."""
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 from helpers.hostile import hostile_file, no_hang
@@ -128,6 +129,23 @@ def test_only_a_bounded_regular_file_is_read(read, how, told, tmp_path):
     path = hostile_file(tmp_path / "file", how)
     with no_hang(20), pytest.raises(BadFileError, match=rf"^results file {path} {told}$"):
         read(path, "results file", 1 << 20)
+
+
+@pytest.mark.parametrize(
+    ("read", "text"),
+    [(read_json, '{"a": {"b": [1]}}'), (read_toml, "a = {b = [1]}"), (read_yaml, "a: {b: [1]}")],
+)
+def test_a_reader_takes_its_parsers_options(read, text, tmp_path):
+    path = tmp_path / "doc"
+    path.write_text(text)
+    # Three levels deep: the bound of 3 takes it, 2 refuses it, naming the file.
+    assert read(path, "doc", 1 << 10, max_depth=3, shape=Fields({"a": dict})) == {"a": {"b": [1]}}
+    with pytest.raises(BadFileError, match=rf"^doc {re.escape(str(path))} is nested more than 2 levels deep"):
+        read(path, "doc", 1 << 10, max_depth=2)
+    with pytest.raises(
+        BadFileError, match=rf"^doc {re.escape(str(path))}: field 'a' is an object, expected a list$"
+    ):
+        read(path, "doc", 1 << 10, shape=Fields({"a": list}))
 
 
 def test_a_missing_file_and_bad_text(tmp_path):
