@@ -44,6 +44,24 @@ def positive_int(text: str) -> int:
     return value
 
 
+def layer_value(text: str) -> int | float | str:
+    """One --layers value: "all", a layer index (an integer: 3) or a relative depth (a decimal:
+    0.5, 1.0); the settings check the list (`rbplab.core.settings.check_layers`)."""
+    text = text.strip()
+    if text == "all":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be 'all', a layer index (3) or a relative depth (0.5, 1.0), got {text!r}"
+        ) from None
+
+
 def positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -199,6 +217,15 @@ def add_settings_arguments(p: argparse.ArgumentParser) -> None:
         "bf16/fp16 body on CUDA with Triton, else fp32); both give exact arithmetic's counts, so it is not in "
         "the cache key",
     )
+    g.add_argument(
+        "--layers",
+        nargs="+",
+        type=layer_value,
+        metavar="LAYER",
+        help="the layers whose ranks are read: all, layer indices (0 3 11) or relative depths (0.25 0.5 "
+        "1.0; 1.0 is the final layer); a layer before the last is read through the logit lens (the "
+        "model's final norm and head), all from one forward pass (default: the final layer)",
+    )
 
 
 def settings_from_args(args: argparse.Namespace) -> ExtractionSettings:
@@ -217,6 +244,7 @@ def settings_from_args(args: argparse.Namespace) -> ExtractionSettings:
         batch_tokens=args.batch_tokens,
         shard_tokens=args.shard_tokens,
         head=args.head,
+        layers="all" if args.layers == ["all"] else args.layers,
     )
 
 

@@ -38,7 +38,8 @@ def run_extract(args: argparse.Namespace) -> int:
     # A grid the cache already holds is answered from plan records, as `rbplab fit` reads it:
     # planning would import torch and transformers and describe every model (seconds) to learn
     # keys the records already give.
-    hits = recorded_hits(grid, root)
+    # Plan records name the final layer's entries only: other layers are found by planning.
+    hits = recorded_hits(grid, root) if grid.settings.layers is None else None
     if hits is not None:
         for hit in hits:
             say(*hit)
@@ -47,7 +48,8 @@ def run_extract(args: argparse.Namespace) -> int:
     from rbplab.extraction.pipeline import extract
 
     def said(result: ExtractResult) -> None:
-        say(result.model, result.corpus, result.n_tokens, result.from_cache, result.key, result.path)
+        model = result.model if result.layer is None else f"{result.model} layer {result.layer}"
+        say(model, result.corpus, result.n_tokens, result.from_cache, result.key, result.path)
 
     extract(grid, cache_dir=root, progress=not args.no_progress, on_result=said)
     return 0

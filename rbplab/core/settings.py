@@ -25,6 +25,9 @@ them from the spec and the cache checks them against it (`rbplab.store.cache`).
     vocab      |V| ranked over, whether padded rows were included, the head's rows
     softcap    final-logit soft cap (Gemma 2), or None
     max_tokens token budget, or None
+    lens       only for a layer before the last: the lens that reads it ("logit": the model's own
+               final norm and head), the layer's index and the model's layer count. The final
+               layer's entry has no lens field, so its key is the one it always had.
 The output head is not in the key: both heads give counts equal to float64's
 (`rbplab.extraction.exact`); the manifest records which one ran.
 """
@@ -32,6 +35,7 @@ The output head is not in the key: both heads give counts equal to float64's
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields, replace
@@ -90,6 +94,70 @@ def check_device_map(device_map: Any) -> None:
         )
 
 
+# What `layers` takes besides a list of depths or of indices: every layer of the model.
+ALL_LAYERS = "all"
+# The lenses a layer before the last can be read through: "logit", the model's own final norm
+# and output head. A trained lens would be another name here, and keys only its own entries.
+LENSES = ("logit",)
+
+
+def check_layers(value: Any) -> tuple[int, ...] | tuple[float, ...] | str | None:
+    """`layers` as `ExtractionSettings` keeps it, or a one-line InvalidArgumentError: None (the
+    final layer only), "all", or a non-empty list of layer indices (integers >= 0) or of relative
+    depths (decimals in (0, 1]: 1.0 is the final layer), not both, since 1 is an index and 1.0 a depth."""
+    if value is None or value == ALL_LAYERS:
+        return value
+    items = [value] if isinstance(value, (int, float)) else value
+    if isinstance(items, (str, bytes)) or not isinstance(items, (list, tuple)) or not items:
+        raise InvalidArgumentError(
+            f"layers must be 'all', layer indices (0, 3, 11) or relative depths (0.25, 0.5, 1.0), "
+            f"got {value!r}"
+        )
+    for item in items:
+        if isinstance(item, bool) or not isinstance(item, (int, float)):
+            raise InvalidArgumentError(
+                f"layers: {item!r} is neither a layer index nor a relative depth ('all' stands alone)"
+            )
+        if isinstance(item, int) and item < 0:
+            raise InvalidArgumentError(f"layers: layer index {item} is negative; indices count from 0")
+        if isinstance(item, float) and not 0.0 < item <= 1.0:
+            raise InvalidArgumentError(
+                f"layers: relative depth {item} is outside (0, 1]; 1.0 is the final layer, 0.5 the middle one"
+            )
+    kinds = {type(item) for item in items}
+    if len(kinds) > 1:
+        raise InvalidArgumentError(
+            f"layers mixes layer indices and relative depths ({', '.join(map(str, items))}); write every "
+            "depth as a decimal (1.0 is the final layer) or give only indices"
+        )
+    return tuple(dict.fromkeys(items))
+
+
+def layer_indices(layers: Any, n_layers: int, model: str) -> tuple[int, ...]:
+    """The layer indices (ascending, 0 .. n_layers - 1) that `layers` (`check_layers`'s forms) name
+    in a model of `n_layers` layers; a relative depth d is the shallowest layer at least that
+    deep, index ceil(d * n_layers) - 1 (1.0 is the final layer). An index past the model's last
+    layer is a one-line InvalidArgumentError naming its layer count."""
+    layers = check_layers(layers)
+    if layers is None:
+        return (n_layers - 1,)
+    if layers == ALL_LAYERS:
+        return tuple(range(n_layers))
+    found = set()
+    for item in layers:
+        if isinstance(item, float):
+            # rounded first: 0.1 * 30 is 3.0000000000000004, whose ceiling would skip a layer
+            found.add(max(0, math.ceil(round(item * n_layers, 9)) - 1))
+        elif item >= n_layers:
+            raise InvalidArgumentError(
+                f"layers: {model} has {n_layers} layers (indices 0 to {n_layers - 1}, or relative depths "
+                f"in (0, 1]), so it has no layer {item}"
+            )
+        else:
+            found.add(item)
+    return tuple(sorted(found))
+
+
 def _positive_int(name: str, value: Any, optional: bool) -> None:
     if value is None and optional:
         return
@@ -133,8 +201,15 @@ class ExtractionSettings:
     # "auto": the fused kernel for a half-precision body on CUDA, 2-3.4x faster than the fp32 head on
     # an H200 (benchmarks/results/gpu_check-2026-11-28-epilogue.txt); the fp32 head elsewhere.
     head: Literal["auto", "fp32", "fused"] = "auto"
+    # The layers whose ranks are read (`check_layers`): None, the final layer only (its entry is
+    # the ordinary one); "all"; layer indices; or relative depths. A layer before the last is read
+    # through the logit lens and is its own cache entry (`EntrySpec.lens`); all of a run's layers
+    # come from one forward pass per batch.
+    layers: tuple[int, ...] | tuple[float, ...] | Literal["all"] | None = None
 
     def __post_init__(self) -> None:
+        # a list (TOML, JSON, a notebook parameter) is kept as a tuple: settings are hashable
+        object.__setattr__(self, "layers", check_layers(self.layers))
         _positive_int("context_length", self.context_length, optional=True)
         if self.context_length is not None and self.context_length < 2:
             raise InvalidArgumentError(f"context_length must be at least 2, got {self.context_length}")
@@ -184,8 +259,11 @@ class ExtractionSettings:
         return cls().with_changes(**dict(values or {}))
 
     def to_dict(self, changed_only: bool = False) -> dict[str, Any]:
-        """All fields, or only those that differ from the defaults (what a notebook is handed)."""
+        """All fields, or only those that differ from the defaults (what a notebook is handed);
+        layers as a list, as TOML and JSON write it."""
         values = asdict(self)
+        if isinstance(values["layers"], tuple):
+            values["layers"] = list(values["layers"])
         if changed_only:
             default = asdict(ExtractionSettings())
             values = {k: v for k, v in values.items() if v != default[k]}
@@ -222,6 +300,7 @@ MANIFEST_FIELDS: dict[tuple[str, ...], tuple[str, ...]] = {
     ("corpus", "name"): ("corpus", "name"),
     ("corpus", "content_hash"): ("corpus", "content_hash"),
     ("corpus", "n_documents"): ("corpus", "n_documents"),
+    ("lens",): ("lens",),  # only in an entry of a layer before the last
 }
 
 
@@ -396,6 +475,38 @@ class VocabIdentity:
 
 
 @dataclass(frozen=True)
+class LensIdentity:
+    """How a layer before the last is read: the lens (`LENSES`), the layer's index (0-based: the
+    residual stream after that block) and the model's layer count."""
+
+    kind: str
+    layer: int
+    n_layers: int
+
+    @property
+    def depth(self) -> float:
+        """The layer's relative depth, (layer + 1) / n_layers: 1.0 is the final layer."""
+        return (self.layer + 1) / self.n_layers
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "layer": self.layer, "n_layers": self.n_layers}
+
+    @classmethod
+    def from_json(cls, data: Any) -> LensIdentity:
+        w = "lens."
+        if not isinstance(data, dict) or set(data) != {"kind", "layer", "n_layers"}:
+            raise EntrySpecError(f"entry spec field lens is {data!r}; expected kind, layer, n_layers")
+        lens = cls(_need(data, "kind", str, w), _need(data, "layer", int, w), _need(data, "n_layers", int, w))
+        if lens.kind not in LENSES:
+            raise EntrySpecError(f"entry spec field lens.kind is {lens.kind!r}, not one of {LENSES}")
+        if not 0 <= lens.layer < lens.n_layers - 1:
+            raise EntrySpecError(
+                f"entry spec field lens.layer is {lens.layer}, not a layer before the last of {lens.n_layers}"
+            )
+        return lens
+
+
+@dataclass(frozen=True)
 class EntrySpec:
     """What a cache entry holds, field by field (see the module docstring)."""
 
@@ -406,6 +517,7 @@ class EntrySpec:
     vocab: VocabIdentity
     softcap: float | None
     max_tokens: int | None
+    lens: LensIdentity | None = None  # None: the final layer, read by the model's own head
 
     VERSION: ClassVar[int] = 1  # of this layout; a change of layout is a new version, and new keys
     KEYS: ClassVar[tuple[str, ...]] = (
@@ -429,6 +541,8 @@ class EntrySpec:
             "softcap": self.softcap,
             "max_tokens": self.max_tokens,
         }
+        if self.lens is not None:  # only then: the final layer's key is the one it always had
+            out["lens"] = self.lens.to_json()
         return out
 
     @classmethod
@@ -437,9 +551,10 @@ class EntrySpec:
         ``EntrySpec.from_json(d).to_json() == d`` for every spec this version writes."""
         if not isinstance(data, dict):
             raise EntrySpecError(f"an entry spec is a JSON object, got {type(data).__name__}")
-        if set(data) != set(cls.KEYS):
+        if set(data) - {"lens"} != set(cls.KEYS):
             raise EntrySpecError(
-                f"entry spec has keys {sorted(data)}; version {cls.VERSION} has {sorted(cls.KEYS)}"
+                f"entry spec has keys {sorted(data)}; version {cls.VERSION} has {sorted(cls.KEYS)} "
+                "(and lens, for a layer before the last)"
             )
         softcap = data["softcap"]
         if softcap is not None and (isinstance(softcap, bool) or not isinstance(softcap, (int, float))):
@@ -452,6 +567,7 @@ class EntrySpec:
             VocabIdentity.from_json(_need(data, "vocab", dict, "")),
             softcap,
             _need(data, "max_tokens", int, "", optional=True),
+            LensIdentity.from_json(data["lens"]) if "lens" in data else None,
         )
 
     @classmethod
@@ -479,10 +595,12 @@ class EntrySpec:
     def pins(self, settings: Any, *, dtype: str, shard_tokens: int | None) -> bool:
         """Whether this spec pins what `settings` (`ExtractionSettings`) ask, with their dtype and
         shard size as the asker resolves them (a context length left open takes the spec's;
-        a shard size of None takes any: how an entry is cut is not what it holds)."""
+        a shard size of None takes any: how an entry is cut is not what it holds). Only the
+        final layer's entry can: a layer before the last is found by planning its run."""
         pinned = self.settings()
         return (
-            pinned["bos"] == settings.bos
+            self.lens is None
+            and pinned["bos"] == settings.bos
             and pinned["max_tokens"] == settings.max_tokens
             and pinned["include_padded_vocab"] == settings.include_padded_vocab
             and pinned["dtype"] == dtype

@@ -247,8 +247,9 @@ PLANS_DIR = "plans"
 MAX_RECORD_BYTES = 1 << 16
 DEFAULT_SHARD_TOKENS = 1 << 16  # plan.SHARD_TOKENS (a test keeps them equal)
 _LIBRARIES = ("rbplab", "transformers", "tokenizers", "gguf")
-# Settings that do not enter the key (how fast, not what).
-_UNKEYED = ("batch_tokens",)
+# Settings that do not enter the key (how fast, not what). Records are kept for the final layer's
+# plan only, whose key the layers asked beside it do not change.
+_UNKEYED = ("batch_tokens", "layers")
 
 
 @dataclass(frozen=True)

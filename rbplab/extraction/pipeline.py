@@ -5,19 +5,20 @@ face of `rbplab extract` (`rbplab.runner` spreads a grid's shards over worker pr
 
 Corpora are opened once, before any model is touched, so a bad corpus fails the grid at once;
 every run of the grid (`rbplab.grid.Grid.runs`, models outer so each model's weights load once)
-is one cached `extract_plan` (a hit runs no model).
+is one cached `extract_plans` over the layers its settings name (a hit runs no model; the
+layers it lacks are scored from one forward pass per batch).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from rbplab.core.errors import InvalidArgumentError
 from rbplab.extraction.fingerprints import record_plan
-from rbplab.extraction.plan import ExtractResult, Plan, cache_hit, plan_extraction
+from rbplab.extraction.plan import ExtractResult, Plan, cache_hit, plan_layers
 from rbplab.extraction.scoring import Scorer, compute_shards, make_scorer, sound_shards
 from rbplab.extraction.weights import load_weights
 from rbplab.grid import Grid, require_grid
@@ -44,9 +45,24 @@ def extract_plan(plan: Plan, *, cache_dir: str | Path | None = None, progress: b
     """The cache entry of a made plan (`plan_extraction`): a hit as it is, else computed (resuming
     from the shards on disk). Writes nothing outside the entry
     (`repair` relies on that), so callers that keep plan records write them (`record_plan`)."""
-    entry = CacheEntry(cache_dir, plan.key_spec)
-    hit = cache_hit(entry, plan)  # a hit writes nothing, so a read-only cache serves it
-    return hit if hit is not None else _compute(plan, entry, progress)
+    return extract_plans([plan], cache_dir=cache_dir, progress=progress)[0]
+
+
+def extract_plans(
+    plans: Sequence[Plan], *, cache_dir: str | Path | None = None, progress: bool = True
+) -> list[ExtractResult]:
+    """The cache entries of one run's plans at one or more layers (`plan_layers`), in their order:
+    each hit as it is, the others computed together, one forward pass per batch for every layer
+    they lack (resuming from the shards on disk). Writes nothing outside the entries."""
+    entries = [CacheEntry(cache_dir, plan.key_spec) for plan in plans]
+    # a hit writes nothing, so a read-only cache serves it
+    hits = [cache_hit(entry, plan) for plan, entry in zip(plans, entries, strict=True)]
+    todo = [i for i, hit in enumerate(hits) if hit is None]
+    if todo:
+        computed = _compute([plans[i] for i in todo], [entries[i] for i in todo], progress)
+        for i, result in zip(todo, computed, strict=True):
+            hits[i] = result
+    return hits
 
 
 def load_scorer(plan: Plan) -> Scorer:
@@ -55,31 +71,51 @@ def load_scorer(plan: Plan) -> Scorer:
     return make_scorer(plan, load_weights(plan.described))
 
 
-def _compute(plan: Plan, entry: CacheEntry, progress: bool) -> ExtractResult:
-    """Compute the shards `entry` lacks, resuming from those on disk, and finalise it."""
+def _compute(plans: list[Plan], entries: list[CacheEntry], progress: bool) -> list[ExtractResult]:
+    """Compute the shards the `entries` (one run's, at its plans' layers) lack, resuming from those
+    on disk, and finalise them."""
     # A model that cannot be loaded fails here, before the entry directory exists (no litter).
-    check_writable(entry.root)
+    check_writable(entries[0].root)
+    plan = plans[0]
     scorer = load_scorer(plan)
+    if any(p.layer is not None for p in plans):
+        scorer.lens()  # a model the lens cannot read is refused before any entry is started
     shards = plan.shards
-    with entry.lock():
-        hit = cache_hit(entry, plan)  # another process finished it while we waited for the lock
-        if hit is not None:
-            return hit
-        done = sound_shards(entry, shards)  # damaged and miscounted shards removed here
-    todo = [i for i in range(len(shards)) if i not in done]
-    total = sum(w.n_scored for shard in shards for w in shard)
-    initial = sum(w.n_scored for i in done for w in shards[i])
-    label = f"{plan.spec.model.name} x {plan.corpus.name}"
-    try:
-        with _progress(total, initial, label, progress) as bar:
-            compute_shards(plan, entry, todo, get_scorer=lambda _plan: scorer, on_tokens=bar.update)
-    except BaseException:
-        entry.discard_if_unstarted()  # failed before its first shard: no folder left behind
-        raise
-    hit = cache_hit(entry, plan)
-    if hit is None:  # every shard was computed or waited for, so only a failed write gets here
-        raise CacheError(f"cache entry {entry.key[:12]} is not complete after computing its shards")
-    return ExtractResult(entry.key, entry.path, hit.n_tokens, False, hit.manifest)
+    targets, results = [], [None] * len(plans)
+    for i, (layer_plan, entry) in enumerate(zip(plans, entries, strict=True)):
+        with entry.lock():
+            hit = cache_hit(entry, layer_plan)  # another process finished it while we waited
+            if hit is not None:
+                results[i] = hit
+                continue
+            done = sound_shards(entry, shards)  # damaged and miscounted shards removed here
+        targets.append((i, layer_plan, entry, done))
+    if targets:
+        done = set.intersection(*(t[3] for t in targets))
+        todo = sorted(set().union(*(set(range(len(shards))) - t[3] for t in targets)))
+        total = sum(w.n_scored for shard in shards for w in shard)
+        initial = sum(w.n_scored for i in done for w in shards[i])
+        label = f"{plan.spec.model.name} x {plan.corpus.name}"
+        try:
+            with _progress(total, initial, label, progress) as bar:
+                compute_shards(
+                    [(t[1], t[2]) for t in targets],
+                    todo,
+                    get_scorer=lambda _plan: scorer,
+                    on_tokens=bar.update,
+                )
+        except BaseException:
+            for target in targets:
+                target[2].discard_if_unstarted()  # failed before its first shard: no folder left behind
+            raise
+    for i, layer_plan, entry, _ in targets:
+        hit = cache_hit(entry, layer_plan)
+        if hit is None:  # every shard was computed or waited for, so only a failed write gets here
+            raise CacheError(f"cache entry {entry.key[:12]} is not complete after computing its shards")
+        results[i] = ExtractResult(
+            entry.key, entry.path, hit.n_tokens, False, hit.manifest, layer=layer_plan.layer
+        )
+    return results
 
 
 def extract(
@@ -108,11 +144,13 @@ def extract(
         raise InvalidArgumentError("a grid needs at least one corpus")
     results, described = [], {}  # each model described once for the whole grid
     for run in grid.runs():
-        plan = plan_extraction(run.model, run.corpus, grid.settings, described=described)
-        result = extract_plan(plan, cache_dir=cache_dir, progress=progress)
-        record_plan(plan, cache_dir)  # the next analysis of this run finds its key without model code
-        result = replace(result, model=run.label, corpus=str(run.corpus.name))
-        if on_result is not None:
-            on_result(result)
-        results.append(result)
+        plans = plan_layers(run.model, run.corpus, grid.settings, described=described)
+        extracted = extract_plans(plans, cache_dir=cache_dir, progress=progress)
+        for plan, result in zip(plans, extracted, strict=True):
+            if plan.layer is None:  # the next analysis of this run finds its key without model code
+                record_plan(plan, cache_dir)
+            result = replace(result, model=run.label, corpus=str(run.corpus.name), layer=plan.layer)
+            if on_result is not None:
+                on_result(result)
+            results.append(result)
     return results

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import warnings
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -28,9 +28,11 @@ from rbplab.core.settings import (
     CorpusIdentity,
     EntrySpec,
     ExtractionSettings,
+    LensIdentity,
     ModelIdentity,
     VocabIdentity,
     WindowIdentity,
+    layer_indices,
     resolve_settings,
 )
 from rbplab.extraction.fingerprints import record_plan
@@ -77,6 +79,12 @@ class Plan:
     @property
     def max_tokens(self) -> int | None:
         return self.settings.max_tokens
+
+    @property
+    def layer(self) -> int | None:
+        """The index of the layer a plan before the last reads (through `spec.lens`); None for the
+        final layer, which the model's own head reads (the ordinary entry)."""
+        return None if self.spec.lens is None else self.spec.lens.layer
 
     @property
     def include_padded_vocab(self) -> bool:
@@ -158,6 +166,58 @@ def plan_extraction(
     )
     check_head(head, info.device, info.dtype)  # before anything is written or any weight loads
     return Plan(described, corpus, policy, decision, vocab_size, settings, entry_spec, head)
+
+
+def config_layers(config: Any) -> int | None:
+    """The layer count a model's (text) config names (num_hidden_layers), None when it names none."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    layers = getattr(text, "num_hidden_layers", None)
+    return None if isinstance(layers, bool) or not isinstance(layers, int) or layers < 1 else layers
+
+
+def model_layers(described: ModelDescription) -> int:
+    """The model's layer count, from its (text) config: what `--layers` indices and depths refer to."""
+    layers = config_layers(described.config)
+    if layers is None:
+        raise InvalidArgumentError(
+            f"{described.info.name}: its config names no layer count (num_hidden_layers), so --layers "
+            "cannot be read for it; leave --layers out to score the final layer"
+        )
+    return layers
+
+
+def at_layer(plan: Plan, layer: int) -> Plan:
+    """`plan` (of the final layer) reading layer `layer` instead: the same run and windows, through
+    the logit lens for a layer before the last (its own entry: `EntrySpec.lens`), `plan` itself
+    for the final layer."""
+    n_layers = model_layers(plan.described)
+    if not 0 <= layer < n_layers:
+        raise InvalidArgumentError(
+            f"layers: {plan.described.info.name} has {n_layers} layers (indices 0 to {n_layers - 1}), "
+            f"so it has no layer {layer}"
+        )
+    if layer == n_layers - 1:
+        return plan
+    return replace(plan, spec=replace(plan.spec, lens=LensIdentity("logit", layer, n_layers)))
+
+
+def plan_layers(
+    model: ResolvedModel | ModelSpec | str,
+    corpus: str | Path | Corpus | LazyCorpus,
+    settings: ExtractionSettings | None = None,
+    *,
+    described: dict | None = None,
+    **overrides: Any,
+) -> list[Plan]:
+    """The plan of every layer `settings.layers` names (`rbplab.core.settings.layer_indices`),
+    shallowest first, the final layer's being `plan_extraction`'s own: one run, one set of windows,
+    one forward pass per batch for all of them (`rbplab.extraction.scoring.compute_shards`)."""
+    plan = plan_extraction(model, corpus, settings, described=described, **overrides)
+    if plan.settings.layers is None:
+        return [plan]
+    n_layers = model_layers(plan.described)
+    indices = layer_indices(plan.settings.layers, n_layers, plan.described.info.name)
+    return [at_layer(plan, index) for index in indices]
 
 
 def plan_and_record(
@@ -253,7 +313,8 @@ def count_problems(plan: Plan, manifest: dict) -> list[str]:
 @dataclass(frozen=True)
 class ExtractResult:
     """One run's cache entry after extraction: its key, folder, scored tokens, whether it was a
-    cache hit, its manifest, and (from `rbplab.extract`) the run's model and corpus labels."""
+    cache hit, its manifest, and (from `rbplab.extract`) the run's model and corpus labels; `layer`,
+    the index of a layer before the last read through the logit lens (None: the final layer)."""
 
     key: str
     path: Path
@@ -262,6 +323,7 @@ class ExtractResult:
     manifest: dict
     model: str = ""  # the run's label: the model, ``model@revision`` for a checkpoint
     corpus: str = ""  # the corpus's name
+    layer: int | None = None
 
 
 def cache_hit(entry: CacheEntry, plan: Plan | None = None) -> ExtractResult | None:

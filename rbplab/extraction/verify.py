@@ -31,7 +31,7 @@ from rbplab.core.documents import parse_json
 from rbplab.core.errors import RbplabWarning
 from rbplab.core.settings import EntrySpec, EntrySpecError
 from rbplab.extraction.pipeline import extract_plan, load_scorer
-from rbplab.extraction.plan import ExtractResult, Plan, count_problems, plan_extraction
+from rbplab.extraction.plan import ExtractResult, Plan, at_layer, count_problems, plan_extraction
 from rbplab.extraction.scoring import shard_frame
 from rbplab.store.cache.entry import CacheEntry, entry_at
 from rbplab.store.cache.layout import cache_key, max_manifest_bytes
@@ -54,7 +54,8 @@ def replan(entry: CacheEntry, purpose: str = "repair") -> Plan:
     (as "cannot <purpose> cache entry ...")."""
     spec = entry.spec
     try:
-        settings = EntrySpec.from_json(spec).settings()  # pins every setting, the BOS policy included
+        typed = EntrySpec.from_json(spec)
+        settings, lens = typed.settings(), typed.lens  # pins every setting, the BOS policy included
     except EntrySpecError as err:
         raise CacheError(
             f"cannot {purpose} cache entry {entry.key[:12]}: its spec.json is not one this rbplab writes "
@@ -100,6 +101,8 @@ def replan(entry: CacheEntry, purpose: str = "repair") -> Plan:
         )
         try:
             plan = plan_extraction(model, corpus, bos=bos, **settings)
+            if lens is not None:  # a layer before the last: the same run, read through its lens
+                plan = at_layer(plan, lens.layer)
             if cache_key(plan.key_spec) == entry.key:
                 return plan
             model_errors.append(f"{name}: loads, but with different weights or settings")

@@ -112,6 +112,12 @@ def plan_study(
     device, and the driver never checks a head it will not run."""
     if shards_per_unit < 1:
         raise InvalidArgumentError(f"shards_per_unit must be a positive integer, got {shards_per_unit}")
+    if study.settings.layers is not None:
+        # work units are one entry each, and a layer's entry shares its forward passes with its run's
+        raise InvalidArgumentError(
+            "layers other than the final one are extracted in one process for now (rbplab extract, or "
+            "rbplab.extract); leave 'layers' out of a study run by workers, Ray or SLURM"
+        )
     entries: list[EntryPlan] = []
     units: list[WorkUnit] = []
     described: dict = {}  # each model described once for the whole grid
@@ -272,7 +278,7 @@ def run_unit(
         return UnitResult(unit.key, unit.shards, 0, seconds, producer, False, visible_devices=devices)
     _ = plan.shards  # tokenises the corpus (once per process: memoised), timed as planning
     planned = time.perf_counter() - started
-    work = compute_shards(plan, entry, unit.shards, on_tokens=on_tokens, get_scorer=loaded_scorer)
+    work = compute_shards([(plan, entry)], unit.shards, on_tokens=on_tokens, get_scorer=loaded_scorer)
     seconds = time.perf_counter() - started
     timings = {"plan": planned, **work.timings}
     return UnitResult(unit.key, unit.shards, work.tokens, seconds, producer, work.finalized, timings, devices)

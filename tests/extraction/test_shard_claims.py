@@ -83,7 +83,7 @@ def test_a_shard_claimed_elsewhere_is_waited_for_and_the_entry_finalised(referen
         while not held.exists():  # the claim is taken before the loop starts
             assert other.poll() is None and time.monotonic() < deadline, "the other process did not start"
             time.sleep(0.05)
-        work = compute_shards(plan, entry, range(n), get_scorer=load_scorer)
+        work = compute_shards([(plan, entry)], range(n), get_scorer=load_scorer)
         assert other.wait(60) == 0
     finally:
         if other.poll() is None:

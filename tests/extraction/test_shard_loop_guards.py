@@ -33,15 +33,18 @@ class _CountingScorer:
     def __init__(self) -> None:
         self.sizes: list[int] = []
 
-    def score(self, length: int, group: list[Window]) -> tuple[torch.Tensor, ...]:
+    def score_layers(self, length: int, group: list[Window], layers) -> dict:
         self.sizes.append(len(group))
         n = sum(w.n_scored for w in group)
-        return torch.zeros(n, dtype=torch.int64), torch.ones(n, dtype=torch.int64), torch.zeros(n)
+        stats = torch.zeros(n, dtype=torch.int64), torch.ones(n, dtype=torch.int64), torch.zeros(n)
+        return {layer: (stats, 0) for layer in layers}
 
 
 def test_the_scorer_batches_by_the_users_batch_tokens():
     plan = SimpleNamespace(
-        policy=SimpleNamespace(context_length=64), corpus=SimpleNamespace(documents=[SimpleNamespace(id="d")])
+        policy=SimpleNamespace(context_length=64),
+        corpus=SimpleNamespace(documents=[SimpleNamespace(id="d")]),
+        layer=None,
     )
     scorer = _CountingScorer()
     frame = shard_frame(plan, scorer, [_window() for _ in range(8)], 128, lambda _n: None)
@@ -95,18 +98,19 @@ def loop(monkeypatch):
     def run(entry: _Entry, n: int) -> list[int]:
         shards = [[_window(i)] for i in range(n)]
 
-        def frame(plan, scorer, windows, batch_tokens, report):
+        def frames(plan, scorer, windows, batch_tokens, report, layers):
             scored.append(next(i for i, shard in enumerate(shards) if shard is windows))
-            return pd.DataFrame({"doc_index": [0]})
+            return {layer: (pd.DataFrame({"doc_index": [0]}), 0) for layer in layers}
 
-        monkeypatch.setattr(scoring, "shard_frame", frame)
+        monkeypatch.setattr(scoring, "layer_frames", frames)
         plan = SimpleNamespace(
+            layer=None,
             shards=shards,
             settings=SimpleNamespace(batch_tokens=None),
             described=SimpleNamespace(weights=None),  # no weight files to re-check between shards
         )
         scorer = SimpleNamespace(head=SimpleNamespace(name="fp32", tally=Tally()))  # no model: no rows
-        scoring.compute_shards(plan, entry, range(n), get_scorer=lambda _plan: scorer)
+        scoring.compute_shards([(plan, entry)], range(n), get_scorer=lambda _plan: scorer)
         return scored
 
     run.scored = scored

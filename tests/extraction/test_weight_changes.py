@@ -111,23 +111,23 @@ def test_rewritten_while_scoring(model, tiny_corpus, tmp_path, monkeypatch, how,
     folder, weights, old, new = model
     cache = tmp_path / "cache"
     scored = []
-    original = scoring.shard_frame
+    original = scoring.layer_frames
 
     def rewriting_before_the_second_shard(*args, **kwargs):
         if len(scored) == 1:
             rewrite(weights, new, how, mtime)
-        frame = original(*args, **kwargs)
-        scored.append(len(frame))
-        return frame
+        frames = original(*args, **kwargs)
+        scored.append(len(frames[None][0]))
+        return frames
 
-    monkeypatch.setattr(scoring, "shard_frame", rewriting_before_the_second_shard)
+    monkeypatch.setattr(scoring, "layer_frames", rewriting_before_the_second_shard)
     with pytest.raises(
         WeightsChangedError, match=rf"^the weight file {weights} changed while shard 1 was scored"
     ):
         extract_run(str(folder), tiny_corpus, cache_dir=cache, progress=False, **SETTINGS)
     assert len(scored) == 2 and not complete_keys(cache)
     assert len(shard_bytes(cache)) == 1  # shard 0, scored before the file changed
-    monkeypatch.setattr(scoring, "shard_frame", original)
+    monkeypatch.setattr(scoring, "layer_frames", original)
     rewrite(weights, old, how, mtime)
     resumed = extract_run(str(folder), tiny_corpus, cache_dir=cache, progress=False, **SETTINGS)
     assert not resumed.from_cache and complete_keys(cache) == {resumed.key}
@@ -155,16 +155,16 @@ def test_one_extract_command_two_corpora(model, tmp_path, monkeypatch, capsys, h
     cache = tmp_path / "cache"
     corpora = _corpus_files(tmp_path)
     done = []
-    original = pipeline.extract_plan
+    original = pipeline.extract_plans
 
-    def extracting_then_rewriting(plan, **kwargs):
-        result = original(plan, **kwargs)
-        done.append(result.key)
+    def extracting_then_rewriting(plans, **kwargs):
+        results = original(plans, **kwargs)
+        done.extend(result.key for result in results)
         if len(done) == 1:
             rewrite(weights, new, how, mtime)
-        return result
+        return results
 
-    monkeypatch.setattr(pipeline, "extract_plan", extracting_then_rewriting)
+    monkeypatch.setattr(pipeline, "extract_plans", extracting_then_rewriting)
     argv = [
         "extract",
         "-m",
@@ -223,16 +223,16 @@ def test_run_unit_rewritten_while_scoring(model, tiny_corpus, tmp_path, monkeypa
     folder, weights, old, new = model
     cache = tmp_path / "cache"
     scored = []
-    original = scoring.shard_frame
+    original = scoring.layer_frames
 
     def rewriting_before_the_second_shard(*args, **kwargs):
         if len(scored) == 1:
             rewrite(weights, new, how, "put back")
-        frame = original(*args, **kwargs)
-        scored.append(len(frame))
-        return frame
+        frames = original(*args, **kwargs)
+        scored.append(len(frames[None][0]))
+        return frames
 
-    monkeypatch.setattr(scoring, "shard_frame", rewriting_before_the_second_shard)
+    monkeypatch.setattr(scoring, "layer_frames", rewriting_before_the_second_shard)
     grid = _study(folder, tiny_corpus)
     run = run_study(grid, cache_dir=cache, progress=False, shards_per_unit=4)
     assert not run.ok and not complete_keys(cache)
@@ -275,14 +275,14 @@ def test_gguf_reader_follows_a_rewrite_with_the_mtime_put_back(gguf_model):
 def test_the_error_is_one_line_at_the_command_line(model, tiny_corpus, tmp_path, monkeypatch, capsys):
     folder, weights, _, new = model
     corpus = _corpus_files(tmp_path)[0]
-    original = scoring.shard_frame
+    original = scoring.layer_frames
 
     def scoring_then_rewriting(*args, **kwargs):
-        frame = original(*args, **kwargs)
+        frames = original(*args, **kwargs)
         rewrite(weights, new, "in place", "put back")
-        return frame
+        return frames
 
-    monkeypatch.setattr(scoring, "shard_frame", scoring_then_rewriting)
+    monkeypatch.setattr(scoring, "layer_frames", scoring_then_rewriting)
     argv = [
         "extract",
         "-m",
