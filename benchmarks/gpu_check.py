@@ -123,6 +123,7 @@ def exact_reference(hidden: torch.Tensor, head, targets: torch.Tensor, vocab: in
     of float32 values are exact in float64); `rational_sign` decides the rest. A target against
     itself is a tie without arithmetic."""
     w = head.weight[:vocab].double()
+    w_abs = w.abs()
     b = torch.zeros(vocab, dtype=torch.float64, device=w.device)
     if getattr(head, "bias", None) is not None:
         b = head.bias[:vocab].double()
@@ -132,7 +133,7 @@ def exact_reference(hidden: torch.Tensor, head, targets: torch.Tensor, vocab: in
         h = hidden[start : start + rows].double()
         t = targets[start : start + rows, None].long()
         z = h @ w.T + b
-        size = h.abs() @ w.abs().T + b.abs()
+        size = h.abs() @ w_abs.T + b.abs()
         gap = z - z.gather(1, t)
         sign = gap.sign()
         doubt = gap.abs() <= doubt_factor * (size + size.gather(1, t))
@@ -398,14 +399,14 @@ def bound_case(family: str, dtype: torch.dtype, d: int, rows: int, device: torch
 def nll_case(dtype: torch.dtype, softcap, rows: int, vocab: int, d: int, device: torch.device) -> tuple:
     """(max |nll - nll_64|, counts equal exact arithmetic's) of the fused head on random states and
     a random head whose logits spread over about +-40 (past a softcap of 30), targets at random."""
+    from rbplab.extraction.fused_head import fused_rank_stats
+
     g = torch.Generator().manual_seed(vocab + d)
     hidden = torch.randn(rows, d, generator=g).to(dtype).to(device)
     head = torch.nn.Linear(d, vocab, bias=False, dtype=dtype, device=device)
     with torch.no_grad():
         head.weight.copy_((torch.randn(vocab, d, generator=g) * 12 / math.sqrt(d)).to(dtype))
     targets = torch.randint(0, vocab, (rows,), generator=g).to(device)
-    from rbplab.extraction.fused_head import fused_rank_stats
-
     result = fused_rank_stats(hidden, head, targets, vocab_size=vocab, softcap=softcap)
     compared, _ = against_exact({"fused": result}, hidden, head, targets, vocab, softcap)
     same, dnll = compared["fused"]
