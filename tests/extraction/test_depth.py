@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-
 from helpers.cli import run as cli
 from helpers.models import save_tiny
+
 from rbplab.core.errors import InvalidArgumentError
 from rbplab.core.settings import EntrySpec, EntrySpecError, ExtractionSettings, layer_indices
 from rbplab.extraction.pipeline import extract
