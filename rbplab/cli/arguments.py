@@ -214,8 +214,8 @@ def add_settings_arguments(p: argparse.ArgumentParser) -> None:
         choices=HEAD_CHOICES,
         help="the output head that ranks: fp32 (IEEE float32 logits in chunks, any device), fused (a "
         "Triton kernel on CUDA: tensor cores for half-precision bodies) or auto (default: fused for a "
-        "bf16/fp16 body on CUDA with Triton, else fp32); both give exact arithmetic's counts, so it is not in "
-        "the cache key",
+        "bf16/fp16 body on CUDA with Triton, else fp32); both give exact arithmetic's counts, so it is "
+        "not in the cache key",
     )
     g.add_argument(
         "--layers",
