@@ -4,8 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # pytest-xdist: a worker per core (at most 4), a test module per unit of work so its module fixtures
-# are built once, in collection order (tests/conftest.py puts the modules that start kernels,
-# browsers, clusters or installs first). Session fixtures are built once per run (helpers/once.py).
+# are built once, in collection order (tests/conftest.py sends the slowest modules first, then the
+# others that start kernels, browsers, clusters or installs). Session fixtures are built once per
+# run (helpers/once.py).
 XDIST := -n auto --maxprocesses 4 --dist loadscope --no-loadscope-reorder
 
 .PHONY: demo test test-fast lab lint format docs browser-deps clean
@@ -21,10 +22,12 @@ demo: $(STAMP)
 	$(BIN)/rbplab demo
 
 # The docs are built first (strict: a broken reference fails); the site test then checks that build.
+# Every test phase of a second or more is listed at the end: benchmarks/suite_figures.py reads them
+# (the 25 slowest, each module's sum) to keep tests/conftest.py's SLOWEST in order.
 test: $(STAMP) browser-deps docs
 	$(BIN)/ruff check rbplab tests benchmarks scripts notebooks
 	$(BIN)/lint-imports
-	RBPLAB_DOCS_SITE=site $(BIN)/pytest -q $(XDIST) --durations=25
+	RBPLAB_DOCS_SITE=site $(BIN)/pytest -q $(XDIST) --durations=0 --durations-min=1
 
 # The unmarked tests only: no wheel, no Jupyter kernel, no browser, no Ray (markers: pyproject.toml).
 test-fast: $(STAMP)

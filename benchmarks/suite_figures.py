@@ -7,11 +7,15 @@ beside it.
     .venv/bin/python benchmarks/suite_figures.py --log make.log   # record a log already written
     .venv/bin/python benchmarks/suite_figures.py --log make.log --print   # print only
 
-A log is pytest's terminal output run with `--durations=25` (`make test` passes it): the block after
-"slowest 25 durations" and the final "N passed ... in S s" line are what is read; anything else
-(ruff, lint-imports, xdist's worker lines, warnings) is passed over. In the clone mode the whole
-command is timed too (wall, and the CPU of every process it started), and its output is kept beside
-the figures (`.log`). Exit status: the command's (1 when a log holds no result line).
+A log is pytest's terminal output run with `--durations` (`make test` passes `--durations=0
+--durations-min=1`: every phase of a second or more): the durations block and the final "N passed
+... in S s" line are what is read; anything else (ruff, lint-imports, xdist's worker lines,
+warnings) is passed over. The figures: the 25 slowest phases, and the seconds of each module over
+the phases listed (setup, call and teardown together), slowest first, which is the order
+tests/conftest.py's SLOWEST sends modules out in. In the clone mode the whole command is timed too
+(wall, and the CPU of every process it started), set beside the suite's target (`TARGET_S`), and its
+output is kept beside the figures (`.log`). Exit status: the command's (1 when a log holds no
+result line).
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 SLOWEST = 25
+MODULES = 15  # modules listed by their summed seconds
+TARGET_S = 600.0  # `make test` on a fresh clone of the 2-core machine, install included
 COMMAND = "bash .ci/run"
 
 # "24.60s call     tests/cli/test_bounded_files.py::test_x[index sparse 2 GiB]"
@@ -137,6 +143,9 @@ def render(figures: Figures, *, source: str, commit: str, date: str, run: Run | 
             f"command   {run.wall:.1f} s ({_minutes(run.wall)}) wall, {_minutes(run.user)} user, "
             f"{_minutes(run.system)} sys, exit {run.status}: {run.command}"
         )
+        margin = TARGET_S - run.wall
+        verdict = f"met, {margin:.1f} s to spare" if margin >= 0 else f"missed by {-margin:.1f} s"
+        lines.append(f"target    {TARGET_S:.0f} s ({_minutes(TARGET_S)}) wall: {verdict}")
     shown = figures.slowest[:SLOWEST]
     lines += ["", f"{len(shown)} slowest (pytest --durations: setup, call and teardown apart)", ""]
     lines += ["  seconds  phase     test"]
@@ -144,7 +153,20 @@ def render(figures: Figures, *, source: str, commit: str, date: str, run: Run | 
     if shown:
         # Under xdist the workers' times add up past the wall time: a sum, not a share of it.
         lines += ["", f"these {len(shown)} together: {sum(s for s, _, _ in shown):.1f} s"]
+    modules = by_module(figures.slowest)[:MODULES]
+    if modules:
+        lines += ["", f"{len(modules)} slowest modules (the phases listed, summed)", ""]
+        lines += [f"{seconds:9.2f}  {module}" for module, seconds in modules]
     return "\n".join(lines) + "\n"
+
+
+def by_module(slowest: list[tuple[float, str, str]]) -> list[tuple[str, float]]:
+    """(module, seconds) of the phases listed, summed per test module, slowest first."""
+    totals: dict[str, float] = {}
+    for seconds, _, test in slowest:
+        module = test.split("::")[0]
+        totals[module] = totals.get(module, 0.0) + seconds
+    return sorted(totals.items(), key=lambda row: -row[1])
 
 
 def _git(*args: str) -> str:

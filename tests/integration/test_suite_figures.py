@@ -63,6 +63,30 @@ def test_a_make_test_log_is_read(figures):
     assert "these 4 together: 326.3 s" in text
 
 
+def test_each_module_sums_its_phases_slowest_first(figures):
+    rows = [(5.0, "setup", "tests/a.py::t[x]"), (1.5, "call", "tests/b.py::t")]
+    rows.append((4.0, "call", "tests/a.py::u"))
+    assert figures.by_module(rows) == [("tests/a.py", 9.0), ("tests/b.py", 1.5)]
+    text = figures.render(figures.parse_log(MAKE_TEST_LOG), source="s", commit="c", date="d")
+    block = text.split("slowest modules (the phases listed, summed)\n\n", 1)[1].splitlines()
+    assert block == [
+        "   215.31  tests/e2e/test_explorer_axes.py",
+        "    98.02  tests/e2e/test_study_report.py",
+        "    12.50  tests/runner/test_ray.py",
+        "     0.51  tests/viz/test_states.py",
+    ]
+
+
+def test_a_timed_run_is_set_beside_the_target(figures):
+    read = figures.parse_log(MAKE_TEST_LOG)
+    # the limit, one under and one over
+    verdicts = {599.0: "met, 1.0 s to spare", 600.0: "met, 0.0 s to spare", 601.5: "missed by 1.5 s"}
+    for wall, verdict in verdicts.items():
+        run = figures.Run("bash .ci/run", wall, 900.0, 60.0, 0)
+        text = figures.render(read, source="s", commit="c", date="d", run=run)
+        assert f"target    600 s (10m00.0s) wall: {verdict}" in text, text
+
+
 def test_the_25_slowest_are_kept_of_a_longer_list(figures):
     rows = "".join(f"{n}.00s call     tests/t.py::test_{n}\n" for n in range(1, 41))
     log = "=== slowest 40 durations ===\n" + rows + "=== 1 failed, 39 passed in 100.00s ===\n"
