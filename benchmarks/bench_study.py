@@ -22,6 +22,11 @@ Two benchmarks, each variant in a fresh process so peak RSS is its own (RSS is r
          Writing is resumable: entries already complete are kept (progress in DIR/progress.txt).
 
              .venv/bin/python benchmarks/bench_study.py grid --dir /tmp/grid --corpora 10 34 100 167
+
+  synthetic  writes made-up entries by key only (no model, no plan record; lognormal ranks at
+         |V| = 151,936): the study `bench_training_view.py` lays out as checkpoints.
+
+             .venv/bin/python benchmarks/bench_study.py synthetic --dir /tmp/grid --entries 5000
 """
 
 from __future__ import annotations
@@ -143,6 +148,72 @@ def run_demo(cache: str) -> None:
         print(f"  {v:<10}" + ", ".join(f"{k} {m:.0f}" for k, m in row["rss_by_stage"].items()))
     same = rows["summaries"]["digest"] == rows["tokens"]["digest"] == rows["entries"]["digest"]
     print(f"tables identical (rounded to 1e-12) in all variants: {same}")
+
+
+# ---- synthetic: made-up entries by key (bench_training_view.py's study) ----------------------
+VOCAB = 151_936
+SHARD_TOKENS = 1 << 16
+
+
+def _entry_spec(i: int, n_tokens: int) -> dict:
+    return {"synthetic_grid": i, "tokens": n_tokens, "vocab": {"size": VOCAB}}
+
+
+def _tokens(i: int, n_tokens: int, n_docs: int = 1000) -> pd.DataFrame:
+    """Lognormal ranks (the paper's shape) whose location falls with the entry's model size."""
+    rng = np.random.default_rng(i)
+    size_index = i % 10
+    ranks = np.floor(np.exp(rng.normal(2.0 - 0.08 * size_index, 2.2, n_tokens))).astype(np.int64)
+    ranks = np.clip(ranks, 1, VOCAB)
+    tied = rng.random(n_tokens) < 0.002
+    equal = np.where(tied & (ranks < VOCAB), 2, 1)
+    per_doc = n_tokens // n_docs
+    doc = np.minimum(np.arange(n_tokens) // per_doc, n_docs - 1)
+    position = np.arange(n_tokens) - doc * per_doc
+    return pd.DataFrame(
+        {
+            "doc_index": doc.astype(np.int32),
+            "doc_id": pd.Series(doc).astype(str),
+            "position": position.astype(np.int32),
+            "target_id": rng.integers(0, VOCAB, n_tokens).astype(np.int32),
+            "n_greater": (ranks - 1).astype(np.int32),
+            "n_equal": equal.astype(np.int32),
+            "nll": rng.gamma(2.0, 1.5, n_tokens).astype(np.float32),
+        }
+    )
+
+
+def write_synthetic(root: Path, n_entries: int, n_tokens: int) -> list[str]:
+    """`n_entries` entries of `n_tokens` made-up tokens each (lognormal ranks at |V| = 151,936), keyed
+    by `_entry_spec` (no model, no plan record: `load_study(entries=...)` opens them, and
+    `bench_training_view.py` lays them out as checkpoints). Resumable."""
+    from rbplab.store.cache.entry import CacheEntry
+
+    root.mkdir(parents=True, exist_ok=True)
+    progress = root / "progress.txt"
+    keys, clock = [], time.perf_counter()
+    for i in range(n_entries):
+        entry = CacheEntry(root, _entry_spec(i, n_tokens))
+        keys.append(entry.key)
+        if entry.is_complete():
+            continue
+        frame = _tokens(i, n_tokens)
+        with entry.lock():
+            for index, start in enumerate(range(0, n_tokens, SHARD_TOKENS)):
+                entry.write_shard(index, frame.iloc[start : start + SHARD_TOKENS])
+            size = 1e9 * (1 + i % 10)
+            entry.finalize(
+                {
+                    "vocab_size": VOCAB,
+                    "model": {"name": f"synthetic-{i % 10}", "n_nonembedding": size},
+                    "corpus": {"name": f"corpus-{i // 10}"},
+                }
+            )
+        if i % 10 == 9:
+            progress.write_text(
+                f"{i + 1}/{n_entries} entries of {n_tokens} tokens, {time.perf_counter() - clock:.0f} s\n"
+            )
+    return keys
 
 
 # ---- grid ------------------------------------------------------------------------------------
@@ -403,6 +474,10 @@ def main() -> None:
     sub = parser.add_subparsers(dest="what", required=True)
     demo = sub.add_parser("demo")
     demo.add_argument("--cache", required=True)
+    synthetic = sub.add_parser("synthetic")
+    synthetic.add_argument("--dir", required=True, type=Path)
+    synthetic.add_argument("--entries", type=int, default=5000)
+    synthetic.add_argument("--tokens", type=int, default=100_000)
     grid = sub.add_parser("grid")
     grid.add_argument("--dir", required=True, type=Path)
     grid.add_argument(
@@ -415,6 +490,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.what == "demo":
         run_demo(args.cache)
+    elif args.what == "synthetic":
+        print(f"{len(write_synthetic(args.dir, args.entries, args.tokens))} entries under {args.dir}")
     else:
         run_grid(args.dir, sorted(args.corpora), args.docs, args.compare_max)
 

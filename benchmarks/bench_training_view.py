@@ -4,7 +4,7 @@ report page embeds, before and after a change, side by side (issue 52, item 2).
     .venv/bin/python benchmarks/bench_training_view.py --dir /tmp/grid --entries 5000 \
         --tokens 100000 --before cb746f9
 
-The study is `bench_study.py grid`'s (write it first; the same --dir, --entries and --tokens),
+The study is `bench_study.py synthetic`'s (write it first; the same --dir, --entries, --tokens),
 opened with `load_study(entries=...)`. Its entries carry no checkpoint schedule, so their RBP_k
 and CE are laid out as checkpoints: entry i is size i % 10 (S as the grid wrote it) of corpus
 (i // 10) % 4 at checkpoint (i // 10) // 4, the checkpoints taken evenly from Pythia's 154 steps
@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 KS = (1, 10, 100)
-SIZES = 10  # bench_study.py grid: entry i is model synthetic-{i % 10} on corpus corpus-{i // 10}
+SIZES = 10  # bench_study.py synthetic: entry i is model synthetic-{i % 10} on corpus corpus-{i // 10}
 CORPORA = 4
 TOKENS_PER_STEP = 2_097_152
 PYTHIA_STEPS = (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, *range(1000, 143_001, 1000))
@@ -157,7 +157,7 @@ def main() -> None:
         print(json.dumps(measure(root, n, n_tokens)))
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dir", required=True, help="the grid bench_study.py grid wrote")
+    parser.add_argument("--dir", required=True, help="the entries bench_study.py synthetic wrote")
     parser.add_argument("--entries", type=int, default=5000)
     parser.add_argument("--tokens", type=int, default=100_000)
     parser.add_argument("--before", required=True, help="the git revision to compare with")
