@@ -61,7 +61,7 @@ def test_gpu_check_smoke_run_measures_the_bound_and_ranks_exactly():
         assert worst <= 1 and verdict.split()[5] == "<=" and "FAILED" not in verdict, verdict
         ratios = []
         for family in ("half-ulp tail", "ulp tail", "random tail", "equal"):
-            # after dtype and family: rows, unit, one ratio per d (64, 512), u seen, refused, counts
+            # after dtype and family: rows, unit, one ratio per d (64, 256), u seen, refused, counts
             (row,) = [line[25:].split() for line in lines if line.startswith(f"{dtype:<10}{family:<15}")]
             assert row[1] == ("6.00u" if dtype == "float16" else "1.00u")
             assert len(row[2:-3]) == 2 and row[-2:] == ["0", "exact"], row
