@@ -248,12 +248,16 @@ def settings_from_args(args: argparse.Namespace) -> ExtractionSettings:
     )
 
 
+# Where a run computes, not what: a study file may be planned or run on a device the command names.
+PLACEMENT = ("device", "device_map")
+
+
 def grid_options_given(args: argparse.Namespace) -> list[str]:
     """The grid options the command line gave (each by its flag), settings included: what a
-    study file, which names its own grid, is refused beside."""
+    study file, which names its own grid, is refused beside (`PLACEMENT` is not refused)."""
     given = [flag for dest, flag, default in args.grid_options if getattr(args, dest) != default]
     changed = settings_from_args(args).to_dict(changed_only=True)
-    return given + [f"--{name.replace('_', '-')}" for name in changed]
+    return given + [f"--{name.replace('_', '-')}" for name in changed if name not in PLACEMENT]
 
 
 def refuse_study_with_grid_options(args: argparse.Namespace) -> None:

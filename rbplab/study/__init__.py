@@ -8,11 +8,12 @@ The analyses are functions of a study, one module per question (as `rbplab.viz.p
 them): `size` (the size law: `size.fits(study, ks)`, `bands`, `fit_table`, `ksweep`, `bootstrap`,
 `extrapolation`), `emergence` (`emergence.table`, `emergence.fits`), `distribution` (the
 lognormal theory), `decomposition` (CE = EE + SA - Conf, `metric_table`, `prediction_audit`) and
-`training` (checkpoints: `training.table`, `training.joint_laws`). `tables` writes any table as
+`training` (checkpoints: `training.table`, `training.joint_laws`) and `depth` (the law by layer:
+`depth.depth_study`, `depth.depth_fits`, `depth.first_depth`). `tables` writes any table as
 Markdown or LaTeX, `results` a study's results file.
 """
 
-from rbplab.study import decomposition, distribution, emergence, size, tables, training
+from rbplab.study import decomposition, depth, distribution, emergence, size, tables, training
 from rbplab.study.loading import default_corpora, load_study
 from rbplab.study.lookup import MissingRunsError
 from rbplab.study.study import Study
@@ -24,6 +25,7 @@ __all__ = [
     "Study",
     "decomposition",
     "default_corpora",
+    "depth",
     "distribution",
     "emergence",
     "load_study",
