@@ -129,11 +129,17 @@ def head_norms(weight: Tensor, bias: Tensor | None, rows: int) -> tuple[Tensor, 
     return norms, float(finite.abs().max()) if finite.numel() else 0.0
 
 
+def underflow_term(g: float, d: int, ones):
+    """U = (1 + gamma) tau (2d + 3 + ||h||_1 + ||w||_1) (module docstring), `ones` the two 1-norms'
+    sum or its Cauchy-Schwarz bound sqrt(d) (||h|| + ||w||): the one place the term is written."""
+    return (1 + g) * TINY * (2 * d + 3 + ones)
+
+
 def logit_margins(h_norm: Tensor, w_norm: Tensor, b_abs: Tensor | float, d: int, unit: float) -> Tensor:
     """E_iv >= |computed z_v - z_v| for single logits, float64: the module docstring's bound with
     Cauchy-Schwarz per column (||h_i|| ||w_v|| for sum_k |h_k w_vk|), not per head."""
     g = gamma(d + 2, unit)
-    under = (1 + g) * TINY * (2 * d + 3 + math.sqrt(d) * (h_norm + w_norm))
+    under = underflow_term(g, d, math.sqrt(d) * (h_norm + w_norm))
     return (g * (h_norm * w_norm + b_abs) + under) * (1 + 2.0**-40)
 
 
@@ -157,7 +163,7 @@ def row_bounds(hidden: Tensor, w_norm: float, b_max: float, unit: float) -> tupl
     for start in range(0, n, step):
         h = hidden[start : start + step].to(torch.float64)
         h_norm = torch.linalg.vector_norm(h, dim=1)
-        under = (1 + g) * TINY * (2 * d + 3 + root * (h_norm + w_norm))
+        under = underflow_term(g, d, root * (h_norm + w_norm))
         total = h_norm * w_norm + b_max
         # 1 + 2**-40 covers the float64 rounding of these few operations.
         margins[start : start + step] = round_up((g * total + under) * (1 + 2.0**-40))
@@ -305,7 +311,7 @@ def target_logit_ratios(
         exact64 = products.sum(1) + b
         size = products.abs().sum(1) + b.abs()
         ones = h.abs().sum(1) + w.abs().sum(1)
-        allowed = g * size + (1 + g) * TINY * (2 * d + 3 + ones)
+        allowed = g * size + underflow_term(g, d, ones)
         gap = (computed[start : start + step].to(torch.float64) - exact64).abs() - g64 * size
         ratios[start : start + step] = gap.clamp(min=0) / allowed
     return ratios
@@ -314,7 +320,7 @@ def target_logit_ratios(
 @dataclass
 class Tally:
     """What a head settled, summed over the calls it is passed to: rows ranked, rows with a logit
-    inside their band (settled by exact sign), and the candidate logits that took."""
+    inside their band, and the candidates that went to `settle_pairs` (the exact sign)."""
 
     rows: int = 0
     settled: int = 0

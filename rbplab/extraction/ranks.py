@@ -17,7 +17,8 @@ Speed comes from how each chunk is processed, not from skipping work:
 - comparisons write float 0/1 into the work buffer and a float sum counts them exactly
   (every partial sum is an integer below 2**24): ~30x faster than summing a freshly
   allocated bool tensor as `(z > z_t).sum(-1)` does;
-- rows with a logit inside their band are settled once per chunk, from the chunk's logits;
+- a row with a logit inside its band has its candidates found per chunk, from the chunk's
+  logits in cache, and settled once per call;
 - exp(x) is evaluated as exp2(x * log2 e), whose kernel is ~3x faster on CPU.
 Nothing here synchronises with the host per token, so the same code runs on GPUs.
 
